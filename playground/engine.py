@@ -1,0 +1,538 @@
+"""The instrumented decoding loop: Transformers' own `generate()`, observed step by step.
+
+We do not re-implement assisted decoding. `generate()` runs in a worker thread; for drafting
+methods we wrap the target's `_get_candidate_generator` for the run and patch the two methods
+of the generator instance it builds (a proxy object would break the loop, which reads its
+attributes and checks its class). `get_candidates` shows what was drafted (and q);
+`update_candidate_strategy` shows what the target verified and emitted (and p). For baseline a
+streamer sees each token. The worker pushes raw records; the caller's thread decodes text and
+builds `Step`s, so instrumentation costs the generation thread almost nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import torch
+import transformers
+from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers.generation.streamers import BaseStreamer
+
+from .errors import PlaygroundError
+from .methods import Method, MethodError, ModelFacts, get_method
+from .models import CATALOGUE, DEFAULT_TARGET, STORE, LoadedModel, ModelStore, same_vocabulary
+from .settings import get_settings
+from .trace import Step, Trace, classify_step
+
+# Sampling draws from torch's global generator: one seeded sampling run at a time.
+_RNG_LOCK = threading.Lock()
+
+
+class RunError(PlaygroundError):
+    """The request cannot run as given; the message is for the user."""
+
+
+@dataclass
+class RunRequest:
+    prompt: str
+    target: str = DEFAULT_TARGET
+    method: str = "baseline"
+    assistant: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    max_new_tokens: int = 64
+    sample: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = off
+    seed: int = 0
+    chat: bool | None = None  # None: apply the chat template where the model is a chat model
+    dtype: str = "auto"
+
+    def decoding(self) -> dict[str, Any]:
+        base: dict[str, Any] = {"sample": self.sample, "max_new_tokens": self.max_new_tokens, "seed": self.seed}
+        if self.sample:
+            base.update(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)
+        return base
+
+
+@dataclass
+class PreparedRun:
+    """Everything resolved and loaded; `generate_kwargs` is exactly what `generate()` receives."""
+
+    request: RunRequest
+    method: Method
+    params: dict[str, Any]
+    target: LoadedModel
+    assistant: LoadedModel | None
+    input_ids: torch.Tensor
+    rendered_prompt: str
+    chat: bool
+    generate_kwargs: dict[str, Any]
+    draft_config: dict[str, Any]  # set on `draft_config_model.generation_config` for the run
+    draft_config_model: Any
+    eos_ids: frozenset[int]
+    lossy: bool
+
+    def models(self) -> list[LoadedModel]:
+        return [m for m in (self.target, self.assistant) if m is not None]
+
+
+def validate_request(req: RunRequest) -> None:
+    settings = get_settings()
+    if not isinstance(req.prompt, str) or not req.prompt.strip():
+        raise RunError("the prompt is empty: type something for the model to continue")
+    if not 1 <= int(req.max_new_tokens) <= settings.max_new_tokens:
+        raise RunError(
+            f"max new tokens must be between 1 and {settings.max_new_tokens} (PLAYGROUND_MAX_NEW_TOKENS); got {req.max_new_tokens}"
+        )
+    if req.sample:
+        if not req.temperature > 0:
+            raise RunError(f"temperature must be above 0 when sampling (use greedy for deterministic output); got {req.temperature}")
+        if not 0 < req.top_p <= 1:
+            raise RunError(f"top-p must be in (0, 1]; got {req.top_p}")
+        if req.top_k < 0:
+            raise RunError(f"top-k must be 0 (off) or positive; got {req.top_k}")
+
+
+def _chat_default(spec: str, loaded: LoadedModel) -> bool:
+    entry = CATALOGUE.get(spec)
+    if entry is not None:
+        return bool(entry.chat) and loaded.has_chat_template
+    return loaded.has_chat_template
+
+
+def render_prompt(loaded: LoadedModel, prompt: str, chat: bool) -> tuple[str, torch.Tensor]:
+    """Apply the chat template when asked; return the text the model sees and its ids."""
+    tok = loaded.tokenizer
+    if chat:
+        if not loaded.has_chat_template:
+            raise RunError(f"{loaded.name} has no chat template; turn the chat toggle off")
+        text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+        ids = tok(text, add_special_tokens=False, return_tensors="pt").input_ids
+    else:
+        text = prompt
+        ids = tok(text, return_tensors="pt").input_ids
+    return text, ids
+
+
+def model_facts(target: LoadedModel, assistant: LoadedModel | None, sample: bool) -> ModelFacts:
+    text_config = target.model.config.get_text_config()
+    name_or_path = getattr(target.model.config, "_name_or_path", "") or ""
+    on_disk = bool(name_or_path) and os.path.isdir(name_or_path)
+    return ModelFacts(
+        target_class=type(target.model).__name__,
+        target_layers=target.num_layers,
+        target_has_mtp=bool(getattr(text_config, "num_mtp_layers", None)),
+        target_on_disk=on_disk,
+        assistant_class=type(assistant.model).__name__ if assistant else None,
+        same_vocabulary=same_vocabulary(target.tokenizer, assistant.tokenizer) if assistant else None,
+        sample=sample,
+    )
+
+
+def _eos_ids(loaded: LoadedModel) -> frozenset[int]:
+    ids: set[int] = set()
+    eos = loaded.model.generation_config.eos_token_id
+    if eos is not None:
+        ids.update([eos] if isinstance(eos, int) else list(eos))
+    if loaded.tokenizer.eos_token_id is not None:
+        ids.add(loaded.tokenizer.eos_token_id)
+    return frozenset(ids)
+
+
+def prepare(
+    req: RunRequest,
+    store: ModelStore = STORE,
+    progress: Callable[[str], None] | None = None,
+) -> PreparedRun:
+    """Validate the request, load the models and build the exact `generate()` arguments."""
+    validate_request(req)
+    method = get_method(req.method)
+    params = method.resolve_params(req.params)
+    if method.needs_assistant and not req.assistant:
+        raise RunError(f"{method.title} needs an assistant model")
+    if not method.needs_assistant and req.assistant:
+        req = RunRequest(**{**req.__dict__, "assistant": None})
+    target = store.get(req.target, req.dtype, progress)
+    assistant: LoadedModel | None = None
+    if method.needs_assistant:
+        # Sampling universal decoding prunes and remaps the assistant in place: give it its own copy.
+        if method.name == "universal" and req.sample:
+            assistant = store.get_copy(req.assistant, req.dtype, purpose="universal-sampling", progress=progress)
+        else:
+            assistant = store.get(req.assistant, req.dtype, progress)
+    method.validate(model_facts(target, assistant, req.sample), params)
+
+    chat = _chat_default(req.target, target) if req.chat is None else bool(req.chat)
+    rendered, input_ids = render_prompt(target, req.prompt, chat)
+    settings = get_settings()
+    n_prompt = input_ids.shape[1]
+    if n_prompt > settings.max_prompt_tokens:
+        raise RunError(
+            f"the prompt is {n_prompt} tokens; the limit is {settings.max_prompt_tokens} (PLAYGROUND_MAX_PROMPT_TOKENS)"
+        )
+    context = getattr(target.model.config.get_text_config(), "max_position_embeddings", None)
+    if context and n_prompt + req.max_new_tokens > context:
+        raise RunError(
+            f"the prompt ({n_prompt} tokens) plus {req.max_new_tokens} new tokens exceeds the model's context of {context} tokens"
+        )
+
+    gen_args, draft_config = method.split_params(params)
+    tok = target.tokenizer
+    kwargs: dict[str, Any] = {
+        "input_ids": input_ids.to(target.device),
+        "attention_mask": torch.ones_like(input_ids).to(target.device),
+        "max_new_tokens": int(req.max_new_tokens),
+        "do_sample": bool(req.sample),
+        "pad_token_id": tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+        **gen_args,
+    }
+    if req.sample:
+        kwargs.update(temperature=float(req.temperature), top_p=float(req.top_p), top_k=int(req.top_k))
+    if assistant is not None:
+        kwargs["assistant_model"] = assistant.model
+        if method.assistant == "different_tokenizer":
+            kwargs["tokenizer"] = target.tokenizer
+            kwargs["assistant_tokenizer"] = assistant.tokenizer
+    owner = target.model if method.draft_config_on == "target" or assistant is None else assistant.model
+    if method.name == "mtp_drafter":
+        draft_config.setdefault("num_assistant_tokens", params.get("num_assistant_tokens", 5))
+    return PreparedRun(
+        request=req, method=method, params=params, target=target, assistant=assistant, input_ids=input_ids,
+        rendered_prompt=rendered, chat=chat, generate_kwargs=kwargs, draft_config=draft_config,
+        draft_config_model=owner, eos_ids=_eos_ids(target), lossy=method.is_lossy(params),
+    )
+
+
+@contextlib.contextmanager
+def exclusive(prepared: PreparedRun) -> Iterator[None]:
+    """Hold the models and the state generation mutates for the duration of one run.
+
+    One generation per loaded model at a time (early exit lowers the target's layer count, the
+    heuristic schedule writes back the draft length); the draft-length settings live on the
+    generation_config Transformers reads them from, set for the run and restored after.
+    """
+    locks = sorted({id(m.lock): m.lock for m in prepared.models()}.items())
+    with contextlib.ExitStack() as stack:
+        for _, lock in locks:
+            stack.enter_context(lock)
+        if prepared.request.sample:
+            stack.enter_context(_RNG_LOCK)
+        config = prepared.draft_config_model.generation_config
+        saved = {k: getattr(config, k, None) for k in prepared.draft_config}
+        for key, value in prepared.draft_config.items():
+            setattr(config, key, value)
+        try:
+            if prepared.request.sample:
+                torch.manual_seed(int(prepared.request.seed))
+            yield
+        finally:
+            for key, value in saved.items():
+                setattr(config, key, value)
+
+
+def plain_generate(prepared: PreparedRun) -> tuple[list[int], float]:
+    """The same `generate()` call with no instrumentation: the reference for output and overhead."""
+    with exclusive(prepared), torch.inference_mode():
+        start = time.perf_counter()
+        out = prepared.target.model.generate(**prepared.generate_kwargs)
+        elapsed = time.perf_counter() - start
+    return out[0, prepared.input_ids.shape[1]:].tolist(), elapsed
+
+
+# --- raw records pushed by the worker ------------------------------------------------------
+
+@dataclass
+class _Raw:
+    drafted: list[int]
+    emitted: list[int]
+    cut: bool
+    draft_ms: float
+    verify_ms: float
+    q: list[float] | None
+    p: list[float] | None
+
+
+def _token_probs(logits: torch.Tensor | None, ids: list[int]) -> list[float] | None:
+    """Probability of each given id under each row of logits (rows aligned with ids)."""
+    if logits is None or not ids:
+        return None
+    rows = logits[0, : len(ids)].float()
+    index = torch.tensor(ids, device=rows.device).unsqueeze(1)
+    probs = (rows.gather(1, index).squeeze(1) - rows.logsumexp(dim=-1)).exp()
+    return [float(x) if x == x else 0.0 for x in probs.tolist()]
+
+
+class _Stop(StoppingCriteria):
+    """Ends generation after the current step when asked to, or when the run's time is up."""
+
+    def __init__(self, cancel: threading.Event, deadline: float | None):
+        self.cancel = cancel
+        self.deadline = deadline
+        self.timed_out = False
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            self.timed_out = True
+        stop = self.cancel.is_set() or self.timed_out
+        return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
+
+
+class _Recorder:
+    """Turns the loop's calls into raw step records on a queue."""
+
+    def __init__(self, out: "queue.Queue[Any]", prompt_len: int, max_new: int, eos: frozenset[int]):
+        self.out = out
+        self.prompt_len = prompt_len
+        self.max_new = max_new
+        self.eos = eos
+        self._draft: list[int] = []
+        self._q: list[float] | None = None
+        self._cur_len = 0
+        self._draft_ms = 0.0
+        self._draft_end = 0.0
+        self._last_put = 0.0
+
+    def _push(self, drafted: list[int], emitted: list[int], draft_ms: float, verify_ms: float,
+              q: list[float] | None, p: list[float] | None, total_len: int) -> None:
+        cut = bool(emitted) and (emitted[-1] in self.eos or total_len - self.prompt_len >= self.max_new)
+        self.out.put(_Raw(drafted, emitted, cut, draft_ms, verify_ms, q, p))
+
+    # assisted decoding: patch the generator instance Transformers builds
+    def instrument(self, generator: Any) -> Any:
+        get_candidates = generator.get_candidates
+        update = generator.update_candidate_strategy
+
+        def timed_get_candidates(input_ids: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            candidate_ids, candidate_logits = get_candidates(input_ids, *args, **kwargs)
+            self._draft_end = time.perf_counter()
+            self._draft_ms = (self._draft_end - start) * 1000
+            self._cur_len = input_ids.shape[1]
+            self._draft = candidate_ids[0, self._cur_len:].tolist()
+            self._q = _token_probs(candidate_logits, self._draft)
+            return candidate_ids, candidate_logits
+
+        def observed_update(input_ids: torch.Tensor, scores: torch.Tensor, num_matches: int) -> Any:
+            verify_ms = (time.perf_counter() - self._draft_end) * 1000
+            emitted = input_ids[0, self._cur_len:].tolist()
+            p = _token_probs(scores, self._draft)
+            self._push(self._draft, emitted, self._draft_ms, verify_ms, self._q, p, input_ids.shape[1])
+            return update(input_ids, scores, num_matches)
+
+        generator.get_candidates = timed_get_candidates
+        generator.update_candidate_strategy = observed_update
+        return generator
+
+    # plain decoding: a streamer sees the prompt first, then one token per step
+    def streamer(self) -> BaseStreamer:
+        recorder = self
+
+        class _StepStreamer(BaseStreamer):
+            def __init__(self) -> None:
+                self.seen_prompt = False
+                self.total = recorder.prompt_len
+
+            def put(self, value: torch.Tensor) -> None:
+                now = time.perf_counter()
+                if not self.seen_prompt:
+                    self.seen_prompt = True
+                    recorder._last_put = now
+                    return
+                tokens = value.reshape(-1).tolist()
+                self.total += len(tokens)
+                recorder._push([], tokens, 0.0, (now - recorder._last_put) * 1000, None, None, self.total)
+                recorder._last_put = now
+
+            def end(self) -> None:
+                pass
+
+        return _StepStreamer()
+
+
+@contextlib.contextmanager
+def _instrumented(model: Any, recorder: _Recorder) -> Iterator[None]:
+    """Wrap this model instance's candidate-generator factory for one run (restored after)."""
+    factory = type(model)._get_candidate_generator
+
+    def build(*args: Any, **kwargs: Any) -> Any:
+        return recorder.instrument(factory(model, *args, **kwargs))
+
+    model._get_candidate_generator = build
+    try:
+        yield
+    finally:
+        del model._get_candidate_generator
+
+
+_DONE = object()
+
+
+def environment(prepared: PreparedRun) -> dict[str, Any]:
+    from .models import describe_precision
+
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "device": prepared.target.device,
+        "dtype": str(prepared.target.dtype).replace("torch.", ""),
+        "precision": describe_precision(prepared.request.dtype, prepared.target.device),
+        "threads": torch.get_num_threads(),
+        "machine": platform.machine(),
+    }
+
+
+class LiveRun:
+    """One generation: iterate to receive `Step`s as they happen; `trace` grows as you go."""
+
+    def __init__(self, prepared: PreparedRun, timeout_s: float | None = None):
+        self.prepared = prepared
+        req = prepared.request
+        self.timeout_s = get_settings().run_timeout_s if timeout_s is None else timeout_s
+        self.cancel = threading.Event()
+        self._queue: "queue.Queue[Any]" = queue.Queue()
+        self._error: BaseException | None = None
+        self._elapsed = 0.0
+        self._start = 0.0
+        self._thread: threading.Thread | None = None
+        self._stop = _Stop(self.cancel, None)
+        self.trace = Trace(
+            method=prepared.method.name, target=req.target, prompt=req.prompt,
+            assistant=req.assistant if prepared.assistant else None, params=dict(prepared.params),
+            decoding=req.decoding(), chat=prepared.chat, lossy=prepared.lossy, env=environment(prepared),
+            prompt_tokens=int(prepared.input_ids.shape[1]),
+        )
+        self._context: list[int] = prepared.input_ids[0, -4:].tolist()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Ask generation to end after the current step; what was produced is kept."""
+        self.cancel.set()
+
+    def _work(self) -> None:
+        prepared = self.prepared
+        recorder = _Recorder(self._queue, prepared.input_ids.shape[1], prepared.request.max_new_tokens, prepared.eos_ids)
+        kwargs = dict(prepared.generate_kwargs)
+        kwargs["stopping_criteria"] = StoppingCriteriaList([self._stop])
+        model = prepared.target.model
+        try:
+            with exclusive(prepared), torch.inference_mode():
+                if prepared.method.name == "baseline":
+                    kwargs["streamer"] = recorder.streamer()
+                    patch: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+                else:
+                    patch = _instrumented(model, recorder)
+                with patch:
+                    self._start = time.perf_counter()
+                    self._stop.deadline = self._start + self.timeout_s if self.timeout_s else None
+                    model.generate(**kwargs)
+                    self._elapsed = time.perf_counter() - self._start
+        except BaseException as exc:  # reported to the consumer, which re-raises it
+            self._elapsed = time.perf_counter() - self._start if self._start else 0.0
+            self._error = exc
+        finally:
+            self._queue.put(_DONE)
+
+    def __iter__(self) -> Iterator[Step]:
+        if self._thread is not None:
+            raise RuntimeError("a LiveRun can be iterated once")
+        self._thread = threading.Thread(target=self._work, name="playground-generate", daemon=True)
+        self._thread.start()
+        try:
+            while True:
+                item = self._queue.get()
+                if item is _DONE:
+                    break
+                step = self._build_step(item)
+                self.trace.steps.append(step)
+                self.trace.output_ids.extend(step.emitted)
+                self.trace.summarize(time.perf_counter() - self._start)
+                yield step
+        finally:
+            if self._thread.is_alive():  # the consumer left early (closed tab, exception): end the run
+                self.cancel.set()
+                self._thread.join()
+        self._finish()
+
+    def _finish(self) -> None:
+        trace = self.trace
+        tok = self.prepared.target.tokenizer
+        trace.output_text = tok.decode(trace.output_ids, skip_special_tokens=True)
+        trace.summarize(self._elapsed)
+        if self._error is not None:
+            trace.finish_reason = "error"
+            raise self._error
+        if self._stop.timed_out:
+            trace.finish_reason = "timeout"
+        elif self.cancel.is_set():
+            trace.finish_reason = "stopped"
+        elif trace.output_ids and trace.output_ids[-1] in self.prepared.eos_ids:
+            trace.finish_reason = "eos"
+        else:
+            trace.finish_reason = "length"
+
+    def run(self) -> Trace:
+        for _ in self:
+            pass
+        return self.trace
+
+    def _build_step(self, raw: _Raw) -> Step:
+        accepted, rejected, unverified = classify_step(raw.drafted, raw.emitted, raw.cut)
+        tok = self.prepared.target.tokenizer
+        context = self._context
+        drafted_text = token_texts(tok, context, raw.drafted)
+        emitted_text = token_texts(tok, context, raw.emitted)
+        self._context = (context + raw.emitted)[-4:]
+        return Step(
+            index=len(self.trace.steps), drafted=raw.drafted, accepted=accepted, rejected=rejected,
+            emitted=raw.emitted, unverified=unverified, drafted_text=drafted_text, emitted_text=emitted_text,
+            draft_ms=round(raw.draft_ms, 3), verify_ms=round(raw.verify_ms, 3), q=raw.q, p=raw.p,
+        )
+
+
+def token_texts(tokenizer: Any, context: list[int], ids: list[int]) -> list[str]:
+    """Text of each token as it reads after `context` and the tokens before it.
+
+    Decoding a token alone loses leading spaces in SentencePiece-style tokenizers; decoding it
+    behind a few tokens of context and taking the difference keeps them.
+    """
+    texts: list[str] = []
+    ctx = list(context[-4:])
+    for tid in ids:
+        before = tokenizer.decode(ctx, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        after = tokenizer.decode(ctx + [tid], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        if after.startswith(before):
+            texts.append(after[len(before):])
+        else:
+            texts.append(tokenizer.decode([tid], skip_special_tokens=False))
+        ctx = (ctx + [tid])[-4:]
+    return texts
+
+
+def run(req: RunRequest, store: ModelStore = STORE, progress: Callable[[str], None] | None = None,
+        on_step: Callable[[Step, Trace], None] | None = None) -> Trace:
+    """Prepare and run to the end; `on_step` sees each step as it arrives."""
+    live = LiveRun(prepare(req, store, progress))
+    for step in live:
+        if on_step is not None:
+            on_step(step, live.trace)
+    return live.trace
+
+
+def user_message(exc: BaseException) -> str:
+    """One line for the user from any failure: our own messages verbatim, others summarised."""
+    if isinstance(exc, (PlaygroundError, MethodError)):
+        return str(exc)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"{type(exc).__name__}: {text}"

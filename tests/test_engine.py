@@ -1,0 +1,156 @@
+"""The instrumented loop on tiny real checkpoints: invariants and token-for-token equality with generate()."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from playground.engine import LiveRun, RunError, RunRequest, plain_generate, prepare
+from playground.errors import PlaygroundError
+from playground.models import ModelStore
+from playground.trace import Trace, check_invariants
+
+PROMPT = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,"
+
+
+@pytest.fixture(scope="module")
+def store() -> ModelStore:
+    return ModelStore()
+
+
+def _run(store, **kw) -> tuple[Trace, list[int]]:
+    kw.setdefault("prompt", PROMPT)
+    kw.setdefault("dtype", "float32")
+    kw.setdefault("max_new_tokens", 24)
+    prepared = prepare(RunRequest(**kw), store)
+    trace = LiveRun(prepared).run()
+    reference, _ = plain_generate(prepared)
+    return trace, reference
+
+
+def _assert_lossless(trace: Trace, reference: list[int]) -> None:
+    check_invariants(trace)
+    assert trace.output_ids == reference
+    assert trace.summary.new_tokens == len(reference)
+    for step in trace.steps[:-1]:
+        assert len(step.emitted) == step.accepted + 1
+
+
+def test_baseline_one_token_per_step(store, tiny_models):
+    trace, reference = _run(store, target=tiny_models["target"], method="baseline")
+    _assert_lossless(trace, reference)
+    assert all(s.drafted == [] and len(s.emitted) == 1 for s in trace.steps)
+    assert trace.summary.acceptance_rate is None
+    assert trace.finish_reason in ("eos", "length")
+
+
+def test_speculative_with_partly_agreeing_assistant(store, tiny_models):
+    trace, reference = _run(store, target=tiny_models["target"], method="speculative",
+                            assistant=tiny_models["noisy"], params={"num_assistant_tokens": 4})
+    _assert_lossless(trace, reference)
+    assert all(len(s.drafted) <= 4 for s in trace.steps)
+    assert trace.summary.drafted > 0
+    assert any(s.rejected for s in trace.steps), "a noisy assistant should be refused somewhere"
+    assert all(s.q is not None and s.p is not None for s in trace.steps if s.drafted)
+
+
+def test_speculative_with_itself_accepts_every_draft(store, tiny_models):
+    trace, reference = _run(store, target=tiny_models["target"], method="speculative",
+                            assistant=tiny_models["target"], params={"num_assistant_tokens": 3})
+    _assert_lossless(trace, reference)
+    assert trace.summary.accepted == trace.summary.drafted > 0
+
+
+def test_prompt_lookup(store, tiny_models):
+    trace, reference = _run(store, target=tiny_models["target"], method="prompt_lookup",
+                            params={"prompt_lookup_num_tokens": 5, "max_matching_ngram_size": 2})
+    _assert_lossless(trace, reference)
+
+
+def test_early_exit(store, tiny_models):
+    trace, reference = _run(store, target=tiny_models["target"], method="early_exit",
+                            params={"assistant_early_exit": 2, "num_assistant_tokens": 3})
+    _assert_lossless(trace, reference)
+    assert trace.summary.drafted > 0
+    target = store.get(tiny_models["target"], "float32")
+    assert target.model.config.num_hidden_layers == 4, "early exit must leave the layer count as it was"
+
+
+def test_draft_settings_are_restored_and_heuristic_runs_repeat(store, tiny_models):
+    assistant = store.get(tiny_models["noisy"], "float32")
+    before = assistant.model.generation_config.num_assistant_tokens
+    kw = dict(target=tiny_models["target"], method="speculative", assistant=tiny_models["noisy"],
+              params={"num_assistant_tokens": 2, "num_assistant_tokens_schedule": "heuristic"})
+    first, reference = _run(store, **kw)
+    second, _ = _run(store, **kw)
+    _assert_lossless(first, reference)
+    assert [s.drafted for s in first.steps] == [s.drafted for s in second.steps]
+    assert assistant.model.generation_config.num_assistant_tokens == before
+
+
+def test_sampling_is_reproducible_with_a_seed(store, tiny_models):
+    kw = dict(target=tiny_models["target"], method="speculative", assistant=tiny_models["noisy"], sample=True,
+              temperature=0.8, seed=7)
+    first, _ = _run(store, **kw)
+    second, _ = _run(store, **kw)
+    check_invariants(first)
+    assert first.output_ids == second.output_ids
+
+
+def test_trace_round_trips_through_json(store, tiny_models):
+    trace, _ = _run(store, target=tiny_models["target"], method="speculative", assistant=tiny_models["noisy"])
+    assert Trace.from_json(trace.to_json()) == trace
+
+
+def test_stop_ends_the_run_within_a_step(store, tiny_models):
+    prepared = prepare(RunRequest(prompt=PROMPT, target=tiny_models["target"], dtype="float32", max_new_tokens=200), store)
+    live = LiveRun(prepared)
+    seen = 0
+    for _ in live:
+        seen += 1
+        if seen == 3:
+            live.stop()
+    assert live.trace.finish_reason == "stopped"
+    assert 3 <= len(live.trace.steps) <= 4
+    assert not live.running
+    assert not any(t.name == "playground-generate" and t.is_alive() for t in threading.enumerate())
+
+
+def test_abandoned_iteration_ends_the_worker(store, tiny_models):
+    prepared = prepare(RunRequest(prompt=PROMPT, target=tiny_models["target"], dtype="float32", max_new_tokens=200), store)
+    live = LiveRun(prepared)
+    it = iter(live)
+    next(it)
+    it.close()  # what Gradio does when a visitor leaves
+    assert not live.running
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"prompt": "   "}, "prompt is empty"),
+    ({"method": "speculative"}, "needs an assistant"),
+    ({"method": "nope"}, "unknown method"),
+    ({"method": "prompt_lookup", "params": {"num_assistant_tokens": 3}}, "has no parameter"),
+    ({"method": "early_exit", "params": {"assistant_early_exit": 4}}, "between 1 and 3"),
+    ({"method": "prompt_lookup", "params": {"prompt_lookup_num_tokens": 0}}, "between 1 and 64"),
+    ({"max_new_tokens": 0}, "max new tokens"),
+    ({"sample": True, "temperature": 0}, "temperature"),
+    ({"method": "universal", "assistant": "SAME"}, "share a tokenizer"),
+    ({"method": "mtp"}, "no multi-token-prediction"),
+    ({"method": "prompt_lookup", "params": {"assistant_ensemble_weight": 0.5}}, "has no parameter"),
+    ({"method": "speculative", "assistant": "SAME", "params": {"assistant_ensemble_weight": 1.0}}, "between 0 and 0.99"),
+    ({"dtype": "int3"}, "int3"),
+])
+def test_bad_requests_get_clear_messages(store, tiny_models, kw, message):
+    kw = dict(kw)
+    if kw.get("assistant") == "SAME":
+        kw["assistant"] = tiny_models["target"]
+    kw.setdefault("prompt", PROMPT)
+    kw.setdefault("target", tiny_models["target"])
+    with pytest.raises(PlaygroundError, match=message):
+        prepare(RunRequest(**kw), store)
+
+
+def test_prompt_longer_than_context_is_refused(store, tiny_models):
+    with pytest.raises(RunError, match="context"):
+        prepare(RunRequest(prompt="one two three " * 200, target=tiny_models["target"], max_new_tokens=10), store)
