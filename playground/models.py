@@ -193,7 +193,7 @@ def resolve_dtype(name: str, device: str = "cpu") -> torch.dtype:
     try:
         return _EXPLICIT_DTYPES[name]
     except KeyError:
-        raise ValueError(
+        raise PlaygroundError(  # a ValueError the UI shows as is
             f"unknown dtype {name!r}: use auto, {', '.join(_EXPLICIT_DTYPES)}"
         ) from None
 
@@ -391,6 +391,8 @@ def _describe_error(spec: str, exc: BaseException, source: _Source, settings: Se
     first_line = _first_line(exc)
     if not settings.allow_pickle and "safetensors" in first_line:
         first_line += " (pickle checkpoints need PLAYGROUND_ALLOW_PICKLE=1)"
+    if not settings.trust_remote_code and "trust_remote_code" in str(exc):
+        first_line += " (custom model code needs PLAYGROUND_TRUST_REMOTE_CODE=1)"
     return f"could not load {spec}: {first_line}"
 
 

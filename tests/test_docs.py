@@ -1,0 +1,32 @@
+"""README stays true to the code: the settings, the methods and the commands CI runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from playground.methods import METHODS
+from playground.settings import SETTINGS_DOC
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_every_setting_is_documented():
+    for name, default, meaning in SETTINGS_DOC:
+        assert re.search(rf"^\| `{name}` \| {re.escape(default)} \|", README, re.M), name
+
+
+def test_every_method_has_a_row_in_the_methods_table():
+    for name in METHODS:
+        assert re.search(rf"^\| `{name}` \|", README, re.M), name
+
+
+def test_ci_runs_the_readme_test_command():
+    blocks = re.findall(r"```bash\n(.*?)\n```", README, re.S)
+    test_command = next(b for b in blocks if "pytest" in b)
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    # CI runs the same steps, with quiet flags for its log.
+    normalised = lambda s: re.sub(r"\s+-q\b", "", s.replace("python -m pip", "pip"))  # noqa: E731
+    assert normalised(test_command).strip() in normalised(ci)
+    assert any(b.strip() == "pip install -r requirements.txt && python app.py" for b in blocks)
