@@ -8,10 +8,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from .methods import METHODS, parse_assignments
 from .models import DEFAULT_TARGET
+
+if TYPE_CHECKING:
+    from .engine import RunRequest
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,17 +60,31 @@ def summary_line(trace) -> str:  # type: ignore[no-untyped-def]
     )
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from .engine import RunRequest, run, user_message
+def request_from_args(args: argparse.Namespace) -> "RunRequest":
+    """The engine request a parsed `run` command line stands for."""
+    from .engine import RunRequest
 
+    return RunRequest(
+        prompt=_read_prompt(args), target=args.target, method=args.method, assistant=args.assistant,
+        params=parse_assignments(args.assignments), max_new_tokens=args.max_new_tokens, sample=args.sample,
+        temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed, chat=args.chat,
+        dtype=args.dtype,
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .engine import run, user_message
+
+    # Loading progress goes to an interactive terminal only: scripts get a single error line.
+    show_progress = not args.quiet and sys.stderr.isatty()
+    if not show_progress:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
     try:
-        request = RunRequest(
-            prompt=_read_prompt(args), target=args.target, method=args.method, assistant=args.assistant,
-            params=parse_assignments(args.assignments), max_new_tokens=args.max_new_tokens, sample=args.sample,
-            temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed, chat=args.chat,
-            dtype=args.dtype,
-        )
-        progress = None if args.quiet else (lambda msg: print(f"… {msg}", file=sys.stderr, flush=True))
+        request = request_from_args(args)
+        progress = (lambda msg: print(f"… {msg}", file=sys.stderr, flush=True)) if show_progress else None
         trace = run(request, progress=progress)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
@@ -83,12 +100,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from .trace import Trace, TraceFormatError
+
+    try:
+        trace = Trace.load(args.trace)
+    except OSError as exc:
+        print(f"error: cannot read {args.trace}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except TraceFormatError as exc:
+        print(f"error: {args.trace}: {exc}", file=sys.stderr)
+        return 2
+    print(summary_line(trace))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m playground", description="Assisted-decoding playground")
     sub = parser.add_subparsers(dest="command", required=True)
     run_parser = sub.add_parser("run", help="run one generation and print it with a summary")
     add_run_arguments(run_parser)
     run_parser.set_defaults(func=cmd_run)
+    show_parser = sub.add_parser("show", help="check a saved trace and print its summary line")
+    show_parser.add_argument("trace", type=Path)
+    show_parser.set_defaults(func=cmd_show)
     from .bench import add_bench_arguments, cmd_bench
 
     bench_parser = sub.add_parser("bench", help="benchmark drafting methods against baseline (CSV, JSON, HTML report)")

