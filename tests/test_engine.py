@@ -154,3 +154,39 @@ def test_bad_requests_get_clear_messages(store, tiny_models, kw, message):
 def test_prompt_longer_than_context_is_refused(store, tiny_models):
     with pytest.raises(RunError, match="context"):
         prepare(RunRequest(prompt="one two three " * 200, target=tiny_models["target"], max_new_tokens=10), store)
+
+
+def test_run_time_limit_ends_the_run(store, tiny_models, monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_RUN_TIMEOUT_S", "0.000001")
+    prepared = prepare(RunRequest(prompt=PROMPT, target=tiny_models["target"], dtype="float32", max_new_tokens=100), store)
+    trace = LiveRun(prepared).run()
+    assert trace.finish_reason == "timeout"
+    assert 1 <= len(trace.steps) < 100
+    check_invariants(trace)
+
+
+def test_concurrent_runs_on_shared_models_match_their_solo_runs(store, tiny_models):
+    """Early exit mutates the target's layer count and speculative the assistant's draft config while they
+    run; runs sharing those models at the same time must still each give their own solo output."""
+    requests = [
+        RunRequest(prompt=PROMPT, target=tiny_models["target"], method="early_exit", dtype="float32",
+                   max_new_tokens=20, params={"assistant_early_exit": 1, "num_assistant_tokens": 2}),
+        RunRequest(prompt="The capital of France is", target=tiny_models["target"], method="speculative",
+                   assistant=tiny_models["noisy"], dtype="float32", max_new_tokens=20, params={"num_assistant_tokens": 6}),
+        RunRequest(prompt="def add(a, b):", target=tiny_models["noisy"], method="baseline", dtype="float32",
+                   max_new_tokens=20),
+    ]
+    solo = [LiveRun(prepare(r, store)).run().output_ids for r in requests]
+    results: list[tuple[int, list[int]]] = []
+
+    def work(i: int) -> None:
+        results.append((i, LiveRun(prepare(requests[i], store)).run().output_ids))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(requests)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 2 * len(requests)
+    for i, output in results:
+        assert output == solo[i], requests[i].method
