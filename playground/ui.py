@@ -1,0 +1,636 @@
+"""The playground page: one `gr.Blocks`, handlers as plain functions.
+
+The UI knows the engine only through its public surface (`RunRequest`, `prepare`, `LiveRun`,
+`user_message`) and the method registry; it builds the method controls from `METHODS` (one
+component per distinct parameter name, shown when the chosen method has it) and renders traces
+with `render` and `charts`.
+
+The streaming handler `generate` is also the API endpoint ``/generate``; its parameter names
+mirror the CLI (`prompt`, `target`, `assistant`, `method`, `params`, `max_new_tokens`, `sample`,
+`temperature`, `top_p`, `top_k`, `seed`, `chat`, `dtype`) and its first output is the coloured
+HTML. In the page, a click first gathers the visible method controls into the hidden `params`
+JSON, then runs `generate`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import queue
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import gradio as gr
+
+from . import charts, render
+from .engine import LiveRun, RunRequest, prepare, user_message
+from .methods import METHODS, Method, Param, get_method
+from .models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, STORE, describe_precision, hub_reachable
+from .settings import get_settings
+
+logger = logging.getLogger(__name__)
+
+TITLE = "Assisted-decoding playground"
+DEFAULT_METHOD = "prompt_lookup"
+DTYPES = ("auto", "float32", "bfloat16")
+CHAT_CHOICES = ("auto", "on", "off")
+
+# Page updates while streaming: tokens and figures after every step, but at most every
+# UPDATE_EVERY_S (steps of real models on CPU take longer; tiny models would flood the browser),
+# the charts at most every CHART_EVERY_S (a Plotly figure is re-sent whole), and always once at
+# the end, so the final state is never lost.
+UPDATE_EVERY_S = 0.04
+CHART_EVERY_S = 1.5
+POLL_S = 0.1  # how often the loading status is refreshed while models load
+
+EXAMPLES: dict[str, str] = {
+    "Edit code": (
+        "Rename the variable `total` to `subtotal` in this function.\n\n"
+        "def cart_total(items):\n"
+        "    total = 0\n"
+        "    for item in items:\n"
+        "        total += item.price * item.quantity\n"
+        "    return total\n\n"
+        "def cart_total(items):\n"
+    ),
+    "Summarise": (
+        "Article: The city council approved a plan on Tuesday to turn the old railway station into a public "
+        "library. The library will open in 2026 and will include a children's reading room, a café and a rooftop "
+        "garden. The project will cost 12 million euros, paid for by the city and a national culture fund.\n\n"
+        "Summary in one sentence:"
+    ),
+    "Answer from a passage": (
+        "Passage: The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is "
+        "named after the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889. "
+        "It is 330 metres tall.\n\n"
+        "Question: Who designed and built the Eiffel Tower, and when?\n"
+        "Answer:"
+    ),
+    "Translate": (
+        "English: Good morning, how are you?\nFrench: Bonjour, comment allez-vous ?\n\n"
+        "English: The cat is sleeping on the sofa.\nFrench:"
+    ),
+    "Free writing": "Once upon a time, in a small village at the edge of a great forest, there lived",
+}
+DEFAULT_EXAMPLE = "Edit code"
+
+# Styles of the page itself (the token/legend/stat styles live in render.CSS).
+PAGE_CSS = """
+#pg-header h1 { margin-bottom: 0; }
+#pg-header p { margin-top: 4px; opacity: .8; }
+#pg-method-summary { font-size: 14px; }
+#pg-method-summary p { margin: 0; }
+.pg-lecture dt { font-weight: 600; margin-top: 4px; }
+.pg-lecture dd { margin: 0 0 4px 0; }
+"""
+
+
+# --------------------------------------------------------------------------- controls from the registry
+
+
+def param_specs() -> dict[str, Param]:
+    """One `Param` per distinct parameter name across the registry (first definition wins)."""
+    specs: dict[str, Param] = {}
+    for method in METHODS.values():
+        for p in method.params:
+            specs.setdefault(p.name, p)
+    return specs
+
+
+def _param_update(p: Param | None) -> dict[str, Any]:
+    """Show a control with this method's definition of the parameter, or hide it."""
+    if p is None:
+        return gr.update(visible=False)
+    update: dict[str, Any] = {"visible": True, "label": p.label, "info": p.help}
+    if p.kind == "choice":
+        update["choices"] = list(p.choices)
+    else:
+        update.update(minimum=p.minimum, maximum=p.maximum, step=p.step or (1 if p.kind == "int" else 0.01))
+    return gr.update(**update)
+
+
+def _param_component(p: Param, visible: bool) -> gr.components.Component:
+    common = dict(label=p.label, info=p.help, visible=visible, interactive=True, elem_id=f"pg-param-{p.name}")
+    if p.kind == "choice":
+        return gr.Dropdown(choices=list(p.choices), value=p.default, **common)
+    if p.minimum is not None and p.maximum is not None:
+        return gr.Slider(minimum=p.minimum, maximum=p.maximum, value=p.default,
+                         step=p.step or (1 if p.kind == "int" else 0.01), **common)
+    return gr.Number(value=p.default, precision=0 if p.kind == "int" else None, **common)
+
+
+def suggest_assistant(method: Method, target: str | None, current: str | None) -> str | None:
+    """A sensible assistant for the method's kind of assistant, keeping the user's choice."""
+    if not method.needs_assistant:
+        return current
+    if current:
+        return current
+    entry = CATALOGUE.get(target or "")
+    if method.assistant == "different_tokenizer":
+        return DEFAULT_UNIVERSAL_ASSISTANT
+    if method.assistant == "same_tokenizer":
+        # Hub pairs name their assistant; offline there is no same-tokenizer pair, so the
+        # target drafts for itself (every draft accepted: a sanity check).
+        if entry is not None and entry.source == "hub" and entry.suggested_assistants:
+            return entry.suggested_assistants[0]
+        return target
+    return None
+
+
+_ASSISTANT_INFO = {
+    "same_tokenizer": "A smaller model with the same tokenizer as the target. Offline, pick the target itself: "
+                      "every draft is accepted (a sanity check).",
+    "different_tokenizer": "Any small model; its drafts are re-tokenised. Offline pair: SmolLM2 135M Instruct.",
+    "gemma4_assistant": "A Gemma 4 assistant checkpoint that reads the target's cache.",
+}
+
+
+def lecture_html(method: Method) -> str:
+    labels = {"drafts": "What drafts", "verifies": "How it is verified", "pays_off": "When it pays off",
+              "cost": "What it costs", "failure": "When it fails"}
+    import html as _html
+
+    items = "".join(
+        f"<dt>{_html.escape(labels.get(key, key))}</dt><dd>{_html.escape(text)}</dd>"
+        for key, text in method.lecture.items()
+    )
+    return f'<dl class="pg-lecture">{items}</dl>'
+
+
+def on_method_change(method_name: str, target: str | None, assistant: str | None) -> list[Any]:
+    """Explanation, assistant field and parameter controls for the chosen method."""
+    method = get_method(method_name)
+    by_name = {p.name: p for p in method.params}
+    updates: list[Any] = [method.summary, lecture_html(method)]
+    if method.needs_assistant:
+        updates.append(gr.update(visible=True, value=suggest_assistant(method, target, assistant),
+                                 info=_ASSISTANT_INFO.get(method.assistant, "")))
+    else:
+        updates.append(gr.update(visible=False))
+    updates.extend(_param_update(by_name.get(name)) for name in param_specs())
+    return updates
+
+
+def collect_params(method_name: str, *values: Any) -> dict[str, Any]:
+    """The chosen method's parameters (only those), named as `generate()` names them."""
+    method = get_method(method_name)
+    by_name = dict(zip(param_specs(), values))
+    return {p.name: by_name[p.name] for p in method.params}
+
+
+def on_generate_click(method_name: str, *values: Any) -> tuple[dict[str, Any], str]:
+    """Runs at once on a click (outside the queue): gather the parameters, say the run is queued."""
+    return collect_params(method_name, *values), render.status_html(
+        "Queued: waiting for a free generation slot…", "running")
+
+
+def on_sample_change(sample: bool) -> list[Any]:
+    return [gr.update(visible=bool(sample)) for _ in range(3)]
+
+
+def on_example(name: str | None) -> Any:
+    return EXAMPLES.get(name or "", gr.skip())
+
+
+# --------------------------------------------------------------------------- requests
+
+
+def parse_params(params: Any) -> dict[str, Any]:
+    """`params` as given to the API: a JSON object, or a string holding one."""
+    if params is None or params == "":
+        return {}
+    if isinstance(params, str):
+        try:
+            params = json.loads(params)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"params must be a JSON object, e.g. {{\"prompt_lookup_num_tokens\": 5}}: {exc}") from None
+    if not isinstance(params, dict):
+        raise ValueError("params must be a JSON object, e.g. {\"prompt_lookup_num_tokens\": 5}")
+    return params
+
+
+def parse_chat(chat: Any) -> bool | None:
+    """"auto" (the model decides) / "on" / "off"; booleans and None are accepted too."""
+    if chat is None or isinstance(chat, bool):
+        return chat
+    value = str(chat).strip().lower()
+    if value in ("auto", ""):
+        return None
+    if value in ("on", "true", "yes", "1"):
+        return True
+    if value in ("off", "false", "no", "0"):
+        return False
+    raise ValueError(f"chat must be auto, on or off; got {chat!r}")
+
+
+def build_request(prompt: str, target: str | None, assistant: str | None, method: str | None, params: Any,
+                  max_new_tokens: float | None, sample: bool | None, temperature: float | None,
+                  top_p: float | None, top_k: float | None, seed: float | None, chat: Any,
+                  dtype: str | None) -> RunRequest:
+    def number(value: Any, default: float, name: str) -> float:
+        if value is None or value == "":
+            return default
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a number; got {value!r}") from None
+
+    def integer(value: Any, default: int, name: str) -> int:
+        x = number(value, default, name)
+        if x != int(x):
+            raise ValueError(f"{name} must be a whole number; got {value!r}")
+        return int(x)
+
+    return RunRequest(
+        prompt=prompt or "",
+        target=(target or DEFAULT_TARGET).strip(),
+        method=(method or DEFAULT_METHOD).strip(),
+        assistant=(assistant or "").strip() or None,
+        params=parse_params(params),
+        max_new_tokens=integer(max_new_tokens, 64, "max_new_tokens"),
+        sample=bool(sample),
+        temperature=number(temperature, 1.0, "temperature"),
+        top_p=number(top_p, 1.0, "top_p"),
+        top_k=integer(top_k, 0, "top_k"),
+        seed=integer(seed, 0, "seed"),
+        chat=parse_chat(chat),
+        dtype=(dtype or "auto").strip(),
+    )
+
+
+# --------------------------------------------------------------------------- sessions (for Stop)
+
+
+@dataclass
+class _Session:
+    stop: threading.Event = field(default_factory=threading.Event)
+    live: LiveRun | None = None
+
+
+_SESSIONS: dict[str, _Session] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def _session_key(request: gr.Request | None) -> str:
+    return (getattr(request, "session_hash", None) or "default") if request is not None else "default"
+
+
+def stop(request: gr.Request = None) -> str:  # type: ignore[assignment]
+    """Ask this session's run to end after the current step (what was produced is kept)."""
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.get(_session_key(request))
+    if session is None:
+        return render.status_html("Nothing is running.", "idle")
+    session.stop.set()
+    if session.live is not None:
+        session.live.stop()
+    return gr.skip()
+
+
+# --------------------------------------------------------------------------- preload
+
+
+class Preload:
+    """Loads the default model in the background at start-up and remembers how far it got."""
+
+    def __init__(self) -> None:
+        self.message = ""
+        self.error: str | None = None
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.seconds: float | None = None  # how long loading and warming up took
+
+    def start(self, target: str = DEFAULT_TARGET, dtype: str = "auto") -> None:
+        if self.thread is not None:
+            return
+
+        def work() -> None:
+            started = time.perf_counter()
+            try:
+                STORE.get(target, dtype, self._report)
+                loaded = time.perf_counter()
+                self.message = f"Warming up {target}…"
+                self._warm_up(target, dtype)
+                self.message = f"{target} is loaded and ready."
+                self.seconds = time.perf_counter() - started
+                logger.info("preloaded %s in %.1f s (load %.1f s, warm-up %.1f s)", target, self.seconds,
+                            loaded - started, self.seconds - (loaded - started))
+            except Exception as exc:  # shown in the page; a click will retry and report it again
+                self.error = user_message(exc)
+                self.message = f"Preloading {target} failed: {self.error}"
+            finally:
+                self.done.set()
+
+        self.message = f"Loading {target} in the background…"
+        self.thread = threading.Thread(target=work, name="playground-preload", daemon=True)
+        self.thread.start()
+
+    def _report(self, message: str) -> None:
+        self.message = message
+
+    @staticmethod
+    def _warm_up(target: str, dtype: str) -> None:
+        """One tiny drafted run, so the first click does not pay for first-call kernel set-up."""
+        request = RunRequest(prompt="one two three, one two three, one two", target=target, method=DEFAULT_METHOD,
+                             params={"prompt_lookup_num_tokens": 3}, max_new_tokens=4, dtype=dtype)
+        LiveRun(prepare(request)).run()
+
+    @property
+    def running(self) -> bool:
+        return self.thread is not None and not self.done.is_set()
+
+
+PRELOAD = Preload()
+
+
+def initial_status() -> str:
+    if PRELOAD.running:
+        return render.status_html(PRELOAD.message, "running", "(you can click Generate now; it waits for the load)")
+    if PRELOAD.error:
+        return render.status_html(PRELOAD.message, "error")
+    loaded = STORE.loaded()
+    if loaded:
+        return render.status_html(f"Ready. Loaded: {', '.join(loaded)}.", "idle")
+    return render.status_html("Ready. The first run loads its models.", "idle")
+
+
+def poll_preload() -> tuple[str, Any]:
+    return initial_status(), gr.update(active=PRELOAD.running)
+
+
+def on_page_load() -> tuple[Any, ...]:
+    """Fill in the default example (here rather than as the textbox's initial value, so the API's
+    `prompt` stays a required parameter) and show the loading state."""
+    return EXAMPLES[DEFAULT_EXAMPLE], DEFAULT_EXAMPLE, initial_status(), gr.update(active=PRELOAD.running)
+
+
+# --------------------------------------------------------------------------- the streaming handler
+
+
+def _prepare_in_thread(request: RunRequest, session: _Session) -> Iterator[tuple[str, Any]]:
+    """Run `prepare` in a thread; yield ("progress", message) while it loads, then ("ready", prepared)."""
+    messages: "queue.Queue[str]" = queue.Queue()
+    result: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            result["prepared"] = prepare(request, progress=messages.put)
+        except BaseException as exc:  # re-raised in the handler's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=work, name="playground-prepare", daemon=True)
+    thread.start()
+    last = ""
+    while thread.is_alive():
+        thread.join(POLL_S)
+        latest = None
+        while not messages.empty():
+            latest = messages.get_nowait()
+        if latest is None and PRELOAD.running:
+            latest = PRELOAD.message  # the start-up load of the same model is still running
+        if latest and latest != last:
+            last = latest
+            yield "progress", latest
+    if "error" in result:
+        raise result["error"]
+    yield "ready", result["prepared"]
+
+
+def _save_trace(live: LiveRun, key: str) -> str:
+    folder = Path(tempfile.gettempdir()) / "assisted-playground-traces" / key[:32]
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("trace-*.json"):
+        old.unlink(missing_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = folder / f"trace-{live.trace.method}-{stamp}.json"
+    live.trace.save(path)
+    return str(path)
+
+
+def _done_message(live: LiveRun) -> tuple[str, str]:
+    trace = live.trace
+    s = trace.summary
+    reasons = {
+        "eos": "the model ended its text",
+        "length": "reached max new tokens",
+        "stopped": "stopped: kept what was produced",
+        "timeout": "stopped by the run time limit (PLAYGROUND_RUN_TIMEOUT_S)",
+    }
+    message = f"Done: {s.new_tokens} tokens in {s.steps} steps, {s.elapsed_s:.2f} s ({reasons.get(trace.finish_reason, trace.finish_reason)})."
+    note = f"{trace.env.get('precision', trace.env.get('dtype', ''))}"
+    if trace.lossy:
+        note += " · lossy: ensemble verification, the output is not the target's alone"
+    return message, note
+
+
+def generate(
+    prompt: str,
+    target: str = DEFAULT_TARGET,
+    assistant: str | None = None,
+    method: str = DEFAULT_METHOD,
+    params: Any = None,
+    max_new_tokens: float = 64,
+    sample: bool = False,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: float = 0,
+    seed: float = 0,
+    chat: str = "auto",
+    dtype: str = "auto",
+    request: gr.Request = None,  # type: ignore[assignment]
+) -> Iterator[tuple[Any, ...]]:
+    """Stream one generation: (tokens HTML, figures, acceptance chart, timing chart, status, trace file).
+
+    Every failure becomes a message in the page (and a warning toast); the server keeps serving.
+    """
+    key = _session_key(request)
+    session = _Session()
+    with _SESSIONS_LOCK:
+        _SESSIONS[key] = session
+    stream = render.TokenStream()
+    live: LiveRun | None = None
+    no_file = gr.update(value=None, visible=False)
+
+    def error_outputs(exc: BaseException) -> tuple[Any, ...]:
+        message = user_message(exc)
+        gr.Warning(message)
+        steps = live.trace.steps if live is not None else []
+        tokens = stream.html() if len(stream) else render.empty_tokens("No output.")
+        fig_a, fig_t = charts.figures(steps)
+        stats = render.stats_html(live.trace.summary if live is not None else None)
+        return tokens, stats, fig_a, fig_t, render.status_html(message, "error"), no_file
+
+    try:
+        run_request = build_request(prompt, target, assistant, method, params, max_new_tokens, sample,
+                                    temperature, top_p, top_k, seed, chat, dtype)
+        yield (render.empty_tokens("Preparing…"), render.stats_html(None), *charts.figures([]),
+               render.status_html(f"Preparing {run_request.target}…", "running"), no_file)
+        prepared = None
+        for kind, value in _prepare_in_thread(run_request, session):
+            if kind == "progress":
+                yield (gr.skip(), gr.skip(), gr.skip(), gr.skip(), render.status_html(value, "running"), gr.skip())
+            else:
+                prepared = value
+        assert prepared is not None
+        if session.stop.is_set():
+            yield (render.empty_tokens("Stopped before generation started."), gr.skip(), gr.skip(), gr.skip(),
+                   render.status_html("Stopped before generation started.", "idle"), no_file)
+            return
+        live = LiveRun(prepared)
+        session.live = live
+        status = render.status_html(
+            f"Generating with {prepared.method.title} on {run_request.target}…", "running",
+            describe_precision(run_request.dtype, prepared.target.device))
+        yield (render.empty_tokens("Waiting for the first token…"), gr.skip(), gr.skip(), gr.skip(), status, gr.skip())
+        last_update = last_chart = 0.0
+        with contextlib.closing(iter(live)) as steps:  # closing it (client gone) ends the worker
+            for step in steps:
+                stream.add(step)
+                now = time.perf_counter()
+                if now - last_update < UPDATE_EVERY_S:
+                    continue
+                last_update = now
+                if now - last_chart >= CHART_EVERY_S:
+                    last_chart = now
+                    fig_a, fig_t = charts.figures(live.trace.steps)
+                else:
+                    fig_a = fig_t = gr.skip()
+                yield stream.html(), render.stats_html(live.trace.summary), fig_a, fig_t, gr.skip(), gr.skip()
+        message, note = _done_message(live)
+        path = _save_trace(live, key)
+        yield (stream.html(), render.stats_html(live.trace.summary), *charts.figures(live.trace.steps),
+               render.status_html(message, "done", note),
+               gr.update(value=path, visible=True, label=f"Download trace ({Path(path).name})"))
+    except Exception as exc:  # one clear message in the page; the server keeps serving
+        yield error_outputs(exc)
+    finally:
+        with _SESSIONS_LOCK:
+            if _SESSIONS.get(key) is session:
+                del _SESSIONS[key]
+
+
+# --------------------------------------------------------------------------- the page
+
+
+def _target_choices() -> list[tuple[str, str]]:
+    online = hub_reachable()
+    choices = []
+    for key, entry in CATALOGUE.items():
+        label = entry.label if entry.source == "bundled" or online else f"{entry.label} (needs the Hub)"
+        choices.append((label, key))
+    return choices
+
+
+def build_ui() -> gr.Blocks:
+    settings = get_settings()
+    specs = param_specs()
+    default_method = METHODS[DEFAULT_METHOD]
+    model_choices = _target_choices()
+
+    with gr.Blocks(title=TITLE) as demo:
+        gr.Markdown(
+            f"# {TITLE}\n"
+            "Pick a target model and a drafting method, type a prompt and watch each token's fate as the target "
+            "verifies the drafts: accepted, rejected (struck through), corrected, bonus.",
+            elem_id="pg-header",
+        )
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2, min_width=320):
+                target = gr.Dropdown(
+                    choices=model_choices, value=DEFAULT_TARGET, label="Target model", allow_custom_value=True,
+                    info="A catalogue model, a Hub id (owner/name) or a local directory.", elem_id="pg-target",
+                )
+                method = gr.Dropdown(
+                    choices=[(m.title, name) for name, m in METHODS.items()], value=DEFAULT_METHOD,
+                    label="Drafting method", elem_id="pg-method",
+                )
+                method_summary = gr.Markdown(default_method.summary, elem_id="pg-method-summary")
+                with gr.Accordion("How it works", open=False):
+                    lecture = gr.HTML(lecture_html(default_method))
+                assistant = gr.Dropdown(
+                    choices=model_choices, value=None, label="Assistant model", allow_custom_value=True,
+                    visible=default_method.needs_assistant, elem_id="pg-assistant",
+                )
+                default_params = {p.name for p in default_method.params}
+                param_components = [_param_component(p, name in default_params) for name, p in specs.items()]
+                with gr.Accordion("Decoding", open=False):
+                    sample = gr.Checkbox(value=False, label="Sample (instead of greedy)", elem_id="pg-sample")
+                    temperature = gr.Slider(0.05, 2.0, value=1.0, step=0.05, label="Temperature", visible=False)
+                    top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p", visible=False)
+                    top_k = gr.Slider(0, 200, value=0, step=1, label="Top-k", info="0 = off", visible=False)
+                    seed = gr.Number(value=0, precision=0, label="Seed")
+                    chat = gr.Radio(list(CHAT_CHOICES), value="auto", label="Chat template",
+                                    info="auto: applied for instruct models, not for base models.")
+                dtype = gr.Radio(list(DTYPES), value="auto", label="Precision",
+                                 info=f"auto here: {describe_precision('auto')}", elem_id="pg-dtype")
+                max_new_tokens = gr.Slider(1, settings.max_new_tokens, value=64, step=1, label="Max new tokens",
+                                           elem_id="pg-max-new-tokens")
+                params_json = gr.JSON(value={}, visible=False, label="params")
+
+            with gr.Column(scale=3, min_width=420):
+                prompt = gr.Textbox(value=None, label="Prompt", lines=7, max_lines=20, elem_id="pg-prompt",
+                                    placeholder="Type a prompt, or pick an example below.")
+                examples = gr.Radio(list(EXAMPLES), value=None, label="Example prompts", elem_id="pg-examples")
+                with gr.Row():
+                    generate_btn = gr.Button("Generate", variant="primary", elem_id="pg-generate")
+                    stop_btn = gr.Button("Stop", variant="stop", elem_id="pg-stop")
+                status = gr.HTML(initial_status(), elem_id="pg-status-box")
+                stats = gr.HTML(render.stats_html(None), elem_id="pg-stats-box")
+                gr.HTML(render.legend_html(), elem_id="pg-legend-box")
+                tokens = gr.HTML(render.empty_tokens(), elem_id="pg-output", max_height=560, autoscroll=True)
+                with gr.Row():
+                    acceptance_plot = gr.Plot(charts.acceptance_figure([]), show_label=False, elem_id="pg-chart-acceptance")
+                    timing_plot = gr.Plot(charts.timing_figure([]), show_label=False, elem_id="pg-chart-timing")
+                trace_file = gr.DownloadButton("Download trace (JSON)", value=None, visible=False,
+                                               elem_id="pg-download", size="sm")
+
+        private = dict(queue=False, api_visibility="private", show_progress="hidden")
+        method.change(on_method_change, [method, target, assistant],
+                      [method_summary, lecture, assistant, *param_components], **private)
+        sample.change(on_sample_change, sample, [temperature, top_p, top_k], **private)
+        examples.change(on_example, examples, prompt, **private)
+        api_inputs = [prompt, target, assistant, method, params_json, max_new_tokens, sample, temperature, top_p,
+                      top_k, seed, chat, dtype]
+        outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file]
+        generate_btn.click(on_generate_click, [method, *param_components], [params_json, status], **private).then(
+            generate, api_inputs, outputs, api_name="generate", show_progress="minimal", show_progress_on=[status],
+        )
+        stop_btn.click(stop, None, status, **private)
+
+        timer = gr.Timer(1.0, active=PRELOAD.running)
+        timer.tick(poll_preload, None, [status, timer], **private)
+        # Fill the prompt after the page loads, so the API's `prompt` stays required.
+        demo.load(on_page_load, None, [prompt, examples, status, timer], **private)
+    demo.queue(default_concurrency_limit=settings.concurrency)
+    return demo
+
+
+def launch_kwargs() -> dict[str, Any]:
+    """What `launch()` needs besides the server address: styles and title."""
+    return {"css": render.CSS + PAGE_CSS, "theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate")}
+
+
+def start_preload() -> None:
+    if get_settings().preload:
+        PRELOAD.start(DEFAULT_TARGET, "auto")
+
+
+def main() -> None:
+    if not logger.handlers:  # our own progress lines (preload timing) on stderr, not every library's
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    start_preload()
+    demo = build_ui()
+    demo.launch(
+        server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+        server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        **launch_kwargs(),
+    )

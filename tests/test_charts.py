@@ -1,0 +1,82 @@
+"""charts.py on hand-built traces: traces, values and validity of the Plotly figures."""
+
+from __future__ import annotations
+
+import json
+
+import plotly.graph_objects as go
+import pytest
+
+from playground import charts
+from playground.trace import Step, Trace
+
+
+def steps() -> list[Step]:
+    return [
+        Step(index=0, drafted=[1, 2, 3], accepted=2, rejected=[3], emitted=[1, 2, 9], draft_ms=2.0, verify_ms=60.0),
+        Step(index=1, drafted=[4, 5], accepted=2, rejected=[], emitted=[4, 5, 6], draft_ms=1.0, verify_ms=58.0),
+        Step(index=2, drafted=[], accepted=0, rejected=[], emitted=[7], draft_ms=0.0, verify_ms=50.0),
+        Step(index=3, drafted=[8, 9, 10], accepted=1, rejected=[], emitted=[8], unverified=[9, 10],
+             draft_ms=1.0, verify_ms=61.0),
+    ]
+
+
+def by_name(fig: go.Figure) -> dict[str, dict]:
+    return {t["name"]: t for t in fig.to_dict()["data"]}
+
+
+def test_acceptance_figure_values() -> None:
+    fig = charts.acceptance_figure(steps())
+    traces = by_name(fig)
+    assert set(traces) == {"accepted", "rejected", "unverified", "acceptance %"}
+    assert list(traces["accepted"]["x"]) == [1, 2, 3, 4]
+    assert list(traces["accepted"]["y"]) == [2, 2, 0, 1]
+    assert list(traces["rejected"]["y"]) == [1, 0, 0, 0]
+    assert list(traces["unverified"]["y"]) == [0, 0, 0, 2]
+    # accepted / verified drafts so far: 2/3, 4/5, 4/5, 5/6 (unverified drafts do not count)
+    assert list(traces["acceptance %"]["y"]) == pytest.approx([66.67, 80.0, 80.0, 83.33], abs=0.01)
+    assert traces["acceptance %"]["yaxis"] == "y2"
+    assert fig.layout.barmode == "stack"
+
+
+def test_acceptance_figure_accepts_a_trace() -> None:
+    trace = Trace(method="prompt_lookup", target="t", prompt="p", steps=steps())
+    assert charts.acceptance_figure(trace).to_dict() == charts.acceptance_figure(trace.steps).to_dict()
+
+
+def test_timing_figure_values() -> None:
+    traces = by_name(charts.timing_figure(steps()))
+    assert list(traces["draft"]["y"]) == [2.0, 1.0, 0.0, 1.0]
+    assert list(traces["verify"]["y"]) == [60.0, 58.0, 50.0, 61.0]
+    assert list(traces["ms / token"]["y"]) == pytest.approx([62 / 3, 59 / 3, 50.0, 62.0], abs=0.01)
+
+
+def test_baseline_has_no_acceptance_line_and_says_why() -> None:
+    plain = [Step(index=i, drafted=[], accepted=0, rejected=[], emitted=[i], verify_ms=50.0) for i in range(3)]
+    fig = charts.acceptance_figure(plain)
+    assert "acceptance %" not in by_name(fig)
+    assert "Nothing drafted" in fig.layout.annotations[0].text
+    assert "draft" not in by_name(charts.timing_figure(plain))  # no drafting time to show
+
+
+def test_empty_figures_have_a_hint() -> None:
+    for fig in charts.figures([]):
+        assert fig.to_dict()["data"] == []
+        assert "appears here" in fig.layout.annotations[0].text
+
+
+@pytest.mark.parametrize("source", [[], steps(), [Step(index=0, drafted=[], accepted=0, rejected=[], emitted=[1])]])
+def test_figures_are_valid_plotly_and_json(source: list[Step]) -> None:
+    for fig in charts.figures(source):
+        go.Figure(fig.to_dict())  # full validation (the live path skips it for speed)
+        data = json.loads(fig.to_json())
+        assert data["layout"]["paper_bgcolor"] == "rgba(0,0,0,0)"  # transparent: light and dark mode
+
+
+def test_colours_match_the_token_palette() -> None:
+    from playground.render import PALETTE
+
+    traces = by_name(charts.acceptance_figure(steps()))
+    assert traces["accepted"]["marker"]["color"] == PALETTE["accepted"]
+    assert traces["rejected"]["marker"]["color"] == PALETTE["rejected"]
+    assert traces["unverified"]["marker"]["color"] == PALETTE["unverified"]

@@ -1,0 +1,180 @@
+"""ui.py's handlers as plain functions (no server, no browser), on tiny models."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from playground import ui
+from playground.methods import METHODS
+from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
+from playground.trace import Trace
+
+API_PARAMETERS = ["prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature",
+                  "top_p", "top_k", "seed", "chat", "dtype"]
+
+
+@pytest.fixture(autouse=True)
+def toasts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Warning toasts the handlers raise (outside a request Gradio would turn them into warnings)."""
+    shown: list[str] = []
+    monkeypatch.setattr(ui.gr, "Warning", lambda message, *a, **k: shown.append(message))
+    return shown
+
+
+@pytest.fixture(scope="module")
+def demo() -> Any:
+    return ui.build_ui()  # building the page loads nothing (the preload starts in `main`)
+
+
+def test_api_endpoint_mirrors_the_cli(demo: Any) -> None:
+    info = demo.get_api_info()
+    assert list(info["named_endpoints"]) == ["/generate"]  # helpers (method change, stop, …) stay private
+    params = info["named_endpoints"]["/generate"]["parameters"]
+    assert [p["parameter_name"] for p in params] == API_PARAMETERS
+    defaults = {p["parameter_name"]: p["parameter_default"] for p in params if p["parameter_has_default"]}
+    assert "prompt" not in defaults and len(defaults) == len(API_PARAMETERS) - 1
+    assert defaults["target"] == DEFAULT_TARGET and defaults["method"] == "prompt_lookup"
+    assert defaults["dtype"] == "auto" and defaults["sample"] is False and defaults["params"] == {}
+
+
+def test_method_change_shows_exactly_the_methods_params() -> None:
+    names = list(ui.param_specs())
+    for method in METHODS.values():
+        summary, lecture, assistant, *params = ui.on_method_change(method.name, DEFAULT_TARGET, None)
+        assert summary == method.summary
+        assert all(text in lecture for text in ("What drafts", "When it fails"))
+        assert assistant["visible"] is method.needs_assistant
+        shown = {name for name, update in zip(names, params) if update["visible"]}
+        assert shown == {p.name for p in method.params}, method.name
+        for name, update in zip(names, params):
+            if update["visible"]:
+                p = method.param(name)
+                assert update["label"] == p.label
+                if p.kind != "choice":
+                    assert (update["minimum"], update["maximum"]) == (p.minimum, p.maximum)
+
+
+def test_assistant_suggestions_follow_the_assistant_kind() -> None:
+    assert ui.suggest_assistant(METHODS["universal"], DEFAULT_TARGET, None) == DEFAULT_UNIVERSAL_ASSISTANT
+    assert ui.suggest_assistant(METHODS["speculative"], DEFAULT_TARGET, None) == DEFAULT_TARGET  # offline sanity check
+    assert ui.suggest_assistant(METHODS["speculative"], "HuggingFaceTB/SmolLM2-360M-Instruct", None) == (
+        "HuggingFaceTB/SmolLM2-135M-Instruct")
+    assert ui.suggest_assistant(METHODS["universal"], DEFAULT_TARGET, "my/choice") == "my/choice"
+
+
+def test_collect_params_keeps_only_the_chosen_methods_params() -> None:
+    names = list(ui.param_specs())
+    values = [ui.param_specs()[n].default for n in names]
+    values[names.index("prompt_lookup_num_tokens")] = 7
+    assert ui.collect_params("prompt_lookup", *values) == {"prompt_lookup_num_tokens": 7, "max_matching_ngram_size": 2}
+    assert ui.collect_params("baseline", *values) == {}
+
+
+def test_build_request_parses_api_values() -> None:
+    req = ui.build_request("hi", None, "", "prompt_lookup", '{"prompt_lookup_num_tokens": 5}', 12.0, True, 0.7,
+                           0.9, 40.0, 3.0, "on", None)
+    assert req.params == {"prompt_lookup_num_tokens": 5} and req.max_new_tokens == 12 and req.top_k == 40
+    assert req.target == DEFAULT_TARGET and req.assistant is None and req.chat is True and req.dtype == "auto"
+    assert ui.parse_chat("auto") is None and ui.parse_chat("off") is False and ui.parse_chat(None) is None
+    assert ui.parse_params({"a": 1}) == {"a": 1} and ui.parse_params(None) == {} and ui.parse_params("") == {}
+    with pytest.raises(ValueError, match="JSON object"):
+        ui.parse_params("[1, 2]")
+    with pytest.raises(ValueError, match="JSON object"):
+        ui.parse_params("{not json")
+    with pytest.raises(ValueError, match="whole number"):
+        ui.build_request("hi", None, None, None, None, 1.5, False, 1, 1, 0, 0, "auto", "auto")
+
+
+def _final(outputs: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+    assert outputs
+    return outputs[-1]
+
+
+def test_generate_streams_and_finishes_with_a_trace(tiny_models: dict[str, str]) -> None:
+    outputs = list(ui.generate("One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,",
+                               target=tiny_models["target"], method="prompt_lookup",
+                               params={"prompt_lookup_num_tokens": 4}, max_new_tokens=16, dtype="float32"))
+    tokens_html, stats, fig_a, fig_t, status, download = _final(outputs)
+    assert 'data-kind="done"' in status
+    assert tokens_html.count('class="tok"') >= 16 and 'data-status="' in tokens_html
+    assert 'data-stat="new_tokens"><div class="pg-value">16<' in stats
+    assert fig_a.data and fig_t.data
+    trace = Trace.load(download["value"])
+    assert trace.method == "prompt_lookup" and trace.params["prompt_lookup_num_tokens"] == 4
+    assert trace.summary.new_tokens == 16
+    # Streamed: token updates came before the last one, each extending the previous HTML.
+    htmls = [o[0] for o in outputs if isinstance(o[0], str) and 'class="tok"' in o[0]]
+    assert len(htmls) >= 2 and all(b.startswith(a) for a, b in zip(htmls, htmls[1:]))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"prompt": "  "}, "prompt is empty"),
+        ({"prompt": "hi", "method": "no_such_method"}, "unknown method"),
+        ({"prompt": "hi", "params": '{"prompt_lookup_num_tokens": "many"}'}, "prompt_lookup_num_tokens"),
+        ({"prompt": "hi", "params": "{oops"}, "JSON object"),
+        ({"prompt": "hi", "target": "bundled/nothing"}, "unknown bundled model"),
+        ({"prompt": "hi", "method": "universal"}, "needs an assistant"),
+        ({"prompt": "hi", "chat": "maybe"}, "chat must be"),
+    ],
+)
+def test_errors_become_a_message_not_an_exception(kwargs: dict[str, Any], message: str, toasts: list[str]) -> None:
+    *_, status, download = _final(list(ui.generate(**kwargs)))
+    assert 'role="alert"' in status and message in status
+    assert toasts and message in toasts[0]
+    assert download["visible"] is False
+
+
+def test_stop_ends_the_run_and_keeps_the_output(tiny_models: dict[str, str]) -> None:
+    request = SimpleNamespace(session_hash="stop-test")
+    gen = ui.generate("The quick brown fox", target=tiny_models["target"], method="baseline", max_new_tokens=400,
+                      dtype="float32", request=request)
+    seen_tokens = 0
+    final = None
+    for out in gen:
+        final = out
+        if isinstance(out[0], str) and 'class="tok"' in out[0] and seen_tokens == 0:
+            seen_tokens = out[0].count('class="tok"')
+            threading.Thread(target=ui.stop, args=(request,)).start()
+    tokens_html, stats, *_, status, download = final
+    assert "stopped" in status
+    trace = Trace.load(download["value"])
+    assert trace.finish_reason == "stopped" and 0 < trace.summary.new_tokens < 400
+    assert tokens_html.count('class="tok"') == trace.summary.new_tokens
+    assert ui.stop(request) is not None  # nothing running any more: a harmless no-op
+
+
+def test_closing_the_stream_ends_the_worker(tiny_models: dict[str, str]) -> None:
+    gen = ui.generate("The quick brown fox", target=tiny_models["target"], method="baseline", max_new_tokens=400,
+                      dtype="float32")
+    for out in gen:
+        if isinstance(out[0], str) and 'class="tok"' in out[0]:
+            break
+    gen.close()  # what Gradio does when the browser goes away
+    deadline = time.monotonic() + 10
+    while any(t.name == "playground-generate" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(t.name == "playground-generate" for t in threading.enumerate())
+
+
+def test_trace_files_are_json(tiny_models: dict[str, str]) -> None:
+    *_, download = _final(list(ui.generate("Hello", target=tiny_models["target"], method="baseline",
+                                           max_new_tokens=3, dtype="float32")))
+    data = json.loads(Path(download["value"]).read_text())
+    assert data["method"] == "baseline" and len(data["steps"]) == 3
+
+
+def test_a_method_the_model_cannot_do_is_explained(tiny_models: dict[str, str]) -> None:
+    *_, status, _ = _final(list(ui.generate("Hello", target=tiny_models["target"], method="mtp", dtype="float32")))
+    assert 'role="alert"' in status and "multi-token-prediction" in status
+    *_, status, _ = _final(list(ui.generate("Hello", target=tiny_models["target"], method="universal",
+                                            assistant=tiny_models["noisy"], dtype="float32")))
+    assert 'role="alert"' in status and "share a tokenizer" in status
