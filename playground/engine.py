@@ -18,6 +18,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import torch
@@ -27,7 +28,7 @@ from transformers.generation.streamers import BaseStreamer
 
 from .errors import PlaygroundError
 from .methods import Method, MethodError, ModelFacts, get_method
-from .models import CATALOGUE, DEFAULT_TARGET, STORE, LoadedModel, ModelStore, same_vocabulary
+from .models import CATALOGUE, DEFAULT_TARGET, HUB_ID_RE, STORE, LoadedModel, ModelStore, same_vocabulary
 from .settings import get_settings
 from .trace import Step, Trace, classify_step
 
@@ -122,19 +123,65 @@ def render_prompt(loaded: LoadedModel, prompt: str, chat: bool) -> tuple[str, to
     return text, ids
 
 
+def _mtp_weights_on_disk(model: Any) -> bool | None:
+    """Whether a local checkpoint's safetensors hold the MTP layers its config declares (None: cannot tell)."""
+    path = getattr(model.config, "_name_or_path", "") or ""
+    if not os.path.isdir(path):
+        return None
+    from safetensors import safe_open
+    from transformers.modeling_layers import MtpModel
+
+    try:
+        pattern = MtpModel.get_mtp_weights_regex(model)  # the keys Transformers will look for
+    except ValueError:  # the model class registers no MTP key pattern at all
+        return False
+    for file in sorted(Path(path).glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as handle:
+            if any(pattern.search(key) for key in handle.keys()):
+                return True
+    return False
+
+
 def model_facts(target: LoadedModel, assistant: LoadedModel | None, sample: bool) -> ModelFacts:
     text_config = target.model.config.get_text_config()
     name_or_path = getattr(target.model.config, "_name_or_path", "") or ""
-    on_disk = bool(name_or_path) and os.path.isdir(name_or_path)
+    on_disk = bool(name_or_path) and (os.path.isdir(name_or_path) or bool(HUB_ID_RE.match(name_or_path)))
+    has_mtp = bool(getattr(text_config, "num_mtp_layers", None))
     return ModelFacts(
         target_class=type(target.model).__name__,
         target_layers=target.num_layers,
-        target_has_mtp=bool(getattr(text_config, "num_mtp_layers", None)),
+        target_has_mtp=has_mtp,
         target_on_disk=on_disk,
         assistant_class=type(assistant.model).__name__ if assistant else None,
         same_vocabulary=same_vocabulary(target.tokenizer, assistant.tokenizer) if assistant else None,
         sample=sample,
+        target_vocab_size=getattr(text_config, "vocab_size", None),
+        assistant_vocab_size=getattr(assistant.model.config.get_text_config(), "vocab_size", None) if assistant else None,
+        target_mtp_weights=_mtp_weights_on_disk(target.model) if has_mtp and on_disk else None,
     )
+
+
+def _universal_sampling_assistant(store: ModelStore, req: RunRequest, target: LoadedModel,
+                                  progress: Callable[[str], None] | None) -> LoadedModel:
+    """The assistant for universal decoding with sampling: a dedicated copy, one per target tokenizer object.
+
+    Transformers prunes this assistant's LM head (and remaps its embeddings) in place to the vocabulary it
+    shares with the target, caching that mapping per tokenizer pair; a second target, or the same target
+    reloaded (a new tokenizer object), would prune it again and crash. The copy holds on to the tokenizer it
+    was made for, so the id in its store key cannot be reused. Its vocabulary is listed in id order:
+    transformers 5.24 prunes the head in get_vocab() order but scatters the draft logits in id order, so with
+    a hash-ordered vocabulary q lands on the wrong tokens and sampling is biased (the chi-square tests in
+    tests/test_method_sampling.py show both).
+    """
+    purpose = f"universal-sampling:{req.target}:{id(target.tokenizer)}"
+    assistant = store.get_copy(req.assistant, req.dtype, purpose=purpose, progress=progress)
+    assistant.universal_target_tokenizer = target.tokenizer  # type: ignore[attr-defined]
+    tok = assistant.tokenizer
+    if not getattr(tok, "_playground_id_ordered", False):
+        unordered = tok.get_vocab
+        tok.get_vocab = lambda: dict(sorted(unordered().items(), key=lambda item: item[1]))
+        tok._playground_id_ordered = True
+    return assistant
 
 
 def _eos_ids(loaded: LoadedModel) -> frozenset[int]:
@@ -165,7 +212,7 @@ def prepare(
     if method.needs_assistant:
         # Sampling universal decoding prunes and remaps the assistant in place: give it its own copy.
         if method.name == "universal" and req.sample:
-            assistant = store.get_copy(req.assistant, req.dtype, purpose="universal-sampling", progress=progress)
+            assistant = _universal_sampling_assistant(store, req, target, progress)
         else:
             assistant = store.get(req.assistant, req.dtype, progress)
     method.validate(model_facts(target, assistant, req.sample), params)
@@ -202,12 +249,10 @@ def prepare(
             kwargs["tokenizer"] = target.tokenizer
             kwargs["assistant_tokenizer"] = assistant.tokenizer
     owner = target.model if method.draft_config_on == "target" or assistant is None else assistant.model
-    if method.name == "mtp_drafter":
-        draft_config.setdefault("num_assistant_tokens", params.get("num_assistant_tokens", 5))
     return PreparedRun(
         request=req, method=method, params=params, target=target, assistant=assistant, input_ids=input_ids,
         rendered_prompt=rendered, chat=chat, generate_kwargs=kwargs, draft_config=draft_config,
-        draft_config_model=owner, eos_ids=_eos_ids(target), lossy=method.is_lossy(params),
+        draft_config_model=owner, eos_ids=_eos_ids(target), lossy=method.is_lossy(params, req.sample),
     )
 
 

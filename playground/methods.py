@@ -74,6 +74,11 @@ class ModelFacts:
     assistant_class: str | None = None
     same_vocabulary: bool | None = None  # None when there is no assistant
     sample: bool = False
+    # `config.vocab_size` of each model: Transformers decides "same tokenizer" by comparing these alone.
+    target_vocab_size: int | None = None
+    assistant_vocab_size: int | None = None
+    # Whether the checkpoint on disk holds the MTP layers its config declares (None: unknown, e.g. a Hub id).
+    target_mtp_weights: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,9 @@ class Method:
     fixed_kwargs: dict[str, Any] = field(default_factory=dict)  # generate() args that select the method
     check: Callable[["Method", ModelFacts, dict[str, Any]], None] | None = None
     draft_config_on: Literal["assistant", "target"] = "assistant"
+    # None: sampling keeps the target's distribution exactly (rejection sampling). Otherwise the reason
+    # why Transformers' implementation of this method does not, shown wherever the run is marked lossy.
+    sampling_bias: str | None = None
 
     @property
     def needs_assistant(self) -> bool:
@@ -97,6 +105,11 @@ class Method:
         for p in self.params:
             if p.name == name:
                 return p
+        if name == ENSEMBLE.name:
+            raise MethodError(
+                f"{self.name} has no parameter {name!r}: ensemble verification mixes the draft's probabilities into "
+                f"the target's, and {self.title[0].lower() + self.title[1:]} produces no draft probabilities"
+            )
         raise MethodError(
             f"{self.name} has no parameter {name!r}; it takes: {', '.join(p.name for p in self.params) or 'none'}"
         )
@@ -114,9 +127,21 @@ class Method:
     def has_draft_logits(self, sample: bool) -> bool:
         return self.draft_logits == "always" or (self.draft_logits == "sampling" and sample)
 
-    def is_lossy(self, params: dict[str, Any]) -> bool:
+    def is_lossy(self, params: dict[str, Any], sample: bool = False) -> bool:
+        """Whether the output may not follow the target alone (greedy: may differ from plain greedy)."""
+        return self.lossy_reason(params, sample) is not None
+
+    def lossy_reason(self, params: dict[str, Any], sample: bool = False) -> str | None:
+        """Why a run with these settings is lossy, in one sentence; None for a lossless run."""
         weight = params.get("assistant_ensemble_weight")
-        return weight is not None and weight != ENSEMBLE.off_value
+        if weight is not None and weight != ENSEMBLE.off_value:
+            return (
+                f"ensemble verification (weight {weight:g}): drafts are checked against {weight:g}·target + "
+                f"{1 - weight:.2g}·draft, so the output follows that mixture, not the target alone"
+            )
+        if sample and self.sampling_bias:
+            return self.sampling_bias
+        return None
 
     def validate(self, facts: ModelFacts, params: dict[str, Any]) -> None:
         """Refuse combinations that cannot run, with a message that says what to do instead."""
@@ -135,9 +160,14 @@ class Method:
         draft: dict[str, Any] = {}
         for p in self.params:
             value = params[p.name]
+            if p.where == "draft_config":
+                # Written even when "off": left unset, Transformers fills in its own default
+                # (assistant_confidence_threshold 0.4), so 0 must be set to mean off.
+                draft[p.name] = value
+                continue
             if p.off_value is not None and value == p.off_value:
                 continue
-            (draft if p.where == "draft_config" else gen)[p.name] = value
+            gen[p.name] = value
         return gen, draft
 
 
@@ -154,11 +184,13 @@ DRAFT_LENGTH = (
         help="constant: fixed draft length. heuristic: +2 after a fully accepted draft, −1 otherwise, kept "
         "across runs by Transformers (reset here per run). heuristic_transient: the same, reset every call.",
     ),
+    # No off_value: 0 is written to the draft generation_config like any other value. Left unset,
+    # Transformers fills in its default 0.4, which cuts weak drafters to a single token.
     Param(
         "assistant_confidence_threshold", "Confidence threshold", "float", 0.0, minimum=0.0, maximum=1.0, step=0.05,
-        where="draft_config", off_value=0.0,
-        help="Stop drafting early when the drafter's probability for its token falls below this (0 = off; "
-        "Transformers' default 0.4 cuts weak drafters to a single token).",
+        where="draft_config",
+        help="Stop drafting early when the drafter's probability for its token falls below this (0 = off). Left "
+        "unset, Transformers would use 0.4, which cuts weak drafters to a single token; the playground always sets it.",
     ),
 )
 
@@ -172,20 +204,42 @@ ENSEMBLE = Param(
 
 # --- per-method checks --------------------------------------------------------------------
 
+_GEMMA4_ASSISTANTS = ("Gemma4Assistant", "Gemma4UnifiedAssistant")
+
+
+def _same_size(facts: ModelFacts) -> bool:
+    return facts.target_vocab_size is not None and facts.target_vocab_size == facts.assistant_vocab_size
+
+
 def _check_speculative(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
+    if (facts.assistant_class or "").startswith(_GEMMA4_ASSISTANTS):
+        raise MethodError("a Gemma 4 assistant drafts from the target's KV cache: choose the 'mtp_drafter' method")
     if facts.same_vocabulary is False:
+        size = f" (even though both have {facts.target_vocab_size} entries)" if _same_size(facts) else ""
         raise MethodError(
-            "the assistant's tokenizer differs from the target's, so its token ids mean different things; "
+            f"the assistant's tokenizer differs from the target's{size}, so its token ids mean different things; "
             "choose the 'universal' method (universal assisted decoding) for this pair"
         )
-    if facts.assistant_class and facts.assistant_class.startswith(("Gemma4Assistant", "Gemma4UnifiedAssistant")):
-        raise MethodError("a Gemma 4 assistant drafts from the target's cache: choose the 'mtp_drafter' method")
+    if facts.same_vocabulary and facts.assistant_vocab_size is not None and not _same_size(facts):
+        raise MethodError(
+            f"target and assistant share a tokenizer but declare different vocabulary sizes ({facts.target_vocab_size} "
+            f"vs {facts.assistant_vocab_size}, e.g. padded embeddings); Transformers then treats them as different "
+            "tokenizers: choose the 'universal' method for this pair"
+        )
 
 
 def _check_universal(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
-    if facts.same_vocabulary:
+    if (facts.assistant_class or "").startswith(_GEMMA4_ASSISTANTS):
+        raise MethodError("a Gemma 4 assistant drafts from the target's KV cache: choose the 'mtp_drafter' method")
+    if facts.same_vocabulary and (_same_size(facts) or facts.assistant_vocab_size is None):
         raise MethodError(
             "target and assistant share a tokenizer: use 'speculative', which needs no re-tokenisation"
+        )
+    if facts.same_vocabulary is False and _same_size(facts):
+        raise MethodError(
+            f"the two tokenizers differ but both declare {facts.target_vocab_size} tokens, and Transformers decides "
+            "'same tokenizer' by vocabulary size alone: it refuses universal decoding for this pair (and speculative "
+            "decoding would compare unrelated ids); choose an assistant with another vocabulary size"
         )
 
 
@@ -205,13 +259,22 @@ def _check_mtp(method: Method, facts: ModelFacts, params: dict[str, Any]) -> Non
             "MTP needs a checkpoint that ships them, such as DeepSeek-V3 or GLM-4.5"
         )
     if not facts.target_on_disk:
-        raise MethodError("MTP layers are read from the checkpoint's safetensors on disk; this model was built in memory")
+        raise MethodError(
+            "Transformers reads the MTP layers from the checkpoint's safetensors at every call, and this model "
+            "was built in memory (no checkpoint); save it and load it from its directory"
+        )
+    if facts.target_mtp_weights is False:
+        raise MethodError(
+            f"{facts.target_class}'s config declares MTP layers but its checkpoint holds no MTP weights "
+            "(DeepSeek-V3 keeps them at model.layers.61.*; converted or pruned checkpoints often drop them)"
+        )
 
 
 def _check_mtp_drafter(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
-    if not (facts.assistant_class or "").startswith(("Gemma4Assistant", "Gemma4UnifiedAssistant")):
+    if not (facts.assistant_class or "").startswith(_GEMMA4_ASSISTANTS):
         raise MethodError(
-            f"mtp_drafter needs a Gemma 4 assistant model as the assistant; got {facts.assistant_class}"
+            f"mtp_drafter needs a Gemma 4 assistant model (Gemma4AssistantForCausalLM) as the assistant; got "
+            f"{facts.assistant_class}: for an ordinary small model use 'speculative' (same tokenizer) or 'universal'"
         )
     if not facts.target_class.startswith(("Gemma4", "Gemma3n")):
         raise MethodError(
@@ -299,14 +362,17 @@ _register(Method(
     title="Early-exit self-speculation (LayerSkip)",
     summary=(
         "The target drafts for itself by running only its first N layers and applying its LM head there; the full "
-        "model then verifies. No second model and a shared cache, but it only pays off on checkpoints trained so "
-        "that early layers already predict well (LayerSkip); on ordinary models early-layer guesses are mostly wrong."
+        "model then verifies. No second model, but it only pays off on checkpoints trained so that early layers "
+        "already predict well (LayerSkip, e.g. facebook/layerskip-llama3.2-1B). On ordinary models such as the "
+        "bundled Gemma 3 270M, early-layer guesses are mostly wrong and the run is slower than baseline: here it "
+        "shows what early exit is, not a speedup. Lossless all the same (greedy equals plain greedy)."
     ),
     lecture={
         "drafts": "The target's own first N layers plus its LM head (assistant_early_exit = N).",
         "verifies": "The full target over the drafted tokens, as in speculative decoding.",
         "pays_off": "On LayerSkip-trained checkpoints (e.g. facebook/layerskip-llama3.2-1B), where early exits are accurate.",
-        "cost": "Each draft token costs N/L of a full forward; a rejected draft wastes that work.",
+        "cost": "Each draft token costs N/L of a full forward (and Transformers gives the drafter a cache of its "
+        "own, so its first draft re-reads the whole prompt through those N layers); a rejected draft wastes that work.",
         "failure": "On ordinary checkpoints early layers rarely agree with the last one: acceptance near zero and "
         "generation slower than baseline.",
     },
@@ -331,9 +397,13 @@ _register(Method(
         "drafts": "The checkpoint's MTP block(s), fed the target's final hidden state and the last token's embedding.",
         "verifies": "The target's next forward pass, which also produces the hidden state for the next draft.",
         "pays_off": "On checkpoints trained with MTP (DeepSeek-V3, GLM-4.5): high acceptance at tiny draft cost.",
-        "cost": "One MTP block per drafted token; the first step drafts nothing (it needs the target's outputs first).",
-        "failure": "Needs a checkpoint with MTP weights on disk; other models cannot use it.",
+        "cost": "One MTP block per drafted token (draft length = the checkpoint's num_mtp_layers, fixed); the first "
+        "step drafts nothing (it needs the target's outputs first). Transformers rebuilds the MTP layers from the "
+        "safetensors at every call.",
+        "failure": "Needs a checkpoint whose safetensors hold the MTP weights (many conversions drop them), loaded "
+        "from disk; other models cannot use it.",
     },
+    params=(ENSEMBLE,),
     fixed_kwargs={"use_mtp": True},
     check=_check_mtp,
     draft_logits="always",
@@ -351,10 +421,19 @@ _register(Method(
         "verifies": "The target's forward, which also hands its shared KV states to the drafter.",
         "pays_off": "With a Gemma 4 target and its matching assistant: no prefill for the drafter, cheap drafts.",
         "cost": "A few small layers per drafted token; the first step drafts nothing.",
-        "failure": "Works only with Gemma-4-style targets that expose their shared KV states.",
+        "failure": "Works only with Gemma-4-style targets that expose their shared KV states. With sampling it is "
+        "lossy in Transformers: the drafter always proposes its most likely token, yet verification treats the "
+        "proposal as sampled from the drafter's distribution.",
     },
+    # num_assistant_tokens is the drafter's only draft-length setting, and Transformers has no default for it
+    # (unset, its generator fails on int(None)): it always goes onto the assistant's generation_config.
     params=(DRAFT_LENGTH[0], ENSEMBLE),
     assistant="gemma4_assistant",
+    sampling_bias=(
+        "Transformers' Gemma 4 drafter proposes its argmax token even when sampling, while rejection sampling "
+        "assumes the draft was sampled from the drafter's softmax: the output over-represents the drafter's "
+        "favourites (measured here: far from the target's distribution)"
+    ),
     draft_logits="always",
     check=_check_mtp_drafter,
 ))
@@ -368,11 +447,15 @@ _register(Method(
         "assistant's vocabulary is mapped onto the target's so rejection sampling stays exact."
     ),
     lecture={
-        "drafts": "A small model from another family; its tokens are turned into text and re-encoded for the target.",
-        "verifies": "The target over the re-tokenised draft, as in speculative decoding.",
+        "drafts": "A small model from another family. Greedy: its tokens are turned into text and re-encoded for "
+        "the target. Sampling: its vocabulary is restricted to tokens both tokenizers share and mapped id by id. "
+        "Drafted tokens are shown in the target's vocabulary.",
+        "verifies": "The target over the re-tokenised draft: prefix match when greedy (no draft probabilities, so no "
+        "ensemble), rejection sampling against the mapped draft probabilities when sampling.",
         "pays_off": "When no same-family small model exists but a fast, agreeable one from another family does.",
         "cost": "The assistant's forwards plus re-tokenisation both ways every step.",
-        "failure": "Tokenizers that split text very differently: drafts lose alignment and acceptance drops.",
+        "failure": "Tokenizers that split text very differently: drafts lose alignment and acceptance drops. "
+        "Sampling prunes the assistant's LM head in place, so the playground gives it a dedicated copy.",
     },
     params=DRAFT_LENGTH + (ENSEMBLE,),
     assistant="different_tokenizer",

@@ -6,6 +6,7 @@ Seconds to build, no download; the playground loads them through its real loader
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -62,6 +63,159 @@ def save_tiny_llama(path: Path, seed: int, layers: int = 4, hidden: int = 64, to
         model = LlamaForCausalLM(llama_config(tokenizer, layers, hidden))
         with torch.no_grad():  # sharper distributions than the default init: more ties broken clearly
             model.lm_head.weight.mul_(8.0)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+# --- small-vocabulary models (statistical tests over whole continuations) -------------------
+
+WORDS = ("red", "green", "blue", "cat", "dog", "sun", "moon", "tree", "rock", "fish", "bird", "star")
+
+
+def build_word_tokenizer(words: tuple[str, ...] = WORDS) -> PreTrainedTokenizerFast:
+    """A word-level tokenizer over a handful of words (+4 specials): a vocabulary small enough
+    that the exact probability of every two-token continuation can be enumerated."""
+    specials = ["<pad>", "<s>", "</s>", "<unk>"]
+    vocab = {token: i for i, token in enumerate([*specials, *words])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+    )
+
+
+def save_small_llama(path: Path, seed: int, tokenizer: PreTrainedTokenizerFast, layers: int = 2, hidden: int = 32,
+                     sharpness: float = 3.0) -> Path:
+    """A tiny Llama over a small vocabulary whose next-token distributions are spread over several tokens."""
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(llama_config(tokenizer, layers, hidden))
+    with torch.no_grad():
+        model.lm_head.weight.mul_(sharpness)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+# --- a tokenizer with the same size as build_tokenizer()'s but other ids ---------------------
+
+def build_other_tokenizer(vocab_size: int = 384) -> PreTrainedTokenizerFast:
+    """A byte-level BPE trained on a lower-cased, reversed corpus: the same vocabulary *size* as
+    `build_tokenizer(vocab_size)` but different merges and ids (what Transformers cannot tell apart)."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<unk>", "</s>", "<s>", "<pad>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )
+    tok.train_from_iterator([line.lower() for line in reversed(CORPUS)] + ["zebra quartz jukebox vexing"] * 30, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+    )
+
+
+# --- DeepSeek-V3 with multi-token-prediction weights ----------------------------------------
+
+def deepseek_v3_config(tokenizer: PreTrainedTokenizerFast, layers: int = 61, hidden: int = 16) -> Any:
+    from transformers import DeepseekV3Config
+
+    # Transformers' MTP loader finds DeepSeek-V3's MTP weights by the key pattern `model.layers.61.*`,
+    # so the main model must have exactly 61 layers; tiny width keeps it small. All main layers are
+    # dense (first_k_dense_replace=61); MTP layers are always MoE in Transformers.
+    return DeepseekV3Config(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2, moe_intermediate_size=hidden,
+        num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2, n_shared_experts=1,
+        n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1, first_k_dense_replace=61,
+        kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8,
+        max_position_embeddings=512, num_mtp_layers=1, tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+
+
+def save_tiny_deepseek_v3(path: Path, seed: int, tokenizer: PreTrainedTokenizerFast | None = None,
+                          with_mtp: bool = True, hidden: int = 16) -> Path:
+    """A tiny random DeepSeek-V3 checkpoint (61 layers, 1 MTP layer in its config).
+
+    With `with_mtp`, the safetensors also hold the MTP layer at `model.layers.61.*` as DeepSeek
+    ships it: a decoder block (taken from a 62-layer twin, whose layer 61 is MoE as Transformers
+    builds MTP blocks) plus `enorm`, `hnorm`, `eh_proj` and `shared_head.norm`. Without it, the
+    config still says num_mtp_layers=1 but the weights are absent (like most converted checkpoints).
+    """
+    from safetensors.torch import save_file
+    from transformers import DeepseekV3ForCausalLM
+
+    tokenizer = tokenizer or build_tokenizer()
+    torch.manual_seed(seed)
+    twin = DeepseekV3ForCausalLM(deepseek_v3_config(tokenizer, layers=62, hidden=hidden))
+    with torch.no_grad():
+        twin.lm_head.weight.mul_(8.0)
+    state = {k: v.contiguous() for k, v in twin.state_dict().items()}
+    main = DeepseekV3ForCausalLM(deepseek_v3_config(tokenizer, hidden=hidden))
+    main.generation_config.eos_token_id = tokenizer.eos_token_id
+    main.generation_config.pad_token_id = tokenizer.pad_token_id
+    main.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    if with_mtp:
+        gen = torch.Generator().manual_seed(seed + 1)
+        state["model.layers.61.enorm.weight"] = torch.ones(hidden)
+        state["model.layers.61.hnorm.weight"] = torch.ones(hidden)
+        state["model.layers.61.eh_proj.weight"] = torch.randn(hidden, 2 * hidden, generator=gen) * 0.2
+        state["model.layers.61.shared_head.norm.weight"] = torch.ones(hidden)
+    else:
+        state = {k: v for k, v in state.items() if not k.startswith("model.layers.61.")}
+    save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
+    return path
+
+
+# --- Gemma 4 target + Gemma 4 assistant (the MTP drafter that reads the target's KV cache) ------
+
+def gemma4_text_config(tokenizer: PreTrainedTokenizerFast, layers: int, hidden: int, per_layer_input: bool) -> Any:
+    from transformers import Gemma4TextConfig
+
+    vocab = len(tokenizer)
+    return Gemma4TextConfig(
+        vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, global_head_dim=16, max_position_embeddings=512,
+        sliding_window=16, layer_types=["sliding_attention"] * (layers - 1) + ["full_attention"],
+        vocab_size_per_layer_input=vocab if per_layer_input else 0, hidden_size_per_layer_input=0,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+
+
+def save_tiny_gemma4(path: Path, seed: int, tokenizer: PreTrainedTokenizerFast | None = None, hidden: int = 64) -> Path:
+    """A tiny random Gemma 4 text model (Gemma4ForCausalLM): it hands out its shared KV states."""
+    from transformers import Gemma4ForCausalLM
+
+    tokenizer = tokenizer or build_tokenizer()
+    torch.manual_seed(seed)
+    model = Gemma4ForCausalLM(gemma4_text_config(tokenizer, layers=4, hidden=hidden, per_layer_input=True))
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def save_tiny_gemma4_assistant(path: Path, seed: int, tokenizer: PreTrainedTokenizerFast | None = None,
+                               backbone_hidden: int = 64) -> Path:
+    """A tiny random Gemma 4 assistant (Gemma4AssistantForCausalLM) for a target of width `backbone_hidden`.
+
+    Its generation_config deliberately has no num_assistant_tokens: the playground must supply it.
+    """
+    from transformers import Gemma4AssistantConfig, Gemma4AssistantForCausalLM
+
+    tokenizer = tokenizer or build_tokenizer()
+    torch.manual_seed(seed)
+    config = Gemma4AssistantConfig(
+        text_config=gemma4_text_config(tokenizer, layers=2, hidden=32, per_layer_input=False),
+        backbone_hidden_size=backbone_hidden,
+    )
+    model = Gemma4AssistantForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(path, safe_serialization=True)
