@@ -28,7 +28,9 @@ from transformers.generation.streamers import BaseStreamer
 
 from .errors import PlaygroundError
 from .methods import Method, MethodError, ModelFacts, get_method
-from .models import CATALOGUE, DEFAULT_TARGET, HUB_ID_RE, STORE, LoadedModel, ModelStore, same_vocabulary
+from .models import (
+    CATALOGUE, DEFAULT_TARGET, HUB_ID_RE, STORE, LoadedModel, ModelStore, describe_precision, same_vocabulary,
+)
 from .settings import get_settings
 from .trace import Step, Trace, classify_step
 
@@ -421,8 +423,6 @@ _DONE = object()
 
 
 def environment(prepared: PreparedRun) -> dict[str, Any]:
-    from .models import describe_precision
-
     return {
         "torch": torch.__version__,
         "transformers": transformers.__version__,

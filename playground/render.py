@@ -134,9 +134,14 @@ def token_span(step: Step, tok_id: int, text: str, status: str, draft_index: int
     return f'<span class="tok" {" ".join(attrs)} title="{title}">{_visible(text, status)}</span>'
 
 
-def render_step(step: Step) -> str:
-    """All tokens of one step, in reading order, wrapped in one span per step."""
+def render_step(step: Step, current: bool = False) -> str:
+    """All tokens of one step, in reading order, wrapped in one span per step.
+
+    `current` marks the step a replay is showing (outlined, `data-current="true"`).
+    """
     spans = "".join(token_span(step, *entry) for entry in step.token_statuses())
+    if current:
+        return f'<span class="pg-step pg-current" data-step="{step.index}" data-current="true">{spans}</span>'
     return f'<span class="pg-step" data-step="{step.index}">{spans}</span>'
 
 
@@ -172,13 +177,19 @@ class TokenStream:
         return text
 
 
-def render_tokens(steps: Sequence[Step]) -> str:
-    """The coloured output of a list of steps (one-shot version of `TokenStream`)."""
+def render_tokens(steps: Sequence[Step], current: int | None = None) -> str:
+    """The coloured output of a list of steps (one-shot version of `TokenStream`).
+
+    `current`: position in `steps` of the step to mark (a replay's current step), if any.
+    """
     if not steps:
         return empty_tokens()
-    stream = TokenStream()
-    stream.extend(steps)
-    return stream.html() + "</div>"
+    if current is None:
+        stream = TokenStream()
+        stream.extend(steps)
+        return stream.html() + "</div>"
+    body = "".join(render_step(s, current=(i == current)) for i, s in enumerate(steps))
+    return f"{OPEN_TOKENS}{body}</div>"
 
 
 def render_trace(trace: Trace) -> str:
