@@ -1,0 +1,444 @@
+"""Theory beside measurement: Leviathan et al.'s expected speedup, its inputs estimated from traces,
+and a plain-language diagnosis of why a run was faster or slower than baseline.
+
+Pure functions of traces (no torch, no models): the benchmark, the report and the UI all call them.
+
+Definitions (stated once here, repeated in the report):
+
+* **α (acceptance rate)** = accepted drafted tokens / drafted tokens the target *verified*. Drafts cut
+  off by the end of generation (EOS or the length limit) were never judged and are excluded.
+* **γ (draft length)** = mean number of drafted tokens over the steps that drafted anything. Steps
+  with an empty draft (prompt lookup found no matching n-gram; MTP-style drafters draft nothing on
+  their first step) are plain decoding steps: they are *not* averaged into γ but counted separately
+  as the fraction ``e`` of empty-draft steps, whose own cost c₀ + v₀ (any drafting attempt, e.g. a
+  universal assistant whose draft re-tokenised to nothing, plus the forward) is measured separately.
+  With a varying draft length (heuristic schedule,
+  confidence threshold, short lookups) γ is the mean, so the formula is evaluated at a non-integer γ.
+* **T (baseline step)** = mean time of one baseline decoding step in the same run, excluding the
+  first step (which also processes the prompt: prefill). Costs below are in units of T.
+* **c (draft cost ratio)** = (total draft time / tokens drafted) over the drafting steps, excluding
+  the first step, divided by T. Prompt lookup only searches the context: c ≈ 0.
+* **v (verify cost ratio)** = mean verification time of a drafting step (one target forward over
+  γ + 1 positions, plus acceptance and cache bookkeeping), excluding the first step, divided by T.
+  Leviathan et al. assume v = 1 (a wide forward costs the same as a one-token one, as on a
+  memory-bound GPU); on CPUs it is often well above 1.
+
+* Measured speedup = tokens/s of the method over tokens/s of baseline, paired within a repeat (the
+  same prompt, interleaved), median over repeats; equal to the wall-time ratio when both emit the
+  same tokens.
+
+Predictions:
+
+* Expected tokens per step (i.i.d. acceptance):  E(α, γ) = (1 − α^(γ+1)) / (1 − α)  (γ + 1 at α = 1).
+* **Leviathan et al.** expected speedup:  S = E(α, γ) / (γc + 1).
+* **Refined** prediction, replacing their assumptions with what this run measured, step by step:
+  1. measured verification cost: E / (γc + v);
+  2. empty-draft steps (fraction e, each costing c₀ + v₀ and emitting one token):
+     ((1 − e)·E + e) / ((1 − e)(γc + v) + e(c₀ + v₀));
+  3. the first step (prefill) is not sped up (Amdahl): with f the share of baseline time spent in
+     its first step and r the method's first step time over baseline's first step time,
+     S_run = 1 / (f·r + (1 − f) / S₂).
+  What is left between the refined prediction and the measured speedup is acceptance that is not
+  independent of position (compare E with the measured τ), time spent outside the steps
+  (``generate()`` set-up, re-tokenisation in universal decoding) and timing noise.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .trace import Step, Trace, acceptance_by_position
+
+__all__ = [
+    "expected_tokens_per_step", "expected_speedup", "refined_speedup", "Estimates", "estimate",
+    "baseline_step_ms", "first_divergence", "measured_speedup", "diagnose", "explain_gap", "cost_sentence",
+    "position_rates",
+    "THEORY_NOTES",
+]
+
+
+# --- the formulas ------------------------------------------------------------------------------
+
+def expected_tokens_per_step(alpha: float, gamma: float) -> float:
+    """E(α, γ) = (1 − α^(γ+1)) / (1 − α): tokens one verification step yields under i.i.d. acceptance."""
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1]; got {alpha}")
+    if gamma < 0:
+        raise ValueError(f"gamma must be >= 0; got {gamma}")
+    if alpha >= 1.0:
+        return gamma + 1.0
+    return (1.0 - alpha ** (gamma + 1.0)) / (1.0 - alpha)
+
+
+def expected_speedup(alpha: float, gamma: float, c: float) -> float:
+    """Leviathan et al. (2023), Theorem 3.8: (1 − α^(γ+1)) / ((1 − α)(γc + 1))."""
+    if c < 0:
+        raise ValueError(f"c must be >= 0; got {c}")
+    return expected_tokens_per_step(alpha, gamma) / (gamma * c + 1.0)
+
+
+def refined_speedup(
+    alpha: float, gamma: float, c: float, v: float, empty_fraction: float = 0.0, empty_cost: float = 1.0,
+    prefill_share: float = 0.0, prefill_ratio: float = 1.0,
+) -> float:
+    """The prediction with measured costs: verify cost v, empty-draft steps, and an un-sped-up prefill."""
+    step_speedup = _mixed_speedup(alpha, gamma, c, v, empty_fraction, empty_cost)
+    return _amdahl(step_speedup, prefill_share, prefill_ratio)
+
+
+def _mixed_speedup(alpha: float, gamma: float, c: float, v: float, e: float, empty_cost: float) -> float:
+    tokens = (1.0 - e) * expected_tokens_per_step(alpha, gamma) + e
+    cost = (1.0 - e) * (gamma * c + v) + e * empty_cost
+    return tokens / cost if cost > 0 else math.inf
+
+
+def _amdahl(step_speedup: float, share: float, ratio: float) -> float:
+    denom = share * ratio + (1.0 - share) / step_speedup
+    return 1.0 / denom if denom > 0 else math.inf
+
+
+# --- estimating the inputs from traces ------------------------------------------------------------
+
+def _steady(steps: list[Step]) -> list[Step]:
+    """Steps after the first (the first also processes the prompt); all steps if there is only one."""
+    return steps[1:] if len(steps) > 1 else list(steps)
+
+
+def baseline_step_ms(baseline: Trace) -> float | None:
+    """T: mean time of one baseline decoding step, first (prefill) step excluded."""
+    steps = _steady(baseline.steps)
+    if not steps:
+        return None
+    mean = sum(s.draft_ms + s.verify_ms for s in steps) / len(steps)
+    return mean if mean > 0 else None
+
+
+@dataclass
+class Estimates:
+    """Everything the theory needs from one method trace (and its baseline), plus the predictions."""
+
+    steps: int = 0
+    drafting_steps: int = 0
+    empty_fraction: float = 0.0  # e: share of steps that drafted nothing
+    drafted: int = 0  # drafted tokens the target verified
+    accepted: int = 0
+    alpha: float | None = None
+    gamma: float | None = None
+    tau: float | None = None  # measured tokens per step
+    expected_tau: float | None = None  # E(α, γ) over drafting steps, mixed with empty steps
+    baseline_step_ms: float | None = None  # T
+    draft_ms_per_token: float | None = None
+    c: float | None = None
+    verify_ms: float | None = None  # mean verify time of a steady drafting step
+    v: float | None = None  # verify cost ratio
+    empty_cost: float | None = None  # c0 + v0: cost of an empty-draft step in units of T
+    prefill_share: float | None = None  # f: share of baseline step time in its first step
+    prefill_ratio: float | None = None  # r: method first step / baseline first step
+    theoretical_speedup: float | None = None  # Leviathan et al.
+    with_verify_cost: float | None = None  # step 1 of the refinement
+    with_empty_steps: float | None = None  # step 2
+    refined_speedup: float | None = None  # step 3 (the whole refined prediction)
+    measured_speedup: float | None = None  # tokens/s ratio against the baseline trace
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def estimate(trace: Trace, baseline: Trace | None = None) -> Estimates:
+    """α, γ, c, v and the predictions for one run, as defined in the module docstring."""
+    steps = trace.steps
+    est = Estimates(steps=len(steps))
+    drafting = [s for s in steps if s.drafted]
+    est.drafting_steps = len(drafting)
+    est.empty_fraction = (len(steps) - len(drafting)) / len(steps) if steps else 0.0
+    est.drafted = sum(s.verified_drafts for s in steps)
+    est.accepted = sum(s.accepted for s in steps)
+    est.alpha = est.accepted / est.drafted if est.drafted else None
+    est.gamma = sum(len(s.drafted) for s in drafting) / len(drafting) if drafting else None
+    new_tokens = sum(len(s.emitted) for s in steps)
+    est.tau = new_tokens / len(steps) if steps else None
+    if est.alpha is not None and est.gamma is not None:
+        e = est.empty_fraction
+        est.expected_tau = (1 - e) * expected_tokens_per_step(est.alpha, est.gamma) + e
+
+    steady_drafting = _steady(drafting) if drafting and steps and drafting[0] is steps[0] else drafting
+    if not steady_drafting:
+        steady_drafting = drafting
+    tokens_drafted = sum(len(s.drafted) for s in steady_drafting)
+    if tokens_drafted:
+        est.draft_ms_per_token = sum(s.draft_ms for s in steady_drafting) / tokens_drafted
+        est.verify_ms = sum(s.verify_ms for s in steady_drafting) / len(steady_drafting)
+
+    if baseline is not None:
+        est.measured_speedup = measured_speedup(trace, baseline)
+        T = baseline_step_ms(baseline)
+        est.baseline_step_ms = T
+        if T:
+            if est.draft_ms_per_token is not None and est.verify_ms is not None:
+                est.c = est.draft_ms_per_token / T
+                est.v = est.verify_ms / T
+            empty = [s for s in _steady(steps) if not s.drafted]
+            if empty:
+                est.empty_cost = sum(s.draft_ms + s.verify_ms for s in empty) / len(empty) / T
+            total_b = sum(s.draft_ms + s.verify_ms for s in baseline.steps)
+            if len(baseline.steps) > 1 and total_b > 0 and steps:
+                first_b = baseline.steps[0].draft_ms + baseline.steps[0].verify_ms
+                est.prefill_share = first_b / total_b
+                est.prefill_ratio = (steps[0].draft_ms + steps[0].verify_ms) / first_b if first_b > 0 else 1.0
+
+    if trace.method == "baseline":
+        est.theoretical_speedup = est.with_verify_cost = est.with_empty_steps = est.refined_speedup = 1.0
+        return est
+    if est.alpha is None or est.gamma is None:
+        est.notes.append("nothing was drafted, so there is no acceptance rate to predict from")
+        return est
+    if est.c is not None:
+        est.theoretical_speedup = expected_speedup(est.alpha, est.gamma, est.c)
+        est.with_verify_cost = _mixed_speedup(est.alpha, est.gamma, est.c, est.v or 0.0, 0.0, 1.0)
+        empty_cost = est.empty_cost if est.empty_cost is not None else 1.0
+        est.with_empty_steps = _mixed_speedup(est.alpha, est.gamma, est.c, est.v or 0.0, est.empty_fraction, empty_cost)
+        if est.prefill_share is not None:
+            est.refined_speedup = _amdahl(est.with_empty_steps, est.prefill_share, est.prefill_ratio or 1.0)
+        else:
+            est.refined_speedup = est.with_empty_steps
+    return est
+
+
+def measured_speedup(trace: Trace, baseline: Trace) -> float | None:
+    """tokens/s of the run over tokens/s of baseline (= the wall-time ratio when both emit the same tokens)."""
+    a, b = trace.summary, baseline.summary
+    if not a.new_tokens or not b.new_tokens or a.elapsed_s <= 0 or b.elapsed_s <= 0:
+        return None
+    return (a.new_tokens / a.elapsed_s) / (b.new_tokens / b.elapsed_s)
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    """Index of the first token where two outputs differ (a length difference counts); None if equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    if len(a) != len(b):
+        return min(len(a), len(b))
+    return None
+
+
+# --- the diagnosis --------------------------------------------------------------------------------
+
+def _x(value: float) -> str:
+    return f"{value:.2f}×"
+
+
+def _pct(value: float) -> str:
+    return f"{value:.0%}"
+
+
+def diagnose(trace: Trace, baseline: Trace | None = None) -> list[str]:
+    """A few plain sentences on why this run was faster or slower than baseline (pure; for the UI)."""
+    s = trace.summary
+    out: list[str] = []
+    if trace.method == "baseline":
+        T = baseline_step_ms(trace)
+        if T:
+            out.append(
+                f"Baseline: the target produced one token per forward pass, {T:.0f} ms per step after the first "
+                f"({s.tokens_per_s or 0:.1f} tokens/s). It is the yardstick every speedup is measured against."
+            )
+        else:
+            out.append("Baseline: the target produced one token per forward pass; it is the yardstick for speedups.")
+        return out
+
+    est = estimate(trace, baseline)
+    if baseline is None:
+        out.append("No baseline run on this prompt to compare with: run baseline on the same prompt and settings "
+                   "to measure a speedup.")
+    elif est.measured_speedup is not None:
+        sp = est.measured_speedup
+        b = baseline.summary
+        if sp >= 1.05:
+            verdict = f"{_x(sp)} faster than baseline"
+        elif sp <= 0.95:
+            verdict = f"slower than baseline ({_x(sp)} its speed)"
+        else:
+            verdict = f"about as fast as baseline ({_x(sp)})"
+        out.append(f"This run was {verdict}: {s.tokens_per_s or 0:.1f} tokens/s against {b.tokens_per_s or 0:.1f}.")
+        if trace.env.get("dtype") and baseline.env.get("dtype") and trace.env.get("dtype") != baseline.env.get("dtype"):
+            out.append(f"Careful: this run used {trace.env['dtype']} and the baseline {baseline.env['dtype']}; "
+                       "the comparison is not like for like.")
+
+    if est.alpha is None:
+        out.append("Nothing was drafted in this run (e.g. prompt lookup found no repeated n-gram to copy), so every "
+                   "step was a plain decoding step plus the cost of looking for a draft.")
+        return out
+
+    tau = est.tau or 0.0
+    line = (f"The target accepted {_pct(est.alpha)} of the drafted tokens (α, {est.accepted} of {est.drafted}); "
+            f"drafts averaged {est.gamma:.1f} tokens (γ) and each step emitted {tau:.2f} tokens (τ) against 1 for baseline.")
+    out.append(line)
+    if est.empty_fraction >= 0.1:
+        out.append(f"{_pct(est.empty_fraction)} of the steps drafted nothing (no match or no draft yet): "
+                   "those are ordinary one-token steps.")
+
+    if est.c is not None and est.v is not None:
+        cost = est.gamma * est.c + est.v
+        out.append(
+            f"But a drafting step cost {cost:.2f} baseline steps: {est.gamma * est.c:.2f} for drafting "
+            f"(c = {est.c:.3f} per token) and {est.v:.2f} for verifying {est.gamma + 1:.0f} positions at once"
+            + (" — on a CPU a wide forward pass is not free." if est.v > 1.2 else ".")
+        )
+        theo = est.theoretical_speedup or 0.0
+        ref = est.refined_speedup or 0.0
+        sentence = (f"Leviathan et al.'s formula predicts {_x(theo)} from α, γ and c (it assumes verifying costs one "
+                    f"baseline step); with the measured verification cost, empty steps and prefill it predicts {_x(ref)}.")
+        if est.measured_speedup is not None:
+            gap = est.measured_speedup / ref if ref else 0.0
+            if 0.8 <= gap <= 1.25:
+                sentence += f" The measured {_x(est.measured_speedup)} is close to that refined prediction."
+            elif gap < 0.8:
+                sentence += (f" The measured {_x(est.measured_speedup)} falls short of it: time outside the steps, "
+                             "acceptance that drops along the draft, or a noisy machine.")
+            else:
+                sentence += f" The measured {_x(est.measured_speedup)} beats it: early draft positions are accepted more often than α suggests."
+        out.append(sentence)
+        if est.measured_speedup is not None and est.measured_speedup < 1.0:
+            out.append(_advice(est))
+    elif baseline is not None:
+        out.append("The baseline trace has too few steps to measure a baseline step, so costs cannot be compared.")
+    else:
+        share = s.draft_ms / (s.draft_ms + s.verify_ms) if (s.draft_ms + s.verify_ms) > 0 else 0.0
+        out.append(f"Drafting took {_pct(share)} of the step time and verification the rest.")
+
+    if baseline is not None and not trace.decoding.get("sample") and not baseline.decoding.get("sample"):
+        index = first_divergence(trace.output_ids, baseline.output_ids)
+        if index is not None and not trace.lossy:
+            out.append(
+                f"The output differs from baseline from token {index} on. Greedy drafting should be lossless; in "
+                f"{trace.env.get('dtype', 'this precision')} a near-tie between two tokens can flip because a batched "
+                "verification pass rounds differently from one-token steps."
+                if trace.env.get("dtype") in ("bfloat16", "float16")
+                else f"The output differs from baseline from token {index} on, although greedy drafting is lossless: "
+                "this is a bug worth reporting."
+            )
+        elif trace.lossy:
+            out.append("Ensemble verification is on, so the output is not guaranteed to equal the target's own.")
+    return out
+
+
+def _advice(est: Estimates) -> str:
+    alpha, gamma = est.alpha or 0.0, est.gamma or 0.0
+    if est.v is not None and est.v > 1.5 and alpha > 0.5:
+        return ("Drafts are good but verification is expensive here: try bfloat16 precision (cheaper wide forwards "
+                "on this CPU) or a shorter draft.")
+    if alpha < 0.3:
+        return ("Most drafts are rejected, so the verification work is wasted: shorten the draft, use a drafter "
+                "closer to the target, or a prompt whose answer copies from its context.")
+    if est.c is not None and est.c > 0.3:
+        return "Drafting itself is too slow relative to the target: a drafter needs to be many times cheaper than the target to pay off."
+    if gamma > 4 and alpha < 0.6:
+        return "Acceptance falls along the draft: a shorter draft length would waste less verification."
+    return "On two CPU cores small models rarely gain from drafting: the target step is already cheap."
+
+
+def explain_gap(fig: dict[str, Any], threshold: float = 0.2) -> str:
+    """Why measured and Leviathan's speedup differ, factor by factor.
+
+    Each refinement stage is a multiplicative factor on Leviathan's prediction (measured verify
+    cost, empty-draft steps, un-sped-up prefill); then correlated acceptance, τ measured / E(α, γ)
+    (the formula assumes every drafted token is accepted independently with probability α, but real
+    drafts tend to be all right or wrong from the start); what is left is time outside the steps and
+    noise. Within `threshold` the sentence says whether that is because the assumptions hold or
+    because factors cancel.
+
+    `fig` holds speedup, theoretical_speedup, with_verify_cost, with_empty_steps, refined_speedup,
+    tokens_per_step, expected_tokens_per_step, verify_cost, c, gamma, acceptance_rate,
+    empty_draft_fraction, prefill_share, prefill_ratio (the aggregate or row keys of the benchmark).
+    """
+    measured, theo = fig.get("speedup"), fig.get("theoretical_speedup")
+    if measured is None or theo is None or theo <= 0:
+        if fig.get("acceptance_rate") is None and fig.get("method") != "baseline":
+            return "Nothing was drafted, so there is no prediction to compare with."
+        return ""
+    rel = measured / theo - 1.0
+    factors: list[tuple[str, float]] = []
+    stages = [
+        (f"verifying costs {fig.get('verify_cost') or 0:.2f} baseline steps, not 1", theo, fig.get("with_verify_cost")),
+        (f"{(fig.get('empty_draft_fraction') or 0):.0%} of steps drafted nothing", fig.get("with_verify_cost"),
+         fig.get("with_empty_steps")),
+        (f"the first step (prefill, {(fig.get('prefill_share') or 0):.0%} of baseline's time) costs "
+         f"{fig.get('prefill_ratio') or 1:.2f}× baseline's first step rather than following the per-step prediction",
+         fig.get("with_empty_steps"), fig.get("refined_speedup")),
+    ]
+    for text, before, after in stages:
+        if before and after:
+            factors.append((text, after / before))
+    ref = fig.get("refined_speedup")
+    tau, etau = fig.get("tokens_per_step"), fig.get("expected_tokens_per_step")
+    residual = measured / ref if ref else None
+    if tau and etau:
+        f_tau = tau / etau
+        factors.append((f"acceptance is correlated along the draft: τ = {tau:.2f} measured vs {etau:.2f} "
+                        "expected from α", f_tau))
+        if residual is not None:
+            residual /= f_tau
+    if residual is not None:
+        factors.append(("time outside the steps (generate() set-up"
+                        + (", re-tokenisation" if fig.get("method") == "universal" else "")
+                        + ") and timing noise", residual))
+    notable = sorted([(t, f) for t, f in factors if abs(f - 1) >= 0.05], key=lambda tf: -abs(math.log(tf[1])))
+    listed = "; ".join(f"{t} (×{f:.2f})" for t, f in notable)
+    if abs(rel) <= threshold:
+        if not notable or all(abs(f - 1) < 0.1 for _, f in notable):
+            out = (f"Measured {measured:.2f}× is within {threshold:.0%} of Leviathan et al.'s {theo:.2f}×: "
+                   "their assumptions hold well enough here.")
+        else:
+            out = (f"Measured {measured:.2f}× is within {threshold:.0%} of Leviathan et al.'s {theo:.2f}×, but by "
+                   f"factors that cancel: {listed}.")
+    else:
+        out = f"Measured {measured:.2f}× vs Leviathan et al.'s {theo:.2f}× ({rel:+.0%})."
+        if listed:
+            out += f" Factor by factor: {listed}."
+    c = fig.get("c")
+    gamma = fig.get("gamma") or 0
+    if c is not None and gamma * c > 0.5:
+        out += (f" Drafting alone costs {gamma * c:.2f} baseline steps per step (c = {c:.2f}): the drafter is not "
+                "cheap enough relative to the target.")
+    return out
+
+
+def cost_sentence(fig: dict[str, Any]) -> str:
+    """One sentence with the figures that decide a speedup: α, τ, and a step's cost in baseline steps."""
+    alpha, tau = fig.get("acceptance_rate"), fig.get("tokens_per_step")
+    if alpha is None or tau is None:
+        return ""
+    text = f"α = {alpha:.0%}, τ = {tau:.2f} tokens per step"
+    gamma, c, v = fig.get("gamma"), fig.get("c"), fig.get("verify_cost")
+    if gamma is not None and c is not None and v is not None:
+        text += (f", but a drafting step costs {gamma * c + v:.2f} baseline steps "
+                 f"({gamma * c:.2f} for drafting γ = {gamma:.1f} tokens at c = {c:.3f} each, {v:.2f} for verifying)")
+    e = fig.get("empty_draft_fraction")
+    if e:
+        text += f"; {e:.0%} of steps drafted nothing"
+    return text + "."
+
+
+def position_rates(steps: list[Step]) -> list[float | None]:
+    """Share of verified k-th drafted tokens that survived, per draft position k (0-based)."""
+    return [kept / n if n else None for n, kept in acceptance_by_position(steps)]
+
+
+def median(values: list[float]) -> float | None:
+    vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return statistics.median(vals) if vals else None
+
+
+def _notes(doc: str) -> str:
+    """The module docstring's definitions and predictions, as plain text for the report."""
+    start = doc.find("Definitions")
+    text = doc[start:] if start >= 0 else doc
+    return text.replace("**", "").replace("``", "").strip()
+
+
+THEORY_NOTES = _notes(__doc__ or "")
