@@ -68,14 +68,35 @@ def _figure(traces: list[dict], layout: dict, note: str | None = None) -> go.Fig
     return go.Figure(data=traces, layout=layout, _validate=False)
 
 
-def acceptance_figure(source: Trace | Sequence[Step]) -> go.Figure:
-    """Drafted tokens per step (accepted / rejected / unverified) and the running acceptance rate."""
+def _replay(layout: dict, current: int | None, total_steps: int | None) -> dict:
+    """A replay's view: the x axis spans the whole trace (`total_steps`) and step `current` (0-based) is marked."""
+    if total_steps:
+        layout["xaxis"] = {**layout["xaxis"], "range": [0.4, total_steps + 0.6], "autorange": False}
+    if current is not None:
+        layout["shapes"] = [dict(
+            type="rect", xref="x", yref="paper", x0=current + 0.5, x1=current + 1.5, y0=0, y1=1,
+            fillcolor="rgba(0,114,178,0.16)", line=dict(color="rgba(0,114,178,0.9)", width=1.5), layer="below",
+            name="current step",
+        )]
+        layout["annotations"] = [dict(text=f"step {current + 1}", x=current + 1, xref="x", y=1.0, yref="paper",
+                                      yanchor="bottom", showarrow=False, font=dict(size=11, color="#2F8FD8"))]
+        layout["uirevision"] = None  # follow the replay rather than keeping the previous view
+    return layout
+
+
+def acceptance_figure(source: Trace | Sequence[Step], *, current: int | None = None,
+                      total_steps: int | None = None) -> go.Figure:
+    """Drafted tokens per step (accepted / rejected / unverified) and the running acceptance rate.
+
+    For a replay: `current` marks that step (0-based) and `total_steps` fixes the x axis to the whole trace.
+    """
     steps = _steps(source)
     layout = _layout(
         "Drafted vs accepted tokens per step", "drafted tokens",
         yaxis2=dict(title=dict(text="acceptance so far %"), overlaying="y", side="right", range=[0, 102],
                     tickmode="array", tickvals=[0, 25, 50, 75, 100], showgrid=False, color=TEXT, zeroline=False),
     )
+    layout = _replay(layout, current, total_steps)
     if not steps:
         return _figure([], layout, "Acceptance per step appears here while generating")
     x = [s.index + 1 for s in steps]
@@ -102,11 +123,13 @@ def acceptance_figure(source: Trace | Sequence[Step]) -> go.Figure:
     return _figure(traces, layout)
 
 
-def timing_figure(source: Trace | Sequence[Step]) -> go.Figure:
-    """Draft vs verify time per step (stacked, ms) and the cost per new token."""
+def timing_figure(source: Trace | Sequence[Step], *, current: int | None = None,
+                  total_steps: int | None = None) -> go.Figure:
+    """Draft vs verify time per step (stacked, ms) and the cost per new token (replay options as above)."""
     steps = _steps(source)
     layout = _layout("Draft vs verify time per step", "ms")
     layout["xaxis"] = {**layout["xaxis"], "title": dict(text="verification step (step 1 includes the prompt)")}
+    layout = _replay(layout, current, total_steps)
     if not steps:
         return _figure([], layout, "Time per step appears here while generating")
     x = [s.index + 1 for s in steps]
@@ -129,5 +152,72 @@ def _bar(x: list[int], y: list[float], name: str, color: str, hover: str) -> dic
     return dict(type="bar", x=x, y=y, name=name, marker=dict(color=color), hovertemplate=hover + "<extra></extra>")
 
 
-def figures(source: Trace | Sequence[Step]) -> tuple[go.Figure, go.Figure]:
-    return acceptance_figure(source), timing_figure(source)
+def figures(source: Trace | Sequence[Step], *, current: int | None = None,
+            total_steps: int | None = None) -> tuple[go.Figure, go.Figure]:
+    return (acceptance_figure(source, current=current, total_steps=total_steps),
+            timing_figure(source, current=current, total_steps=total_steps))
+
+
+# --------------------------------------------------------------------------- theory
+
+
+THEORY_GAMMAS = (1, 2, 3, 5, 8)
+_GAMMA_COLORS = ("#9ecae1", "#56B4E9", "#0072B2", "#08306b", "#6a51a3")
+MEASURED = "#D55E00"  # vermillion: the run's own point
+
+
+def theory_figure(alpha: float | None = None, tau: float | None = None, gamma: float | None = None,
+                  expected_tau: float | None = None, label: str = "this run",
+                  gammas: Sequence[int] = THEORY_GAMMAS) -> go.Figure:
+    """Expected tokens per step E(α, γ) = (1 − α^(γ+1)) / (1 − α) against α for several draft lengths γ,
+    with a run's measured point (α, τ) and, where known, its mean draft length's curve and the point
+    the formula expects for it."""
+    from .theory import expected_tokens_per_step
+
+    alphas = [i / 100 for i in range(101)]
+    layout = _layout("Expected tokens per step: (1 − α^(γ+1)) / (1 − α)", "tokens per verification step")
+    layout.update(hovermode="closest", barmode=None, height=380, uirevision=None)
+    layout["xaxis"] = {**layout["xaxis"], "title": dict(text="acceptance rate α (share of drafted tokens kept)"),
+                       "range": [0, 1.0], "tickformat": ".0%", "rangemode": "normal"}
+    top = max(gammas) + 1
+    layout["yaxis"] = {**layout["yaxis"], "range": [0, top + 0.3]}
+    layout["legend"] = {**layout["legend"], "y": -0.22}
+    layout["margin"] = dict(l=50, r=20, t=36, b=20)
+    traces: list[dict] = [dict(
+        type="scatter", x=[0, 1], y=[1, 1], mode="lines", name="baseline (1 token per step)",
+        line=dict(color=TEXT, width=1.5, dash="dot"), hoverinfo="skip",
+    )]
+    for i, g in enumerate(gammas):
+        traces.append(dict(
+            type="scatter", x=alphas, y=[round(expected_tokens_per_step(a, g), 4) for a in alphas], mode="lines",
+            name=f"γ = {g}", line=dict(color=_GAMMA_COLORS[i % len(_GAMMA_COLORS)], width=2),
+            hovertemplate=f"γ = {g}, α = %{{x:.0%}}: %{{y:.2f}} tokens per step<extra></extra>",
+        ))
+    if gamma is not None and round(gamma, 1) not in {float(g) for g in gammas}:
+        traces.append(dict(
+            type="scatter", x=alphas, y=[round(expected_tokens_per_step(a, gamma), 4) for a in alphas], mode="lines",
+            name=f"γ = {gamma:.1f} ({label}'s mean draft)", line=dict(color=MEASURED, width=1.5, dash="dash"),
+            hovertemplate=f"γ = {gamma:.1f}, α = %{{x:.0%}}: %{{y:.2f}} tokens per step<extra></extra>",
+        ))
+    if alpha is not None and expected_tau is not None:
+        traces.append(dict(
+            type="scatter", x=[alpha], y=[round(expected_tau, 4)], mode="markers", name="expected from α, γ",
+            marker=dict(size=11, color="rgba(0,0,0,0)", line=dict(color=MEASURED, width=2), symbol="circle"),
+            hovertemplate="expected from α and γ: %{y:.2f} tokens per step<extra></extra>",
+        ))
+    if alpha is not None and tau is not None:
+        traces.append(dict(
+            type="scatter", x=[alpha], y=[round(tau, 4)], mode="markers+text", name=f"{label}: measured",
+            marker=dict(size=14, color=MEASURED, symbol="diamond", line=dict(color="white", width=1)),
+            text=[f"α {alpha:.0%}, τ {tau:.2f}"], textposition="middle right" if alpha < 0.75 else "middle left",
+            textfont=dict(color=MEASURED, size=12),
+            hovertemplate="measured: α = %{x:.0%}, τ = %{y:.2f} tokens per step<extra></extra>",
+        ))
+        layout["yaxis"]["range"] = [0, max(top, tau, gamma + 1 if gamma else 0) + 0.3]
+        note = None
+    else:
+        note = "Run a drafting method to place it on these curves"
+    if note:
+        layout["annotations"] = [dict(text=note, x=0.02, y=0.97, xref="paper", yref="paper", xanchor="left",
+                                      showarrow=False, font=dict(color=TEXT, size=12))]
+    return go.Figure(data=traces, layout=layout, _validate=False)

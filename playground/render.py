@@ -256,3 +256,227 @@ def render_document(trace: Trace, title: str = "Assisted decoding trace") -> str
         f"<h1 style='font-size: 1.2em'>{html.escape(trace.method)} · {html.escape(trace.target)}</h1>"
         f"{legend_html()}{render_trace(trace)}{stats_html(trace.summary)}</body></html>"
     )
+
+
+# --------------------------------------------------------------------------- replay: one step in words and pictures
+
+# Who drafts, per method, for the narration ("Step 5: the assistant drafted 4 tokens …").
+DRAFTER: dict[str, str] = {
+    "speculative": "the assistant",
+    "prompt_lookup": "prompt lookup (copying from the context)",
+    "early_exit": "the target's first layers",
+    "mtp": "the MTP layers",
+    "mtp_drafter": "the MTP drafter",
+    "universal": "the assistant (re-tokenised into the target's vocabulary)",
+}
+
+# Why a step of a drafting method drafted nothing.
+_NO_DRAFT: dict[str, str] = {
+    "prompt_lookup": "no earlier n-gram matched the last tokens",
+    "mtp": "the MTP layers need the target's outputs first",
+    "mtp_drafter": "the drafter needs the target's cache first",
+}
+
+
+def _quote(texts: Sequence[str]) -> str:
+    """Token texts as one quoted string, whitespace made visible."""
+    text = "".join(texts).replace("\n", "↵").replace("\t", "⇥")
+    return f"'{text}'"
+
+
+def _tokens_word(n: int) -> str:
+    return f"{n} token" if n == 1 else f"{n} tokens"
+
+
+def narrate_step(step: Step, method: str = "", position: int | None = None) -> str:
+    """One step in plain words (plain text): what was drafted, kept, refused and put in its place.
+
+    `position`: the step's 0-based position in the trace (defaults to `step.index`).
+    """
+    n = (step.index if position is None else position) + 1
+    drafted_text = step.drafted_text or [""] * len(step.drafted)
+    emitted_text = step.emitted_text or [""] * len(step.emitted)
+    timing = f" Drafting took {step.draft_ms:.1f} ms, verifying {step.verify_ms:.1f} ms."
+    if not step.drafted:
+        if method == "baseline" or not method:
+            return (f"Step {n}: nothing is drafted in plain decoding; one forward pass of the target produced "
+                    f"{_quote(emitted_text)}." + (f" It took {step.verify_ms:.1f} ms"
+                                                 + (" (this first step also reads the whole prompt)." if n == 1 else ".")))
+        why = _NO_DRAFT.get(method, "the drafter proposed nothing")
+        if method in ("mtp", "mtp_drafter") and n != 1:
+            why = "the drafter proposed nothing"
+        return (f"Step {n}: nothing was drafted ({why}), so this was a plain step: the target produced "
+                f"{_quote(emitted_text)}." + timing)
+    who = DRAFTER.get(method, "the drafter")
+    k = len(step.drafted)
+    text = f"Step {n}: {who} drafted {_tokens_word(k)} {_quote(drafted_text)}; "
+    a = step.accepted
+    extra = emitted_text[a:]
+    if step.rejected:
+        r0 = a  # index of the first rejected draft
+        probs = []
+        if step.p is not None and r0 < len(step.p):
+            probs.append(f"the target gave {_quote([drafted_text[r0]])} p = {_fmt_prob(step.p[r0])}")
+        if step.q is not None and r0 < len(step.q):
+            probs.append(f"the draft q = {_fmt_prob(step.q[r0])}")
+        why = f" ({', '.join(probs)})" if probs else ""
+        rejected_text = drafted_text[a:a + len(step.rejected)]
+        if a == 0:
+            text += f"the target rejected all of it{why}"
+        else:
+            text += f"the target accepted {a} ({_quote(drafted_text[:a])}), rejected {_quote(rejected_text)}{why}"
+        text += f" and put {_quote(extra)} in {'its' if len(step.rejected) == 1 else 'their'} place." if extra else "."
+    elif step.unverified:
+        verified = k - len(step.unverified)
+        text += (f"the target accepted {verified} and generation ended there: the last "
+                 f"{_tokens_word(len(step.unverified))} {_quote(drafted_text[verified:])} were never verified (not rejected).")
+        if extra:
+            text = text[:-1] + f"; it added {_quote(extra)} first."
+    elif extra:
+        text += f"the target accepted all {k} and added the bonus token {_quote(extra)} for free."
+    else:
+        text += f"the target accepted all {k}; generation ended there."
+    return text + timing
+
+
+def _chip(status: str, text: str, label: str = "", extra_class: str = "") -> str:
+    sub = f'<span class="pg-chip-sub">{html.escape(label)}</span>' if label else ""
+    cls = f"pg-chip {extra_class}".strip()
+    # A lone space or newline would be an empty-looking chip: show whitespace as symbols here.
+    shown = _visible(text, UNVERIFIED if text and not text.strip() else status)
+    return f'<span class="{cls}"><span class="tok" data-status="{status}">{shown}</span>{sub}</span>'
+
+
+
+def step_detail_html(step: Step, method: str = "", position: int | None = None) -> str:
+    """The step as three phases: draft (with q) → verify (p, kept or not) → append (what the output got)."""
+    n = (step.index if position is None else position) + 1
+    drafted_text = step.drafted_text or [""] * len(step.drafted)
+    emitted_text = step.emitted_text or [""] * len(step.emitted)
+    statuses = {i: status for _, _, status, i in step.token_statuses() if i is not None}
+    draft_chips = []
+    verify_chips = []
+    for i, text in enumerate(drafted_text):
+        q = step.q[i] if step.q is not None and i < len(step.q) else None
+        p = step.p[i] if step.p is not None and i < len(step.p) else None
+        draft_chips.append(_chip("draft", text, f"q {_fmt_prob(q)}" if q is not None else ""))
+        status = statuses.get(i, REJECTED)
+        mark = {ACCEPTED: "✓ kept", REJECTED: "✗ refused", UNVERIFIED: "not checked"}[status]
+        label = (f"p {_fmt_prob(p)} " if p is not None and status != UNVERIFIED else "") + mark
+        verify_chips.append(_chip(status, text, label))
+    append_chips = [_chip(status, text) for _, text, status, i in step.token_statuses()
+                    if status in (ACCEPTED, CORRECTION, BONUS, TARGET)]
+    if not step.drafted:
+        draft_body = '<span class="pg-none">nothing drafted</span>'
+        verify_body = '<span class="pg-none">a plain forward pass: nothing to check</span>'
+    else:
+        draft_body = "".join(draft_chips)
+        verify_body = "".join(verify_chips)
+    phases = [
+        ("1 · draft", f"{step.draft_ms:.1f} ms", draft_body),
+        ("2 · verify (one target forward)", f"{step.verify_ms:.1f} ms", verify_body),
+        ("3 · append", f"+{_tokens_word(len(step.emitted))}", "".join(append_chips) or '<span class="pg-none">nothing</span>'),
+    ]
+    boxes = '<span class="pg-arrow" aria-hidden="true">→</span>'.join(
+        f'<div class="pg-phase" data-phase="{i}"><div class="pg-phase-title">{html.escape(title)}'
+        f' <span class="pg-phase-cost">{html.escape(cost)}</span></div><div class="pg-chips">{body}</div></div>'
+        for i, (title, cost, body) in enumerate(phases, start=1)
+    )
+    narration = html.escape(narrate_step(step, method, position))
+    return (f'<div class="pg-replay-step" data-testid="pg-replay-step" data-step="{n}">'
+            f'<p class="pg-narration">{narration}</p><div class="pg-flow">{boxes}</div></div>')
+
+
+def emitted_spans(steps: Sequence[Step]) -> str:
+    """Only what reached the output, each token coloured by how it got there (no rejected or unverified drafts)."""
+    parts = []
+    for step in steps:
+        texts = step.emitted_text or [""] * len(step.emitted)
+        for j, (tok, text) in enumerate(zip(step.emitted, texts)):
+            if not step.drafted:
+                status = TARGET
+            elif j < step.accepted:
+                status = ACCEPTED
+            else:
+                status = CORRECTION if step.rejected else BONUS
+            parts.append(f'<span class="tok" data-status="{status}" data-step="{step.index}">'
+                         f"{_visible(text, status)}</span>")
+    return "".join(parts)
+
+
+def race_html(lanes: Sequence[dict], clock_s: float, speed: float, verdict: str = "") -> str:
+    """Two (or more) race lanes side by side; `speed`: replay speed over the recorded one (1 = as recorded).
+
+    Each lane: label, steps (the steps shown so far), total_tokens, finish_s (recorded time of its last step).
+    """
+    rows = []
+    for lane in lanes:
+        shown = lane["steps"]
+        tokens = sum(len(s.emitted) for s in shown)
+        total = max(1, lane["total_tokens"])
+        done = tokens >= lane["total_tokens"] and len(shown) == lane.get("total_steps", len(shown))
+        finish = (f'<span class="pg-lane-done">✓ finished in {lane["finish_s"]:.2f} s</span>' if done else
+                  f'<span class="pg-lane-run">{len(shown)} steps</span>')
+        rows.append(
+            f'<div class="pg-lane" data-lane="{html.escape(lane["label"])}" data-tokens="{tokens}" '
+            f'data-done="{str(done).lower()}">'
+            f'<div class="pg-lane-head"><b>{html.escape(lane["label"])}</b>'
+            f'<span>{tokens} / {lane["total_tokens"]} tokens</span>{finish}</div>'
+            f'<div class="pg-bar"><div style="width:{100 * tokens / total:.1f}%"></div></div>'
+            f'<div class="pg-tokens pg-lane-text">{emitted_spans(shown)}</div></div>'
+        )
+    if abs(speed - 1) < 0.05:
+        pace = "replayed at the recorded pace"
+    elif speed < 1:
+        pace = f"replayed {1 / speed:.1f}× slower than recorded, to be followed by eye"
+    else:
+        pace = f"replayed {speed:.1f}× faster than recorded"
+    clock = (f'<div class="pg-clock">recorded time <b>{clock_s:.2f} s</b> '
+             f'<span class="pg-note">(sum of step times; {pace})</span></div>')
+    tail = f'<div class="pg-verdict">{html.escape(verdict)}</div>' if verdict else ""
+    return f'<div class="pg-race" data-testid="pg-race">{clock}<div class="pg-lanes">{"".join(rows)}</div>{tail}</div>'
+
+
+CSS += """
+.pg-step.pg-current { outline: 2px solid #0072B2; outline-offset: 2px; border-radius: 4px;
+  background: rgba(0,114,178,.07); }
+.pg-replay-step { font-size: 14px; }
+.pg-narration { margin: 2px 0 8px; line-height: 1.5; }
+.pg-flow { display: flex; align-items: stretch; gap: 6px; flex-wrap: wrap; }
+.pg-phase { flex: 1 1 200px; border: 1px solid rgba(128,128,128,.35); border-radius: 8px; padding: 6px 8px; }
+.pg-phase-title { font-size: 12px; font-weight: 600; opacity: .85; margin-bottom: 4px; text-transform: uppercase;
+  letter-spacing: .03em; }
+.pg-phase-cost { font-weight: 400; opacity: .75; text-transform: none; }
+.pg-arrow { align-self: center; font-size: 20px; opacity: .6; }
+.pg-chips { display: flex; flex-wrap: wrap; gap: 4px 6px; }
+.pg-chip { display: inline-flex; flex-direction: column; align-items: center; }
+.pg-chip .tok { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; white-space: pre; }
+.pg-chip .tok[data-status="draft"] { background: rgba(128,128,128,.18); }
+.pg-chip-sub { font-size: 10.5px; opacity: .75; font-variant-numeric: tabular-nums; }
+.pg-none { opacity: .6; font-style: italic; }
+.pg-race { display: flex; flex-direction: column; gap: 8px; }
+.pg-clock { font-size: 14px; font-variant-numeric: tabular-nums; }
+.pg-lanes { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 10px; }
+@media (max-width: 900px) { .pg-lanes { grid-template-columns: 1fr; } }
+.pg-lane { border: 1px solid rgba(128,128,128,.35); border-radius: 8px; padding: 8px; }
+.pg-lane[data-done="true"] { border-color: rgba(0,158,115,.8); }
+.pg-lane-head { display: flex; gap: 12px; align-items: baseline; font-size: 14px; margin-bottom: 4px;
+  font-variant-numeric: tabular-nums; }
+.pg-lane-done { color: #009E73; font-weight: 600; }
+.pg-lane-run { opacity: .7; }
+.pg-bar { height: 6px; border-radius: 3px; background: rgba(128,128,128,.2); overflow: hidden; margin-bottom: 6px; }
+.pg-bar > div { height: 100%; background: #0072B2; }
+.pg-lane-text { min-height: 9em; font-size: 13.5px; }
+.pg-verdict { font-size: 15px; font-weight: 600; }
+.pg-table { border-collapse: collapse; font-size: 13.5px; width: 100%; font-variant-numeric: tabular-nums; }
+.pg-table th, .pg-table td { border-bottom: 1px solid rgba(128,128,128,.3); padding: 4px 8px; text-align: right; }
+.pg-table th:first-child, .pg-table td:first-child { text-align: left; }
+.pg-table th { font-weight: 600; font-size: 12.5px; opacity: .85; }
+.pg-table tr[data-method="baseline"] td { opacity: .8; }
+.pg-diagnosis { margin: 4px 0 0 0; padding-left: 1.2em; line-height: 1.5; font-size: 14px; }
+.pg-diagnosis li { margin-bottom: 3px; }
+.pg-methods-table { border-collapse: collapse; font-size: 13.5px; width: 100%; }
+.pg-methods-table th, .pg-methods-table td { border: 1px solid rgba(128,128,128,.3); padding: 6px 8px;
+  vertical-align: top; text-align: left; }
+.pg-methods-table th { font-weight: 600; }
+"""

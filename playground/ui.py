@@ -28,8 +28,9 @@ from typing import Any, Iterator
 
 import gradio as gr
 
-from . import charts, render
+from . import charts, render, teach
 from .engine import LiveRun, RunRequest, prepare, user_message
+from .gpu import gpu
 from .methods import METHODS, Method, Param, get_method
 from .models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, STORE, describe_precision, hub_reachable
 from .settings import get_settings
@@ -429,6 +430,7 @@ def _done_message(live: LiveRun) -> tuple[str, str]:
     return message, note
 
 
+@gpu
 def generate(
     prompt: str,
     target: str = DEFAULT_TARGET,
@@ -533,7 +535,9 @@ def build_ui() -> gr.Blocks:
     default_method = METHODS[DEFAULT_METHOD]
     model_choices = _target_choices()
 
-    with gr.Blocks(title=TITLE) as demo:
+    # Gradio keeps a copy of every file it serves (each run's trace): without this they pile up for the
+    # server's lifetime. Every 30 minutes, copies older than 2 hours are deleted.
+    with gr.Blocks(title=TITLE, delete_cache=(1800, 7200)) as demo:
         gr.Markdown(
             f"# {TITLE}\n"
             "Pick a target model and a drafting method, type a prompt and watch each token's fate as the target "
@@ -590,6 +594,78 @@ def build_ui() -> gr.Blocks:
                 trace_file = gr.DownloadButton("Download trace (JSON)", value=None, visible=False,
                                                elem_id="pg-download", size="sm")
 
+        # Teaching and measuring views (handlers in teach.py): replay, theory, compare + race, code, methods.
+        last_run = gr.State(None)
+        replay_trace = gr.State(None)
+        baselines = gr.State([])
+        compare_state = gr.State(None)
+        with gr.Tabs(elem_id="pg-tabs"):
+            with gr.Tab("Step through a run", id="replay", elem_id="pg-tab-replay"):
+                with gr.Row():
+                    with gr.Column(scale=3):
+                        replay_status = gr.HTML(teach.replay_load(None, "")[1], elem_id="pg-replay-status")
+                    with gr.Column(scale=1, min_width=200):
+                        replay_last_btn = gr.Button("Replay the last run", size="sm", elem_id="pg-replay-last")
+                        replay_upload = gr.UploadButton("Load a trace file (JSON)…", file_types=[".json"],
+                                                        type="filepath", size="sm", elem_id="pg-replay-upload")
+                replay_slider = gr.Slider(1, 2, value=1, step=1, label="Verification step", interactive=False,
+                                          elem_id="pg-replay-slider")
+                with gr.Row():
+                    replay_prev_btn = gr.Button("◀ Previous step", size="sm", elem_id="pg-replay-prev")
+                    replay_next_btn = gr.Button("Next step ▶", size="sm", elem_id="pg-replay-next")
+                replay_detail = gr.HTML("", elem_id="pg-replay-step")
+                replay_tokens = gr.HTML(teach.replay_view(None, 1)[0], elem_id="pg-replay-output", max_height=420)
+                replay_stats = gr.HTML(render.stats_html(None), elem_id="pg-replay-stats")
+                with gr.Row():
+                    replay_acceptance = gr.Plot(charts.acceptance_figure([]), show_label=False,
+                                                elem_id="pg-replay-chart-acceptance")
+                    replay_timing = gr.Plot(charts.timing_figure([]), show_label=False, elem_id="pg-replay-chart-timing")
+            with gr.Tab("Theory", id="theory", elem_id="pg-tab-theory"):
+                with gr.Row():
+                    with gr.Column(scale=3):
+                        theory_plot = gr.Plot(charts.theory_figure(), show_label=False, elem_id="pg-theory-chart")
+                    with gr.Column(scale=2):
+                        gr.Markdown(teach.THEORY_TEXT, elem_id="pg-theory-text")
+                diagnosis = gr.HTML(teach.theory_view(None)[1], elem_id="pg-diagnosis-box")
+            with gr.Tab("Compare methods", id="compare", elem_id="pg-tab-compare"):
+                gr.Markdown(
+                    "Baseline and the chosen methods on the prompt above, with the target, precision and parameters "
+                    "set on the left. Every method is warmed up first, then all run interleaved on the same prompt; "
+                    "speedups are tokens/s over baseline's in the same run.")
+                with gr.Row():
+                    compare_methods = gr.CheckboxGroup(
+                        [(m.title, name) for name, m in METHODS.items() if name != "baseline"], value=[DEFAULT_METHOD],
+                        label="Methods to compare with baseline", elem_id="pg-compare-methods", scale=3)
+                    with gr.Column(scale=1, min_width=220):
+                        compare_tokens = gr.Slider(2, settings.max_new_tokens, value=min(32, settings.max_new_tokens),
+                                                   step=1, label="New tokens per run", elem_id="pg-compare-tokens")
+                        compare_repeats = gr.Slider(1, 5, value=1, step=1, label="Repeats (medians are shown)",
+                                                    elem_id="pg-compare-repeats")
+                compare_btn = gr.Button("Compare", variant="primary", elem_id="pg-compare-run")
+                compare_status = gr.HTML(render.status_html("Choose methods and press Compare.", "idle"),
+                                         elem_id="pg-compare-status")
+                compare_table = gr.HTML("", elem_id="pg-compare-table")
+                with gr.Row():
+                    compare_speed = gr.Plot(show_label=False, elem_id="pg-compare-speedup")
+                    compare_cost = gr.Plot(show_label=False, elem_id="pg-compare-cost")
+                compare_diag = gr.HTML("", elem_id="pg-compare-diagnosis")
+                with gr.Row():
+                    race_method = gr.Dropdown(choices=[], value=None, label="Race replay: baseline against",
+                                              interactive=False, elem_id="pg-race-method", scale=3)
+                    race_btn = gr.Button("▶ Play race", elem_id="pg-race-play", scale=1)
+                race = gr.HTML(teach.race_placeholder(), elem_id="pg-race-box")
+            with gr.Tab("Show the code", id="code", elem_id="pg-tab-code"):
+                code_status = gr.HTML(render.status_html(
+                    "After each run the code that reproduces it appears here; or press the button for the current "
+                    "settings (this loads their models).", "idle"), elem_id="pg-code-status")
+                code_btn = gr.Button("Show code for these settings", size="sm", elem_id="pg-code-show")
+                code_python = gr.Code("", language="python", label="Transformers script", interactive=False,
+                                      buttons=["copy"], elem_id="pg-code-python")
+                code_cli = gr.Code("", language="shell", label="The same run from the command line", lines=2,
+                                   interactive=False, buttons=["copy"], wrap_lines=True, elem_id="pg-code-cli")
+            with gr.Tab("All methods explained", id="methods", elem_id="pg-tab-methods"):
+                gr.HTML(teach.methods_table_html(), elem_id="pg-methods")
+
         private = dict(queue=False, api_visibility="private", show_progress="hidden")
         method.change(on_method_change, [method, target, assistant],
                       [method_summary, lecture, assistant, *param_components], **private)
@@ -598,9 +674,31 @@ def build_ui() -> gr.Blocks:
         api_inputs = [prompt, target, assistant, method, params_json, max_new_tokens, sample, temperature, top_p,
                       top_k, seed, chat, dtype]
         outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file]
-        generate_btn.click(on_generate_click, [method, *param_components], [params_json, status], **private).then(
+        run_event = generate_btn.click(on_generate_click, [method, *param_components], [params_json, status], **private).then(
             generate, api_inputs, outputs, api_name="generate", show_progress="minimal", show_progress_on=[status],
         )
+        # After each run: replay it, place it on the theory curves with its diagnosis, show its code.
+        replay_views = [replay_tokens, replay_detail, replay_acceptance, replay_timing, replay_stats]
+        replay_outputs = [replay_trace, replay_status, replay_slider, *replay_views]
+        teach_private = dict(api_visibility="private", show_progress="hidden")
+        run_event.then(teach.on_run_done, [trace_file, baselines],
+                       [last_run, *replay_outputs, theory_plot, diagnosis, baselines, code_python, code_cli, code_status],
+                       **teach_private)
+        replay_slider.change(teach.replay_view, [replay_trace, replay_slider], replay_views, **private)
+        replay_prev_btn.click(teach.replay_prev, [replay_trace, replay_slider], replay_slider, **private)
+        replay_next_btn.click(teach.replay_next, [replay_trace, replay_slider], replay_slider, **private)
+        replay_last_btn.click(teach.replay_last, last_run, replay_outputs, **private)
+        replay_upload.upload(teach.on_trace_upload, replay_upload, replay_outputs, **private)
+        compare_btn.click(
+            teach.compare, [prompt, target, assistant, method, dtype, chat, compare_methods, compare_tokens,
+                            compare_repeats, baselines, *param_components],
+            [compare_status, compare_table, compare_speed, compare_cost, compare_diag, race_method, compare_state,
+             baselines], api_visibility="private", show_progress="minimal", show_progress_on=[compare_status],
+            concurrency_limit=1,
+        )
+        race_btn.click(teach.play_race, [race_method, compare_state], race, **teach_private)
+        code_btn.click(collect_params, [method, *param_components], params_json, **private).then(
+            teach.show_code_for_settings, api_inputs, [code_python, code_cli, code_status], **teach_private)
         stop_btn.click(stop, None, status, **private)
 
         timer = gr.Timer(1.0, active=PRELOAD.running)
@@ -612,8 +710,10 @@ def build_ui() -> gr.Blocks:
 
 
 def launch_kwargs() -> dict[str, Any]:
-    """What `launch()` needs besides the server address: styles and title."""
-    return {"css": render.CSS + PAGE_CSS, "theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate")}
+    """What `launch()` needs besides the server address: styles, title and the upload limit."""
+    return {"css": render.CSS + PAGE_CSS, "theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate"),
+            # The only upload is a trace file: refuse anything larger before it reaches the disk.
+            "max_file_size": teach.MAX_TRACE_BYTES}
 
 
 def start_preload() -> None:

@@ -1,0 +1,499 @@
+"""The teaching and measuring views (teach.py + render/charts helpers): replay, theory, code, Compare, race.
+
+Handler tests run on the tiny real checkpoints of conftest (seconds); the browser tests of the same
+views on the bundled model are in `test_ui_teach_browser.py`. Tests assert behaviour, never timings.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import pytest
+
+from playground import bench, charts, render, teach, ui
+from playground.methods import METHODS
+from playground.trace import Step, Trace
+
+PROMPT = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three, four,"
+LOOKUP = {"prompt_lookup_num_tokens": 4}
+
+
+@pytest.fixture(autouse=True)
+def toasts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    shown: list[str] = []
+    monkeypatch.setattr(ui.gr, "Warning", lambda message, *a, **k: shown.append(message))
+    return shown
+
+
+def run_file(target: str, method: str, params: dict | None = None, tokens: int = 12) -> str:
+    """Run through the page's own streaming handler; the path of the trace file it offers for download."""
+    final = list(ui.generate(PROMPT, target=target, method=method, params=params or {}, max_new_tokens=tokens,
+                             dtype="float32"))[-1]
+    assert 'data-kind="done"' in final[4], final[4]
+    return final[-1]["value"]
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_models: dict[str, str]) -> dict[str, Any]:
+    """A baseline run and a prompt-lookup run on the same prompt, passed through `on_run_done` as the page does."""
+    base_out = teach.on_run_done(run_file(tiny_models["target"], "baseline"), [])
+    look_out = teach.on_run_done(run_file(tiny_models["target"], "prompt_lookup", LOOKUP), base_out[11])
+    return {"baseline": base_out, "lookup": look_out}
+
+
+def spans(html_text: str) -> list[tuple[str, str]]:
+    return re.findall(r'<span class="tok" data-status="(\w+)" data-step="(\d+)"', html_text)
+
+
+def hand_step() -> Step:
+    return Step(index=4, drafted=[1, 2, 3, 4], accepted=2, rejected=[3, 4], emitted=[1, 2, 9],
+                drafted_text=[" the", " cat", " sat", " on"], emitted_text=[" the", " cat", " lay"],
+                draft_ms=3.0, verify_ms=40.0, q=[0.9, 0.8, 0.7, 0.6], p=[0.95, 0.85, 0.12, 0.3])
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def test_narration_tells_the_step_in_words() -> None:
+    text = render.narrate_step(hand_step(), "speculative")
+    assert text.startswith("Step 5: the assistant drafted 4 tokens ' the cat sat on';")
+    assert "accepted 2 (' the cat'), rejected ' sat on'" in text and "put ' lay' in their place" in text
+    assert "p = 0.120" in text and "q = 0.700" in text
+    bonus = Step(index=0, drafted=[1, 2], accepted=2, rejected=[], emitted=[1, 2, 3], drafted_text=["a", "b"],
+                 emitted_text=["a", "b", "c"])
+    assert "accepted all 2 and added the bonus token 'c'" in render.narrate_step(bonus, "prompt_lookup")
+    cut = Step(index=0, drafted=[1, 2, 3], accepted=1, rejected=[], emitted=[1], unverified=[2, 3],
+               drafted_text=["a", "b", "c"], emitted_text=["a"])
+    assert "never verified" in render.narrate_step(cut, "early_exit")
+    plain = Step(index=2, drafted=[], accepted=0, rejected=[], emitted=[5], emitted_text=["x"])
+    assert "no earlier n-gram matched" in render.narrate_step(plain, "prompt_lookup")
+    assert "nothing is drafted in plain decoding" in render.narrate_step(plain, "baseline")
+
+
+def test_step_detail_shows_draft_verify_append() -> None:
+    detail = render.step_detail_html(hand_step(), "speculative")
+    phases = re.findall(r'data-phase="(\d)"', detail)
+    assert phases == ["1", "2", "3"]
+    verify = detail.split('data-phase="2"')[1].split('data-phase="3"')[0]
+    assert [s for s, _ in re.findall(r'data-status="(\w+)"()', verify)] == ["accepted", "accepted", "rejected", "rejected"]
+    append = detail.split('data-phase="3"')[1]
+    assert [s for s, _ in re.findall(r'data-status="(\w+)"()', append)] == ["accepted", "accepted", "correction"]
+    assert "q 0.900" in detail and "p 0.120 ✗ refused" in detail
+
+
+def test_replay_steps_through_the_last_run(runs: dict[str, Any]) -> None:
+    out = runs["lookup"]
+    last_run, trace, status, slider, tokens, detail, fig_a, fig_t, stats = out[:9]
+    assert isinstance(trace, Trace) and trace is last_run and trace.method == "prompt_lookup"
+    n = len(trace.steps)
+    assert n >= 3 and slider["maximum"] == n and slider["value"] == n
+    assert "The last run" in status and 'data-kind="done"' in status
+    counts = []
+    for value in range(1, n + 1):
+        tokens, detail, fig_a, fig_t, stats = teach.replay_view(trace, value)
+        shown = spans(tokens)
+        assert {int(step) for _, step in shown} == set(range(value))  # the first `value` steps, no more
+        current = re.findall(r'class="pg-step pg-current" data-step="(\d+)"', tokens)
+        assert current == [str(value - 1)]  # exactly one highlighted step: the current one
+        assert f"Step {value}:" in detail
+        for fig in (fig_a, fig_t):
+            assert len(fig.data[0].x) == value  # bars of the first `value` steps
+            shape = fig.layout.shapes[0]
+            assert (shape.x0, shape.x1) == (value - 0.5, value + 0.5)
+            assert [a.text for a in fig.layout.annotations] == [f"step {value}"]
+            assert list(fig.layout.xaxis.range) == [0.4, n + 0.6]  # the axis spans the whole run
+            go.Figure(fig.to_dict())
+        new_tokens = sum(len(s.emitted) for s in trace.steps[:value])
+        assert f'data-stat="new_tokens"><div class="pg-value">{new_tokens}<' in stats
+        counts.append(len(shown))
+    assert counts == sorted(counts) and counts[0] < counts[-1]
+    # Previous / next move the slider within the run.
+    assert teach.replay_prev(trace, 1)["value"] == 1 and teach.replay_prev(trace, 3)["value"] == 2
+    assert teach.replay_next(trace, n)["value"] == n and teach.replay_next(trace, 1)["value"] == 2
+
+
+def test_uploading_a_trace_replays_it(runs: dict[str, Any], tmp_path: Path) -> None:
+    trace = runs["lookup"][1]
+    path = tmp_path / "shared.json"
+    trace.save(path)
+    loaded, status, slider, tokens, *_ = teach.on_trace_upload(str(path))
+    assert loaded.to_dict() == trace.to_dict()
+    assert "Loaded shared.json" in status and slider["maximum"] == len(trace.steps)
+    assert len(spans(tokens)) == len(spans(render.render_trace(trace)))
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("{not json", "not valid JSON"),
+    (json.dumps({"hello": "world"}), "not a playground trace"),
+    (json.dumps({"method": "baseline", "steps": [], "schema_version": 99}), "schema_version 99"),
+    (json.dumps({"method": "baseline", "steps": [{"index": 0}], "schema_version": 1, "target": "t", "prompt": "p"}),
+     "malformed trace"),
+])
+def test_a_file_that_is_not_a_trace_gets_a_clear_message(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text(content)
+    state, status, *rest = teach.on_trace_upload(str(path))
+    assert 'role="alert"' in status and "Cannot replay broken.json" in status and message in status
+    assert all(isinstance(x, dict) and x.get("__type__") == "update" for x in [state, *rest])  # views kept as they were
+
+
+# --------------------------------------------------------------------------- theory
+
+
+def test_theory_figure_has_curves_and_the_measured_point() -> None:
+    fig = charts.theory_figure(alpha=0.6, tau=2.1, gamma=4.3, expected_tau=2.2, label="prompt_lookup")
+    go.Figure(fig.to_dict())
+    names = [t.name for t in fig.data]
+    assert [n for n in names if n.startswith("γ = ") and "mean" not in n] == [f"γ = {g}" for g in charts.THEORY_GAMMAS]
+    curve = next(t for t in fig.data if t.name == "γ = 3")
+    i = list(curve.x).index(0.5)
+    assert curve.y[i] == pytest.approx((1 - 0.5 ** 4) / (1 - 0.5), abs=1e-3)  # Leviathan's E(α, γ)
+    measured = next(t for t in fig.data if t.name == "prompt_lookup: measured")
+    assert list(measured.x) == [0.6] and list(measured.y) == [2.1]
+    assert any("4.3" in n for n in names)  # the run's own mean draft length gets its curve
+    empty = charts.theory_figure()
+    assert not any("measured" in t.name for t in empty.data) and "Run a drafting method" in empty.layout.annotations[0].text
+
+
+def test_after_a_run_the_theory_panel_places_it_and_diagnoses_it(runs: dict[str, Any]) -> None:
+    trace = runs["lookup"][1]
+    fig, diagnosis = runs["lookup"][9:11]
+    from playground import theory
+
+    est = theory.estimate(trace)
+    measured = next(t for t in fig.data if t.name.endswith(": measured"))
+    assert list(measured.x) == [pytest.approx(est.alpha)] and list(measured.y) == [pytest.approx(est.tau, abs=1e-4)]
+    # The session's baseline on the same prompt was found, so the diagnosis compares with it.
+    assert 'data-baseline="true"' in diagnosis
+    baseline = runs["baseline"][1]
+    for sentence in theory.diagnose(trace, baseline):
+        assert html.escape(sentence) in diagnosis
+    assert "This run was" in diagnosis
+    # A baseline run is described as the yardstick; a run with no baseline says how to get one.
+    assert "yardstick" in runs["baseline"][10]
+    _, alone = teach.theory_view(trace, None)
+    assert 'data-baseline="false"' in alone and "No baseline run on this prompt" in alone
+
+
+def test_baselines_are_matched_on_prompt_and_settings(runs: dict[str, Any]) -> None:
+    base, look = runs["baseline"][1], runs["lookup"][1]
+    assert teach.find_baseline(look, [base]) is base
+    other = Trace.from_dict({**base.to_dict(), "prompt": "something else"})
+    assert teach.find_baseline(look, [other]) is None
+    assert len(teach.remember_baseline([base], base)) == 1  # a newer run of the same settings replaces it
+    assert teach.remember_baseline([], look) == []  # only baselines are remembered
+
+
+# --------------------------------------------------------------------------- show the code
+
+
+def test_after_a_run_its_code_is_shown(runs: dict[str, Any]) -> None:
+    python, cli, status = runs["lookup"][12:15]
+    assert "prompt_lookup_num_tokens=4" in python and ".generate(" in python
+    compile(python, "snippet.py", "exec")
+    assert cli.startswith("python -m playground run ") and "--method prompt_lookup" in cli
+    assert 'data-kind="done"' in status
+
+
+def test_show_code_for_settings_and_its_errors(tiny_models: dict[str, str]) -> None:
+    *_, (python, cli, status) = list(teach.show_code_for_settings(
+        PROMPT, tiny_models["target"], None, "prompt_lookup", LOOKUP, 10, False, 1.0, 1.0, 0, 0, "auto", "float32"))
+    assert "max_new_tokens=10" in python and "--max-new-tokens 10" in cli and 'data-kind="done"' in status
+    *_, (python, cli, status) = list(teach.show_code_for_settings(
+        PROMPT, "bundled/nothing", None, "prompt_lookup", {}, 10, False, 1.0, 1.0, 0, 0, "auto", "float32"))
+    assert 'role="alert"' in status and "unknown bundled model" in status
+
+
+# --------------------------------------------------------------------------- methods explained
+
+
+def test_every_method_is_explained_in_five_parts() -> None:
+    table = teach.methods_table_html()
+    for name, method in METHODS.items():
+        assert set(method.lecture) == set(teach.LECTURE_LABELS), name
+        row = table.split(f'data-method="{name}"')[1].split("</tr>")[0]
+        assert row.count("<td>") == 5 and "<td>–</td>" not in row
+        lecture = ui.lecture_html(method)
+        assert all(label in lecture for label in teach.LECTURE_LABELS.values())
+
+
+# --------------------------------------------------------------------------- compare and race
+
+
+@pytest.fixture(scope="module")
+def compared(tiny_models: dict[str, str]) -> list[tuple[Any, ...]]:
+    values = [p.default for p in ui.param_specs().values()]
+    names = list(ui.param_specs())
+    values[names.index("prompt_lookup_num_tokens")] = 4
+    return list(teach.compare(PROMPT, tiny_models["target"], None, "prompt_lookup", "float32", "auto",
+                              ["prompt_lookup", "mtp"], 8, 1, [], *values))
+
+
+def test_compare_runs_baseline_and_methods_and_shows_progress(compared: list[tuple[Any, ...]]) -> None:
+    progress = [o[0] for o in compared[:-1]]
+    assert any("warm-up" in p for p in progress) and all('data-kind="running"' in p for p in progress)
+    status, table, fig_speed, fig_cost, diagnosis, race_choice, state, baselines = compared[-1]
+    assert 'data-kind="done"' in status
+    rows = re.findall(r'<tr data-method="(\w+)" data-label="([^"]+)" data-speedup="([\d.]+)"', table)
+    assert [r[:2] for r in rows] == [("baseline", "baseline"), ("prompt_lookup", "prompt_lookup(prompt_lookup_num_tokens=4)")]
+    assert float(rows[0][2]) == 1.0 and float(rows[1][2]) > 0
+    for header in ("speedup", "tokens/s", "acceptance α", "τ tokens/step", "draft ms/step", "verify ms/step",
+                   "Leviathan et al."):
+        assert f"<th>{header}</th>" in table
+    # A method the target cannot do is skipped with its reason; the others still ran.
+    assert 'data-label="mtp" data-skipped="true"' in table and "multi-token-prediction" in table
+    assert fig_speed.data and fig_cost.data
+    assert "prompt_lookup(prompt_lookup_num_tokens=4)" in diagnosis and "<li>" in diagnosis
+    assert race_choice["choices"] == ["prompt_lookup(prompt_lookup_num_tokens=4)"]
+    assert state.baseline.method == "baseline" and len(baselines) == 1
+
+
+def test_compare_errors_are_messages(tiny_models: dict[str, str]) -> None:
+    values = [p.default for p in ui.param_specs().values()]
+    for methods, prompt, message in ((["baseline"], PROMPT, "choose at least one method"),
+                                     (["prompt_lookup"], "  ", "prompt is empty"),
+                                     (["mtp"], PROMPT, "none of the chosen methods can run")):
+        *_, final = list(teach.compare(prompt, tiny_models["target"], None, "baseline", "float32", "auto", methods, 4,
+                                       1, [], *values))
+        assert 'role="alert"' in final[0] and message in final[0], final[0]
+
+
+def lane_texts(frame: str) -> dict[str, tuple[int, str, str]]:
+    """lane label -> (tokens shown, data-done, text of its token spans)."""
+    out = {}
+    for label, tokens, done, body in re.findall(
+            r'<div class="pg-lane" data-lane="([^"]+)" data-tokens="(\d+)" data-done="(\w+)">.*?'
+            r'<div class="pg-tokens pg-lane-text">(.*?)</div>', frame):
+        text = "".join(re.findall(r'<span class="tok"[^>]*>(.*?)</span>', body))
+        text = re.sub(r'<span class="ws">∅', "", text)
+        out[label] = (int(tokens), done, text)
+    return out
+
+
+def test_race_lanes_grow_at_the_recorded_pace(compared: list[tuple[Any, ...]]) -> None:
+    import html as _html
+
+    state = compared[-1][6]
+    label, method = next(iter(state.traces.items()))
+    frames = list(teach.race_frames(state.baseline, method, max_s=2.0, min_s=1.0, fps=30))
+    assert len(frames) >= 3
+    times = [t for t, _ in frames]
+    play_s = times[-1]
+    assert times == sorted(times) and times[0] == 0 and 1.0 <= play_s <= 2.0
+    timeline = bench.race_timeline(state.baseline, method)
+    ends = {lane["label"]: [p["t_ms"] for p in lane["points"][1:]] for lane in timeline["lanes"]}
+    lanes = [lane_texts(f) for _, f in frames]
+    assert all(set(lane) == {"baseline", "prompt_lookup"} for lane in lanes)
+    for name, trace in (("baseline", state.baseline), ("prompt_lookup", method)):
+        counts = [lane[name][0] for lane in lanes]
+        assert counts == sorted(counts) and counts[0] == 0 and counts[-1] == trace.summary.new_tokens
+        assert len(set(counts)) >= 2  # it grew during the replay, not only at the end
+        final_text = _html.unescape(lanes[-1][name][2])
+        assert final_text == "".join(t for s in trace.steps for t in s.emitted_text)
+        assert lanes[-1][name][1] == "true"
+        # A lane shows a step once the recorded time of all steps up to it (its timeline point) has passed.
+        for (t_play, _), lane in zip(frames, lanes):
+            t_ms = timeline["duration_ms"] * t_play / play_s
+            shown = sum(len(s.emitted) for s, end in zip(trace.steps, ends[name]) if end <= t_ms + 1e-6)
+            assert lane[name][0] == shown
+    assert "finished first" in frames[-1][1] and 'class="pg-verdict"' in frames[-1][1]
+    assert "pg-verdict" not in frames[0][1]
+
+
+def test_play_race_streams_frames(compared: list[tuple[Any, ...]]) -> None:
+    state = compared[-1][6]
+    frames = list(teach.play_race(next(iter(state.traces)), state))
+    assert len(frames) >= 3 and 'data-testid="pg-race"' in frames[-1]
+    assert 'role="alert"' in next(teach.play_race(None, None))
+
+
+# --------------------------------------------------------------------------- in the browser (the real app)
+
+try:
+    from playwright.sync_api import sync_playwright
+    from test_ui_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_MS, free_port, set_number, start_app,
+                                 stop_app, wait_finished)
+
+    HAVE_BROWSER = Path(CHROMIUM).exists()
+except (ImportError, pytest.skip.Exception):
+    HAVE_BROWSER = False
+
+browser_test = pytest.mark.skipif(not HAVE_BROWSER, reason="needs playwright and Debian's chromium")
+
+
+@pytest.fixture(scope="module")
+def teach_page_factory() -> Any:
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = free_port()
+    proc = start_app(port, ARTIFACTS / "ui-teach-server.log")
+    try:
+        with sync_playwright() as p:
+            b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            contexts = []
+
+            def new_page() -> Any:
+                context = b.new_context(viewport={"width": 1440, "height": 1000})
+                contexts.append(context)
+                pg = context.new_page()
+                pg.set_default_timeout(60_000)
+                pg.goto(f"http://127.0.0.1:{port}/")
+                pg.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value", timeout=60_000)
+                return pg
+
+            try:
+                yield new_page
+            finally:
+                for context in contexts:
+                    context.close()
+                b.close()
+    finally:
+        stop_app(proc)
+
+
+def replay_state(page: Any) -> dict[str, Any]:
+    return page.evaluate("""() => ({
+        tokens: document.querySelectorAll('#pg-replay-output .tok').length,
+        current: (document.querySelector('#pg-replay-output .pg-current') || {dataset: {}}).dataset.step,
+        steps: document.querySelectorAll('#pg-replay-output .pg-step').length,
+        bars: document.querySelectorAll('#pg-replay-chart-acceptance .barlayer .point').length,
+        narration: (document.querySelector('#pg-replay-step .pg-narration') || {}).innerText || '',
+    })""")
+
+
+def wait_current(page: Any, step: int) -> dict[str, Any]:
+    """Wait until the replay shows `step` (0-based) as current, with its chart redrawn to match."""
+    page.wait_for_function(
+        """(k) => {
+            const cur = document.querySelector('#pg-replay-output .pg-current');
+            const marks = ['acceptance', 'timing'].map(c => Array.from(
+                document.querySelectorAll(`#pg-replay-chart-${c} .annotation-text`)).map(e => e.textContent.trim()));
+            return cur && cur.dataset.step === String(k)
+                && marks.every(m => m.length === 1 && m[0] === 'step ' + (k + 1));
+        }""", arg=step)
+    return replay_state(page)
+
+
+@browser_test
+def test_replay_theory_and_code_after_a_run_in_the_browser(teach_page_factory: Any, tmp_path: Path) -> None:
+    page = teach_page_factory()
+    set_number(page, "pg-max-new-tokens", 40)
+    page.click("#pg-generate")  # the bundled Gemma, prompt lookup, the code-editing example
+    assert wait_finished(page) == "done", page.inner_text("#pg-status-box")
+
+    # Step through: the last run is loaded at its last step.
+    page.get_by_role("tab", name="Step through a run").click()
+    page.wait_for_selector("#pg-replay-output .pg-current")
+    n = int(page.get_attribute("#pg-replay-slider input[type=range]", "max"))
+    assert n >= 3
+    last = wait_current(page, n - 1)
+    assert last["steps"] == n and last["narration"].startswith(f"Step {n}:")
+    assert "The last run" in page.inner_text("#pg-replay-status")
+    assert last["tokens"] == page.locator("#pg-output .tok").count()  # the whole run, as in the main view
+
+    # One step back: fewer tokens, the previous step highlighted, the chart redrawn with fewer bars.
+    page.click("#pg-replay-prev")
+    prev = wait_current(page, n - 2)
+    page.wait_for_function(f"() => document.querySelectorAll('#pg-replay-chart-acceptance .barlayer .point').length < {last['bars']}")
+    prev = replay_state(page)
+    assert prev["steps"] == n - 1 and prev["tokens"] < last["tokens"] and prev["bars"] < last["bars"]
+    assert prev["narration"].startswith(f"Step {n - 1}:")
+
+    # The slider: to the first step.
+    set_number(page, "pg-replay-slider", 1)
+    first = wait_current(page, 0)
+    assert first["steps"] == 1 and first["tokens"] < prev["tokens"] and first["narration"].startswith("Step 1:")
+    # Forward to a step where the target refused drafts, for the picture.
+    for k in range(1, n):
+        if page.locator('#pg-replay-step .tok[data-status="rejected"]').count():
+            break
+        page.click("#pg-replay-next")
+        wait_current(page, k)
+    page.wait_for_timeout(600)  # plotly's transition
+    page.locator("#pg-tab-replay").screenshot(path=str(ARTIFACTS / "replay.png"))
+
+    # A corrupt file: a clear message in the page, the replay left as it was.
+    before = replay_state(page)
+    page.set_input_files("#pg-tab-replay input[type=file]",
+                         files=[{"name": "broken.json", "mimeType": "application/json", "buffer": b"{not json"}])
+    alert = page.locator("#pg-replay-status [role=alert]")
+    alert.wait_for()
+    assert "Cannot replay broken.json" in alert.inner_text() and "not valid JSON" in alert.inner_text()
+    assert replay_state(page)["tokens"] == before["tokens"]
+    page.screenshot(path=str(ARTIFACTS / "replay-bad-file.png"))
+
+    # Theory: the curves with this run's measured point, and the diagnosis in sentences.
+    page.get_by_role("tab", name="Theory").click()
+    page.wait_for_selector("#pg-theory-chart .js-plotly-plot .main-svg")
+    legend = page.eval_on_selector_all("#pg-theory-chart .legendtext", "els => els.map(e => e.textContent)")
+    assert "prompt_lookup: measured" in legend and "γ = 3" in legend
+    assert page.locator("#pg-diagnosis-box li").count() >= 2
+    assert "The target accepted" in page.inner_text("#pg-diagnosis-box")
+    page.wait_for_timeout(500)
+    page.locator("#pg-tab-theory").screenshot(path=str(ARTIFACTS / "theory.png"))
+
+    # The code of the run.
+    page.get_by_role("tab", name="Show the code").click()
+    page.wait_for_function("() => (document.querySelector('#pg-code-python') || {}).innerText?.includes('generate(')")
+    assert "prompt_lookup_num_tokens=10" in page.inner_text("#pg-code-python")
+    assert "python -m playground run" in page.inner_text("#pg-code-cli")
+
+    # Every method explained in five parts.
+    page.get_by_role("tab", name="All methods explained").click()
+    page.wait_for_selector("#pg-methods table")
+    assert page.locator("#pg-methods tr[data-method]").count() == len(METHODS)
+
+
+WATCH_RACE = """() => {
+  window.__lanes = {};
+  const box = document.querySelector('#pg-race-box');
+  const record = () => box.querySelectorAll('.pg-lane').forEach(l => {
+    const seq = window.__lanes[l.dataset.lane] = window.__lanes[l.dataset.lane] || [];
+    const n = Number(l.dataset.tokens);
+    if (seq[seq.length - 1] !== n) seq.push(n);
+  });
+  new MutationObserver(record).observe(box, {childList: true, subtree: true, attributes: true});
+}"""
+
+
+@browser_test
+def test_compare_and_race_in_the_browser(teach_page_factory: Any) -> None:
+    page = teach_page_factory()
+    page.get_by_role("tab", name="Compare methods").click()
+    set_number(page, "pg-compare-tokens", 16)
+    page.click("#pg-compare-run")
+    page.wait_for_selector("#pg-compare-status [data-kind=running]")
+    page.wait_for_selector("#pg-compare-status [data-kind=done], #pg-compare-status [data-kind=error]",
+                           timeout=RUN_TIMEOUT_MS)
+    assert page.get_attribute("#pg-compare-status [data-testid=pg-status]", "data-kind") == "done", \
+        page.inner_text("#pg-compare-status")
+    methods = page.eval_on_selector_all("#pg-compare-table tr[data-method]", "els => els.map(e => e.dataset.method)")
+    assert methods == ["baseline", "prompt_lookup"]
+    speedup = float(page.get_attribute('#pg-compare-table tr[data-method="prompt_lookup"]', "data-speedup"))
+    assert speedup > 0
+    for chart in ("#pg-compare-speedup", "#pg-compare-cost"):
+        page.wait_for_selector(f"{chart} .js-plotly-plot .main-svg")
+        assert page.locator(f"{chart} .barlayer .point").count() >= 2
+    assert page.locator("#pg-compare-diagnosis li").count() >= 2
+
+    # The race: both lanes' text grows as recorded, and each ends with its whole output.
+    page.evaluate(WATCH_RACE)
+    page.click("#pg-race-play")
+    page.wait_for_selector("#pg-race-box .pg-verdict", timeout=60_000)
+    lanes = page.evaluate("window.__lanes")
+    assert set(lanes) == {"baseline", "prompt_lookup"}
+    for name, seq in lanes.items():
+        assert seq == sorted(seq) and len(seq) >= 2 and seq[-1] > 0, (name, seq)
+    assert lanes["baseline"][-1] >= 2 and len(lanes["baseline"]) >= 3  # one token per step: visibly growing
+    done = page.eval_on_selector_all("#pg-race-box .pg-lane", "els => els.map(e => e.dataset.done)")
+    assert done == ["true", "true"]
+    texts = page.eval_on_selector_all("#pg-race-box .pg-lane-text", "els => els.map(e => e.textContent)")
+    output = page.inner_text('#pg-compare-table tr[data-method="prompt_lookup"] td:last-child')
+    if output.strip() == "= baseline":  # lossless greedy: both lanes wrote the same text
+        assert texts[0] == texts[1] and texts[0].strip()
+    page.wait_for_timeout(300)
+    page.locator("#pg-tab-compare").screenshot(path=str(ARTIFACTS / "compare.png"))
