@@ -426,7 +426,8 @@ def _done_message(live: LiveRun) -> tuple[str, str]:
     message = f"Done: {s.new_tokens} tokens in {s.steps} steps, {s.elapsed_s:.2f} s ({reasons.get(trace.finish_reason, trace.finish_reason)})."
     note = f"{trace.env.get('precision', trace.env.get('dtype', ''))}"
     if trace.lossy:
-        note += " · lossy: ensemble verification, the output is not the target's alone"
+        reason = get_method(trace.method).lossy_reason(trace.params, bool(trace.decoding.get("sample")))
+        note += f" · lossy: {reason or 'the output is not the target alone'}"
     return message, note
 
 
