@@ -21,3 +21,15 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     noisy = save_tiny_llama(root / "noisy", seed=1, tokenizer=tok, perturb_from=target, noise=0.3)
     other = save_tiny_llama(root / "other", seed=2, layers=2, hidden=32, tokenizer=tok)
     return {"target": str(target), "noisy": str(noisy), "other": str(other)}
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models gain nothing from intra-op threads; on a busy two-core machine two threads per forward
+    make their runs several times slower. Restored after the module."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

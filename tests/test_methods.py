@@ -31,14 +31,7 @@ DRAFT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistan
 # --------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models gain nothing from intra-op threads; on a busy two-core machine two threads per forward
-    make these runs several times slower. Restored after the module."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
