@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from . import theory
+from . import examples, theory
 from .methods import METHODS, MethodError, get_method, parse_assignments
 from .trace import Trace, acceptance_by_position
 
@@ -56,23 +56,7 @@ CSV_COLUMNS = [
 # The project's own small example set, in Spec-Bench's format. Written for a base model (the
 # bundled Gemma 3 270M continues the text); a chat model gets them through its chat template.
 EXAMPLE_PROMPTS: list[dict[str, Any]] = [
-    {"question_id": "ex-list", "category": "repetition", "turns": [
-        "Monday, Tuesday, Wednesday, Thursday, Friday, Saturday, Sunday. Monday, Tuesday, Wednesday, Thursday, "
-        "Friday, Saturday, Sunday. Monday, Tuesday,"]},
-    {"question_id": "ex-capital", "category": "qa", "turns": ["The capital of France is"]},
-    {"question_id": "ex-code", "category": "code", "turns": [
-        "def mean(values):\n    total = 0\n    for value in values:\n        total += value\n    return total / len(values)\n\n"
-        "# The same function with `values` renamed to `numbers`:\ndef mean(numbers):\n"]},
-    {"question_id": "ex-summary", "category": "summarization", "turns": [
-        "Article: The city council voted on Tuesday to extend the opening hours of the central library. From next "
-        "month the library will open at 8 am instead of 10 am and close at 9 pm instead of 6 pm on weekdays. The "
-        "council said the change responds to requests from students and workers who could not visit during the day.\n"
-        "Summary: The city council voted to"]},
-    {"question_id": "ex-rag", "category": "rag", "turns": [
-        "Context: The Amazon rainforest covers about 5.5 million square kilometres, mostly in Brazil, Peru and "
-        "Colombia. It produces about 20 percent of the world's oxygen and is home to around 10 percent of all known "
-        "species.\nQuestion: How large is the Amazon rainforest and which countries does it cover?\nAnswer:"]},
-    {"question_id": "ex-story", "category": "writing", "turns": ["Once upon a time, in a small village by the sea,"]},
+    {"question_id": e.question_id, "category": e.category, "turns": [e.text]} for e in examples.EXAMPLES
 ]
 
 

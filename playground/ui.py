@@ -30,6 +30,7 @@ import gradio as gr
 
 from . import charts, render, teach
 from .engine import LiveRun, RunRequest, prepare, user_message
+from .examples import EXAMPLES as EXAMPLE_SET
 from .gpu import gpu
 from .methods import METHODS, Method, Param, get_method
 from .models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, STORE, describe_precision, hub_reachable
@@ -50,35 +51,7 @@ UPDATE_EVERY_S = 0.04
 CHART_EVERY_S = 1.5
 POLL_S = 0.1  # how often the loading status is refreshed while models load
 
-EXAMPLES: dict[str, str] = {
-    "Edit code": (
-        "Rename the variable `total` to `subtotal` in this function.\n\n"
-        "def cart_total(items):\n"
-        "    total = 0\n"
-        "    for item in items:\n"
-        "        total += item.price * item.quantity\n"
-        "    return total\n\n"
-        "def cart_total(items):\n"
-    ),
-    "Summarise": (
-        "Article: The city council approved a plan on Tuesday to turn the old railway station into a public "
-        "library. The library will open in 2026 and will include a children's reading room, a café and a rooftop "
-        "garden. The project will cost 12 million euros, paid for by the city and a national culture fund.\n\n"
-        "Summary in one sentence:"
-    ),
-    "Answer from a passage": (
-        "Passage: The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is "
-        "named after the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889. "
-        "It is 330 metres tall.\n\n"
-        "Question: Who designed and built the Eiffel Tower, and when?\n"
-        "Answer:"
-    ),
-    "Translate": (
-        "English: Good morning, how are you?\nFrench: Bonjour, comment allez-vous ?\n\n"
-        "English: The cat is sleeping on the sofa.\nFrench:"
-    ),
-    "Free writing": "Once upon a time, in a small village at the edge of a great forest, there lived",
-}
+EXAMPLES: dict[str, str] = {e.name: e.text for e in EXAMPLE_SET}
 DEFAULT_EXAMPLE = "Edit code"
 
 # Styles of the page itself (the token/legend/stat styles live in render.CSS).
