@@ -352,7 +352,7 @@ def compare_on_prompt(
                     if kind == "instrumented":
                         m.traces.append(LiveRun(prepared[spec.label]).run())
                     elif measure_overhead:
-                        ids, seconds = _plain_in_thread(plain_generate, prepared[spec.label])
+                        ids, seconds = plain_generate(prepared[spec.label])
                         m.plain_ids.append(ids)
                         m.plain_s.append(seconds)
             except Exception as exc:  # keep measuring the others; the row says what failed
@@ -399,28 +399,6 @@ def compare_on_prompt(
             diagnoses[spec.label] = theory.diagnose(rep, base_rep if spec.method != "baseline" else None)
     return CompareResult(prompt=bp, rows=rows, aggregates=aggregate(rows), traces=traces, diagnoses=diagnoses,
                          checks=checks)
-
-
-def _plain_in_thread(plain_generate: Callable[[Any], tuple[list[int], float]], prepared: Any) -> tuple[list[int], float]:
-    """`plain_generate` in a fresh worker thread, as LiveRun generates: the overhead figure then compares
-    the instrumentation alone. (On oversubscribed cores the main thread's OpenMP team was measured several
-    times slower than a worker thread's, which would otherwise pass for negative overhead.)"""
-    import threading
-
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["result"] = plain_generate(prepared)
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=work, name="playground-plain-generate", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
 
 
 def _med(values: Iterable[float | None]) -> float | None:
