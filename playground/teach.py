@@ -222,8 +222,12 @@ def code_view(request: RunRequest, note: str = "") -> tuple[str, str, str]:
     return view.python, view.cli, render.status_html(message, "done")
 
 
-def _in_thread(work: Callable[[Callable[[str], None]], Any], name: str) -> Iterator[tuple[str, Any]]:
-    """Run `work(progress)` in a thread; yield ("progress", message) while it runs, then ("done", result)."""
+def in_thread(work: Callable[[Callable[[str], None]], Any], name: str,
+              idle_message: Callable[[], str | None] | None = None) -> Iterator[tuple[str, Any]]:
+    """Run `work(progress)` in a thread; yield ("progress", message) while it runs, then ("done", result).
+
+    `idle_message` supplies a message when the work reports nothing new (e.g. a start-up load it waits on).
+    """
     messages: "queue.Queue[str]" = queue.Queue()
     box: dict[str, Any] = {}
 
@@ -241,6 +245,8 @@ def _in_thread(work: Callable[[Callable[[str], None]], Any], name: str) -> Itera
         latest = None
         while not messages.empty():
             latest = messages.get_nowait()
+        if latest is None and idle_message is not None:
+            latest = idle_message()
         if latest and latest != last:
             last = latest
             yield "progress", latest
@@ -258,7 +264,7 @@ def show_code_for_settings(*inputs: Any) -> Iterator[tuple[Any, Any, str]]:
         request = ui.build_request(*inputs)
         yield gr.skip(), gr.skip(), render.status_html(f"Preparing {request.target} to spell out the run…", "running")
         view = None
-        for kind, value in _in_thread(lambda progress: show_code(prepare(request, progress=progress)), "playground-code"):
+        for kind, value in in_thread(lambda progress: show_code(prepare(request, progress=progress)), "playground-code"):
             if kind == "progress":
                 yield gr.skip(), gr.skip(), render.status_html(value, "running")
             else:
@@ -464,7 +470,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
             return result, skipped
 
         outcome = None
-        for kind, value in _in_thread(work, "playground-compare"):
+        for kind, value in in_thread(work, "playground-compare"):
             if kind == "progress":
                 yield _compare_outputs(render.status_html(f"Comparing: {value}", "running"))
             else:

@@ -18,7 +18,6 @@ import contextlib
 import json
 import logging
 import os
-import queue
 import tempfile
 import threading
 import time
@@ -349,31 +348,13 @@ def on_page_load() -> tuple[Any, ...]:
 
 def _prepare_in_thread(request: RunRequest, session: _Session) -> Iterator[tuple[str, Any]]:
     """Run `prepare` in a thread; yield ("progress", message) while it loads, then ("ready", prepared)."""
-    messages: "queue.Queue[str]" = queue.Queue()
-    result: dict[str, Any] = {}
 
-    def work() -> None:
-        try:
-            result["prepared"] = prepare(request, progress=messages.put)
-        except BaseException as exc:  # re-raised in the handler's thread
-            result["error"] = exc
+    def preload_message() -> str | None:  # the start-up load of the same model may still be running
+        return PRELOAD.message if PRELOAD.running else None
 
-    thread = threading.Thread(target=work, name="playground-prepare", daemon=True)
-    thread.start()
-    last = ""
-    while thread.is_alive():
-        thread.join(POLL_S)
-        latest = None
-        while not messages.empty():
-            latest = messages.get_nowait()
-        if latest is None and PRELOAD.running:
-            latest = PRELOAD.message  # the start-up load of the same model is still running
-        if latest and latest != last:
-            last = latest
-            yield "progress", latest
-    if "error" in result:
-        raise result["error"]
-    yield "ready", result["prepared"]
+    work = lambda progress: prepare(request, progress=progress)  # noqa: E731
+    for kind, value in teach.in_thread(work, "playground-prepare", preload_message):
+        yield ("ready" if kind == "done" else kind), value
 
 
 def _save_trace(live: LiveRun, key: str) -> str:

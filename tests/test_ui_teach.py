@@ -236,7 +236,9 @@ def compared(tiny_models: dict[str, str]) -> list[tuple[Any, ...]]:
 
 def test_compare_runs_baseline_and_methods_and_shows_progress(compared: list[tuple[Any, ...]]) -> None:
     progress = [o[0] for o in compared[:-1]]
-    assert any("warm-up" in p for p in progress) and all('data-kind="running"' in p for p in progress)
+    # Progress is polled (only the latest message per poll reaches the page), so which stages show
+    # depends on speed; that the page hears while it runs does not.
+    assert progress and all('data-kind="running"' in p for p in progress)
     status, table, fig_speed, fig_cost, diagnosis, race_choice, state, baselines = compared[-1]
     assert 'data-kind="done"' in status
     rows = re.findall(r'<tr data-method="(\w+)" data-label="([^"]+)" data-speedup="([\d.]+)"', table)
