@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -36,39 +33,18 @@ from gradio_client import Client
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
+from appserver import free_port, start_app, stop_app  # noqa: E402
 from playground.engine import WORKER_OS_THREAD_NAME  # noqa: E402
 from playground.models import DEFAULT_TARGET  # noqa: E402
 from playground.ui import EXAMPLES  # noqa: E402
 
-START_TIMEOUT_S = 180
 METHODS = [("prompt_lookup", {"prompt_lookup_num_tokens": 5}), ("baseline", {})]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_server(port: int, log: Path, gradio_tmp: Path) -> subprocess.Popen:
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1",
-           "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1", "GRADIO_TEMP_DIR": str(gradio_tmp),
-           "PLAYGROUND_PRELOAD": "1"}
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log.open("w"),
-                            stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"app.py exited with {proc.returncode}; see {log}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:
-                if response.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    raise SystemExit(f"app.py did not answer within {START_TIMEOUT_S} s; see {log}")
+    return start_app(port, log, {"GRADIO_TEMP_DIR": str(gradio_tmp), "PLAYGROUND_PRELOAD": "1"})
 
 
 def sample(proc: psutil.Process, gradio_tmp: Path) -> dict[str, Any]:
@@ -147,11 +123,7 @@ def main() -> int:
             if i >= args.warmup:
                 samples.append(s)
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_app(server)
 
     window = min(args.window, len(samples) // 2) or 1
     first, last = samples[:window], samples[-window:]

@@ -23,12 +23,10 @@ import json
 import os
 import pickle
 import re
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +37,7 @@ import torch
 
 from playground.engine import WORKER_OS_THREAD_NAME
 from playground.trace import Trace, check_invariants
+from appserver import free_port, start_app, stop_app
 from tiny import build_other_tokenizer, build_tokenizer, llama_config, save_tiny_llama
 
 gradio_client = pytest.importorskip("gradio_client")
@@ -47,7 +46,6 @@ from gradio_client.exceptions import AppError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
-START_TIMEOUT_S = 180  # importing torch + gradio on two busy cores
 WAIT_S = 120  # upper bound for anything we wait for; a hang fails instead of blocking the suite
 
 MAX_NEW_TOKENS = 100_000  # the server's cap (PLAYGROUND_MAX_NEW_TOKENS): long runs for Stop tests fit
@@ -198,12 +196,6 @@ def hub() -> Iterator[str]:
 # --------------------------------------------------------------------------- the server
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Server:
     url: str
@@ -279,39 +271,20 @@ class Server:
         return Trace.from_json(response.content)
 
 
-def _start(env: dict[str, str], log: Path) -> subprocess.Popen:
-    port = int(env["GRADIO_SERVER_PORT"])
-    handle = log.open("w")
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"app.py exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:
-                if response.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError(f"app.py did not answer within {START_TIMEOUT_S} s; see {log}")
-
-
 @pytest.fixture(scope="module")
 def server(models: dict[str, str], hub: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     ARTIFACTS.mkdir(exist_ok=True)
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "HF_", "GRADIO_"))}
-    env.update({
-        "GRADIO_SERVER_PORT": str(port), "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_ANALYTICS_ENABLED": "False",
-        "PYTHONUNBUFFERED": "1", "HF_ENDPOINT": hub, "HF_HOME": str(tmp_path_factory.mktemp("hf-home")),
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "HF_", "GRADIO_"))}
+    extra = {
+        "HF_ENDPOINT": hub, "HF_HOME": str(tmp_path_factory.mktemp("hf-home")),
         "PLAYGROUND_PRELOAD": "0", "PLAYGROUND_PUBLIC": "1", "PLAYGROUND_ALLOWED_DIRS": models["root"],
         "PLAYGROUND_CONCURRENCY": "2", "PLAYGROUND_MAX_NEW_TOKENS": str(MAX_NEW_TOKENS),
         "PLAYGROUND_MAX_PROMPT_TOKENS": str(MAX_PROMPT_TOKENS), "PLAYGROUND_MEMORY_BUDGET_GB": str(BUDGET_GB),
         "PLAYGROUND_RUN_TIMEOUT_S": str(RUN_TIMEOUT_S),
-    })
+    }
     log = ARTIFACTS / "hardening-server.log"
-    proc = _start(env, log)
+    proc = start_app(port, log, extra, base_env=base)
     try:
         url = f"http://127.0.0.1:{port}/"
         config = httpx.get(f"{url}config", timeout=30).json()
@@ -319,12 +292,7 @@ def server(models: dict[str, str], hub: str, tmp_path_factory: pytest.TempPathFa
         yield Server(url=url, proc=proc, log=log, fn_index={d["api_name"]: d["id"] for d in named},
                      queued={d["api_name"]: d.get("queue") is not False for d in named})
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_app(proc)
 
 
 def new_client(server: Server) -> Any:
