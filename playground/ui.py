@@ -157,10 +157,11 @@ def collect_params(method_name: str, *values: Any) -> dict[str, Any]:
     return {p.name: by_name[p.name] for p in method.params}
 
 
-def on_generate_click(method_name: str, *values: Any) -> tuple[dict[str, Any], str]:
-    """Runs at once on a click (outside the queue): gather the parameters, say the run is queued."""
+def on_generate_click(method_name: str, *values: Any) -> tuple[dict[str, Any], str, bool]:
+    """Runs at once on a click (outside the queue): gather the parameters, say the run is queued,
+    and mark the status box as the run's (so the start-up load's poll stops writing to it)."""
     return collect_params(method_name, *values), render.status_html(
-        "Queued: waiting for a free generation slot…", "running")
+        "Queued: waiting for a free generation slot…", "running"), True
 
 
 def on_sample_change(sample: bool) -> list[Any]:
@@ -333,7 +334,15 @@ def initial_status() -> str:
     return render.status_html("Ready. The first run loads its models.", "idle")
 
 
-def poll_preload() -> tuple[str, Any]:
+def poll_preload(run_started: bool = False) -> tuple[Any, Any]:
+    """The timer's tick while the start-up load runs: show its progress in the status box.
+
+    Once this page has clicked Generate, the box belongs to the run: a tick that lands after the run
+    finished would otherwise replace "Done" with "Ready" (the run waits for the load, so it can end
+    within a tick of it). The session's state is read when the tick is handled, so no late tick wins.
+    """
+    if run_started:
+        return gr.skip(), gr.update(active=False)
     return initial_status(), gr.update(active=PRELOAD.running)
 
 
@@ -554,6 +563,7 @@ def build_ui() -> gr.Blocks:
         replay_trace = gr.State(None)
         baselines = gr.State([])
         compare_state = gr.State(None)
+        run_started = gr.State(False)  # set by the first click: from then on the status box is the run's
         with gr.Tabs(elem_id="pg-tabs"):
             with gr.Tab("Step through a run", id="replay", elem_id="pg-tab-replay"):
                 with gr.Row():
@@ -629,7 +639,8 @@ def build_ui() -> gr.Blocks:
         api_inputs = [prompt, target, assistant, method, params_json, max_new_tokens, sample, temperature, top_p,
                       top_k, seed, chat, dtype]
         outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file]
-        run_event = generate_btn.click(on_generate_click, [method, *param_components], [params_json, status], **private).then(
+        run_event = generate_btn.click(on_generate_click, [method, *param_components], [params_json, status, run_started],
+                                       **private).then(
             generate, api_inputs, outputs, api_name="generate", show_progress="minimal", show_progress_on=[status],
         )
         # After each run: replay it, place it on the theory curves with its diagnosis, show its code.
@@ -657,7 +668,7 @@ def build_ui() -> gr.Blocks:
         stop_btn.click(stop, None, status, **private)
 
         timer = gr.Timer(1.0, active=PRELOAD.running)
-        timer.tick(poll_preload, None, [status, timer], **private)
+        timer.tick(poll_preload, run_started, [status, timer], **private)
         # Fill the prompt after the page loads, so the API's `prompt` stays required.
         demo.load(on_page_load, None, [prompt, examples, status, timer], **private)
     demo.queue(default_concurrency_limit=settings.concurrency)

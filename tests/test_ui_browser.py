@@ -258,6 +258,30 @@ def test_generate_is_an_api_endpoint(app_url: str) -> None:
     assert 'role="alert"' in status and "no_such_param" in status
 
 
+def test_a_run_clicked_during_the_start_up_load_ends_done_and_stays_done(browser: Any) -> None:
+    """A fresh server of its own, clicked while it still loads the default model, for a run so short it
+    ends within a tick of the load: its "Done" stays (a late load-progress tick used to replace it)."""
+    port = free_port()
+    proc = start_app(port, ARTIFACTS / "ui-first-click-server.log", {"PLAYGROUND_PRELOAD": "1"})
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value")
+        loading = page.inner_text("#pg-status-box")
+        set_number(page, "pg-max-new-tokens", 2)
+        page.click("#pg-generate")
+        assert wait_finished(page) == "done", page.inner_text("#pg-status-box")
+        page.wait_for_timeout(2500)  # two and a half ticks of the load-progress timer
+        assert page.get_attribute("#pg-status-box [data-testid=pg-status]", "data-kind") == "done", \
+            f"{page.inner_text('#pg-status-box')!r} (before the click: {loading!r})"
+        assert stat(page, "new_tokens") == "2"
+    finally:
+        context.close()
+        stop_app(proc)
+
+
 # --------------------------------------------------------------------------- measurements (not a test)
 
 # In-page clock for one run: click → first token span → "done" status (after it was "running").

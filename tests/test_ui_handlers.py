@@ -77,6 +77,27 @@ def test_collect_params_keeps_only_the_chosen_methods_params() -> None:
     assert ui.collect_params("baseline", *values) == {}
 
 
+def test_load_progress_leaves_the_status_box_to_a_clicked_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start-up load's poll writes the status box only until this page clicks Generate: a tick
+    landing after a quick run had finished used to replace its "Done" with "Ready"."""
+    loading = ui.Preload()
+    loading.message, loading.thread = "Loading bundled/x…", threading.current_thread()  # started, not done
+    monkeypatch.setattr(ui, "PRELOAD", loading)
+    status, timer = ui.poll_preload(False)
+    assert "Loading bundled/x" in status and 'data-kind="running"' in status and timer["active"] is True
+
+    names = list(ui.param_specs())
+    params, queued, run_started = ui.on_generate_click("prompt_lookup", *[ui.param_specs()[n].default for n in names])
+    assert run_started is True and 'data-kind="running"' in queued and "prompt_lookup_num_tokens" in params
+    loading.done.set()  # the load ends, the run finishes, then a late tick arrives
+    status, timer = ui.poll_preload(run_started)
+    assert status == ui.gr.skip()  # left as the run wrote it
+    assert timer["active"] is False
+
+    status, timer = ui.poll_preload(False)  # a page that never clicked is told the model is ready
+    assert 'data-kind="idle"' in status and timer["active"] is False
+
+
 def test_build_request_parses_api_values() -> None:
     req = ui.build_request("hi", None, "", "prompt_lookup", '{"prompt_lookup_num_tokens": 5}', 12.0, True, 0.7,
                            0.9, 40.0, 3.0, "on", None)
