@@ -15,7 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.offline
 
-from . import theory
+from . import charts, theory
 
 COLORS = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880"]
 BASELINE_COLOR = "#7f7f7f"
@@ -40,8 +40,20 @@ def _color(i: int) -> str:
 
 
 def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
-    fig.update_layout(title=title, template="plotly_white", height=380, margin=dict(l=60, r=20, t=60, b=60),
+    fig.update_layout(title=title, template="plotly_white", height=380, margin=dict(l=60, r=20, t=70, b=60),
                       legend=dict(orientation="h", y=-0.2), **kw)
+    # Value labels above the tallest bar would be clipped by the plot area; the top margin holds them.
+    fig.update_traces(cliponaxis=False, selector=dict(type="bar"))
+    return fig
+
+
+def follow_the_page(fig: go.Figure) -> go.Figure:
+    """Restyle a report figure for the UI, whose page may be light or dark: transparent backgrounds
+    and the mid-grey text and grid of the run charts (`charts`), which read on both."""
+    fig.update_layout(paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)", font_color=charts.TEXT,
+                      title_font_color=charts.TEXT, legend_bgcolor="rgba(0,0,0,0)")
+    fig.update_xaxes(gridcolor=charts.GRID, zerolinecolor=charts.GRID, linecolor=charts.GRID)
+    fig.update_yaxes(gridcolor=charts.GRID, zerolinecolor=charts.GRID, linecolor=charts.GRID)
     return fig
 
 
@@ -50,7 +62,7 @@ def speedup_vs_theory_figure(aggs: list[dict[str, Any]], category: str | None = 
     rows = _methods(_pick(aggs, category))
     labels = [a["label"] for a in rows]
     fig = go.Figure()
-    for key, name, color in (("speedup", "measured", "#2a3f5f"), ("refined_speedup", "refined prediction", "#00cc96"),
+    for key, name, color in (("speedup", "measured", charts.RUNNING), ("refined_speedup", "refined prediction", "#00cc96"),
                              ("theoretical_speedup", "Leviathan et al.", "#ffa15a")):
         fig.add_bar(x=labels, y=[a.get(key) for a in rows], name=name, marker_color=color,
                     text=[("–" if a.get(key) is None else f"{a[key]:.2f}×") for a in rows], textposition="outside")
@@ -107,8 +119,9 @@ def step_cost_figure(aggs: list[dict[str, Any]], category: str | None = None) ->
                 textposition="outside")
     base = [a for a in rows if a["method"] == "baseline"]
     if base and base[0].get("verify_ms_per_step"):
+        # Named in the legend, not labelled on the line: a label there lands on the tallest bar.
         fig.add_hline(y=base[0]["verify_ms_per_step"], line_dash="dash", line_color=BASELINE_COLOR,
-                      annotation_text="one baseline step")
+                      showlegend=True, name="one baseline step")
     return _layout(fig, "Time per step: drafting vs verification (τ = tokens per step)", barmode="stack",
                    yaxis_title="ms per step")
 
@@ -354,8 +367,8 @@ def render_report(result: Any) -> str:
 
 
 def compare_figures(result: Any) -> dict[str, go.Figure]:
-    """Charts for a `bench.CompareResult` (one prompt), for the UI's Compare view."""
-    return figures(result.aggregates)
+    """Charts for a `bench.CompareResult` (one prompt), for the UI's Compare view (light or dark)."""
+    return {name: follow_the_page(fig) for name, fig in figures(result.aggregates).items()}
 
 
 def figure_json(fig: go.Figure) -> str:

@@ -34,7 +34,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterator, Literal
 
 import torch
 from huggingface_hub import constants as hub_constants
@@ -520,6 +520,29 @@ def _remove_abandoned_work_dirs(final: Path, max_age_s: float = 3600.0) -> None:
                 shutil.rmtree(stale, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def gguf_bar_follows_transformers_switch() -> Iterator[None]:
+    """Make Transformers' GGUF loader obey Transformers' own progress-bar switch.
+
+    The loader calls tqdm directly, so `disable_progress_bar()` (what the CLI's --quiet and scripts
+    use) does not reach its "Converting and de-quantizing" bar, and tqdm reads TQDM_DISABLE only at
+    import. Restores the real tqdm afterwards (not whatever was there, so two overlapping
+    conversions cannot leave it disabled).
+    """
+    from tqdm.auto import tqdm
+    from transformers import modeling_gguf_pytorch_utils as gguf_loader
+    from transformers.utils import logging as hf_logging
+
+    if hf_logging.is_progress_bar_enabled():
+        yield
+        return
+    gguf_loader.tqdm = functools.partial(tqdm, disable=True)
+    try:
+        yield
+    finally:
+        gguf_loader.tqdm = tqdm
+
+
 def _convert(entry: ModelEntry, gguf: GgufSource, work: Path, report: Progress) -> None:
     started = time.perf_counter()
     source_dir = work / "gguf"
@@ -527,7 +550,8 @@ def _convert(entry: ModelEntry, gguf: GgufSource, work: Path, report: Progress) 
     _fetch_gguf(gguf, source_dir, report)
     report(f"Converting {entry.label} to safetensors (one time only, about a minute on two CPU cores): "
            "dequantising weights…")
-    model = AutoModelForCausalLM.from_pretrained(source_dir, gguf_file=gguf.filename, dtype=torch.float32)
+    with gguf_bar_follows_transformers_switch():
+        model = AutoModelForCausalLM.from_pretrained(source_dir, gguf_file=gguf.filename, dtype=torch.float32)
     report("Converting: reading the tokenizer from the GGUF…")
     tokenizer = AutoTokenizer.from_pretrained(source_dir, gguf_file=gguf.filename)
     # The weights are plain float32 now; without this the saved config says "gguf" and

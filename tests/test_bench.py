@@ -239,9 +239,19 @@ def test_compare_on_prompt_real_tiny_models(store, tiny_models):
     assert spec_row["gamma"] is not None and spec_row["gamma"] > 1  # draft length 3 honoured (no 0.4 threshold cut)
     tl = bench.race_timeline(result.traces["baseline"], result.traces[specs[1].label])
     assert tl["lanes"][1]["new_tokens"] == result.rows[1]["new_tokens"]
-    from playground.bench_charts import compare_figures
+    from playground import charts
+    from playground.bench_charts import compare_figures, figures
 
-    assert {"speedup_vs_theory", "position_acceptance", "step_cost", "throughput"} <= set(compare_figures(result))
+    shown = compare_figures(result)
+    assert {"speedup_vs_theory", "position_acceptance", "step_cost", "throughput"} <= set(shown)
+    for name, fig in shown.items():  # the Compare tab follows Gradio's light or dark page
+        layout = fig.layout
+        assert layout.paper_bgcolor == layout.plot_bgcolor == "rgba(0,0,0,0)", name
+        assert layout.font.color == charts.TEXT and layout.yaxis.gridcolor == charts.GRID, name
+        # Value labels drawn above the bars are not clipped by the plot area.
+        assert all(t.cliponaxis is False for t in fig.data if t.type == "bar"), name
+    report = figures(result.aggregates)["step_cost"]  # the HTML report stays on its white page
+    assert report.layout.paper_bgcolor is None and report.layout.template.layout.paper_bgcolor == "white"
 
 
 def test_bench_cli_end_to_end(tmp_path, tiny_models, capsys):

@@ -447,6 +447,31 @@ def test_conversion_is_atomic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     assert [p.name for p in (tmp_path / "converted").iterdir()] == ["bundled--gemma-3-270m"]
 
 
+def test_gguf_conversion_bar_obeys_the_progress_bar_switch(capsys: pytest.CaptureFixture[str]) -> None:
+    """Transformers' GGUF loader calls tqdm directly; with progress bars off (the CLI's --quiet) it stays quiet."""
+    from tqdm.auto import tqdm
+    from transformers import modeling_gguf_pytorch_utils as gguf_loader
+    from transformers.utils import logging as hf_logging
+
+    def loader_bar() -> str:
+        list(gguf_loader.tqdm(range(3), desc="Converting and de-quantizing GGUF tensors..."))
+        return capsys.readouterr().err
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    try:
+        hf_logging.disable_progress_bar()
+        with models.gguf_bar_follows_transformers_switch():
+            assert "de-quantizing" not in loader_bar()
+        assert gguf_loader.tqdm is tqdm
+        assert "de-quantizing" in loader_bar()  # the switch covers the conversion only
+        hf_logging.enable_progress_bar()
+        with models.gguf_bar_follows_transformers_switch():
+            assert "de-quantizing" in loader_bar()  # bars on: the conversion shows its progress as before
+    finally:
+        (hf_logging.enable_progress_bar if was_enabled else hf_logging.disable_progress_bar)()
+    assert gguf_loader.tqdm is tqdm
+
+
 # --------------------------------------------------------------------------- bundled models
 
 
