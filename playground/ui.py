@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import tempfile
 import threading
@@ -30,6 +31,7 @@ import gradio as gr
 from . import charts, render, teach
 from .engine import LiveRun, RunRequest, prepare, user_message
 from .examples import EXAMPLES as EXAMPLE_SET
+from .errors import PlaygroundError
 from .gpu import gpu
 from .methods import METHODS, Method, Param, get_method
 from .models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, STORE, describe_precision, hub_reachable
@@ -183,9 +185,9 @@ def parse_params(params: Any) -> dict[str, Any]:
         try:
             params = json.loads(params)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"params must be a JSON object, e.g. {{\"prompt_lookup_num_tokens\": 5}}: {exc}") from None
+            raise PlaygroundError(f"params must be a JSON object, e.g. {{\"prompt_lookup_num_tokens\": 5}}: {exc}") from None
     if not isinstance(params, dict):
-        raise ValueError("params must be a JSON object, e.g. {\"prompt_lookup_num_tokens\": 5}")
+        raise PlaygroundError("params must be a JSON object, e.g. {\"prompt_lookup_num_tokens\": 5}")
     return params
 
 
@@ -200,7 +202,7 @@ def parse_chat(chat: Any) -> bool | None:
         return True
     if value in ("off", "false", "no", "0"):
         return False
-    raise ValueError(f"chat must be auto, on or off; got {chat!r}")
+    raise PlaygroundError(f"chat must be auto, on or off; got {chat!r}")
 
 
 def build_request(prompt: str, target: str | None, assistant: str | None, method: str | None, params: Any,
@@ -213,28 +215,44 @@ def build_request(prompt: str, target: str | None, assistant: str | None, method
         try:
             return float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a number; got {value!r}") from None
+            raise PlaygroundError(f"{name} must be a number; got {value!r}") from None
 
     def integer(value: Any, default: int, name: str) -> int:
         x = number(value, default, name)
-        if x != int(x):
-            raise ValueError(f"{name} must be a whole number; got {value!r}")
+        if not math.isfinite(x) or x != int(x):
+            raise PlaygroundError(f"{name} must be a whole number; got {value!r}")
         return int(x)
 
+    def text(value: Any, default: str, name: str) -> str:
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise PlaygroundError(f"{name} must be text; got {value!r}")
+        return value.strip() or default
+
+    def flag(value: Any, name: str) -> bool:
+        if value is None or isinstance(value, bool):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise PlaygroundError(f"{name} must be true or false; got {value!r}")
+
+    if prompt is not None and not isinstance(prompt, str):
+        raise PlaygroundError(f"prompt must be text; got {prompt!r}")
     return RunRequest(
         prompt=prompt or "",
-        target=(target or DEFAULT_TARGET).strip(),
-        method=(method or DEFAULT_METHOD).strip(),
-        assistant=(assistant or "").strip() or None,
+        target=text(target, DEFAULT_TARGET, "target"),
+        method=text(method, DEFAULT_METHOD, "method"),
+        assistant=text(assistant, "", "assistant") or None,
         params=parse_params(params),
         max_new_tokens=integer(max_new_tokens, 64, "max_new_tokens"),
-        sample=bool(sample),
+        sample=flag(sample, "sample"),
         temperature=number(temperature, 1.0, "temperature"),
         top_p=number(top_p, 1.0, "top_p"),
         top_k=integer(top_k, 0, "top_k"),
         seed=integer(seed, 0, "seed"),
         chat=parse_chat(chat),
-        dtype=(dtype or "auto").strip(),
+        dtype=text(dtype, "auto", "dtype"),
     )
 
 
@@ -642,6 +660,10 @@ def build_ui() -> gr.Blocks:
         run_event = generate_btn.click(on_generate_click, [method, *param_components], [params_json, status, run_started],
                                        **private).then(
             generate, api_inputs, outputs, api_name="generate", show_progress="minimal", show_progress_on=[status],
+            # The values reach `build_request` and the engine's checks as sent, so a bad one from the API
+            # (a word for a number, a value off a slider's range) gets the same clear message in the
+            # status as in the CLI, not Gradio's generic refusal.
+            preprocess=False,
         )
         # After each run: replay it, place it on the theory curves with its diagnosis, show its code.
         replay_views = [replay_tokens, replay_detail, replay_acceptance, replay_timing, replay_stats]
