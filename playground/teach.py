@@ -104,6 +104,29 @@ def replay_next(trace: Trace | None, value: Any) -> Any:
     return gr.update(value=min(n, int(value or 1) + 1))
 
 
+PLAY_EVERY_S = 1.0  # one verification step per second: time to read the sentence under the text
+PLAY, PAUSE = "▶ Play", "⏸ Pause"
+
+
+def replay_play(trace: Trace | None, value: Any, playing: bool) -> tuple[Any, Any, Any, bool]:
+    """Play / Pause: (slider, timer, button, playing). Playing from the last step starts over at step 1."""
+    if playing or trace is None or len(trace.steps) < 2:
+        return gr.skip(), gr.update(active=False), gr.update(value=PLAY), False
+    at_end = int(value or 1) >= len(trace.steps)
+    return (gr.update(value=1) if at_end else gr.skip()), gr.update(active=True), gr.update(value=PAUSE), True
+
+
+def replay_tick(trace: Trace | None, value: Any, playing: bool) -> tuple[Any, Any, Any, bool]:
+    """One step forward while playing; at the last step the play ends by itself."""
+    if not playing or trace is None or not trace.steps:
+        return gr.skip(), gr.update(active=False), gr.update(value=PLAY), False
+    n = len(trace.steps)
+    step = min(n, int(value or 1) + 1)
+    if step >= n:
+        return gr.update(value=step), gr.update(active=False), gr.update(value=PLAY), False
+    return gr.update(value=step), gr.skip(), gr.skip(), True
+
+
 def replay_load(trace: Trace | None, source: str) -> tuple[Any, ...]:
     """(trace state, status, slider, *replay_view) for a freshly loaded trace, at its last step."""
     if trace is None:

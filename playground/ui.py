@@ -596,6 +596,8 @@ def build_ui() -> gr.Blocks:
                 with gr.Row():
                     replay_prev_btn = gr.Button("◀ Previous step", size="sm", elem_id="pg-replay-prev")
                     replay_next_btn = gr.Button("Next step ▶", size="sm", elem_id="pg-replay-next")
+                    replay_play_btn = gr.Button(teach.PLAY, size="sm", variant="primary", elem_id="pg-replay-play")
+                replay_timer = gr.Timer(teach.PLAY_EVERY_S, active=False)
                 replay_detail = gr.HTML("", elem_id="pg-replay-step")
                 replay_tokens = gr.HTML(teach.replay_view(None, 1)[0], elem_id="pg-replay-output", max_height=420)
                 replay_stats = gr.HTML(render.stats_html(None), elem_id="pg-replay-stats")
@@ -675,6 +677,10 @@ def build_ui() -> gr.Blocks:
         replay_slider.change(teach.replay_view, [replay_trace, replay_slider], replay_views, **private)
         replay_prev_btn.click(teach.replay_prev, [replay_trace, replay_slider], replay_slider, **private)
         replay_next_btn.click(teach.replay_next, [replay_trace, replay_slider], replay_slider, **private)
+        replay_playing = gr.State(False)
+        play_outputs = [replay_slider, replay_timer, replay_play_btn, replay_playing]
+        replay_play_btn.click(teach.replay_play, [replay_trace, replay_slider, replay_playing], play_outputs, **private)
+        replay_timer.tick(teach.replay_tick, [replay_trace, replay_slider, replay_playing], play_outputs, **private)
         replay_last_btn.click(teach.replay_last, last_run, replay_outputs, **private)
         replay_upload.upload(teach.on_trace_upload, replay_upload, replay_outputs, **private)
         compare_btn.click(

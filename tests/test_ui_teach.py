@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import gradio as gr
 import plotly.graph_objects as go
 import pytest
 
@@ -115,6 +116,29 @@ def test_replay_steps_through_the_last_run(runs: dict[str, Any]) -> None:
     # Previous / next move the slider within the run.
     assert teach.replay_prev(trace, 1)["value"] == 1 and teach.replay_prev(trace, 3)["value"] == 2
     assert teach.replay_next(trace, n)["value"] == n and teach.replay_next(trace, 1)["value"] == 2
+
+
+def test_play_steps_through_the_run_and_stops_at_the_end(runs: dict[str, Any]) -> None:
+    trace = runs["lookup"][1]
+    n = len(trace.steps)
+    # Play at the last step (where a run is loaded) starts over at step 1, with the timer on.
+    slider, timer, button, playing = teach.replay_play(trace, n, False)
+    assert slider["value"] == 1 and timer["active"] is True and button["value"] == teach.PAUSE and playing is True
+    value, seen = 1, [1]
+    while playing:  # what the timer's ticks do, each from the slider value the page shows
+        slider, timer, button, playing = teach.replay_tick(trace, value, playing)
+        value = slider["value"]
+        seen.append(value)
+    assert seen == list(range(1, n + 1))  # every step once, in order, ending at the last
+    assert timer["active"] is False and button["value"] == teach.PLAY
+    # Pause: the slider stays where it is and the timer stops; Play again continues from there.
+    slider, timer, button, playing = teach.replay_play(trace, 2, True)
+    assert slider == gr.skip() and timer["active"] is False and button["value"] == teach.PLAY and playing is False
+    slider, timer, _, playing = teach.replay_play(trace, 2, False)
+    assert slider == gr.skip() and timer["active"] is True and playing is True
+    # A late tick after Pause moves nothing; nothing to play without a trace.
+    assert teach.replay_tick(trace, 2, False)[0] == gr.skip()
+    assert teach.replay_play(None, 1, False)[3] is False
 
 
 def test_uploading_a_trace_replays_it(runs: dict[str, Any], tmp_path: Path) -> None:
@@ -417,6 +441,26 @@ def test_replay_theory_and_code_after_a_run_in_the_browser(teach_page_factory: A
         wait_current(page, k)
     page.wait_for_timeout(600)  # plotly's transition
     page.locator("#pg-tab-replay").screenshot(path=str(ARTIFACTS / "replay.png"))
+
+    # Play: from the last step it starts over at step 1 and steps forward on its own; Pause holds it.
+    set_number(page, "pg-replay-slider", n)
+    wait_current(page, n - 1)
+    page.click("#pg-replay-play")
+    wait_current(page, 0)
+    wait_current(page, 1)
+    assert page.inner_text("#pg-replay-play") == teach.PAUSE
+    page.click("#pg-replay-play")
+    page.wait_for_function(f"() => document.querySelector('#pg-replay-play').innerText === {teach.PLAY!r}")
+    page.wait_for_timeout(300)  # a tick already on its way lands
+    held = replay_state(page)["current"]
+    page.wait_for_timeout(int(2.5 * teach.PLAY_EVERY_S * 1000))
+    assert replay_state(page)["current"] == held, "paused, yet the replay moved on"
+    page.click("#pg-replay-play")  # on again, to the end, where it stops by itself
+    page.wait_for_function(
+        f"""() => document.querySelector('#pg-replay-play').innerText === {teach.PLAY!r}
+            && (document.querySelector('#pg-replay-output .pg-current') || {{dataset: {{}}}}).dataset.step === '{n - 1}'""",
+        timeout=int((n * teach.PLAY_EVERY_S + 60) * 1000))
+    assert wait_current(page, n - 1)["steps"] == n
 
     # A corrupt file: a clear message in the page, the replay left as it was.
     before = replay_state(page)
