@@ -792,8 +792,7 @@ class ModelStore:
         """Evict idle models, least recently used first, until `needed` more bytes fit."""
         if needed > budget:
             raise ModelLoadError(
-                f"{spec} needs {needed / 1e9:.2f} GB, budget is {budget / 1e9:.2f} GB "
-                "(PLAYGROUND_MEMORY_BUDGET_GB)")
+                f"{spec} needs {_size(needed)}, budget is {_size(budget)} (PLAYGROUND_MEMORY_BUDGET_GB)")
         evicted = False
         with self._lock:
             used = sum(m.param_bytes for m in self._entries.values())
@@ -811,9 +810,13 @@ class ModelStore:
             _release_memory()
         if used + needed > budget:
             raise ModelLoadError(
-                f"{spec} needs {needed / 1e9:.2f} GB but only {(budget - used) / 1e9:.2f} GB of the "
-                f"{budget / 1e9:.2f} GB budget can be freed while other models are generating "
-                "(PLAYGROUND_MEMORY_BUDGET_GB)")
+                f"{spec} needs {_size(needed)} but only {_size(budget - used)} of the {_size(budget)} budget "
+                "can be freed while other models are generating (PLAYGROUND_MEMORY_BUDGET_GB)")
+
+
+def _size(nbytes: float) -> str:
+    """Bytes for a message: GB with two decimals, or MB below 0.1 GB (a tiny model is not "0.00 GB")."""
+    return f"{nbytes / 1e9:.2f} GB" if nbytes >= 1e8 else f"{nbytes / 1e6:.2f} MB"
 
 
 def _release_memory() -> None:
