@@ -384,15 +384,38 @@ def _prepare_in_thread(request: RunRequest, session: _Session) -> Iterator[tuple
         yield ("ready" if kind == "done" else kind), value
 
 
+TRACE_FILES_KEPT_S = 7200  # as long as Gradio keeps its own copies (`delete_cache` below)
+_TRACE_FILES_LOCK = threading.Lock()  # pruning never removes a folder another run is writing into
+
+
 def _save_trace(live: LiveRun, key: str) -> str:
-    folder = Path(tempfile.gettempdir()) / "assisted-playground-traces" / key[:32]
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("trace-*.json"):
-        old.unlink(missing_ok=True)
+    """Write the run's trace for the Download button: one file per session (the previous one is
+    replaced), and sessions idle for longer than TRACE_FILES_KEPT_S lose theirs, so a long-lived
+    server's temp dir does not fill up with every visitor's traces."""
+    root = Path(tempfile.gettempdir()) / "assisted-playground-traces"
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = folder / f"trace-{live.trace.method}-{stamp}.json"
-    live.trace.save(path)
+    with _TRACE_FILES_LOCK:
+        _prune_trace_files(root, TRACE_FILES_KEPT_S)
+        folder = root / key[:32]
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob("trace-*.json"):
+            old.unlink(missing_ok=True)
+        path = folder / f"trace-{live.trace.method}-{stamp}.json"
+        live.trace.save(path)
     return str(path)
+
+
+def _prune_trace_files(root: Path, max_age_s: float) -> None:
+    """Remove the folders of sessions whose newest trace is older than `max_age_s`."""
+    now = time.time()
+    for folder in (root.iterdir() if root.is_dir() else ()):
+        with contextlib.suppress(OSError):  # gone already, or not ours to remove
+            files = list(folder.glob("trace-*.json"))
+            newest = max((f.stat().st_mtime for f in files), default=folder.stat().st_mtime)
+            if now - newest > max_age_s:
+                for f in files:
+                    f.unlink(missing_ok=True)
+                folder.rmdir()
 
 
 def _done_message(live: LiveRun) -> tuple[str, str]:
@@ -519,7 +542,7 @@ def build_ui() -> gr.Blocks:
 
     # Gradio keeps a copy of every file it serves (each run's trace): without this they pile up for the
     # server's lifetime. Every 30 minutes, copies older than 2 hours are deleted.
-    with gr.Blocks(title=TITLE, delete_cache=(1800, 7200)) as demo:
+    with gr.Blocks(title=TITLE, delete_cache=(1800, TRACE_FILES_KEPT_S)) as demo:
         gr.Markdown(
             f"# {TITLE}\n"
             "Pick a target model and a drafting method, type a prompt and watch each token's fate as the target "

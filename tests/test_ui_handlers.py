@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -191,6 +192,23 @@ def test_trace_files_are_json(tiny_models: dict[str, str]) -> None:
                                            max_new_tokens=3, dtype="float32")))
     data = json.loads(Path(download["value"]).read_text())
     assert data["method"] == "baseline" and len(data["steps"]) == 3
+
+
+def test_trace_files_of_long_idle_sessions_are_removed(tiny_models: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    monkeypatch.setattr(ui.tempfile, "tempdir", str(tmp_path))  # this test's own temp dir
+    root = tmp_path / "assisted-playground-traces"
+    stale, fresh = root / "gone-session", root / "recent-session"
+    for folder, age_s in ((stale, ui.TRACE_FILES_KEPT_S + 60), (fresh, 60)):
+        folder.mkdir(parents=True)
+        (folder / "trace-baseline-x.json").write_text("{}")
+        for path in (folder / "trace-baseline-x.json", folder):
+            os.utime(path, (time.time() - age_s,) * 2)
+    *_, download = _final(list(ui.generate("Hello", target=tiny_models["target"], method="baseline",
+                                           max_new_tokens=2, dtype="float32")))
+    assert not stale.exists()  # its file and then its folder
+    assert (fresh / "trace-baseline-x.json").exists()
+    assert Path(download["value"]).parent.parent == root and Path(download["value"]).is_file()
 
 
 def test_a_method_the_model_cannot_do_is_explained(tiny_models: dict[str, str]) -> None:
