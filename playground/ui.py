@@ -47,7 +47,9 @@ CHAT_CHOICES = ("auto", "on", "off")
 # Page updates while streaming: tokens and figures after every step, but at most every
 # UPDATE_EVERY_S (steps of real models on CPU take longer; tiny models would flood the browser),
 # the charts at most every CHART_EVERY_S (a Plotly figure is re-sent whole), and always once at
-# the end, so the final state is never lost.
+# the end, so the final state is never lost. The first chart update waits CHART_EVERY_S too: the
+# browser redraws a Plotly chart in about 0.1 s of CPU, and drawing two with the first tokens held
+# those tokens back and took that CPU from the model sharing the machine (a local run).
 UPDATE_EVERY_S = 0.04
 CHART_EVERY_S = 1.5
 POLL_S = 0.1  # how often the loading status is refreshed while models load
@@ -495,7 +497,7 @@ def generate(
             f"Generating with {prepared.method.title} on {run_request.target}…", "running",
             describe_precision(run_request.dtype, prepared.target.device))
         yield (render.empty_tokens("Waiting for the first token…"), gr.skip(), gr.skip(), gr.skip(), status, gr.skip())
-        last_update = last_chart = 0.0
+        last_update, last_chart = 0.0, time.perf_counter()
         with contextlib.closing(iter(live)) as steps:  # closing it (client gone) ends the worker
             for step in steps:
                 stream.add(step)

@@ -136,6 +136,22 @@ def test_generate_streams_and_finishes_with_a_trace(tiny_models: dict[str, str])
     assert len(htmls) >= 2 and all(b.startswith(a) for a, b in zip(htmls, htmls[1:]))
 
 
+@pytest.mark.parametrize("chart_every_s, live_charts", [(0.0, True), (60.0, False)])
+def test_charts_update_live_at_their_own_cadence(tiny_models: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+                                                 chart_every_s: float, live_charts: bool) -> None:
+    """Tokens stream on every update; the charts at most every CHART_EVERY_S, counted from the start
+    of generation (not drawn with the first tokens), and always at the end."""
+    monkeypatch.setattr(ui, "UPDATE_EVERY_S", 0.0)
+    monkeypatch.setattr(ui, "CHART_EVERY_S", chart_every_s)
+    outputs = list(ui.generate("Hello there, hello there,", target=tiny_models["target"], method="baseline",
+                               max_new_tokens=12, dtype="float32"))
+    streamed = [o for o in outputs if 'class="tok"' in str(o[0]) and o[4] == ui.gr.skip()]
+    assert len(streamed) >= 10  # one update per step
+    with_charts = [o for o in streamed if o[2] != ui.gr.skip()]
+    assert (len(with_charts) == len(streamed)) if live_charts else not with_charts
+    assert _final(outputs)[2].data  # the final charts, whatever the cadence
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
