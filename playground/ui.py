@@ -387,17 +387,22 @@ def _prepare_in_thread(request: RunRequest, session: _Session) -> Iterator[tuple
 
 
 TRACE_FILES_KEPT_S = 7200  # as long as Gradio keeps its own copies (`delete_cache` below)
+TRACE_PRUNE_EVERY_S = 600  # the sweep reads every session's folder: not at the end of every run
 _TRACE_FILES_LOCK = threading.Lock()  # pruning never removes a folder another run is writing into
+_last_trace_prune = -math.inf  # time.monotonic() of the last sweep (none yet)
 
 
 def _save_trace(live: LiveRun, key: str) -> str:
     """Write the run's trace for the Download button: one file per session (the previous one is
-    replaced), and sessions idle for longer than TRACE_FILES_KEPT_S lose theirs, so a long-lived
-    server's temp dir does not fill up with every visitor's traces."""
+    replaced), and sessions idle for longer than TRACE_FILES_KEPT_S lose theirs (swept at most every
+    TRACE_PRUNE_EVERY_S), so a long-lived server's temp dir does not fill up with every visitor's traces."""
     root = Path(tempfile.gettempdir()) / "assisted-playground-traces"
+    global _last_trace_prune
     stamp = time.strftime("%Y%m%d-%H%M%S")
     with _TRACE_FILES_LOCK:
-        _prune_trace_files(root, TRACE_FILES_KEPT_S)
+        if time.monotonic() - _last_trace_prune >= TRACE_PRUNE_EVERY_S:
+            _last_trace_prune = time.monotonic()
+            _prune_trace_files(root, TRACE_FILES_KEPT_S)
         folder = root / key[:32]
         folder.mkdir(parents=True, exist_ok=True)
         for old in folder.glob("trace-*.json"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -213,6 +214,7 @@ def test_trace_files_are_json(tiny_models: dict[str, str]) -> None:
 def test_trace_files_of_long_idle_sessions_are_removed(tiny_models: dict[str, str], monkeypatch: pytest.MonkeyPatch,
                                                        tmp_path: Path) -> None:
     monkeypatch.setattr(ui.tempfile, "tempdir", str(tmp_path))  # this test's own temp dir
+    monkeypatch.setattr(ui, "_last_trace_prune", -math.inf)  # no sweep yet in this server's life
     root = tmp_path / "assisted-playground-traces"
     stale, fresh = root / "gone-session", root / "recent-session"
     for folder, age_s in ((stale, ui.TRACE_FILES_KEPT_S + 60), (fresh, 60)):
