@@ -352,7 +352,6 @@ def step_detail_html(step: Step, method: str = "", position: int | None = None) 
     """The step as three phases: draft (with q) → verify (p, kept or not) → append (what the output got)."""
     n = (step.index if position is None else position) + 1
     drafted_text = step.drafted_text or [""] * len(step.drafted)
-    emitted_text = step.emitted_text or [""] * len(step.emitted)
     statuses = {i: status for _, _, status, i in step.token_statuses() if i is not None}
     draft_chips = []
     verify_chips = []

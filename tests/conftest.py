@@ -9,6 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from playground.models import ModelStore  # noqa: E402
 from tiny import build_tokenizer, save_tiny_llama  # noqa: E402
 
 
@@ -21,6 +22,12 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     noisy = save_tiny_llama(root / "noisy", seed=1, tokenizer=tok, perturb_from=target, noise=0.3)
     other = save_tiny_llama(root / "other", seed=2, layers=2, hidden=32, tokenizer=tok)
     return {"target": str(target), "noisy": str(noisy), "other": str(other)}
+
+
+@pytest.fixture(scope="module")
+def store() -> ModelStore:
+    """A model store of the test module's own: its models are loaded once and dropped with the module."""
+    return ModelStore()
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from playground.bench import BenchPrompt, Measurement
 from playground.cli import main as cli_main
 from playground.engine import LiveRun, RunRequest, prepare
 from playground.methods import MethodError
-from playground.models import ModelStore
 
 from test_theory import baseline_trace, make_trace, method_trace
 
@@ -206,11 +205,6 @@ def test_race_timeline_cumulates_step_times():
 
 
 # --- real runs on tiny checkpoints ------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def store() -> ModelStore:
-    return ModelStore()
-
 
 def test_divergence_margin_reads_the_target(store, tiny_models):
     prepared = prepare(RunRequest(prompt="The quick brown fox", target=tiny_models["target"], dtype="float32",

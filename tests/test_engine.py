@@ -8,15 +8,9 @@ import pytest
 
 from playground.engine import LiveRun, RunError, RunRequest, plain_generate, prepare
 from playground.errors import PlaygroundError
-from playground.models import ModelStore
 from playground.trace import Trace, check_invariants
 
 PROMPT = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,"
-
-
-@pytest.fixture(scope="module")
-def store() -> ModelStore:
-    return ModelStore()
 
 
 def _run(store, **kw) -> tuple[Trace, list[int]]:

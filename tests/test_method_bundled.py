@@ -6,7 +6,6 @@ first use): deselect with `-k "not bundled"` for a quick run.
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from playground.engine import LiveRun, RunRequest, plain_generate, prepare
@@ -16,11 +15,6 @@ from playground.trace import Trace, check_invariants
 PROMPT = "The capital of France is"
 LIST_PROMPT = ("Repeat the list exactly. List: apples, pears, plums, grapes, lemons, cherries, melons. "
                "Repeated list: apples, pears,")
-
-
-@pytest.fixture(scope="module")
-def store() -> ModelStore:
-    return ModelStore()
 
 
 def _run(store: ModelStore, **kw) -> tuple[Trace, list[int]]:

@@ -51,11 +51,6 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return {name: str(path) for name, path in paths.items()}
 
 
-@pytest.fixture(scope="module")
-def store() -> ModelStore:
-    return ModelStore()
-
-
 def exact_distribution(prepared: PreparedRun, length: int, skip: int = 0,
                        keep: int | None = None) -> dict[tuple[int, ...], float]:
     """Exact probability of each continuation of `length` tokens (shorter when it ends with EOS) under the

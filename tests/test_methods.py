@@ -55,11 +55,6 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return {name: str(path) for name, path in paths.items()}
 
 
-@pytest.fixture(scope="module")
-def store() -> ModelStore:
-    return ModelStore()
-
-
 def _request(**kw) -> RunRequest:
     kw.setdefault("dtype", "float32")
     return RunRequest(**kw)

@@ -21,7 +21,6 @@ import pytest
 from playground.cli import build_parser
 from playground.engine import LiveRun, PreparedRun, RunRequest, prepare
 from playground.methods import get_method, parse_assignments
-from playground.models import ModelStore
 from playground.snippet import cli_args, cli_command, model_location, python_snippet, resolved_request, show_code
 from playground.trace import Trace
 
@@ -97,11 +96,6 @@ def _tokens_from(command: list[str], cwd: Path, env: dict[str, str], what: str,
         if line.startswith(MARKER):
             return json.loads(line[len(MARKER):]), ""
     return None, f"{what} failed (rc={proc.returncode}):\n{proc.stderr[-3000:]}"
-
-
-@pytest.fixture(scope="module")
-def store() -> ModelStore:
-    return ModelStore()
 
 
 @pytest.fixture(scope="module")

@@ -21,18 +21,23 @@ CORPUS = [
 ] * 20
 
 
-def build_tokenizer(vocab_size: int = 384) -> PreTrainedTokenizerFast:
+def _byte_level_bpe(corpus: list[str], vocab_size: int, special_tokens: list[str]) -> PreTrainedTokenizerFast:
+    """A byte-level BPE trained on `corpus`; the order of `special_tokens` fixes their ids."""
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
+        vocab_size=vocab_size, special_tokens=special_tokens,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )
-    tok.train_from_iterator(CORPUS, trainer)
-    fast = PreTrainedTokenizerFast(
+    tok.train_from_iterator(corpus, trainer)
+    return PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
     )
+
+
+def build_tokenizer(vocab_size: int = 384) -> PreTrainedTokenizerFast:
+    fast = _byte_level_bpe(CORPUS, vocab_size, ["<pad>", "<s>", "</s>", "<unk>"])
     fast.chat_template = (
         "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
         "{% if add_generation_prompt %}assistant:{% endif %}"
@@ -106,17 +111,8 @@ def save_small_llama(path: Path, seed: int, tokenizer: PreTrainedTokenizerFast, 
 def build_other_tokenizer(vocab_size: int = 384) -> PreTrainedTokenizerFast:
     """A byte-level BPE trained on a lower-cased, reversed corpus: the same vocabulary *size* as
     `build_tokenizer(vocab_size)` but different merges and ids (what Transformers cannot tell apart)."""
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=["<unk>", "</s>", "<s>", "<pad>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
-    )
-    tok.train_from_iterator([line.lower() for line in reversed(CORPUS)] + ["zebra quartz jukebox vexing"] * 30, trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
-    )
+    corpus = [line.lower() for line in reversed(CORPUS)] + ["zebra quartz jukebox vexing"] * 30
+    return _byte_level_bpe(corpus, vocab_size, ["<unk>", "</s>", "<s>", "<pad>"])
 
 
 # --- DeepSeek-V3 with multi-token-prediction weights ----------------------------------------
