@@ -16,6 +16,7 @@ engine seeds them, immediately before `generate()`.
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -160,9 +161,14 @@ def python_snippet(prepared: PreparedRun) -> str:
 
     out += ["", f"prompt = {req.prompt!r}"]
     if prepared.chat:
+        template_args = "".join(f", {key}={value!r}" for key, value in req.chat_template_kwargs.items())
+        if req.system:
+            out += [f"system = {req.system!r}",
+                    'messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]']
+        else:
+            out.append('messages = [{"role": "user", "content": prompt}]')
         out += [
-            'messages = [{"role": "user", "content": prompt}]',
-            "text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)",
+            f"text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True{template_args})",
             'input_ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids.to(model.device)',
         ]
     else:
@@ -195,7 +201,7 @@ _OPTIONS = {
     "target": "--target", "assistant": "--assistant", "method": "--method", "params": "--set",
     "max_new_tokens": "--max-new-tokens", "sample": "--sample", "temperature": "--temperature",
     "top_p": "--top-p", "top_k": "--top-k", "seed": "--seed", "chat": "--chat", "dtype": "--dtype",
-    "prompt": "--prompt",
+    "prompt": "--prompt", "system": "--system", "chat_template_kwargs": "--chat-template-kwarg",
 }
 _ALWAYS = ("target", "method", "prompt")
 
@@ -224,6 +230,9 @@ def cli_args(request: RunRequest) -> list[str]:
         if field == "params":
             for name, param_value in value.items():
                 args += [option, f"{name}={_cli_value(param_value)}"]
+        elif field == "chat_template_kwargs":
+            for name, template_value in value.items():
+                args += [option, f"{name}={json.dumps(template_value)}"]
         elif field == "sample":
             args += [option] if value else []
         elif field == "chat":

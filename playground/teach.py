@@ -229,7 +229,8 @@ def request_from_trace(trace: Trace) -> RunRequest:
         params=dict(trace.params), max_new_tokens=int(d.get("max_new_tokens", trace.summary.new_tokens or 64)),
         sample=bool(d.get("sample", False)), temperature=float(d.get("temperature", 1.0)),
         top_p=float(d.get("top_p", 1.0)), top_k=int(d.get("top_k", 0)), seed=int(d.get("seed", 0)),
-        chat=trace.chat, dtype=str(trace.env.get("dtype") or "auto"),
+        chat=trace.chat, dtype=str(trace.env.get("dtype") or "auto"), system=trace.system,
+        chat_template_kwargs=dict(trace.chat_template_kwargs),
     )
 
 

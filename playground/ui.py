@@ -28,13 +28,14 @@ from typing import Any, Iterator
 
 import gradio as gr
 
-from . import charts, render, teach
+from . import charts, render, teach, ui_presets
 from .engine import LiveRun, RunRequest, prepare, user_message
 from .examples import EXAMPLES as EXAMPLE_SET
 from .errors import PlaygroundError
 from .gpu import gpu
 from .methods import METHODS, Method, Param, get_method
 from .models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, STORE, describe_precision, hub_reachable
+from .presets import get_preset
 from .settings import get_settings
 
 logger = logging.getLogger(__name__)
@@ -210,7 +211,9 @@ def parse_chat(chat: Any) -> bool | None:
 def build_request(prompt: str, target: str | None, assistant: str | None, method: str | None, params: Any,
                   max_new_tokens: float | None, sample: bool | None, temperature: float | None,
                   top_p: float | None, top_k: float | None, seed: float | None, chat: Any,
-                  dtype: str | None) -> RunRequest:
+                  dtype: str | None, preset: Any = None) -> RunRequest:
+    """The engine request for the API's (or the page's) values, checked; a `preset` (a guide example's name)
+    sets everything but the prompt (an empty one: the guide's) and the precision."""
     def number(value: Any, default: float, name: str) -> float:
         if value is None or value == "":
             return default
@@ -241,6 +244,12 @@ def build_request(prompt: str, target: str | None, assistant: str | None, method
 
     if prompt is not None and not isinstance(prompt, str):
         raise PlaygroundError(f"prompt must be text; got {prompt!r}")
+    if preset is not None and preset != "":
+        chosen = get_preset(text(preset, "", "preset"))
+        reason = chosen.unavailable(hub_reachable())
+        if reason:
+            raise PlaygroundError(reason)
+        return RunRequest(**chosen.request_fields(prompt, dtype=text(dtype, "auto", "dtype")))
     return RunRequest(
         prompt=prompt or "",
         target=text(target, DEFAULT_TARGET, "target"),
@@ -457,6 +466,7 @@ def generate(
     seed: float = 0,
     chat: str = "auto",
     dtype: str = "auto",
+    preset: str | None = None,
     request: gr.Request = None,  # type: ignore[assignment]
 ) -> Iterator[tuple[Any, ...]]:
     """Stream one generation: (tokens HTML, figures, acceptance chart, timing chart, status, trace file).
@@ -482,7 +492,7 @@ def generate(
 
     try:
         run_request = build_request(prompt, target, assistant, method, params, max_new_tokens, sample,
-                                    temperature, top_p, top_k, seed, chat, dtype)
+                                    temperature, top_p, top_k, seed, chat, dtype, preset)
         yield (render.empty_tokens("Preparing…"), render.stats_html(None), *charts.figures([]),
                render.status_html(f"Preparing {run_request.target}…", "running"), no_file)
         prepared = None
@@ -558,6 +568,8 @@ def build_ui() -> gr.Blocks:
         )
         with gr.Row(equal_height=False):
             with gr.Column(scale=2, min_width=320):
+                preset = ui_presets.picker(hub_reachable())
+                preset_info = gr.HTML("", elem_id="pg-preset-info")
                 target = gr.Dropdown(
                     choices=model_choices, value=DEFAULT_TARGET, label="Target model", allow_custom_value=True,
                     info="A catalogue model, a Hub id (owner/name) or a local directory.", elem_id="pg-target",
@@ -687,7 +699,9 @@ def build_ui() -> gr.Blocks:
         sample.change(on_sample_change, sample, [temperature, top_p, top_k], **private)
         examples.change(on_example, examples, prompt, **private)
         api_inputs = [prompt, target, assistant, method, params_json, max_new_tokens, sample, temperature, top_p,
-                      top_k, seed, chat, dtype]
+                      top_k, seed, chat, dtype, preset]
+        ui_presets.wire(preset, preset_info, [target, assistant, method, sample, temperature, top_p, top_k, seed, chat,
+                                              max_new_tokens], prompt, param_components, list(specs))
         outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file]
         run_event = generate_btn.click(on_generate_click, [method, *param_components], [params_json, status, run_started],
                                        **private).then(
