@@ -97,6 +97,9 @@ class Preset:
     chat: bool = False
     chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
     device_map_auto: bool = False  # the guide loads the model with device_map="auto"
+    # Settings the playground must state where the guide's code leaves them to the checkpoint (declared, so the
+    # snippet test can tell a declared difference from drift).
+    playground_sets: tuple[str, ...] = ()
     note: str = ""
     stand_in_for: str | None = None  # for an offline stand-in: the guide preset it stands in for
 
@@ -212,7 +215,7 @@ GUIDE_PRESETS: tuple[Preset, ...] = (
            "model.generate(**inputs, assistant_model=assistant_model, max_new_tokens=256)",
            method="mtp_drafter", target="google/gemma-4-E4B-it", assistant="google/gemma-4-E4B-it-assistant",
            prompt="Write a short joke about saving RAM.", system="You are a helpful assistant.", chat=True,
-           chat_template_kwargs={"enable_thinking": False}, max_new_tokens=256,
+           chat_template_kwargs={"enable_thinking": False}, max_new_tokens=256, playground_sets=("num_assistant_tokens",),
            note="chat messages with a system message, thinking off (enable_thinking=False); the playground sets "
                 "the drafter's draft length (5), which the guide leaves to the assistant checkpoint"),
     Preset("universal", "Universal assisted decoding", "Universal assisted decoding",
@@ -228,9 +231,9 @@ GUIDE_PRESETS: tuple[Preset, ...] = (
     # assistant's generation_config (passed to generate() they are ignored).
     Preset("draft-length-heuristic", "Draft length: heuristic schedule", "Speculative decoding (draft length)",
            'assistant_model.generation_config.num_assistant_tokens_schedule = "heuristic"',
-           method="speculative", params={**_DRAFT_DEFAULTS, "num_assistant_tokens_schedule": "heuristic",
-                                         "assistant_confidence_threshold": 0.0}, **_SMOL,
-           note="starts at 20 drafted tokens, +2 after a fully accepted draft, −1 otherwise; confidence cut off"),
+           method="speculative", params={**_DRAFT_DEFAULTS, "num_assistant_tokens_schedule": "heuristic"}, **_SMOL,
+           note="starts at 20 drafted tokens, +2 after a fully accepted draft, −1 otherwise (the default confidence "
+                "threshold of 0.4 still ends a draft early)"),
     Preset("draft-length-confidence", "Draft length: confidence threshold", "Speculative decoding (draft length)",
            "assistant_model.generation_config.assistant_confidence_threshold = 0.4",
            method="speculative", params=_DRAFT_DEFAULTS, **_SMOL,
