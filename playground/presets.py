@@ -293,3 +293,16 @@ def validate_presets() -> None:
         for model in preset.models:
             assert model in CATALOGUE, f"{preset.name}: {model} is not in the catalogue"
         get_method(preset.method).resolve_params(dict(preset.params))
+
+
+def readme_table() -> str:
+    """The README's presets table (tests/test_docs.py checks that README holds exactly this)."""
+    rows = ["| preset | guide example (`generate()` call) | models | needs | offline stand-in |",
+            "|---|---|---|---|---|"]
+    for preset in GUIDE_PRESETS:
+        models = " + ".join(f"`{m}`" for m in preset.models)
+        stand_in = f"`{preset.stand_in}`: {preset.offline().note}" if preset.stand_in else \
+            f"none: {STAND_INS[preset.method].misses}"
+        rows.append(f"| `{preset.name}` | {preset.title}: `{preset.guide_call}` | {models} | {preset.needs()} | "
+                    f"{stand_in} |")
+    return "\n".join(rows)

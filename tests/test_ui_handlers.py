@@ -19,7 +19,7 @@ from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from playground.trace import Trace
 
 API_PARAMETERS = ["prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature",
-                  "top_p", "top_k", "seed", "chat", "dtype"]
+                  "top_p", "top_k", "seed", "chat", "dtype", "preset"]
 
 
 @pytest.fixture(autouse=True)
