@@ -15,6 +15,7 @@ JSON, then runs `generate`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -24,11 +25,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import gradio as gr
 
-from . import charts, render, teach, ui_presets
+from . import charts, mcp_tools, render, teach, ui_presets
 from .engine import LiveRun, RunRequest, prepare, user_message
 from .examples import EXAMPLES as EXAMPLE_SET
 from .errors import PlaygroundError
@@ -451,6 +452,18 @@ def _done_message(live: LiveRun) -> tuple[str, str]:
     return message, note
 
 
+def _tool(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An agent's tool as an endpoint: its name, docstring and signature kept; failures become one-line errors."""
+    @functools.wraps(fn)
+    def tool(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            raise gr.Error(user_message(exc)) from exc
+
+    return gpu(tool)
+
+
 @gpu
 def generate(
     prompt: str,
@@ -470,6 +483,8 @@ def generate(
     request: gr.Request = None,  # type: ignore[assignment]
 ) -> Iterator[tuple[Any, ...]]:
     """Stream one generation: (tokens HTML, figures, acceptance chart, timing chart, status, trace file).
+
+    Not an MCP tool (its outputs are the page's HTML): agents get `mcp_tools.generate`.
 
     Every failure becomes a message in the page (and a warning toast); the server keeps serving.
     """
@@ -560,6 +575,12 @@ def build_ui() -> gr.Blocks:
     # Gradio keeps a copy of every file it serves (each run's trace): without this they pile up for the
     # server's lifetime. Every 30 minutes, copies older than 2 hours are deleted.
     with gr.Blocks(title=TITLE, delete_cache=(1800, TRACE_FILES_KEPT_S)) as demo:
+        if settings.mcp:  # registered first, so the agents' tools keep their plain names (generate, compare, bench)
+            for tool in mcp_tools.TOOLS:
+                gr.api(_tool(tool), api_name=f"mcp_{tool.__name__}")
+            # The page's streaming handler stays an API endpoint but is no MCP tool (Gradio lists only functions
+            # whose `_mcp_type`, if set, is "tool"): its outputs are HTML for the page.
+            generate._mcp_type = "page"  # type: ignore[attr-defined]
         gr.Markdown(
             f"# {TITLE}\n"
             "Pick a target model and a drafting method, type a prompt and watch each token's fate as the target "
@@ -770,5 +791,6 @@ def main() -> None:
     demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        mcp_server=get_settings().mcp,
         **launch_kwargs(),
     )
