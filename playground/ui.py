@@ -7,8 +7,9 @@ with `render` and `charts`.
 
 The streaming handler `generate` is also the API endpoint ``/generate``; its parameter names
 mirror the CLI (`prompt`, `target`, `assistant`, `method`, `params`, `max_new_tokens`, `sample`,
-`temperature`, `top_p`, `top_k`, `seed`, `chat`, `dtype`) and its first output is the coloured
-HTML. In the page, a click first gathers the visible method controls into the hidden `params`
+`temperature`, `top_p`, `top_k`, `seed`, `chat`, `dtype`, then `preset`) and its first output is the
+coloured HTML. The guide-example picker lives in `ui_presets`, shareable links in `ui_links`, the MCP
+tools (PLAYGROUND_MCP=1) in `mcp_tools`. In the page, a click first gathers the visible method controls into the hidden `params`
 JSON, then runs `generate`.
 """
 
@@ -29,7 +30,7 @@ from typing import Any, Callable, Iterator
 
 import gradio as gr
 
-from . import charts, mcp_tools, render, teach, ui_presets
+from . import charts, mcp_tools, render, teach, ui_links, ui_presets
 from .engine import LiveRun, RunRequest, prepare, user_message
 from .examples import EXAMPLES as EXAMPLE_SET
 from .errors import PlaygroundError
@@ -382,6 +383,12 @@ def on_page_load() -> tuple[Any, ...]:
     return EXAMPLES[DEFAULT_EXAMPLE], DEFAULT_EXAMPLE, initial_status(), gr.update(active=PRELOAD.running)
 
 
+def restore_link(request: gr.Request) -> list[Any]:
+    """The settings of a shareable link (the page's URL query), validated as the API's values are."""
+    query = dict(request.query_params) if request is not None else {}
+    return ui_links.restore(query, build_request, list(param_specs()))
+
+
 # --------------------------------------------------------------------------- the streaming handler
 
 
@@ -629,6 +636,10 @@ def build_ui() -> gr.Blocks:
                 with gr.Row():
                     generate_btn = gr.Button("Generate", variant="primary", elem_id="pg-generate")
                     stop_btn = gr.Button("Stop", variant="stop", elem_id="pg-stop")
+                    link_btn = gr.Button("Link to these settings", size="sm", elem_id="pg-link-make")
+                link_box = gr.Textbox(label="Shareable link (opening it restores these settings)", interactive=False,
+                                      buttons=["copy"], elem_id="pg-link", visible=True, lines=1)
+                link_status = gr.HTML("", elem_id="pg-link-status")
                 status = gr.HTML(initial_status(), elem_id="pg-status-box")
                 stats = gr.HTML(render.stats_html(None), elem_id="pg-stats-box")
                 gr.HTML(render.legend_html(), elem_id="pg-legend-box")
@@ -721,8 +732,9 @@ def build_ui() -> gr.Blocks:
         examples.change(on_example, examples, prompt, **private)
         api_inputs = [prompt, target, assistant, method, params_json, max_new_tokens, sample, temperature, top_p,
                       top_k, seed, chat, dtype, preset]
-        ui_presets.wire(preset, preset_info, [target, assistant, method, sample, temperature, top_p, top_k, seed, chat,
-                                              max_new_tokens], prompt, param_components, list(specs))
+        controls = [target, assistant, method, sample, temperature, top_p, top_k, seed, chat, max_new_tokens]
+        ui_presets.wire(preset, preset_info, controls, prompt, param_components, list(specs))
+        ui_links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components, collect_params)
         outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file]
         run_event = generate_btn.click(on_generate_click, [method, *param_components], [params_json, status, run_started],
                                        **private).then(
@@ -763,7 +775,10 @@ def build_ui() -> gr.Blocks:
         timer = gr.Timer(1.0, active=PRELOAD.running)
         timer.tick(poll_preload, run_started, [status, timer], **private)
         # Fill the prompt after the page loads, so the API's `prompt` stays required.
-        demo.load(on_page_load, None, [prompt, examples, status, timer], **private)
+        # Then a shareable link's settings, checked by the API's request builder (ui_links.restore).
+        demo.load(on_page_load, None, [prompt, examples, status, timer], **private).then(
+            restore_link, None, [preset, preset_info, *controls, prompt, dtype, link_status, *param_components],
+            **private)
     demo.queue(default_concurrency_limit=settings.concurrency)
     return demo
 
