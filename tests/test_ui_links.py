@@ -5,7 +5,6 @@ shown as text. No model is loaded (PLAYGROUND_PRELOAD=0; nothing is generated)."
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlencode
 
@@ -13,10 +12,7 @@ import pytest
 
 from appserver import free_port, start_app, stop_app
 from playground.methods import METHODS
-
-CHROMIUM = "/usr/bin/chromium"
-sync_api = pytest.importorskip("playwright.sync_api")
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"needs Debian's chromium at {CHROMIUM}")
+from test_ui_browser import browser, pytestmark  # noqa: F401 (the headless Chromium fixture and its skip rule)
 
 
 @pytest.fixture(scope="module")
@@ -28,16 +24,6 @@ def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/"
     finally:
         stop_app(proc)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @pytest.fixture
