@@ -240,8 +240,8 @@ def test_generate_is_an_api_endpoint(app_url: str) -> None:
     info = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/generate"]
     names = [p["parameter_name"] for p in info["parameters"]]
     assert names == ["prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature",
-                     "top_p", "top_k", "seed", "chat", "dtype"]
-    assert [p["parameter_has_default"] for p in info["parameters"]] == [False] + [True] * 12
+                     "top_p", "top_k", "seed", "chat", "dtype", "preset"]
+    assert [p["parameter_has_default"] for p in info["parameters"]] == [False] + [True] * 13
 
     html_out, *_, status, trace_file = client.predict(
         prompt="Colours: red, green, blue, red, green, blue, red, green,", method="prompt_lookup",
@@ -251,6 +251,13 @@ def test_generate_is_an_api_endpoint(app_url: str) -> None:
     assert 'data-kind="done"' in status
     trace = Trace.from_json(Path(trace_file["value"]).read_bytes())
     assert trace.params["prompt_lookup_num_tokens"] == 3 and trace.summary.new_tokens == 12
+
+    # A guide example by name (appended last, so the call above, which does not name it, works as before).
+    *_, status, trace_file = client.predict(prompt="", preset="prompt-lookup-greedy-offline", api_name="/generate")
+    trace = Trace.from_json(Path(trace_file["value"]).read_bytes())
+    assert 'data-kind="done"' in status and trace.prompt == "Hugging Face is an open-source company"
+    assert trace.params == {"prompt_lookup_num_tokens": 5, "max_matching_ngram_size": 2}
+    assert trace.summary.new_tokens == 20 and trace.method == "prompt_lookup"
 
     # Errors come back as the alert, and the endpoint keeps answering.
     *_, status, _ = client.predict(prompt="hi", method="prompt_lookup", params={"no_such_param": 1},

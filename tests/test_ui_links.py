@@ -113,3 +113,23 @@ def test_a_hostile_link_changes_nothing_and_is_shown_as_text(open_link: Any) -> 
         assert kind == "error" and text.startswith("⚠ This link's settings were not applied:"), (query, text)
         assert page.locator("#pg-link-status img").count() == 0 and not page.evaluate("() => window.__pwned")
         assert controls(page) == default, query
+
+
+def test_the_preset_picker_fills_the_controls_and_an_edit_clears_it(open_link: Any) -> None:
+    from playground.presets import PRESETS
+    from test_ui_browser import choose, set_number
+
+    page = open_link({})
+    # Offline (HF_HUB_OFFLINE=1): picking a Hub example fills in its stand-in and says why.
+    choose(page, "pg-preset", "Prompt lookup, greedy (needs the Hub: picks its offline stand-in)")
+    page.wait_for_function("() => document.querySelector('#pg-preset input').value.includes('offline stand-in')")
+    seen = controls(page)
+    assert seen["preset"] == PRESETS["prompt-lookup-greedy-offline"].title
+    assert (seen["method"], seen["lookup"], seen["ngram"], seen["max_new_tokens"]) == (
+        METHODS["prompt_lookup"].title, 5, 2, 20)
+    assert seen["prompt"] == "Hugging Face is an open-source company"
+    assert "not reachable here" in page.inner_text("#pg-preset-info")
+    # A control the preset set, edited by hand: the run now follows the controls, not the preset.
+    set_number(page, "pg-param-prompt_lookup_num_tokens", 7)
+    page.wait_for_function("() => document.querySelector('#pg-preset input').value === ''")
+    assert controls(page)["lookup"] == 7
