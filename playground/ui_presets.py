@@ -88,6 +88,3 @@ def picker(online: bool) -> gr.Dropdown:
 def known(name: Any) -> str | None:
     """A preset name from an untrusted source, if it names one (for links); None otherwise."""
     return name if isinstance(name, str) and name in PRESETS else None
-
-
-__all__ = ["choices", "describe", "on_preset", "wire", "picker", "known", "get_preset"]
