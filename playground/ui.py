@@ -15,6 +15,7 @@ JSON, then runs `generate`.
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import logging
 import math
@@ -504,7 +505,7 @@ def generate(
 
     def error_outputs(exc: BaseException) -> tuple[Any, ...]:
         message = user_message(exc)
-        gr.Warning(message)
+        gr.Warning(html.escape(message))  # toasts render HTML: the visitor's input must stay text, as in the status box
         steps = live.trace.steps if live is not None else []
         tokens = stream.html() if len(stream) else render.empty_tokens("No output.")
         fig_a, fig_t = charts.figures(steps)

@@ -240,3 +240,128 @@ def test_after_a_run_the_replay_reads_only_the_servers_own_file(server: Server, 
     assert server.call("generate", generate_args(models, prompt=""), session=session).success
     outcome = server.call("after_run", [None], session=session)
     assert outcome.success and "The last run" not in outcome.text()
+
+
+# --------------------------------------------------------------------------- hole 1: script in a trace file, in Chromium
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run"]
+PWN = "window.__pwned=(window.__pwned||0)+1"  # what every payload runs, if anything runs it
+PAYLOADS = [f'<img src=x onerror="{PWN}">', f"<script>{PWN}</script>", f'<svg onload="{PWN}"></svg>',
+            f'"><img src=x onerror="{PWN}">', f"' onmouseover='{PWN}' x='"]
+ID_PAYLOAD = f'1" onmouseover="{PWN}" x="'
+
+
+def script_trace() -> dict[str, Any]:
+    """A valid trace whose every text is a script payload (texts may hold anything: they must stay text)."""
+    drafted, emitted = [5, 6, 7], [5, 9]
+    accepted, rejected, unverified = classify_step(drafted, emitted, cut=False)
+    steps = [Step(index=0, drafted=drafted, accepted=accepted, rejected=rejected, emitted=emitted,
+                  unverified=unverified, drafted_text=PAYLOADS[:3], emitted_text=PAYLOADS[3:5], q=[0.5, 0.2, 0.1],
+                  p=[0.9, 0.1, 0.3]),
+             Step(index=1, drafted=[], accepted=0, rejected=[], emitted=[4], emitted_text=[PAYLOADS[0]])]
+    trace = Trace(method="speculative", target=PAYLOADS[0], assistant=PAYLOADS[1], prompt=PAYLOADS[2],
+                  params={"x": PAYLOADS[3]}, output_ids=[5, 9, 4], output_text="".join(PAYLOADS), steps=steps,
+                  finish_reason=PAYLOADS[4], env={"dtype": PAYLOADS[0]}, vocab_size=10)
+    trace.summarize(0.5)
+    return json.loads(trace.to_json())
+
+
+def hostile_trace_files() -> list[tuple[str, bytes, str | None]]:
+    """(file name, content, the message expected; None: it loads and must render as plain text)."""
+    good = script_trace()
+
+    def with_(path: tuple[Any, ...], value: Any) -> bytes:
+        data = json.loads(json.dumps(good))
+        node = data
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        return json.dumps(data).encode()
+
+    return [
+        ("script-texts.json", json.dumps(good).encode(), None),
+        ("id-attribute.json", with_(("steps", 0, "drafted", 0), ID_PAYLOAD), "steps[0].drafted[0] must be a token id"),
+        ("emitted-id.json", with_(("output_ids", 1), ID_PAYLOAD), "output_ids[1] must be a token id"),
+        ("index.json", with_(("steps", 1, "index"), ID_PAYLOAD), "steps[1].index must be a whole number"),
+        ("q.json", with_(("steps", 0, "q", 0), PAYLOADS[0]), "steps[0].q[0] must be a probability"),
+        ("time.json", with_(("steps", 0, "draft_ms"), PAYLOADS[1]), "steps[0].draft_ms must be a finite number"),
+        ("summary.json", with_(("summary", "new_tokens"), ID_PAYLOAD), "summary.new_tokens must be a whole number"),
+        ("bool-id.json", with_(("steps", 1, "emitted", 0), True), "steps[1].emitted[0] must be a token id"),
+        ("nan.json", with_(("steps", 0, "verify_ms"), float("nan")), "verify_ms must be a finite number"),
+        (f'<img src=x onerror="{PWN}">.json', b"{not json", "not valid JSON"),
+    ]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"needs Debian's chromium at {CHROMIUM}")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def _no_script_ran(page: Any, dialogs: list[str]) -> None:
+    # Hover and click every token and chip: an injected onmouseover / onclick would fire now.
+    page.eval_on_selector_all(
+        "#pg-replay-output .tok, #pg-replay-step .tok, #pg-replay-status *",
+        "els => els.forEach(e => ['mouseover', 'mouseenter', 'click'].forEach(t => e.dispatchEvent(new MouseEvent(t))))")
+    page.wait_for_timeout(200)
+    assert page.evaluate("() => window.__pwned") is None, "a payload ran"
+    assert dialogs == []
+    injected = page.eval_on_selector_all(
+        "#pg-replay-output img, #pg-replay-output script, #pg-replay-output svg, #pg-replay-step img, "
+        "#pg-replay-step script, #pg-replay-status img, #pg-replay-status script, [onmouseover], [onerror], [onload]",
+        "els => els.map(e => e.outerHTML)")
+    assert injected == []
+
+
+def test_script_bearing_trace_files_run_no_script_in_the_browser(server: Server, chromium: Any, tmp_path: Path) -> None:
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    try:
+        page.goto(server.url)
+        page.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value")
+        for i, (name, content, expected) in enumerate(hostile_trace_files()):
+            PROBE.tried += 1
+            page.set_input_files("#pg-tab-replay input[type=file]",
+                                 files=[{"name": name, "mimeType": "application/json", "buffer": content}])
+            # Each file's own answer: its message (or, for the loadable one, its name) in a status of its kind.
+            kind = "done" if expected is None else "error"
+            box = page.locator(f"#pg-replay-status [data-testid=pg-status][data-kind={kind}]",
+                               has_text=expected or name)
+            box.wait_for()
+            text = box.inner_text()
+            if expected is None:
+                # It loads, and every payload is shown as the text it is.
+                shown = page.inner_text("#pg-replay-output")
+                assert all(p in shown for p in PAYLOADS[:3]), shown
+                assert PAYLOADS[0] in text  # the target's name, in the status, as text
+            else:
+                assert expected in text and "Cannot replay" in text and "\n" not in text.strip(), text
+            _no_script_ran(page, dialogs)
+            page.screenshot(path=str(ARTIFACTS / "hostile-replay.png")) if i == 0 else None
+        # A toast carries the visitor's input too (an unknown model's name): escaped like the status box.
+        name = f'<img src=x onerror="{PWN}">'
+        field_ = page.locator("#pg-target input")
+        field_.fill(name)
+        field_.press("Enter")
+        field_.blur()
+        page.click("#pg-generate")
+        toast = page.locator("[data-testid=toast-text]").first
+        toast.wait_for()
+        assert name in toast.inner_text(), toast.inner_text()
+        assert page.eval_on_selector_all("[data-testid=toast-body] img, #pg-status-box img", "els => els.length") == 0
+        assert name in page.inner_text("#pg-status-box")
+        _no_script_ran(page, dialogs)
+    finally:
+        context.close()
