@@ -488,6 +488,7 @@ class LiveRun:
             assistant=req.assistant if prepared.assistant else None, params=dict(prepared.params),
             decoding=req.decoding(), chat=prepared.chat, lossy=prepared.lossy, env=environment(prepared),
             prompt_tokens=int(prepared.input_ids.shape[1]),
+            vocab_size=int(prepared.target.model.config.get_text_config().vocab_size),
         )
         self._context: list[int] = prepared.input_ids[0, -4:].tolist()
 
