@@ -14,7 +14,7 @@ like the run that made it.
 - Compare: `compare(...)` runs `bench.compare_on_prompt` (warm-up, interleaved, same prompt) in a
   worker thread, streaming its progress; `compare_table_html` and the `bench_charts` figures show it.
 - Race: `race_frames(baseline, method)` yields (seconds into the replay, HTML) frames in which both
-  lanes' text grows at the pace the traces recorded (sum of step times), scaled to at most
+  lanes' text grows at the pace the traces recorded (the set-up, then each step's draft + verify + other), scaled to at most
   `RACE_MAX_S` seconds; `play_race` sleeps between them.
 """
 
@@ -85,8 +85,8 @@ def replay_view(trace: Trace | None, value: Any) -> tuple[Any, ...]:
     tokens = render.render_tokens(shown, current=k)
     detail = render.step_detail_html(trace.steps[k], trace.method, k)
     fig_a, fig_t = charts.figures(shown, current=k, total_steps=n)
-    elapsed = sum(s.draft_ms + s.verify_ms for s in shown) / 1000.0
-    stats = render.stats_html(summarize_steps(list(shown), elapsed))
+    elapsed = (trace.setup_ms + sum(s.time_ms for s in shown)) / 1000.0
+    stats = render.stats_html(summarize_steps(list(shown), elapsed, trace.setup_ms))
     return tokens, detail, fig_a, fig_t, stats
 
 
