@@ -33,7 +33,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
 from .errors import PlaygroundError
-from .methods import Method, MethodError, ModelFacts, get_method
+from .methods import EmptyDraft, Method, MethodError, ModelFacts, get_method
 from .models import (
     CATALOGUE, DEFAULT_TARGET, HUB_ID_RE, STORE, LoadedModel, ModelStore, describe_precision, same_vocabulary,
 )
@@ -649,6 +649,13 @@ class LiveRun:
         p = _token_probs(raw.p_logits, drafted)
         w = self._ensemble_weight
         mixture = [w * pk + (1 - w) * qk for pk, qk in zip(p, q)] if w is not None and p and q else None
+        no_draft_reason = ""
+        if not drafted and prepared.method.name != "baseline":
+            prompt_len = prepared.input_ids.shape[1]
+            no_draft_reason = prepared.method.empty_draft_reason(EmptyDraft(
+                context=prepared.input_ids[0].tolist() + self.trace.output_ids, first_step=not self.trace.steps,
+                last_position=raw.total_len - len(emitted) + 1 == prompt_len + prepared.request.max_new_tokens,
+                params=prepared.params, eos_ids=prepared.eos_ids))
         tok = prepared.target.tokenizer
         context = self._context
         drafted_text = token_texts(tok, context, drafted)
@@ -658,6 +665,7 @@ class LiveRun:
             index=len(self.trace.steps), drafted=drafted, accepted=accepted, rejected=rejected, discarded=discarded,
             emitted=emitted, unverified=unverified, drafted_text=drafted_text, emitted_text=emitted_text,
             draft_ms=round(raw.draft_ms, 3), verify_ms=round(raw.verify_ms, 3), q=q, p=p, mixture=mixture,
+            no_draft_reason=no_draft_reason,
         )
 
 

@@ -60,6 +60,7 @@ class Step:
     q: list[float] | None = None  # draft probability of each drafted token (under sampling: doubly warped)
     p: list[float] | None = None  # target probability of each drafted token
     mixture: list[float] | None = None  # ensemble verification: v = w·p + (1−w)·q, the distribution judged
+    no_draft_reason: str = ""  # why a drafting method's step drafted nothing (empty where it drafted)
 
     @property
     def draft_len(self) -> int:
