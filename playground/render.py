@@ -345,11 +345,12 @@ def narrate_step(step: Step, method: str = "", position: int | None = None) -> s
             text += f"the target rejected the first, {_quote(rejected_text)}{why}"
         else:
             text += f"the target accepted {a} ({_quote(drafted_text[:a])}), rejected {_quote(rejected_text)}{why}"
+        text += f" and put {_quote(extra)} in its place" if extra else ""
         if step.discarded:
             gone = drafted_text[a + len(step.rejected):a + len(step.rejected) + len(step.discarded)]
             text += (f"; the {_tokens_word(len(step.discarded))} after it {_quote(gone)} "
                      f"{'was' if len(step.discarded) == 1 else 'were'} discarded without being judged")
-        text += f" and put {_quote(extra)} in its place." if extra else "."
+        text += "."
     elif step.unverified:
         verified = k - len(step.unverified)
         text += (f"the target accepted {verified} and generation ended there: the last "
