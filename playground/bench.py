@@ -259,6 +259,44 @@ def divergence_margin(prepared: Any, baseline_ids: list[int], method_ids: list[i
 
 
 @dataclass
+class PlainCheck:
+    """A run checked against the same settings without drafting (plain `generate()`, run right after it)."""
+
+    speedup: float | None  # tokens/s of the run over the plain run's (one pair, not interleaved)
+    identical: bool
+    verdict: str  # "identical to plain generate()" or where and why the outputs diverge
+    plain: Trace
+
+
+def check_against_plain(prepared: Any, trace: Trace, store: Any = None) -> PlainCheck:
+    """Run `prepared`'s settings as baseline and compare outputs: identical, or the first divergence with its
+    reason (a lossy setting, sampling's different draws, or a near-tie in reduced precision and its margin)."""
+    from .engine import LiveRun, RunRequest, prepare
+
+    req = prepared.request
+    plain_request = RunRequest(**{**req.__dict__, "method": "baseline", "assistant": None, "params": {}})
+    plain = LiveRun(prepare(plain_request, store) if store is not None else prepare(plain_request)).run()
+    speedup = theory.measured_speedup(trace, plain)
+    index = theory.first_divergence(trace.output_ids, plain.output_ids)
+    sample = bool(trace.decoding.get("sample"))
+    if index is None:
+        return PlainCheck(speedup, True, "identical to plain generate()", plain)
+    where = f"differs from plain generate() from token {index}"
+    if trace.lossy:
+        reason = get_method(trace.method).lossy_reason(trace.params, sample) or "the output is not the target's alone"
+        return PlainCheck(speedup, False, f"{where}: a lossy setting ({reason})", plain)
+    if sample:
+        return PlainCheck(speedup, False, f"{where}: with sampling, drafting draws its random numbers differently, "
+                          "so the same seed picks other tokens from the same target distribution", plain)
+    try:
+        margin = divergence_margin(prepared, plain.output_ids, trace.output_ids, index)
+    except Exception:  # the margin is a courtesy; the divergence itself is still reported
+        margin = None
+    check = check_lossless(trace.output_ids, plain.output_ids, dtype=str(trace.env.get("dtype", "")), margin=margin)
+    return PlainCheck(speedup, False, f"{where}: {check.note.replace('baseline', 'plain generate()')}", plain)
+
+
+@dataclass
 class Measurement:
     """One method on one prompt: every repeat's instrumented trace and (optionally) plain generate() time."""
 

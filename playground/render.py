@@ -79,6 +79,10 @@ CSS = """
 .pg-legend .pg-hint { opacity: .7; }
 .pg-stats { display: grid; grid-template-columns: repeat(6, minmax(0, 1fr)); gap: 8px; }
 @media (max-width: 900px) { .pg-stats { grid-template-columns: repeat(3, minmax(0, 1fr)); } }
+.pg-plain-check { font-size: 13.5px; margin-top: 6px; padding: 4px 10px; border-radius: 8px;
+  border: 1px solid rgba(128,128,128,.35); }
+.pg-plain-check[data-identical="true"] { border-color: rgba(0,158,115,.7); }
+.pg-plain-check[data-identical="false"] { border-color: rgba(213,94,0,.7); }
 .pg-stat { border: 1px solid rgba(128,128,128,.35); border-radius: 8px; padding: 6px 10px; }
 .pg-stat .pg-value { font-size: 22px; font-weight: 600; font-variant-numeric: tabular-nums; line-height: 1.2; }
 .pg-stat .pg-label { font-size: 12px; opacity: .75; }
@@ -234,8 +238,9 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.0%}"
 
 
-def stats_html(summary: Summary | None) -> str:
-    """The live figures: new tokens, steps, acceptance, tokens/step, tokens/s, elapsed."""
+def stats_html(summary: Summary | None, plain: tuple[float | None, bool, str] | None = None) -> str:
+    """The live figures: new tokens, steps, acceptance, tokens/step, tokens/s, elapsed; and, when the run was
+    checked against plain generate(), `plain` = (measured speedup, identical, verdict) as one more line."""
     s = summary or Summary()
     started = summary is not None and s.steps > 0
     cells = (
@@ -252,7 +257,14 @@ def stats_html(summary: Summary | None) -> str:
         f'<div class="pg-label">{html.escape(label)}</div></div>'
         for key, value, label in cells
     )
-    return f'<div class="pg-stats" data-testid="pg-stats">{body}</div>'
+    check = ""
+    if plain is not None:
+        speedup, identical, verdict = plain
+        measured = f"{speedup:.2f}× the speed of plain generate()" if speedup else "speed not measured"
+        check = (f'<div class="pg-plain-check" data-testid="pg-plain-check" data-identical="{str(identical).lower()}">'
+                 f'{"✓" if identical else "≠"} {html.escape(measured)} (measured once, right after this run) · '
+                 f'{html.escape(verdict)}</div>')
+    return f'<div class="pg-stats" data-testid="pg-stats">{body}</div>{check}'
 
 
 def status_html(message: str, kind: str = "idle", note: str = "") -> str:
