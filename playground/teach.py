@@ -183,10 +183,14 @@ THEORY_TEXT = """
 with a single forward pass. If each drafted token survives with probability α, independently, the step keeps
 the accepted prefix plus one token of the target's own (the correction after a rejection, or the bonus after a
 fully accepted draft): on average 1 + α + α² + … + α^γ = (1 − α^(γ+1)) / (1 − α) tokens (Leviathan et al., 2023).
+Only the first refused draft is *rejected*; the drafts after it are *discarded* without being judged, since the
+target's view of them rests on a refused prefix.
 A longer draft only helps while α is high: the k-th draft token adds α^k, so at α = 50 % anything past γ ≈ 3 adds
 almost nothing. Tokens per step are not yet a speedup: a step also costs γ·c for drafting (c = one draft token's
-cost in baseline steps) and the wide verification forward, which on a GPU costs about one baseline step but on a
-CPU often several. Speedup ≈ tokens per step / (γ·c + verification cost).
+cost in baseline steps), the wide verification forward (v), which on a GPU costs about one baseline step but on a
+CPU often several, and the rest of the loop (o: strategy update, stopping checks). Speedup ≈ tokens per step /
+(γ·c + v + o), with the set-up and the first step (prefill) not sped up. The trace times every step as draft,
+verify and other, and the set-up before the first step: together they are the run's elapsed time.
 The red diamond is this run's measured point (α, τ); the hollow circle is what the formula expects from its α and
 mean γ. A diamond above the circle means early draft positions were accepted more often than later ones.
 """

@@ -566,7 +566,7 @@ def build_ui() -> gr.Blocks:
         gr.Markdown(
             f"# {TITLE}\n"
             "Pick a target model and a drafting method, type a prompt and watch each token's fate as the target "
-            "verifies the drafts: accepted, rejected (struck through), corrected, bonus.",
+            "verifies the drafts: accepted, rejected (struck through), discarded after a rejection, corrected, bonus.",
             elem_id="pg-header",
         )
         with gr.Row(equal_height=False):
