@@ -14,7 +14,7 @@ like the run that made it.
 - Compare: `compare(...)` runs `bench.compare_on_prompt` (warm-up, interleaved, same prompt) in a
   worker thread, streaming its progress; `compare_table_html` and the `bench_charts` figures show it.
 - Race: `race_frames(baseline, method)` yields (seconds into the replay, HTML) frames in which both
-  lanes' text grows at the pace the traces recorded (sum of step times), scaled to at most
+  lanes' text grows at the pace the traces recorded (the set-up, then each step's draft + verify + other), scaled to at most
   `RACE_MAX_S` seconds; `play_race` sleeps between them.
 """
 
@@ -104,8 +104,8 @@ def replay_view(trace: Trace | None, value: Any) -> tuple[Any, ...]:
     detail = render.step_detail_html(trace.steps[k], trace.method, k)
     fig_a, fig_t = charts.figures(window, current=k, total_steps=n if not first else None)
     shown = trace.steps[: k + 1]
-    elapsed = sum(s.draft_ms + s.verify_ms for s in shown) / 1000.0
-    stats = render.stats_html(summarize_steps(shown, elapsed))
+    elapsed = (trace.setup_ms + sum(s.time_ms for s in shown)) / 1000.0
+    stats = render.stats_html(summarize_steps(shown, elapsed, trace.setup_ms))
     return tokens, detail, fig_a, fig_t, stats
 
 
@@ -216,10 +216,14 @@ THEORY_TEXT = """
 with a single forward pass. If each drafted token survives with probability α, independently, the step keeps
 the accepted prefix plus one token of the target's own (the correction after a rejection, or the bonus after a
 fully accepted draft): on average 1 + α + α² + … + α^γ = (1 − α^(γ+1)) / (1 − α) tokens (Leviathan et al., 2023).
+Only the first refused draft is *rejected*; the drafts after it are *discarded* without being judged, since the
+target's view of them rests on a refused prefix.
 A longer draft only helps while α is high: the k-th draft token adds α^k, so at α = 50 % anything past γ ≈ 3 adds
 almost nothing. Tokens per step are not yet a speedup: a step also costs γ·c for drafting (c = one draft token's
-cost in baseline steps) and the wide verification forward, which on a GPU costs about one baseline step but on a
-CPU often several. Speedup ≈ tokens per step / (γ·c + verification cost).
+cost in baseline steps), the wide verification forward (v), which on a GPU costs about one baseline step but on a
+CPU often several, and the rest of the loop (o: strategy update, stopping checks). Speedup ≈ tokens per step /
+(γ·c + v + o), with the set-up and the first step (prefill) not sped up. The trace times every step as draft,
+verify and other, and the set-up before the first step: together they are the run's elapsed time.
 The red diamond is this run's measured point (α, τ); the hollow circle is what the formula expects from its α and
 mean γ. A diamond above the circle means early draft positions were accepted more often than later ones.
 """
