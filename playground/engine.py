@@ -38,6 +38,16 @@ from .trace import Step, Trace, classify_step
 # Sampling draws from torch's global generator: one seeded sampling run at a time.
 _RNG_LOCK = threading.Lock()
 
+# The assistant adaptations PreparedRun.assistant_adaptations may name, and why.
+ID_ORDERED_VOCABULARY = "id_ordered_vocabulary"  # the assistant tokenizer lists its vocabulary in id order
+PRUNED_BEFORE_SEEDING = "pruned_before_seeding"  # universal sampling's LM-head pruning done before the seed
+ASSISTANT_ADAPTATIONS = {
+    ID_ORDERED_VOCABULARY: "transformers 5.24 prunes a universal assistant's LM head in get_vocab() order but "
+                           "scatters its draft logits in id order: listed in id order, q lands on the right tokens",
+    PRUNED_BEFORE_SEEDING: "pruning builds a new nn.Linear whose initialisation draws from torch's global "
+                           "generator: done before seeding, it does not move the run's random stream",
+}
+
 
 class RunError(PlaygroundError):
     """The request cannot run as given; the message is for the user."""
@@ -83,6 +93,9 @@ class PreparedRun:
     draft_config_model: Any
     eos_ids: frozenset[int]
     lossy: bool
+    # What the engine did to the assistant beyond loading it, by name (see ASSISTANT_ADAPTATIONS): a script
+    # that reproduces the run must do the same.
+    assistant_adaptations: tuple[str, ...] = ()
 
     def models(self) -> list[LoadedModel]:
         return [m for m in (self.target, self.assistant) if m is not None]
@@ -243,10 +256,12 @@ def prepare(
         req = RunRequest(**{**req.__dict__, "assistant": None})
     target = store.get(req.target, req.dtype, progress)
     assistant: LoadedModel | None = None
+    adaptations: tuple[str, ...] = ()
     if method.needs_assistant:
         # Sampling universal decoding prunes and remaps the assistant in place: give it its own copy.
         if method.name == "universal" and req.sample:
             assistant = _universal_sampling_assistant(store, req, target, progress)
+            adaptations = (ID_ORDERED_VOCABULARY, PRUNED_BEFORE_SEEDING)
         else:
             assistant = store.get(req.assistant, req.dtype, progress)
     method.validate(model_facts(target, assistant, req.sample), params)
@@ -287,6 +302,7 @@ def prepare(
         request=req, method=method, params=params, target=target, assistant=assistant, input_ids=input_ids,
         rendered_prompt=rendered, chat=chat, generate_kwargs=kwargs, draft_config=draft_config,
         draft_config_model=owner, eos_ids=_eos_ids(target), lossy=method.is_lossy(params, req.sample),
+        assistant_adaptations=adaptations,
     )
 
 
