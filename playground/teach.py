@@ -36,6 +36,7 @@ from .engine import RunRequest, prepare, user_message
 from .errors import PlaygroundError
 from .gpu import gpu
 from .methods import METHODS, get_method
+from .snippet import request_from_trace
 from .trace import Trace, TraceFormatError, short_repr, summarize_steps
 
 MAX_TRACE_BYTES = 20 * 1024 * 1024
@@ -256,18 +257,6 @@ def theory_view(trace: Trace | None, baseline: Trace | None = None) -> tuple[Any
 
 
 # --------------------------------------------------------------------------- show the code
-
-
-def request_from_trace(trace: Trace) -> RunRequest:
-    """The request that reproduces a trace's run (its resolved chat and precision included)."""
-    d = trace.decoding
-    return RunRequest(
-        prompt=trace.prompt, target=trace.target, method=trace.method, assistant=trace.assistant,
-        params=dict(trace.params), max_new_tokens=int(d.get("max_new_tokens", trace.summary.new_tokens or 64)),
-        sample=bool(d.get("sample", False)), temperature=float(d.get("temperature", 1.0)),
-        top_p=float(d.get("top_p", 1.0)), top_k=int(d.get("top_k", 0)), seed=int(d.get("seed", 0)),
-        chat=trace.chat, dtype=str(trace.env.get("dtype") or "auto"),
-    )
 
 
 def code_view(request: RunRequest, note: str = "") -> tuple[str, str, str]:
