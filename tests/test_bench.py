@@ -152,7 +152,7 @@ def test_row_medians_and_paired_speedup():
     assert row["theoretical_speedup"] == pytest.approx(E / 1.2)
     assert row["draft_ms"] == pytest.approx(101) and row["verify_ms"] == pytest.approx(1150)
     assert row["instrumented_matches_plain"] is True
-    assert row["position_counts"] == [[4, 3], [4, 3], [3, 1], [3, 1]]
+    assert row["position_counts"] == [[4, 3, 4], [4, 3, 3], [3, 1, 2], [3, 1, 1]]  # (reached, kept, judged)
     base_row = bench.build_row(base_spec, prompt, base, base, None)
     assert base_row["speedup"] == 1.0 and base_row["theoretical_speedup"] == 1.0 and base_row["lossless_ok"] is True
 
@@ -173,8 +173,9 @@ def test_aggregate_pools_over_prompts_and_categories():
     assert rag["tokens_per_s"] == pytest.approx(24 / 1.8)
     assert rag["acceptance_rate"] == pytest.approx(16 / 28) and rag["tokens_per_step"] == pytest.approx(2.4)
     assert rag["draft_ms_per_step"] == pytest.approx(202 / 10) and rag["verify_ms_per_step"] == pytest.approx(2300 / 10)
-    assert rag["position_counts"] == [[8, 6], [8, 6], [6, 2], [6, 2]]
+    assert rag["position_counts"] == [[8, 6, 8], [8, 6, 6], [6, 2, 4], [6, 2, 2]]
     assert rag["position_acceptance"] == [0.75, 0.75, pytest.approx(1 / 3), pytest.approx(1 / 3)]
+    assert rag["position_acceptance_judged"] == [0.75, 1.0, 0.5, 1.0]
     assert rag["gamma"] == pytest.approx(4.0) and rag["empty_draft_fraction"] == pytest.approx(0.2)
     E = theory.expected_tokens_per_step(16 / 28, 4)
     assert rag["theoretical_speedup"] == pytest.approx(E / (4 * 0.05 + 1))
