@@ -240,8 +240,8 @@ def test_generate_is_an_api_endpoint(app_url: str) -> None:
     info = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/generate"]
     names = [p["parameter_name"] for p in info["parameters"]]
     assert names == ["prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature",
-                     "top_p", "top_k", "seed", "chat", "dtype", "preset"]
-    assert [p["parameter_has_default"] for p in info["parameters"]] == [False] + [True] * 13
+                     "top_p", "top_k", "seed", "chat", "dtype", "check_plain", "preset"]
+    assert [p["parameter_has_default"] for p in info["parameters"]] == [False] + [True] * 14
 
     html_out, *_, status, trace_file = client.predict(
         prompt="Colours: red, green, blue, red, green, blue, red, green,", method="prompt_lookup",
