@@ -21,6 +21,8 @@ from typing import Any, Iterator
 import pytest
 from appserver import free_port, start_app, stop_app  # noqa: F401 (also used by test_ui_teach)
 
+from playground.trace import STATUSES
+
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
@@ -150,7 +152,7 @@ def test_generate_streams_coloured_tokens_and_charts(page: Any) -> None:
 
     seen = statuses(page)
     assert "accepted" in seen and "rejected" in seen and "correction" in seen
-    assert set(seen) <= {"accepted", "rejected", "correction", "bonus", "target", "unverified"}
+    assert set(seen) <= set(STATUSES)
     # The page updated as the steps came in, not once at the end.
     counts = page.evaluate("window.__counts")
     assert len(counts) >= 3 and counts == sorted(counts), counts
@@ -170,7 +172,7 @@ def test_generate_streams_coloured_tokens_and_charts(page: Any) -> None:
         assert page.locator(f"{chart} .barlayer .point").count() > 0
     # The legend explains every status.
     legend = page.eval_on_selector_all("#pg-legend-box .tok", "els => els.map(e => e.dataset.status)")
-    assert set(legend) == {"accepted", "rejected", "correction", "bonus", "target", "unverified"}
+    assert set(legend) == set(STATUSES)
 
     page.wait_for_timeout(500)  # let plotly finish its transitions
     ARTIFACTS.mkdir(exist_ok=True)
