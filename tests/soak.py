@@ -141,7 +141,8 @@ def main() -> int:
                 failures.append(f"run {i}: {s['workers']} worker threads left")
             label = "warm-up" if i < args.warmup else f"run {i - args.warmup + 1:3d}/{args.runs}"
             print(f"{label}  {method:13s} {seconds:5.2f} s  rss {s['rss_mb']:7.1f} MB  threads {s['threads']:3d}  "
-                  f"fds {s['open_files']:3d}  gradio files {s['gradio_files']:3d}  {kind}", flush=True)
+                  f"fds {s['open_files']:3d}  gradio files {s['gradio_files']:3d}  {kind}"
+                  + ("" if kind == "done" else f": {text.strip()[:300]}"), flush=True)
             if i >= args.warmup:
                 samples.append(s)
     finally:
