@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import statistics
 import threading
 import time
@@ -696,6 +697,11 @@ class TuneResult:
                 "default": self.default().label, "measured_baseline_s": self.measured_baseline_s,
                 "rows": [r.to_dict() for r in self.overall()], "losses": self.losses(),
                 "prompts": [p.to_dict() for p in self.prompts]}
+
+
+def to_json(data: dict[str, Any]) -> str:
+    """tune.json: the result as `TuneResult.to_dict` gives it."""
+    return json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False)
 
 
 def _sum_outcomes(outs: list[Outcome], baseline_s: float | None) -> Outcome:

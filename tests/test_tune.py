@@ -7,6 +7,7 @@ predictions are never asserted.
 
 from __future__ import annotations
 
+import json
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -152,6 +153,81 @@ def test_methods_without_an_exact_replay_are_refused(tiny_models, store) -> None
                              params={"assistant_ensemble_weight": 0.5}), store)
 
 
+# --- the CLI and the page's Tune view ------------------------------------------------------------
+
+def test_cli_tune_writes_json_and_report_and_verifies(tiny_models, tmp_path, capsys, one_torch_thread) -> None:
+    from playground.cli import main
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("\n".join(json.dumps({"question_id": i, "category": c, "turns": [p]})
+                                 for i, (c, p) in enumerate([("code", PROMPTS[0]), ("story", PROMPTS[1]),
+                                                             ("code", "def mul(a, b):")])), encoding="utf-8")
+    out = tmp_path / "out"
+    code = main(["tune", "--target", tiny_models["target"], "--method", "prompt_lookup", "--prompts", str(prompts),
+                 "--categories", "code", "--max-new-tokens", "20", "--max-draft", "3", "--ngram-sizes", "1,2",
+                 "--dtype", "float32", "--no-chat", "--verify", "--quiet", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    data = json.loads((out / "tune.json").read_text(encoding="utf-8"))
+    assert data["meta"]["prompts"] == 2  # the two "code" prompts
+    assert len(data["rows"]) == 3 * 2 + 1
+    measured = [r for r in data["rows"] if r["measured"]]
+    assert {r["label"] for r in measured} == {data["recommended"], data["default"]}
+    for row in measured:
+        assert {k: row["measured"][k] for k in ("steps", "drafted", "accepted")} == \
+            {k: row["predicted"][k] for k in ("steps", "drafted", "accepted")}
+    report = (out / "tune.html").read_text(encoding="utf-8")
+    assert "Predicted speedup per setting" in report and data["recommended"] in report
+    assert "Recommended:" in capsys.readouterr().out
+
+
+def test_cli_tune_refuses_bad_input_with_one_line(tiny_models, tmp_path, capsys) -> None:
+    from playground.cli import main
+
+    assert main(["tune", "--target", tiny_models["target"], "--method", "universal", "--assistant",
+                 tiny_models["other"], "--prompt", "x", "--out", str(tmp_path)]) == 2
+    assert "re-tokenises" in capsys.readouterr().err
+    assert main(["tune", "--method", "prompt_lookup", "--out", str(tmp_path)]) == 2
+    assert "give a prompt" in capsys.readouterr().err
+    assert not (tmp_path / "tune.json").exists()
+
+
+def test_tune_tab_handlers_run_a_tiny_tune_and_measure_it(tiny_models, one_torch_thread) -> None:
+    from playground import tune_tab, ui
+
+    params = {"prompt_lookup_num_tokens": 10, "max_matching_ngram_size": 2}
+    status, table, speed, per_step, positions, result = tune_tab.run_tune(
+        ui.build_request, PROMPTS[0], tiny_models["target"], None, "prompt_lookup", params, "float32", "off", 20, 3,
+        PROMPTS[1] + "\n")
+    assert 'data-kind="done"' in status and "recommended" in status
+    assert len(result.prompts) == 2 and "★" in table and 'data-testid="pg-tune-losses"' in table
+    assert speed.data and per_step.data and positions.data
+    status, table, *_, again = tune_tab.run_verify(result)
+    assert 'data-kind="done"' in status and again is result
+    assert "Measured " in table and result.measured
+
+
+def test_tune_tab_handlers_say_what_is_wrong(tiny_models) -> None:
+    from playground import tune_tab, ui
+
+    status, *_ = tune_tab.run_tune(ui.build_request, PROMPTS[0], tiny_models["target"], tiny_models["other"],
+                                   "universal", {}, "float32", "off", 20, 3, "")
+    assert 'data-kind="error"' in status and "re-tokenises" in status
+    status, *_ = tune_tab.run_tune(ui.build_request, PROMPTS[0], tiny_models["target"], None, "prompt_lookup", {},
+                                   "float32", "off", 20, 3, "\n".join(["more"] * 9))
+    assert 'data-kind="error"' in status and "at most 8" in status
+    status, *_ = tune_tab.run_verify(None)
+    assert 'data-kind="error"' in status and "press Tune first" in status
+
+
+def test_the_page_has_a_private_tune_tab() -> None:
+    from playground import ui
+
+    demo = ui.build_ui()
+    assert list(demo.get_api_info()["named_endpoints"]) == ["/generate"]
+    config = demo.get_config_file()
+    assert any(c.get("props", {}).get("elem_id") == "pg-tab-tune" for c in config["components"])
+
+
 # --- the bundled Gemma 3 270M ---------------------------------------------------------------------
 
 LIST_PROMPT = ("Repeat the list exactly. List: apples, pears, plums, grapes, lemons, cherries, melons. "
@@ -159,22 +235,20 @@ LIST_PROMPT = ("Repeat the list exactly. List: apples, pears, plums, grapes, lem
 
 
 def test_tune_bundled_prompt_lookup_and_self_speculation(store) -> None:
-    request = _request(DEFAULT_TARGET, "prompt_lookup", LIST_PROMPT, max_new_tokens=24, max_draft=5,
+    """Gemma 3 270M: prompt lookup, Gemma as its own assistant (every draft accepted) and early exit at layer 12."""
+    request = _request(DEFAULT_TARGET, "prompt_lookup", LIST_PROMPT, max_new_tokens=12, max_draft=3,
                        ngram_sizes=(1, 3))
-    _assert_exact(request, store, [Setting.of("prompt_lookup", {"prompt_lookup_num_tokens": k,
-                                                                "max_matching_ngram_size": n})
-                                   for k, n in ((1, 1), (3, 3), (5, 1), (10, 2))])
-    request = _request(DEFAULT_TARGET, "speculative", LIST_PROMPT, assistant=DEFAULT_TARGET, max_new_tokens=16,
-                       max_draft=4, thresholds=(0.0, 0.9))
-    _assert_exact(request, store, [Setting.of("speculative", {"num_assistant_tokens": 3}),
-                                   Setting.of("speculative", {"num_assistant_tokens": 2,
-                                                              "num_assistant_tokens_schedule": "heuristic"}),
-                                   Setting.of("speculative", {"num_assistant_tokens": 4,
+    _assert_exact(request, store, [Setting.of("prompt_lookup", {"prompt_lookup_num_tokens": 3,
+                                                                "max_matching_ngram_size": 3}),
+                                   Setting.of("prompt_lookup", {})])
+    request = _request(DEFAULT_TARGET, "speculative", LIST_PROMPT, assistant=DEFAULT_TARGET, max_new_tokens=10,
+                       max_draft=3, schedules=("heuristic",), thresholds=(0.9,))
+    _assert_exact(request, store, [Setting.of("speculative", {"num_assistant_tokens": 2,
+                                                              "num_assistant_tokens_schedule": "heuristic",
                                                               "assistant_confidence_threshold": 0.9})])
     request = _request(DEFAULT_TARGET, "early_exit", LIST_PROMPT, params={"assistant_early_exit": 12},
-                       max_new_tokens=12, max_draft=3, thresholds=(0.0, 0.3))
-    _assert_exact(request, store, [Setting.of("early_exit", {"assistant_early_exit": 12, "num_assistant_tokens": 3}),
-                                   Setting.of("early_exit", {"assistant_early_exit": 12, "num_assistant_tokens": 2,
+                       max_new_tokens=8, max_draft=3, schedules=("constant",), thresholds=(0.3,))
+    _assert_exact(request, store, [Setting.of("early_exit", {"assistant_early_exit": 12, "num_assistant_tokens": 3,
                                                              "assistant_confidence_threshold": 0.3})])
 
 
