@@ -25,8 +25,8 @@ it gets no prediction (nor do sampling, ensemble verification and the MTP method
 confidence threshold Transformers switches on when scikit-learn is installed).
 
 Cost: a short calibration on this machine and context length (the target's forward for each
-verification width, the drafter's forward per token, both prefills), plus the per-step loop overhead
-read off the baseline run; each setting's time follows from its exact steps. Timings are predictions;
+verification width, the drafter's forward per token, both prefills) gives relative costs, and the
+baseline run their absolute level; each setting's time follows from its exact steps. Timings are predictions;
 `verify` runs settings for real and reports measured beside predicted.
 """
 
@@ -362,13 +362,20 @@ def _in_worker(fn: Callable[[], Any]) -> Any:
 
 @dataclass
 class Calibration:
-    """Measured costs on this machine at this context length (seconds)."""
+    """Costs on this machine at this context length (seconds).
+
+    The calibration's forwards give *relative* costs (a verification of w tokens against one of 1, a
+    drafter token against a target step); the baseline run, made moments before under the same load,
+    gives the absolute level: its first step (the prefill) and its mean later step. On shared cores the
+    absolute speed of a forward drifts by several times within minutes, its ratios much less.
+    """
 
     target_prefill_s: float
-    target_forward_s: dict[int, float]  # verification width -> one target forward
+    target_forward_s: dict[int, float]  # verification width -> one target forward (calibration)
     drafter_prefill_s: float = 0.0
     drafter_token_s: float = 0.0
-    step_overhead_s: float = 0.0  # the rest of a decoding step, read off the baseline run
+    baseline_first_step_s: float = 0.0  # the baseline run's first step (prefill + first token)
+    baseline_step_s: float = 0.0  # the baseline run's mean later step (forward + loop overhead)
 
     def forward(self, width: int) -> float:
         """The target's forward for `width` tokens; past the calibrated widths, a straight line through the last two."""
@@ -379,13 +386,21 @@ class Calibration:
         below = known.get(top - 1, known[top])
         return known[top] + (width - top) * max(0.0, known[top] - below)
 
+    @property
+    def unit(self) -> float:
+        """Seconds of a baseline step per second of a calibrated one-token forward."""
+        return self.baseline_step_s / self.forward(1) if self.baseline_step_s and self.forward(1) else 1.0
+
     def predict_s(self, steps: list[Step]) -> float:
-        """Predicted time of a run with these steps: the first step's forward is the prefill."""
-        total = self.target_prefill_s + (self.drafter_prefill_s if any(s.drafted for s in steps) else 0.0)
+        """Predicted time of a run with these steps: a baseline step scaled by each step's relative cost."""
+        unit = self.unit
+        total = self.baseline_first_step_s or self.target_prefill_s
+        if any(s.drafted for s in steps):
+            total += self.drafter_prefill_s * unit
         for k, s in enumerate(steps):
-            total += self.step_overhead_s + self.drafter_token_s * len(s.drafted)
+            total += self.drafter_token_s * unit * len(s.drafted)
             if k:
-                total += self.forward(len(s.drafted) + 1)
+                total += self.forward(len(s.drafted) + 1) * unit
         return total
 
 
@@ -395,16 +410,17 @@ def _time_forwards(model: Any, context: list[int], widths: Sequence[int], repeat
     start = time.perf_counter()
     cache = model(input_ids=torch.tensor([context], device=device), use_cache=True).cache
     prefill = time.perf_counter() - start
-    filled = cache.get_seq_length()
     times: dict[int, float] = {}
     for width in widths:
         ids = torch.tensor([(context * width)[:width]], device=device)
         samples = []
         for _ in range(repeats):
+            # A fresh copy each time: cropping back would need the past recording that sliding-window layers
+            # only keep when asked before the prefill.
+            scratch = copy.deepcopy(cache)
             start = time.perf_counter()
-            model(input_ids=ids, cache=cache, use_cache=True)
+            model(input_ids=ids, cache=scratch, use_cache=True)
             samples.append(time.perf_counter() - start)
-            cache.crop(-(cache.get_seq_length() - filled))
         times[width] = statistics.median(samples)
     return prefill, times
 
@@ -629,8 +645,9 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
         progress("drafter pass and calibration")
     pass_s, calibration = _in_worker(drafter_pass_and_calibrate)
     n = len(y)
-    plain = calibration.target_prefill_s + max(0, n - 1) * calibration.forward(1)
-    calibration.step_overhead_s = max(0.0, (baseline_s - plain) / n) if n else 0.0
+    first_s = baseline.steps[0].verify_ms / 1000 if baseline.steps else 0.0
+    calibration.baseline_first_step_s = first_s
+    calibration.baseline_step_s = (baseline_s - first_s) / (n - 1) if n > 1 else 0.0
     rows = []
     for s in settings:
         if s in refused:

@@ -162,8 +162,9 @@ def render_report(data: dict[str, Any]) -> str:
     parts.append("<p class='small'>How the prediction works: one baseline run gives the target's greedy output; "
                  "one drafter pass records what the drafter proposes after every prefix of it; Transformers' loop "
                  "(draft cap, schedule, confidence stop, EOS and length cuts) is replayed on that record for every "
-                 "setting. Time = target prefill + per step (loop overhead + drafter cost per drafted token + the "
-                 "target's forward at that verification width), from a calibration at this context length.</p>")
+                 "setting. Time = the baseline run's first step + for each later step the baseline's mean step scaled by the "
+                 "calibrated cost of a forward at that verification width (against one token), plus the drafter's "
+                 "calibrated cost per drafted token on the same scale.</p>")
     js = plotly.offline.get_plotlyjs()
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Assisted decoding tune</title>"
             f"<style>{_CSS}</style><script>{js}</script></head><body>" + "".join(parts) + "</body></html>")
