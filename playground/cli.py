@@ -153,10 +153,12 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _numbers(text: str, kind: type, option: str) -> tuple:
+    from .tune import TuneError
+
     try:
         return tuple(kind(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise SystemExit(f"error: {option} takes comma-separated numbers; got {text!r}") from None
+        raise TuneError(f"{option} takes comma-separated numbers; got {text!r}") from None
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
