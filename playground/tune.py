@@ -109,7 +109,7 @@ class Outcome:
     speedup: float | None
     new_tokens: int = 0
     unverified: int = 0
-    by_position: list[tuple[int, int]] = field(default_factory=list)  # (verified, kept) per draft position
+    by_position: list[tuple[int, ...]] = field(default_factory=list)  # trace.acceptance_by_position's counts
 
     def counts(self) -> tuple[int, int, int]:
         return self.steps, self.drafted, self.accepted
@@ -727,8 +727,8 @@ def _sum_outcomes(outs: list[Outcome], baseline_s: float | None) -> Outcome:
     times = [o.time_s for o in outs]
     time_s = sum(t for t in times if t is not None) if all(t is not None for t in times) else None
     width = max((len(o.by_position) for o in outs), default=0)
-    by_position = [(sum(o.by_position[k][0] for o in outs if k < len(o.by_position)),
-                    sum(o.by_position[k][1] for o in outs if k < len(o.by_position))) for k in range(width)]
+    by_position = [tuple(map(sum, zip(*(o.by_position[k] for o in outs if k < len(o.by_position)))))
+                   for k in range(width)]
     return Outcome(steps=steps, drafted=sum(o.drafted for o in outs), accepted=sum(o.accepted for o in outs),
                    tokens_per_step=new_tokens / steps if steps else None, time_s=time_s,
                    speedup=baseline_s / time_s if baseline_s and time_s else None, new_tokens=new_tokens,

@@ -64,7 +64,7 @@ def position_figure(data: dict[str, Any]) -> go.Figure:
     wanted = [data.get("recommended"), data.get("default")]
     for i, row in enumerate(r for r in data["rows"] if r["label"] in wanted):
         counts = (row.get("predicted") or {}).get("by_position") or []
-        rates = [kept / seen if seen else None for seen, kept in counts]
+        rates = [c[1] / c[0] if c[0] else None for c in counts]  # kept / verified
         fig.add_trace(go.Bar(x=[k + 1 for k in range(len(rates))], y=rates, name=row["label"], marker_color=_color(i)))
     return _layout(fig, "Acceptance by draft position (exact)", xaxis_title="draft position",
                    yaxis_title="share of verified drafts kept", yaxis_range=[0, 1.05], barmode="group")
