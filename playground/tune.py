@@ -135,9 +135,9 @@ def replay(y: Sequence[int], eos_ids: frozenset[int], draft_for: DraftFor,
         while matches < len(drafted) and i + matches < n and drafted[matches] == y[i + matches]:
             matches += 1
         emitted = list(y[i:min(i + matches + 1, n)])
-        accepted, rejected, unverified = classify_step(drafted, emitted, i + len(emitted) == n)
+        accepted, rejected, discarded, unverified = classify_step(drafted, emitted, i + len(emitted) == n)
         steps.append(Step(index=len(steps), drafted=list(drafted), accepted=accepted, rejected=rejected,
-                          emitted=emitted, unverified=unverified))
+                          discarded=discarded, emitted=emitted, unverified=unverified))
         if after_step is not None:
             after_step(drafted, len(emitted))
         i += len(emitted)
@@ -645,7 +645,8 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
         progress("drafter pass and calibration")
     pass_s, calibration = _in_worker(drafter_pass_and_calibrate)
     n = len(y)
-    first_s = baseline.steps[0].verify_ms / 1000 if baseline.steps else 0.0
+    first = baseline.steps[0] if baseline.steps else None
+    first_s = (baseline.setup_ms + first.draft_ms + first.verify_ms + first.other_ms) / 1000 if first else 0.0
     calibration.baseline_first_step_s = first_s
     calibration.baseline_step_s = (baseline_s - first_s) / (n - 1) if n > 1 else 0.0
     rows = []
