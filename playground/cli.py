@@ -6,25 +6,29 @@ Bad input exits non-zero with a one-line reason on stderr; the trace can be writ
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from .methods import METHODS, parse_assignments
+from .methods import METHODS, MethodError, parse_assignments
 from .models import DEFAULT_TARGET
 
 if TYPE_CHECKING:
     from .engine import RunRequest
 
 
-def add_run_arguments(parser: argparse.ArgumentParser, prompt_required: bool = True, trace_out: bool = True) -> None:
+def add_run_arguments(parser: argparse.ArgumentParser, trace_out: bool = True) -> None:
     parser.add_argument("--target", default=DEFAULT_TARGET, help="catalogue key, Hub id or local directory")
     parser.add_argument("--assistant", default=None, help="assistant model (speculative, universal, mtp_drafter)")
     parser.add_argument("--method", default="baseline", choices=list(METHODS))
     parser.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
                         help="a method parameter under its generate() name, e.g. prompt_lookup_num_tokens=10")
-    prompt = parser.add_mutually_exclusive_group(required=prompt_required)
-    prompt.add_argument("--prompt", help="the prompt text")
+    parser.add_argument("--preset", metavar="NAME",
+                        help="one of the guide's examples (models, method, parameters, decoding, prompt); "
+                             "'list' lists them. --prompt/--prompt-file and --dtype may be given with it")
+    prompt = parser.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", help="the prompt text (required without --preset)")
     prompt.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
@@ -35,15 +39,20 @@ def add_run_arguments(parser: argparse.ArgumentParser, prompt_required: bool = T
     chat = parser.add_mutually_exclusive_group()
     chat.add_argument("--chat", dest="chat", action="store_true", default=None, help="apply the chat template")
     chat.add_argument("--no-chat", dest="chat", action="store_false", help="raw prompt, no chat template")
+    parser.add_argument("--system", default=None, help="a system message before the prompt (chat template only)")
+    parser.add_argument("--chat-template-kwarg", dest="chat_template_kwargs", action="append", default=[],
+                        metavar="KEY=VALUE", help="a chat template variable, VALUE as JSON, e.g. enable_thinking=false")
     parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     if trace_out:
         parser.add_argument("--trace-out", type=Path, help="write the trace as JSON here")
     parser.add_argument("--quiet", action="store_true", help="print only the summary line")
 
 
-def _read_prompt(args: argparse.Namespace) -> str:
+def _read_prompt(args: argparse.Namespace) -> str | None:
     if args.prompt is not None:
         return args.prompt
+    if args.prompt_file is None:
+        return None
     try:
         return args.prompt_file.read_text(encoding="utf-8")
     except OSError as exc:
@@ -61,21 +70,62 @@ def summary_line(trace) -> str:  # type: ignore[no-untyped-def]
     )
 
 
+# Options a preset sets itself; with --preset they must stay at their defaults.
+_PRESET_SETS = ("target", "assistant", "method", "assignments", "max_new_tokens", "sample", "temperature", "top_p",
+                "top_k", "seed", "chat", "system", "chat_template_kwargs")
+
+
+def _template_kwargs(items: list[str]) -> dict[str, Any]:
+    """`KEY=VALUE` chat template variables; VALUE is read as JSON (false, 3, "text"), else taken as text."""
+    out: dict[str, Any] = {}
+    for key, value in parse_assignments(items).items():
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
 def request_from_args(args: argparse.Namespace) -> "RunRequest":
     """The engine request a parsed `run` command line stands for."""
     from .engine import RunRequest
 
+    prompt = _read_prompt(args)
+    if args.preset:
+        from .presets import get_preset
+
+        defaults = vars(build_parser().parse_args(["run", "--prompt", ""]))
+        changed = [name for name in _PRESET_SETS if getattr(args, name) != defaults[name]]
+        if changed:
+            options = ", ".join("--" + ("set" if n == "assignments" else n.replace("_", "-")) for n in changed)
+            raise MethodError(f"--preset sets the models, method, parameters and decoding itself; drop {options} "
+                              "(or run without --preset)")
+        from .models import hub_reachable
+
+        preset = get_preset(args.preset)
+        reason = preset.unavailable(hub_reachable())
+        if reason:
+            raise MethodError(reason)
+        return RunRequest(**preset.request_fields(prompt, dtype=args.dtype))
+    if prompt is None:
+        raise MethodError("give --prompt, --prompt-file or --preset")
     return RunRequest(
-        prompt=_read_prompt(args), target=args.target, method=args.method, assistant=args.assistant,
+        prompt=prompt, target=args.target, method=args.method, assistant=args.assistant,
         params=parse_assignments(args.assignments), max_new_tokens=args.max_new_tokens, sample=args.sample,
         temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed, chat=args.chat,
-        dtype=args.dtype,
+        dtype=args.dtype, system=args.system, chat_template_kwargs=_template_kwargs(args.chat_template_kwargs),
     )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .engine import run, user_message
 
+    if args.preset == "list":
+        from .models import hub_reachable
+        from .presets import listing
+
+        print(listing(hub_reachable()))
+        return 0
     # Loading progress goes to an interactive terminal only: scripts get a single error line.
     show_progress = not args.quiet and sys.stderr.isatty()
     if not show_progress:
@@ -168,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
-    add_run_arguments(parser, prompt_required=False, trace_out=False)
+    add_run_arguments(parser, trace_out=False)
     parser.add_argument("--prompts", default=None, help="'spec-bench' for Spec-Bench's questions (carried with the "
                         "project), a Spec-Bench-style JSONL (first turn of each), or 'examples' for the project's "
                         "example set; instead of --prompt / --prompt-file")
@@ -204,12 +254,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 raise tune.TuneError("give either --prompts or --prompt / --prompt-file, not both")
             categories = args.categories.split(",") if args.categories else None
             prompts = [p.text for p in load_prompts(args.prompts, categories, args.limit)]
-        elif args.prompt is None and args.prompt_file is None:
-            raise tune.TuneError("give a prompt: --prompt, --prompt-file or --prompts")
+            run = request_from_args(argparse.Namespace(**{**vars(args), "prompt": prompts[0], "prompt_file": None}))
         else:
-            prompts = [_read_prompt(args)]
+            run = request_from_args(args)  # --prompt, --prompt-file or a preset's prompt
+            prompts = [run.prompt]
         request = tune.TuneRequest(
-            run=request_from_args(argparse.Namespace(**{**vars(args), "prompt": prompts[0], "prompt_file": None})),
+            run=run,
             max_draft=args.max_draft, ngram_sizes=_numbers(args.ngram_sizes, int, "--ngram-sizes"),
             schedules=tuple(x.strip() for x in args.schedules.split(",") if x.strip()),
             thresholds=_numbers(args.thresholds, float, "--thresholds"))

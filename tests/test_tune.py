@@ -187,7 +187,7 @@ def test_cli_tune_refuses_bad_input_with_one_line(tiny_models, tmp_path, capsys)
                  tiny_models["other"], "--prompt", "x", "--out", str(tmp_path)]) == 2
     assert "re-tokenises" in capsys.readouterr().err
     assert main(["tune", "--method", "prompt_lookup", "--out", str(tmp_path)]) == 2
-    assert "give a prompt" in capsys.readouterr().err
+    assert "give --prompt" in capsys.readouterr().err
     assert main(["tune", "--method", "prompt_lookup", "--prompt", "x", "--ngram-sizes", "two", "--out", str(tmp_path)]) == 2
     assert "--ngram-sizes takes comma-separated numbers" in capsys.readouterr().err
     assert not (tmp_path / "tune.json").exists()
