@@ -26,15 +26,17 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import gradio as gr
 
 from . import bench, bench_charts, charts, render, theory
-from .engine import RunRequest, prepare, user_message
 from .gpu import gpu
 from .methods import METHODS, get_method
 from .trace import Trace, TraceFormatError, summarize_steps
+
+if TYPE_CHECKING:  # the engine (torch, Transformers) is imported by the handlers that use it
+    from .engine import RunRequest
 
 MAX_TRACE_BYTES = 20 * 1024 * 1024
 MAX_BASELINES = 8  # baseline traces remembered per session (for diagnoses of later runs)
@@ -223,6 +225,8 @@ def theory_view(trace: Trace | None, baseline: Trace | None = None) -> tuple[Any
 
 def request_from_trace(trace: Trace) -> RunRequest:
     """The request that reproduces a trace's run (its resolved chat and precision included)."""
+    from .engine import RunRequest
+
     d = trace.decoding
     return RunRequest(
         prompt=trace.prompt, target=trace.target, method=trace.method, assistant=trace.assistant,
@@ -235,6 +239,7 @@ def request_from_trace(trace: Trace) -> RunRequest:
 
 def code_view(request: RunRequest, note: str = "") -> tuple[str, str, str]:
     """(python script, CLI command, status HTML) for a request; a message instead where it cannot be shown."""
+    from .engine import user_message
     from .snippet import show_code
 
     try:
@@ -281,6 +286,7 @@ def in_thread(work: Callable[[Callable[[str], None]], Any], name: str,
 def show_code_for_settings(*inputs: Any) -> Iterator[tuple[Any, Any, str]]:
     """The code for the page's current settings (inputs as `ui.generate`'s); loads models if needed."""
     from . import ui
+    from .engine import prepare, user_message
     from .snippet import show_code
 
     try:
@@ -458,6 +464,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
     dropdown, compare state, baselines state). Streams progress in the status; errors end up there too.
     """
     from . import ui
+    from .engine import RunRequest, prepare, user_message
     from .models import DEFAULT_TARGET
 
     try:
