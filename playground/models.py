@@ -612,6 +612,10 @@ class BulkArrayGGUFReader(gguf_package.GGUFReader):
 _gguf_loader_patch = threading.Lock()  # the patch below is process-wide: one conversion at a time
 
 
+def _no_vocab_size_warning(record: logging.LogRecord) -> bool:
+    return "vocab_size" not in record.getMessage()
+
+
 @contextlib.contextmanager
 def gguf_read_once(path: Path) -> Iterator[None]:
     """Inside this block Transformers' GGUF loader parses `path` once, however often it asks.
@@ -650,10 +654,14 @@ def gguf_read_once(path: Path) -> Iterator[None]:
                 return real_load(file, return_tensors, **kwargs)
             if return_tensors:
                 loading_weights.set()
+                # Without the vocabulary the loader warns that it cannot infer vocab_size, which
+                # only its tensor processors would see (they read head counts): not worth a warning.
+                gguf_loader.logger.addFilter(_no_vocab_size_warning)
                 try:
                     return real_load(file, return_tensors, **kwargs)
                 finally:
                     loading_weights.clear()
+                    gguf_loader.logger.removeFilter(_no_vocab_size_warning)
             if not metadata:
                 metadata.append(real_load(file))
             return copy.deepcopy(metadata[0])
