@@ -810,10 +810,14 @@ def main() -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
-    start_preload()
     demo = build_ui()
+    # Serve first, then load: the page answers (and shows the load's progress) while the start-up
+    # load imports torch and Transformers; both compete for the same interpreter lock otherwise.
     demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        prevent_thread_lock=True,
         **launch_kwargs(),
     )
+    start_preload()
+    demo.block_thread()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import gguf
@@ -101,3 +103,46 @@ def test_the_page_is_built_without_importing_torch() -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
                             check=True)
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_bundled_assistant_is_converted_in_the_background_after_the_start_up_load(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_gguf: Path) -> None:
+    """Choosing a method that needs a bundled assistant converts it in the background once the target's
+    load is done (a run that needs it then waits for that conversion instead of starting its own)."""
+    from playground import ui
+
+    monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
+    source = models.GgufSource(filename="tiny.gguf", sha256=models._sha256(tiny_gguf), requirement="tiny",
+                               module="tiny")
+    entry = models.ModelEntry(key="bundled/tiny", label="Tiny", description="", source="bundled", gguf=source)
+    monkeypatch.setitem(models.CATALOGUE, entry.key, entry)
+    monkeypatch.setitem(ui.CATALOGUE, entry.key, entry)
+    preload = ui.Preload()
+    monkeypatch.setattr(ui, "PRELOAD", preload)
+
+    ui.on_method_change("universal", models.DEFAULT_TARGET, entry.key)
+    assert not any(t.name == "playground-convert-assistant" for t in threading.enumerate())  # no start-up load
+
+    preload.thread = threading.current_thread()  # a start-up load is running
+    ui.on_method_change("universal", models.DEFAULT_TARGET, entry.key)
+    time.sleep(0.5)
+    assert not models._cache_is_valid(models.converted_dir(entry.key), source)  # waits for the target's load
+    assert preload.background_message() == preload.message
+    preload.done.set()
+    worker = next(t for t in threading.enumerate() if t.name == "playground-convert-assistant")
+    worker.join(120)
+    assert models._cache_is_valid(models.converted_dir(entry.key), source)
+    assert preload.background_message() is None
+    ui.on_method_change("universal", models.DEFAULT_TARGET, entry.key)  # once only
+    assert not any(t.name == "playground-convert-assistant" for t in threading.enumerate())
+
+
+def test_the_start_up_status_says_what_it_does_and_for_how_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    from playground import ui
+
+    preload = ui.Preload()
+    preload.thread, preload.started = threading.current_thread(), time.monotonic() - 12
+    preload.message = "Converting Tiny to safetensors (one time only): dequantising weights (3/12 tensors): 56% done, about 9 s left"
+    monkeypatch.setattr(ui, "PRELOAD", preload)
+    status = ui.initial_status()
+    assert "56% done, about 9 s left" in status and "12 s since start-up" in status and 'data-kind="running"' in status

