@@ -100,6 +100,7 @@ def main() -> int:
     args = parser.parse_args()
     load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="playground-startup-"))
+    logs = Path(tempfile.mkdtemp(prefix="playground-startup-logs-"))
     env = {**os.environ, "PLAYGROUND_CACHE_DIR": str(work / "cache")}
     figures: dict[str, Any] = {}
 
@@ -115,11 +116,11 @@ def main() -> int:
     figures["plain_gguf_load_s"] = round(timed([sys.executable, "-c", PLAIN_GGUF_LOAD, str(gguf_dir), source.filename]), 1)
 
     print("cold start (empty cache: the conversion runs)…", flush=True)
-    figures["cold"] = start_to_first_token(work / "cache", work / "cold.log")
+    figures["cold"] = start_to_first_token(work / "cache", logs / "cold.log")
     marker = json.loads((work / "cache" / "converted" / DEFAULT_TARGET.replace("/", "--") / "playground.json").read_text())
     figures["conversion_s"] = marker["conversion_s"]
     print("warm start…", flush=True)
-    figures["warm"] = start_to_first_token(work / "cache", work / "warm.log")
+    figures["warm"] = start_to_first_token(work / "cache", logs / "warm.log")
     print("CLI warm run of 8 tokens…", flush=True)
     figures["cli_run_s"] = round(timed([sys.executable, "-m", "playground", "run", "--prompt", PROMPT,
                                         "--max-new-tokens", "8", "--quiet"], env), 1)
@@ -145,7 +146,8 @@ def main() -> int:
         verdict = "" if met is None else ("met" if met else "NOT met")
         print(f"{name:38s} {value:44s} {goal:9s} {verdict}")
     print(f"\n{figures['machine']['cpus']} CPUs, bfloat16 hardware: {', '.join(figures['machine']['bf16']) or 'none'}; "
-          f"load average before {figures['load_average']['before']}, after {figures['load_average']['after']}")
+          f"load average before {figures['load_average']['before']}, after {figures['load_average']['after']}; "
+          f"server logs in {logs}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     shutil.rmtree(work, ignore_errors=True)  # a converted model is a gigabyte
