@@ -102,27 +102,38 @@ def position_acceptance_figure(aggs: list[dict[str, Any]], category: str | None 
             continue
         fig.add_scatter(x=list(range(1, len(rates) + 1)), y=rates, mode="lines+markers", name=a["label"],
                         line_color=_color(i), customdata=counts,
-                        hovertemplate="position %{x}: %{y:.0%} kept (%{customdata[1]} of %{customdata[0]})")
-    return _layout(fig, "Acceptance by position within the draft", xaxis_title="drafted token position",
+                        hovertemplate="position %{x}: %{y:.0%} of the drafts that reached verification kept "
+                                      "(%{customdata[1]} of %{customdata[0]})")
+        judged = a.get("position_acceptance_judged") or []
+        if judged:
+            fig.add_scatter(x=list(range(1, len(judged) + 1)), y=judged, mode="lines+markers",
+                            name=f"{a['label']} (given judged)", line=dict(color=_color(i), dash="dot"),
+                            customdata=counts, hovertemplate="position %{x}: %{y:.0%} accepted of those judged, i.e. "
+                                                             "every draft before it kept (%{customdata[1]} of "
+                                                             "%{customdata[2]})")
+    return _layout(fig, "Acceptance by position within the draft (solid: of drafts reaching verification; dotted: "
+                   "of drafts judged)", xaxis_title="drafted token position",
                    yaxis_title="share accepted", yaxis_range=[0, 1.05], xaxis_dtick=1)
 
 
 def step_cost_figure(aggs: list[dict[str, Any]], category: str | None = None) -> go.Figure:
-    """Mean draft and verify time per step (stacked), tokens per step on top; baseline's step as reference."""
+    """Mean draft, verify and other time per step (stacked), tokens per step on top; baseline's step as reference."""
     rows = _pick(aggs, category)
     labels = [a["label"] for a in rows]
     fig = go.Figure()
     fig.add_bar(x=labels, y=[a.get("draft_ms_per_step") for a in rows], name="draft ms / step", marker_color="#ffa15a")
     fig.add_bar(x=labels, y=[a.get("verify_ms_per_step") for a in rows], name="verify ms / step",
-                marker_color="#636efa",
+                marker_color="#636efa")
+    fig.add_bar(x=labels, y=[a.get("other_ms_per_step") or 0.0 for a in rows], name="other ms / step",
+                marker_color="#9a9a9a",
                 text=[("" if a.get("tokens_per_step") is None else f"τ={a['tokens_per_step']:.2f}") for a in rows],
                 textposition="outside")
     base = [a for a in rows if a["method"] == "baseline"]
     if base and base[0].get("verify_ms_per_step"):
         # Named in the legend, not labelled on the line: a label there lands on the tallest bar.
-        fig.add_hline(y=base[0]["verify_ms_per_step"], line_dash="dash", line_color=BASELINE_COLOR,
-                      showlegend=True, name="one baseline step")
-    return _layout(fig, "Time per step: drafting vs verification (τ = tokens per step)", barmode="stack",
+        fig.add_hline(y=base[0]["verify_ms_per_step"] + (base[0].get("other_ms_per_step") or 0.0), line_dash="dash",
+                      line_color=BASELINE_COLOR, showlegend=True, name="one baseline step")
+    return _layout(fig, "Time per step: draft vs verify vs other (τ = tokens per step)", barmode="stack",
                    yaxis_title="ms per step")
 
 
@@ -197,11 +208,11 @@ def render_report(result: Any) -> str:
     parts: list[str] = []
     parts.append(f"<h1>Assisted decoding benchmark: {_e(meta.get('target'))}</h1>")
     parts.append(
-        f"<p class='small'>{_e(meta.get('created'))} · {meta.get('prompts')} prompts "
-        f"({_e(', '.join(meta.get('categories', [])))}) · {meta.get('repeats')} repeats · "
-        f"max {meta.get('max_new_tokens')} new tokens · {_e(env.get('dtype'))} ({_e(env.get('precision', ''))}) · "
-        f"{_e(env.get('device'))}, {env.get('threads')} threads · torch {_e(env.get('torch'))}, transformers "
-        f"{_e(env.get('transformers'))} · chat template: {_e(env.get('chat'))} · wall {meta.get('wall_s')} s</p>")
+        f"<p class='small'>{_e(meta.get('created'))} · {_e(meta.get('prompts'))} prompts "
+        f"({_e(', '.join(meta.get('categories', [])))}) · {_e(meta.get('repeats'))} repeats · "
+        f"max {_e(meta.get('max_new_tokens'))} new tokens · {_e(env.get('dtype'))} ({_e(env.get('precision', ''))}) · "
+        f"{_e(env.get('device'))}, {_e(env.get('threads'))} threads · torch {_e(env.get('torch'))}, transformers "
+        f"{_e(env.get('transformers'))} · chat template: {_e(env.get('chat'))} · wall {_e(meta.get('wall_s'))} s</p>")
     if meta.get("command"):
         parts.append(f"<pre>{_e(meta['command'])}</pre>")
     parts.append("<p class='small'>Timings come from the machine as it was during the run: on CPU cores shared with "
@@ -237,8 +248,8 @@ def render_report(result: Any) -> str:
     for a in aggs:
         loss = "–" if a["method"] == "baseline" else (
             "<span class='ok'>ok</span>" if not a.get("lossless_mismatches") else
-            f"<span class='{'bad' if a.get('lossless_errors') else 'warn'}'>{a['lossless_mismatches']} differ</span>")
-        body.append([_lbl(a["label"]), _e(a["category"]), str(a["prompts"]), _f(a.get("speedup"), ".2f", "×"),
+            f"<span class='{'bad' if a.get('lossless_errors') else 'warn'}'>{_e(a['lossless_mismatches'])} differ</span>")
+        body.append([_lbl(a["label"]), _e(a["category"]), _e(a["prompts"]), _f(a.get("speedup"), ".2f", "×"),
                      _f(a.get("tokens_per_s"), ".1f"), _f(a.get("acceptance_rate"), ".0%"),
                      _f(a.get("tokens_per_step")), _f(a.get("draft_ms_per_step"), ".0f"),
                      _f(a.get("verify_ms_per_step"), ".0f"), _f(a.get("theoretical_speedup"), ".2f", "×"),
@@ -332,7 +343,7 @@ def render_report(result: Any) -> str:
     if overhead["median_ratio"] is not None:
         per = ", ".join(f"{_e(k)} {v:.3f}" for k, v in overhead["per_method"].items())
         parts.append(f"<p>Median ratio instrumented / plain <code>generate()</code> (same arguments, interleaved): "
-                     f"<b>{overhead['median_ratio']:.3f}</b> over {overhead['runs']} pairs of runs ({per}). "
+                     f"<b>{overhead['median_ratio']:.3f}</b> over {_e(overhead['runs'])} pairs of runs ({per}). "
                      "The quality bar is ≤ 1.03; on shared cores single pairs scatter by several percent either way.</p>")
     else:
         parts.append("<p>Not measured (--no-overhead).</p>")

@@ -9,20 +9,39 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+import types
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version 1 lacked `other_ms`, `setup_ms` and `discarded` (its `rejected` held every draft after the first
+# refused one); it still loads, converted by `_upgrade_v1`.
+READABLE_VERSIONS = (1, 2)
+
+# A trace file is untrusted input (a visitor can upload anything, a teacher opens a student's file):
+# `Trace.from_dict` checks every field against its annotation and these bounds before anything renders it.
+# Real traces stay far below them (the server caps new tokens at PLAYGROUND_MAX_NEW_TOKENS, 512 by default).
+MAX_TRACE_STEPS = 100_000  # verification steps in one trace
+MAX_LIST_ITEMS = 100_000  # items in any one list (output ids; one step's drafts are tens)
+MAX_TRACE_TOKENS = 1_000_000  # token ids in all lists of the trace together
+MAX_TEXT_CHARS = 1_000_000  # characters in any one string (prompt, output text, a token's text)
+MAX_TOKEN_ID = 2**31 - 1  # ids are below the recorded vocab_size; traces without one get this bound
+MAX_COUNT = 2**53  # any other integer (counts, indices): exact in a float, as JSON readers need
+MAX_MAPPING_DEPTH = 4  # nesting of the free-form objects (params, decoding, env)
+MAX_MAPPING_ITEMS = 1_000  # keys and items in one free-form object, nested ones included
+PROBABILITIES = frozenset({"q", "p", "mixture", "acceptance_rate"})  # fields (or lists) of values in [0, 1]
 
 # Token statuses used by renderers (and as `data-status` in the HTML).
 ACCEPTED = "accepted"  # drafted and kept by the target
-REJECTED = "rejected"  # drafted and refused by the target
+REJECTED = "rejected"  # the first drafted token the target refused
+DISCARDED = "discarded"  # drafted after a refused token: dropped without being judged
 CORRECTION = "correction"  # the target's own token after a rejection
 BONUS = "bonus"  # the free extra token after a fully accepted draft
 TARGET = "target"  # produced by the target with no draft in that step
 UNVERIFIED = "unverified"  # drafted past the end of generation, never checked
-STATUSES = (ACCEPTED, REJECTED, CORRECTION, BONUS, TARGET, UNVERIFIED)
+STATUSES = (ACCEPTED, REJECTED, DISCARDED, CORRECTION, BONUS, TARGET, UNVERIFIED)
 
 
 class TraceFormatError(ValueError):
@@ -31,20 +50,32 @@ class TraceFormatError(ValueError):
 
 @dataclass
 class Step:
-    """One verification step: one target forward pass (for baseline: one decoding step)."""
+    """One verification step: one target forward pass (for baseline: one decoding step).
+
+    Times (ms) partition the step: `draft_ms` is the drafter's `get_candidates` (0 for baseline); `verify_ms`
+    runs from the end of drafting (baseline: the start of the target's forward) until the step's tokens are
+    decided (the target forward, logits processing, acceptance, cache crop; for baseline the token choice
+    and the stopping check, which Transformers runs before streaming the token); `other_ms` is the rest of
+    the loop until the next step begins or `generate()` returns (candidate-strategy update, kwargs update,
+    stopping criteria).
+    """
 
     index: int
     drafted: list[int]  # ids in the target's vocabulary
     accepted: int  # how many leading drafted tokens were kept
-    rejected: list[int]  # drafted tokens the target refused
+    rejected: list[int]  # the first drafted token the target refused (at most one)
     emitted: list[int]  # tokens actually appended to the output
     unverified: list[int] = field(default_factory=list)  # drafts cut off by EOS / length
+    discarded: list[int] = field(default_factory=list)  # drafts after the rejected one, never judged
     drafted_text: list[str] = field(default_factory=list)
     emitted_text: list[str] = field(default_factory=list)
     draft_ms: float = 0.0
     verify_ms: float = 0.0
-    q: list[float] | None = None  # draft probability of each drafted token
+    other_ms: float = 0.0
+    q: list[float] | None = None  # draft probability of each drafted token (under sampling: doubly warped)
     p: list[float] | None = None  # target probability of each drafted token
+    mixture: list[float] | None = None  # ensemble verification: v = w·p + (1−w)·q, the distribution judged
+    no_draft_reason: str = ""  # why a drafting method's step drafted nothing (empty where it drafted)
 
     @property
     def draft_len(self) -> int:
@@ -52,13 +83,24 @@ class Step:
 
     @property
     def verified_drafts(self) -> int:
-        """Drafted tokens the target actually judged (unverified ones are excluded)."""
+        """Drafted tokens that reached verification (unverified ones are excluded; discarded ones count)."""
         return len(self.drafted) - len(self.unverified)
+
+    @property
+    def judged_drafts(self) -> int:
+        """Drafted tokens the target actually judged: the accepted ones and the first refused one."""
+        return self.accepted + len(self.rejected)
+
+    @property
+    def time_ms(self) -> float:
+        """The whole step: draft + verify + other."""
+        return self.draft_ms + self.verify_ms + self.other_ms
 
     def token_statuses(self) -> list[tuple[int, str, str, int | None]]:
         """Tokens in reading order as (id, text, status, index into drafted or None).
 
-        Rejected drafts stay where they were proposed, followed by the target's correction.
+        The rejected draft and the discarded ones after it stay where they were proposed, followed by the
+        target's correction.
         """
         out: list[tuple[int, str, str, int | None]] = []
         texts = self.drafted_text or [""] * len(self.drafted)
@@ -74,6 +116,8 @@ class Step:
         if self.rejected:
             for i in range(start, start + len(self.rejected)):
                 out.append((self.drafted[i], texts[i], REJECTED, i))
+            for i in range(start + len(self.rejected), start + len(self.rejected) + len(self.discarded)):
+                out.append((self.drafted[i], texts[i], DISCARDED, i))
         for j, tok in enumerate(extra):
             status = CORRECTION if self.rejected else BONUS
             out.append((tok, etexts[self.accepted + j], status, None))
@@ -93,10 +137,14 @@ class Summary:
     unverified: int = 0
     acceptance_rate: float | None = None  # accepted / drafted; None when nothing was drafted
     tokens_per_step: float | None = None
-    elapsed_s: float = 0.0  # generation time only (no loading, no tokenising)
+    elapsed_s: float = 0.0  # generation time only (no loading, no tokenising) = setup + Σ steps' phases
     tokens_per_s: float | None = None
     draft_ms: float = 0.0
     verify_ms: float = 0.0
+    other_ms: float = 0.0
+    setup_ms: float = 0.0  # the trace's setup_ms, repeated so a summary row stands alone
+    rejected: int = 0  # drafted tokens judged and refused (at most one per step)
+    discarded: int = 0  # drafted tokens dropped after a refusal, never judged
 
 
 @dataclass
@@ -114,13 +162,15 @@ class Trace:
     output_ids: list[int] = field(default_factory=list)
     output_text: str = ""
     finish_reason: str = ""  # eos | length | stopped | timeout | error
+    setup_ms: float = 0.0  # time inside generate() before the first step (candidate generator, head pruning, MTP layers)
     steps: list[Step] = field(default_factory=list)
     summary: Summary = field(default_factory=Summary)
     schema_version: int = SCHEMA_VERSION
+    vocab_size: int | None = None  # the target's vocabulary (token ids are below it); None in older traces
 
     def summarize(self, elapsed_s: float) -> Summary:
         """Recompute the summary from the steps (the single definition of every figure)."""
-        self.summary = summarize_steps(self.steps, elapsed_s)
+        self.summary = summarize_steps(self.steps, elapsed_s, self.setup_ms)
         return self.summary
 
     def to_dict(self) -> dict[str, Any]:
@@ -134,18 +184,22 @@ class Trace:
 
     @classmethod
     def from_dict(cls, data: Any) -> "Trace":
+        """A trace from parsed JSON, every field checked (type, range, size) as untrusted input."""
         if not isinstance(data, dict) or "steps" not in data or "method" not in data:
             raise TraceFormatError("not a playground trace (no 'method' and 'steps')")
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise TraceFormatError(f"trace schema_version {version!r} is not supported (expected {SCHEMA_VERSION})")
-        try:
-            steps = [_build(Step, s) for s in data["steps"]]
-            summary = _build(Summary, data.get("summary") or {})
-            rest = {k: v for k, v in data.items() if k in _field_names(cls) and k not in ("steps", "summary")}
-            trace = cls(**rest, steps=steps, summary=summary)
-        except (TypeError, KeyError) as exc:
-            raise TraceFormatError(f"malformed trace: {exc}") from None
+        if version not in READABLE_VERSIONS:
+            raise TraceFormatError(f"trace schema_version {short_repr(version)} is not supported "
+                                   f"(expected one of {', '.join(map(str, READABLE_VERSIONS))})")
+        if version == 1:
+            data = _upgrade_v1(data)
+        steps = data["steps"]
+        if isinstance(steps, list) and len(steps) > MAX_TRACE_STEPS:
+            raise TraceFormatError(f"the trace has {len(steps)} steps; at most {MAX_TRACE_STEPS} can be replayed")
+        vocab_size = _Reader(MAX_TOKEN_ID + 1).value(data.get("vocab_size"), int | None, "vocab_size")
+        if vocab_size is not None and not 1 <= vocab_size <= MAX_TOKEN_ID + 1:
+            raise TraceFormatError(f"malformed trace: vocab_size must be between 1 and {MAX_TOKEN_ID + 1}")
+        trace = _Reader(vocab_size or MAX_TOKEN_ID + 1).record(cls, data, "trace")
         check_invariants(trace)
         return trace
 
@@ -162,17 +216,141 @@ class Trace:
         return cls.from_json(Path(path).read_bytes())
 
 
-def _field_names(cls: type) -> set[str]:
-    return {f.name for f in fields(cls)}
+def short_repr(value: Any, limit: int = 40) -> str:
+    """A value for a message: its repr, cut short (a hostile file must not fill the page)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _build(cls: type, data: Any) -> Any:
-    if not isinstance(data, dict):
-        raise TypeError(f"{cls.__name__} must be an object")
-    return cls(**{k: v for k, v in data.items() if k in _field_names(cls)})
+def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 trace in schema 2's terms: `rejected` kept only the first refused draft, the rest became
+    `discarded`; the time outside draft and verify was not measured (`other_ms` and `setup_ms` are 0)."""
+    steps = []
+    for step in data["steps"]:
+        if isinstance(step, dict) and isinstance(step.get("rejected"), list) and "discarded" not in step:
+            step = {**step, "rejected": step["rejected"][:1], "discarded": step["rejected"][1:]}
+        steps.append(step)
+    summary = data.get("summary")
+    if isinstance(summary, dict):
+        summary = {k: v for k, v in summary.items() if k not in ("rejected", "discarded", "other_ms", "setup_ms")}
+    return {**data, "steps": steps, "summary": summary, "schema_version": SCHEMA_VERSION}
 
 
-def summarize_steps(steps: list[Step], elapsed_s: float) -> Summary:
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return get_type_hints(cls)
+
+
+class _Reader:
+    """Checks parsed JSON against the dataclasses' annotations and builds the records.
+
+    Driven by the annotations, so a field added later is checked without touching this: `int` is a
+    non-negative count (not a bool), `float` a finite non-negative number ([0, 1] for PROBABILITIES),
+    `str` valid text, `list[int]` token ids below the vocabulary size, `dict[str, Any]` a small JSON
+    object, a dataclass a nested record, `X | None` either. Sizes are bounded by the MAX_* limits.
+    """
+
+    def __init__(self, id_limit: int) -> None:
+        self.id_limit = id_limit  # token ids must be below this
+        self.tokens = 0  # token ids read so far (MAX_TRACE_TOKENS)
+
+    def fail(self, where: str, expected: str, value: Any) -> TraceFormatError:
+        return TraceFormatError(f"malformed trace: {where} must be {expected}; got {short_repr(value)}")
+
+    def record(self, cls: type, data: Any, where: str) -> Any:
+        if not isinstance(data, dict):
+            raise self.fail(where, f"an object ({cls.__name__})", data)
+        values = {}
+        for f in fields(cls):
+            if f.name not in data:
+                if f.default is MISSING and f.default_factory is MISSING:
+                    raise TraceFormatError(f"malformed trace: {where} has no '{f.name}'")
+                continue
+            values[f.name] = self.value(data[f.name], _hints(cls)[f.name], f"{where}.{f.name}", f.name)
+        return cls(**values)  # keys of other fields (a newer schema's) are ignored
+
+    def value(self, value: Any, hint: Any, where: str, name: str = "") -> Any:
+        origin, args = get_origin(hint), get_args(hint)
+        if origin in (Union, types.UnionType):
+            if value is None and type(None) in args:
+                return None
+            (inner,) = [a for a in args if a is not type(None)]
+            return self.value(value, inner, where, name)
+        if is_dataclass(hint):
+            return self.record(hint, value, where)
+        if hint is bool:
+            if not isinstance(value, bool):
+                raise self.fail(where, "true or false", value)
+            return value
+        if hint is int:
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
+                raise self.fail(where, f"a whole number from 0 to {MAX_COUNT}", value)
+            return value
+        if hint is float:
+            top = 1.0 if name in PROBABILITIES else math.inf
+            if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+                    or not 0 <= value <= top):
+                raise self.fail(where, "a probability from 0 to 1" if top == 1.0 else "a finite number ≥ 0", value)
+            return float(value)
+        if hint is str:
+            return self.text(value, where)
+        if origin is list:
+            if not isinstance(value, list):
+                raise self.fail(where, "a list", value)
+            if len(value) > MAX_LIST_ITEMS:
+                raise TraceFormatError(f"malformed trace: {where} has {len(value)} items; the limit is {MAX_LIST_ITEMS}")
+            (item,) = args
+            if item is int:  # every list of integers in a trace holds token ids
+                return [self.token_id(v, f"{where}[{i}]") for i, v in enumerate(value)]
+            return [self.value(v, item, f"{where}[{i}]", name) for i, v in enumerate(value)]
+        if origin is dict or hint is dict:
+            return self.mapping(value, where, MAX_MAPPING_DEPTH, [0])
+        raise TypeError(f"no rule for {where}: {hint!r}")  # a new kind of field: add its rule above
+
+    def token_id(self, value: Any, where: str) -> int:
+        self.tokens += 1
+        if self.tokens > MAX_TRACE_TOKENS:
+            raise TraceFormatError(f"the trace holds more than {MAX_TRACE_TOKENS} token ids; it cannot be replayed")
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < self.id_limit:
+            raise self.fail(where, f"a token id (a whole number from 0 to {self.id_limit - 1})", value)
+        return value
+
+    def text(self, value: Any, where: str) -> str:
+        if not isinstance(value, str):
+            raise self.fail(where, "text", value)
+        if len(value) > MAX_TEXT_CHARS:
+            raise TraceFormatError(f"malformed trace: {where} has {len(value)} characters; the limit is {MAX_TEXT_CHARS}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate ("\ud800" in JSON): not text a page can show
+            raise TraceFormatError(f"malformed trace: {where} is not valid text (lone surrogate)") from None
+        return value
+
+    def mapping(self, value: Any, where: str, depth: int, count: list[int]) -> Any:
+        """A free-form JSON value (params, decoding, env): small, shallow, finite numbers, valid text."""
+        count[0] += 1
+        if count[0] > MAX_MAPPING_ITEMS:
+            raise TraceFormatError(f"malformed trace: {where} holds more than {MAX_MAPPING_ITEMS} items")
+        if value is None or isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            if abs(value) > MAX_COUNT:
+                raise self.fail(where, f"a number of at most {MAX_COUNT} in size", value)
+            return value
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise self.fail(where, "a finite number", value)
+            return value
+        if isinstance(value, str):
+            return self.text(value, where)
+        if depth <= 0 or not isinstance(value, (list, dict)):
+            raise self.fail(where, f"JSON nested at most {MAX_MAPPING_DEPTH} deep", value)
+        if isinstance(value, list):
+            return [self.mapping(v, f"{where}[{i}]", depth - 1, count) for i, v in enumerate(value)]
+        return {self.text(k, where): self.mapping(v, f"{where}.{k}", depth - 1, count) for k, v in value.items()}
+
+
+def summarize_steps(steps: list[Step], elapsed_s: float, setup_ms: float = 0.0) -> Summary:
     new_tokens = sum(len(s.emitted) for s in steps)
     drafted = sum(s.verified_drafts for s in steps)
     accepted = sum(s.accepted for s in steps)
@@ -189,17 +367,22 @@ def summarize_steps(steps: list[Step], elapsed_s: float) -> Summary:
         tokens_per_s=(new_tokens / elapsed_s) if elapsed_s > 0 else None,
         draft_ms=sum(s.draft_ms for s in steps),
         verify_ms=sum(s.verify_ms for s in steps),
+        other_ms=sum(s.other_ms for s in steps),
+        setup_ms=setup_ms,
+        rejected=sum(len(s.rejected) for s in steps),
+        discarded=sum(len(s.discarded) for s in steps),
     )
 
 
-def classify_step(drafted: list[int], emitted: list[int], cut: bool) -> tuple[int, list[int], list[int]]:
-    """Return (accepted, rejected, unverified) for one step from what was drafted and emitted.
+def classify_step(drafted: list[int], emitted: list[int], cut: bool) -> tuple[int, list[int], list[int], list[int]]:
+    """Return (accepted, rejected, discarded, unverified) for one step from what was drafted and emitted.
 
     Derived by comparing ids rather than trusting the loop's match count, which is off by one
     when an accepted draft was itself the EOS that cut the step. A step normally emits
     accepted + 1 tokens; when the end of generation (`cut`: EOS or the length limit) stopped it
     right after accepted drafts, it emitted only `accepted` and the remaining drafts were never
-    judged (unverified, not rejected).
+    judged (unverified, not rejected). Only the first refused draft was judged (rejected); the target's
+    probabilities after it are conditioned on a refused prefix, so the drafts after it are discarded unjudged.
     """
     accepted = 0
     for d, e in zip(drafted, emitted):
@@ -208,11 +391,11 @@ def classify_step(drafted: list[int], emitted: list[int], cut: bool) -> tuple[in
         accepted += 1
     if accepted == len(emitted) and emitted:
         if cut:
-            return accepted, [], drafted[accepted:]
+            return accepted, [], [], drafted[accepted:]
         # Not cut, yet every emitted token equals a draft: the token after the last match was
         # resampled to the drafted id (possible only under ensemble verification).
         accepted -= 1
-    return accepted, drafted[accepted:], []
+    return accepted, drafted[accepted:accepted + 1], drafted[accepted + 1:], []
 
 
 def check_invariants(trace: Trace) -> None:
@@ -223,29 +406,47 @@ def check_invariants(trace: Trace) -> None:
             raise TraceFormatError(f"step {i}: emitted[:accepted] differs from drafted[:accepted]")
         if len(s.emitted) not in (s.accepted, s.accepted + 1):
             raise TraceFormatError(f"step {i}: emitted {len(s.emitted)} tokens with {s.accepted} accepted")
-        if s.accepted + len(s.rejected) + len(s.unverified) != len(s.drafted):
-            raise TraceFormatError(f"step {i}: accepted + rejected + unverified != drafted")
+        if s.accepted + len(s.rejected) + len(s.discarded) + len(s.unverified) != len(s.drafted):
+            raise TraceFormatError(f"step {i}: accepted + rejected + discarded + unverified != drafted")
+        if len(s.rejected) > 1 or (s.discarded and not s.rejected):
+            raise TraceFormatError(f"step {i}: only the first refused draft is rejected; the ones after it are discarded")
+        for name in ("draft_ms", "verify_ms", "other_ms"):
+            value = getattr(s, name)
+            if not isinstance(value, (int, float)) or not value >= 0:
+                raise TraceFormatError(f"step {i}: {name} must be a time in ms (>= 0)")
         if len(s.emitted) == s.accepted and i != len(trace.steps) - 1 and s.emitted:
             raise TraceFormatError(f"step {i}: only the last step may be cut short")
-        for name in ("q", "p"):
+        for name in ("q", "p", "mixture"):
             values = getattr(s, name)
             if values is not None and (
                 len(values) != len(s.drafted) or any(not isinstance(v, (int, float)) or math.isnan(v) for v in values)
             ):
                 raise TraceFormatError(f"step {i}: {name} must hold one probability per drafted token")
+        for texts, ids in (("drafted_text", s.drafted), ("emitted_text", s.emitted)):
+            if len(getattr(s, texts)) not in (0, len(ids)):
+                raise TraceFormatError(f"step {i}: {texts} must hold one text per token (or none)")
         joined.extend(s.emitted)
     if joined != trace.output_ids:
         raise TraceFormatError("emitted tokens of all steps do not concatenate to output_ids")
 
 
-def acceptance_by_position(steps: list[Step]) -> list[tuple[int, int]]:
-    """For draft position k (0-based): (times a k-th token was verified, times it survived)."""
+def acceptance_by_position(steps: list[Step]) -> list[tuple[int, int, int]]:
+    """For draft position k (0-based): (times a k-th token was drafted and reached verification, times it
+    survived, times it was judged).
+
+    kept / drafted is the unconditional rate: the chance the k-th draft survives, which is what decides the
+    best draft length. kept / judged is the conditional rate: the chance it is accepted given every draft
+    before it was (drafts after a refused one are discarded unjudged). Drafts cut by the end of generation
+    (unverified) count in neither.
+    """
     counts: list[list[int]] = []
     for s in steps:
         for k in range(s.verified_drafts):
             while len(counts) <= k:
-                counts.append([0, 0])
+                counts.append([0, 0, 0])
             counts[k][0] += 1
             if k < s.accepted:
                 counts[k][1] += 1
-    return [(n, kept) for n, kept in counts]
+            if k < s.judged_drafts:
+                counts[k][2] += 1
+    return [(n, kept, judged) for n, kept, judged in counts]

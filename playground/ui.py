@@ -7,18 +7,22 @@ with `render` and `charts`.
 
 The streaming handler `generate` is also the API endpoint ``/generate``; its parameter names
 mirror the CLI (`prompt`, `target`, `assistant`, `method`, `params`, `max_new_tokens`, `sample`,
-`temperature`, `top_p`, `top_k`, `seed`, `chat`, `dtype`) and its first output is the coloured
-HTML. In the page, a click first gathers the visible method controls into the hidden `params`
+`temperature`, `top_p`, `top_k`, `seed`, `chat`, `dtype`, then `check_plain`, appended so older clients
+keep working) and its first output is the coloured HTML. With `check_plain`, the same settings then
+run without drafting and the stats say how much faster the run was and whether its output is
+identical to plain `generate()` (if not: where, and why). In the page, a click first gathers the visible method controls into the hidden `params`
 JSON, then runs `generate`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import logging
 import math
 import os
+import secrets
 import tempfile
 import threading
 import time
@@ -28,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import gradio as gr
 
-from . import charts, render, teach
+from . import bench, charts, render, teach
 from .examples import EXAMPLES as EXAMPLE_SET
 from .errors import PlaygroundError
 from .gpu import gpu
@@ -213,6 +217,15 @@ def parse_chat(chat: Any) -> bool | None:
     raise PlaygroundError(f"chat must be auto, on or off; got {chat!r}")
 
 
+def parse_flag(value: Any, name: str) -> bool:
+    """A boolean from the API: true/false, or the strings "true"/"false"; None means false."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise PlaygroundError(f"{name} must be true or false; got {value!r}")
+
+
 def build_request(prompt: str, target: str | None, assistant: str | None, method: str | None, params: Any,
                   max_new_tokens: float | None, sample: bool | None, temperature: float | None,
                   top_p: float | None, top_k: float | None, seed: float | None, chat: Any,
@@ -240,13 +253,6 @@ def build_request(prompt: str, target: str | None, assistant: str | None, method
             raise PlaygroundError(f"{name} must be text; got {value!r}")
         return value.strip() or default
 
-    def flag(value: Any, name: str) -> bool:
-        if value is None or isinstance(value, bool):
-            return bool(value)
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-        raise PlaygroundError(f"{name} must be true or false; got {value!r}")
-
     if prompt is not None and not isinstance(prompt, str):
         raise PlaygroundError(f"prompt must be text; got {prompt!r}")
     return RunRequest(
@@ -256,7 +262,7 @@ def build_request(prompt: str, target: str | None, assistant: str | None, method
         assistant=text(assistant, "", "assistant") or None,
         params=parse_params(params),
         max_new_tokens=integer(max_new_tokens, 64, "max_new_tokens"),
-        sample=flag(sample, "sample"),
+        sample=parse_flag(sample, "sample"),
         temperature=number(temperature, 1.0, "temperature"),
         top_p=number(top_p, 1.0, "top_p"),
         top_k=integer(top_k, 0, "top_k"),
@@ -447,30 +453,56 @@ TRACE_FILES_KEPT_S = 7200  # as long as Gradio keeps its own copies (`delete_cac
 TRACE_PRUNE_EVERY_S = 600  # the sweep reads every session's folder: not at the end of every run
 _TRACE_FILES_LOCK = threading.Lock()  # pruning never removes a folder another run is writing into
 _last_trace_prune = -math.inf  # time.monotonic() of the last sweep (none yet)
+# Session key -> the name of its trace folder. The key is the client's session hash, which a client
+# chooses freely (`../../x`, an absolute path): it is only ever a dictionary key here, never part of a
+# path. Folder names are random and made by the server.
+_TRACE_FOLDERS: dict[str, str] = {}
+
+
+def trace_root() -> Path:
+    """The one directory the server writes trace files under (one folder per session inside it)."""
+    return Path(tempfile.gettempdir()) / "assisted-playground-traces"
 
 
 def _save_trace(live: LiveRun, key: str) -> str:
     """Write the run's trace for the Download button: one file per session (the previous one is
     replaced), and sessions idle for longer than TRACE_FILES_KEPT_S lose theirs (swept at most every
-    TRACE_PRUNE_EVERY_S), so a long-lived server's temp dir does not fill up with every visitor's traces."""
-    root = Path(tempfile.gettempdir()) / "assisted-playground-traces"
+    TRACE_PRUNE_EVERY_S), so a long-lived server's temp dir does not fill up with every visitor's traces.
+    Every path is the server's own: `trace_root()`, a random folder name, the registry's method name."""
+    root = trace_root()
     global _last_trace_prune
     stamp = time.strftime("%Y%m%d-%H%M%S")
     with _TRACE_FILES_LOCK:
         if time.monotonic() - _last_trace_prune >= TRACE_PRUNE_EVERY_S:
             _last_trace_prune = time.monotonic()
             _prune_trace_files(root, TRACE_FILES_KEPT_S)
-        folder = root / key[:32]
+        folder = root / _TRACE_FOLDERS.setdefault(key, secrets.token_hex(16))
         folder.mkdir(parents=True, exist_ok=True)
         for old in folder.glob("trace-*.json"):
             old.unlink(missing_ok=True)
-        path = folder / f"trace-{live.trace.method}-{stamp}.json"
+        path = folder / f"trace-{get_method(live.trace.method).name}-{stamp}.json"
         live.trace.save(path)
     return str(path)
 
 
+def _drop_session_trace(key: str) -> None:
+    """A new run starts: the session's previous trace file goes (its Download button is hidden now)."""
+    with _TRACE_FILES_LOCK:
+        name = _TRACE_FOLDERS.get(key)
+        for old in (trace_root() / name).glob("trace-*.json") if name else ():
+            old.unlink(missing_ok=True)
+
+
+def session_trace(key: str) -> Path | None:
+    """The trace file of the session's last run, if that run finished and the file is still there."""
+    with _TRACE_FILES_LOCK:
+        name = _TRACE_FOLDERS.get(key)
+        files = sorted((trace_root() / name).glob("trace-*.json")) if name else []
+    return files[-1] if files else None
+
+
 def _prune_trace_files(root: Path, max_age_s: float) -> None:
-    """Remove the folders of sessions whose newest trace is older than `max_age_s`."""
+    """Remove the folders of sessions whose newest trace is older than `max_age_s` (and forget them)."""
     now = time.time()
     for folder in (root.iterdir() if root.is_dir() else ()):
         with contextlib.suppress(OSError):  # gone already, or not ours to remove
@@ -480,6 +512,9 @@ def _prune_trace_files(root: Path, max_age_s: float) -> None:
                 for f in files:
                     f.unlink(missing_ok=True)
                 folder.rmdir()
+    for key, name in list(_TRACE_FOLDERS.items()):
+        if not (root / name).is_dir():
+            del _TRACE_FOLDERS[key]
 
 
 def _done_message(live: LiveRun) -> tuple[str, str]:
@@ -514,6 +549,7 @@ def generate(
     seed: float = 0,
     chat: str = "auto",
     dtype: str = "auto",
+    check_plain: Any = False,
     request: gr.Request = None,  # type: ignore[assignment]
 ) -> Iterator[tuple[Any, ...]]:
     """Stream one generation: (tokens HTML, figures, acceptance chart, timing chart, status, trace file).
@@ -526,13 +562,14 @@ def generate(
     session = _Session()
     with _SESSIONS_LOCK:
         _SESSIONS[key] = session
+    _drop_session_trace(key)
     stream = render.TokenStream()
     live: LiveRun | None = None
     no_file = gr.update(value=None, visible=False)
 
     def error_outputs(exc: BaseException) -> tuple[Any, ...]:
         message = user_message(exc)
-        gr.Warning(message)
+        gr.Warning(html.escape(message))  # toasts render HTML: the visitor's input must stay text, as in the status box
         steps = live.trace.steps if live is not None else []
         tokens = stream.html() if len(stream) else render.empty_tokens("No output.")
         fig_a, fig_t = charts.figures(steps)
@@ -542,6 +579,7 @@ def generate(
     try:
         run_request = build_request(prompt, target, assistant, method, params, max_new_tokens, sample,
                                     temperature, top_p, top_k, seed, chat, dtype)
+        check = parse_flag(check_plain, "check_plain")
         yield (render.empty_tokens("Preparing…"), render.stats_html(None), *charts.figures([]),
                render.status_html(f"Preparing {run_request.target}…", "running"), no_file)
         prepared = None
@@ -577,7 +615,14 @@ def generate(
                 yield stream.html(), render.stats_html(live.trace.summary), fig_a, fig_t, gr.skip(), gr.skip()
         message, note = _done_message(live)
         path = _save_trace(live, key)
-        yield (stream.html(), render.stats_html(live.trace.summary), *charts.figures(live.trace.steps),
+        plain = None
+        if check and prepared.method.name != "baseline" and live.trace.finish_reason in ("eos", "length"):
+            yield (stream.html(), render.stats_html(live.trace.summary), gr.skip(), gr.skip(),
+                   render.status_html("Checking against plain generate() (the same settings without drafting)…",
+                                      "running"), gr.skip())
+            result = bench.check_against_plain(prepared, live.trace)
+            plain = (result.speedup, result.identical, result.verdict)
+        yield (stream.html(), render.stats_html(live.trace.summary, plain), *charts.figures(live.trace.steps),
                render.status_html(message, "done", note),
                gr.update(value=path, visible=True, label=f"Download trace ({Path(path).name})"))
     except Exception as exc:  # one clear message in the page; the server keeps serving
@@ -586,6 +631,13 @@ def generate(
         with _SESSIONS_LOCK:
             if _SESSIONS.get(key) is session:
                 del _SESSIONS[key]
+
+
+def after_run(baselines: list | None, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    """After each run: `teach.on_run_done` on the trace file this server wrote for the session's last run
+    (none if it failed). It takes nothing from the client but the session: no client value is a path."""
+    path = session_trace(_session_key(request))
+    return teach.on_run_done(str(path) if path else None, baselines)
 
 
 # --------------------------------------------------------------------------- the page
@@ -612,7 +664,7 @@ def build_ui() -> gr.Blocks:
         gr.Markdown(
             f"# {TITLE}\n"
             "Pick a target model and a drafting method, type a prompt and watch each token's fate as the target "
-            "verifies the drafts: accepted, rejected (struck through), corrected, bonus.",
+            "verifies the drafts: accepted, rejected (struck through), discarded after a rejection, corrected, bonus.",
             elem_id="pg-header",
         )
         with gr.Row(equal_height=False):
@@ -655,6 +707,10 @@ def build_ui() -> gr.Blocks:
                 with gr.Row():
                     generate_btn = gr.Button("Generate", variant="primary", elem_id="pg-generate")
                     stop_btn = gr.Button("Stop", variant="stop", elem_id="pg-stop")
+                check_plain = gr.Checkbox(
+                    value=False, label="Check against plain generate()", elem_id="pg-check-plain",
+                    info="After the run, the same settings without drafting: measured speedup, and whether the "
+                         "output is identical (if not, where and why).")
                 status = gr.HTML(initial_status(), elem_id="pg-status-box")
                 stats = gr.HTML(render.stats_html(None), elem_id="pg-stats-box")
                 gr.HTML(render.legend_html(), elem_id="pg-legend-box")
@@ -750,7 +806,7 @@ def build_ui() -> gr.Blocks:
         outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file]
         run_event = generate_btn.click(on_generate_click, [method, *param_components], [params_json, status, run_started],
                                        **private).then(
-            generate, api_inputs, outputs, api_name="generate", show_progress="minimal", show_progress_on=[status],
+            generate, [*api_inputs, check_plain], outputs, api_name="generate", show_progress="minimal", show_progress_on=[status],
             # The values reach `build_request` and the engine's checks as sent, so a bad one from the API
             # (a word for a number, a value off a slider's range) gets the same clear message in the
             # status as in the CLI, not Gradio's generic refusal.
@@ -760,7 +816,7 @@ def build_ui() -> gr.Blocks:
         replay_views = [replay_tokens, replay_detail, replay_acceptance, replay_timing, replay_stats]
         replay_outputs = [replay_trace, replay_status, replay_slider, *replay_views]
         teach_private = dict(api_visibility="private", show_progress="hidden")
-        run_event.then(teach.on_run_done, [trace_file, baselines],
+        run_event.then(after_run, baselines,
                        [last_run, *replay_outputs, theory_plot, diagnosis, baselines, code_python, code_cli, code_status],
                        **teach_private)
         replay_slider.change(teach.replay_view, [replay_trace, replay_slider], replay_views, **private)
