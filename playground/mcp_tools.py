@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 from .bench import BenchError, compare_on_prompt, load_prompts, parse_methods, run_bench
-from .engine import RunRequest, run
 from .errors import PlaygroundError
 from .models import DEFAULT_TARGET
 from .presets import get_preset
@@ -65,6 +64,8 @@ def generate(prompt: str = "", target: str = DEFAULT_TARGET, method: str = "base
     Returns:
         JSON with output_text, method, target, assistant, params, lossy, finish_reason and summary (new_tokens, steps, drafted, accepted, acceptance_rate, tokens_per_step, elapsed_s, tokens_per_s).
     """
+    from .engine import RunRequest, run  # torch and Transformers: imported by the first call, not with the page
+
     if preset:
         request = RunRequest(**get_preset(preset).request_fields(prompt, dtype=dtype))
     else:

@@ -19,7 +19,8 @@ DEFAULT_CACHE_DIR = "~/.cache/assisted-playground"
 # (name, default, meaning): kept next to the parser so docs cannot drift.
 SETTINGS_DOC: list[tuple[str, str, str]] = [
     ("PLAYGROUND_CACHE_DIR", DEFAULT_CACHE_DIR,
-     "Where converted bundled models (and other downloads) are cached."),
+     "Where converted bundled models (and other downloads) are cached; on a Space with persistent storage "
+     "put it under `/data` so conversions survive restarts."),
     ("PLAYGROUND_PUBLIC", "true inside a HF Space (SPACE_ID set), else false",
      "Public mode: local model paths are refused except under the cache dir and "
      "PLAYGROUND_ALLOWED_DIRS."),

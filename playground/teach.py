@@ -27,17 +27,18 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import gradio as gr
 
 from . import bench, bench_charts, charts, render, theory
-from .engine import RunRequest, prepare, user_message
 from .errors import PlaygroundError
 from .gpu import gpu
 from .methods import METHODS, get_method
-from .snippet import request_from_trace
 from .trace import Trace, TraceFormatError, short_repr, summarize_steps
+
+if TYPE_CHECKING:  # the engine and snippet (torch, Transformers) are imported by the handlers that use them
+    from .engine import RunRequest
 
 MAX_TRACE_BYTES = 20 * 1024 * 1024
 REPLAY_WINDOW_STEPS = 200  # steps drawn around the replay's current one (text and charts)
@@ -170,6 +171,8 @@ def on_trace_upload(path: Any) -> tuple[Any, ...]:
     `path` is where Gradio stored the upload (it refuses paths outside its own upload folder before this
     runs); the file's content is untrusted and checked field by field by `Trace.from_dict`.
     """
+    from .engine import user_message
+
     name = Path(path).name if isinstance(path, str) and path else "the file"
     if len(name) > MAX_NAME_SHOWN:
         name = name[:MAX_NAME_SHOWN] + "…"
@@ -261,6 +264,7 @@ def theory_view(trace: Trace | None, baseline: Trace | None = None) -> tuple[Any
 
 def code_view(request: RunRequest, note: str = "") -> tuple[str, str, str]:
     """(python script, CLI command, status HTML) for a request; a message instead where it cannot be shown."""
+    from .engine import user_message
     from .snippet import show_code
 
     try:
@@ -307,6 +311,7 @@ def in_thread(work: Callable[[Callable[[str], None]], Any], name: str,
 def show_code_for_settings(*inputs: Any) -> Iterator[tuple[Any, Any, str]]:
     """The code for the page's current settings (inputs as `ui.generate`'s); loads models if needed."""
     from . import ui
+    from .engine import prepare, user_message
     from .snippet import show_code
 
     try:
@@ -333,6 +338,8 @@ def on_run_done(trace_file: Any, baselines: list[Trace] | None) -> tuple[Any, ..
     Outputs: (last-run state, replay trace state, replay status, slider, *replay_view (5), theory figure,
     diagnosis HTML, baselines state, python code, CLI command, code status).
     """
+    from .snippet import request_from_trace
+
     path = trace_file.get("path") if isinstance(trace_file, dict) else trace_file  # a path, or a FileData dict
     if not path:  # the run failed: leave every view as it was
         return tuple([gr.skip()] * 15)
@@ -484,6 +491,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
     dropdown, compare state, baselines state). Streams progress in the status; errors end up there too.
     """
     from . import ui
+    from .engine import RunRequest, prepare, user_message
     from .models import DEFAULT_TARGET
 
     try:

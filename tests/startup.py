@@ -1,0 +1,160 @@
+"""Start-up benchmark: how long a cold and a warm `python app.py` take to answer and to stream a token.
+
+    python tests/startup.py [--json startup.json]
+
+Measures, one after the other on this machine (a few minutes on two cores):
+- the reference times: a bare `python -c "import torch, transformers"`, and a plain Transformers
+  load of the bundled GGUF (`AutoModelForCausalLM` + `AutoTokenizer` `.from_pretrained(dir,
+  gguf_file=…)`, in a fresh process, imports included);
+- cold start: `python app.py` with an empty PLAYGROUND_CACHE_DIR (the conversion runs) until the page
+  answers and until the first token of a Generate streams through the real server (the raw
+  `/generate` API, called as soon as the page answers; 8 greedy tokens, baseline);
+- warm start: the same with the cache the cold start left;
+- the CLI's warm `run` of 8 tokens.
+Then prints each against the issue's goals, with the load average: the machine may be shared.
+Timings are measured here, never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from appserver import free_port, start_app, stop_app  # noqa: E402
+from playground.models import CATALOGUE, DEFAULT_TARGET, _cpu_bf16_flags  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPT = "The capital of France is"
+
+PLAIN_GGUF_LOAD = """
+import sys, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+folder, name = sys.argv[1], sys.argv[2]
+AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+AutoTokenizer.from_pretrained(folder, gguf_file=name)
+"""
+
+
+def timed(command: list[str], env: dict[str, str] | None = None) -> float:
+    """Wall seconds of a fresh process, which must succeed."""
+    started = time.perf_counter()
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command[:3])}… failed:\n{result.stderr[-3000:]}")
+    return seconds
+
+
+def start_to_first_token(cache_dir: Path, log: Path) -> dict[str, float]:
+    """Launch app.py, wait for the page, then Generate through the raw API: seconds from launch to each.
+
+    The raw HTTP API (not gradio_client, whose set-up fetches and parses the API description: seconds
+    on a busy machine) so the figure is the server's.
+    """
+    port = free_port()
+    launched = time.perf_counter()
+    server = start_app(port, log, {"PLAYGROUND_CACHE_DIR": str(cache_dir)})
+    page = time.perf_counter() - launched
+    base = f"http://127.0.0.1:{port}/gradio_api/call/generate"
+    try:
+        # /generate's parameters in order: prompt, target, assistant, method, params, max_new_tokens, sample,
+        # temperature, top_p, top_k, seed, chat, dtype, check_plain, preset.
+        data = [PROMPT, DEFAULT_TARGET, None, "baseline", {}, 8, False, 1.0, 1.0, 0, 0, "auto", "auto", False, None]
+        call = urllib.request.Request(base, data=json.dumps({"data": data}).encode(),
+                                      headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(call, timeout=30) as response:
+            event_id = json.load(response)["event_id"]
+        first_token: float | None = None
+        last: Any = None
+        with urllib.request.urlopen(f"{base}/{event_id}", timeout=600) as stream:
+            for raw in stream:  # server-sent events: "event: …" and "data: [outputs]" lines
+                line = raw.decode().strip()
+                if not line.startswith("data:") or line == "data: null":
+                    continue
+                last = json.loads(line[5:])
+                tokens = last[0] if isinstance(last, list) and last else None
+                if first_token is None and isinstance(tokens, str) and 'class="tok"' in tokens:
+                    first_token = time.perf_counter() - launched
+        if first_token is None:
+            raise RuntimeError(f"no token streamed; last event: {str(last)[:500]}")
+    finally:
+        stop_app(server)
+    return {"page_s": round(page, 1), "first_token_s": round(first_token, 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    work = Path(tempfile.mkdtemp(prefix="playground-startup-"))
+    logs = Path(tempfile.mkdtemp(prefix="playground-startup-logs-"))
+    env = {**os.environ, "PLAYGROUND_CACHE_DIR": str(work / "cache")}
+    figures: dict[str, Any] = {}
+
+    print("bare import of torch and transformers…", flush=True)
+    figures["import_s"] = round(timed([sys.executable, "-c", "import torch, transformers"]), 1)
+
+    print("plain Transformers load of the bundled GGUF…", flush=True)
+    source = CATALOGUE[DEFAULT_TARGET].gguf
+    assert source is not None and source.module is not None
+    gguf_dir = work / "gguf"
+    gguf_dir.mkdir()
+    importlib.import_module(source.module).assemble(gguf_dir / source.filename)
+    figures["plain_gguf_load_s"] = round(timed([sys.executable, "-c", PLAIN_GGUF_LOAD, str(gguf_dir), source.filename]), 1)
+
+    print("cold start (empty cache: the conversion runs)…", flush=True)
+    figures["cold"] = start_to_first_token(work / "cache", logs / "cold.log")
+    marker = json.loads((work / "cache" / "converted" / DEFAULT_TARGET.replace("/", "--") / "playground.json").read_text())
+    figures["conversion_s"] = marker["conversion_s"]
+    print("warm start…", flush=True)
+    figures["warm"] = start_to_first_token(work / "cache", logs / "warm.log")
+    print("CLI warm run of 8 tokens…", flush=True)
+    figures["cli_run_s"] = round(timed([sys.executable, "-m", "playground", "run", "--prompt", PROMPT,
+                                        "--max-new-tokens", "8", "--quiet"], env), 1)
+    figures["load_average"] = {"before": [round(x, 2) for x in load_before],
+                               "after": [round(x, 2) for x in os.getloadavg()]}
+    figures["machine"] = {"cpus": os.cpu_count(), "bf16": list(_cpu_bf16_flags()), "python": platform.python_version()}
+
+    cold, warm = figures["cold"]["first_token_s"], figures["warm"]
+    rows = [
+        ("cold start to first token", f"{cold:.1f} s", "<= 30 s", cold <= 30),
+        ("  ... against the plain GGUF load", f"{cold / figures['plain_gguf_load_s']:.2f}x of "
+         f"{figures['plain_gguf_load_s']:.1f} s", "<= 0.33x", cold <= figures["plain_gguf_load_s"] / 3),
+        ("  (cold: page answered / conversion)", f"{figures['cold']['page_s']:.1f} s / {figures['conversion_s']:.1f} s",
+         "", None),
+        ("warm start: page answers", f"{warm['page_s']:.1f} s", "<= 5 s", warm["page_s"] <= 5),
+        ("warm start: first token", f"{warm['first_token_s']:.1f} s", "<= 8 s", warm["first_token_s"] <= 8),
+        ("CLI warm run, 8 tokens", f"{figures['cli_run_s']:.1f} s (+{figures['cli_run_s'] - figures['import_s']:.1f} s "
+         f"over the bare import, {figures['import_s']:.1f} s)", "<= +2 s",
+         figures["cli_run_s"] - figures["import_s"] <= 2),
+    ]
+    print()
+    for name, value, goal, met in rows:
+        verdict = "" if met is None else ("met" if met else "NOT met")
+        print(f"{name:38s} {value:44s} {goal:9s} {verdict}")
+    print(f"\n{figures['machine']['cpus']} CPUs, bfloat16 hardware: {', '.join(figures['machine']['bf16']) or 'none'}; "
+          f"load average before {figures['load_average']['before']}, after {figures['load_average']['after']}; "
+          f"server logs in {logs}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    shutil.rmtree(work, ignore_errors=True)  # a converted model is a gigabyte
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

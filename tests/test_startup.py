@@ -1,0 +1,148 @@
+"""Cold start: the GGUF is parsed once per conversion, the page is served before torch is imported.
+
+A tiny random Llama GGUF written with the gguf package's own writer stands in for the bundled
+files (same kinds of metadata arrays, milliseconds to convert). Timings live in tests/startup.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import modeling_gguf_pytorch_utils as gguf_loader
+
+from playground import models
+from tiny import save_tiny_llama_gguf
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_tiny_llama_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every metadata parse of a GGUF file (`GGUFReader._build_fields`, whichever reader class runs it)."""
+    seen: list[str] = []
+    real = gguf.GGUFReader._build_fields
+
+    def counting(reader: gguf.GGUFReader, offs: int, count: int) -> int:
+        seen.append(type(reader).__name__)
+        return real(reader, offs, count)
+
+    monkeypatch.setattr(gguf.GGUFReader, "_build_fields", counting)
+    return seen
+
+
+def test_bulk_array_reader_reads_what_gguf_reads(tiny_gguf: Path) -> None:
+    """Same fields (offsets, parts, data indices, types) and tensors as the gguf package's reader."""
+    ours, theirs = models.BulkArrayGGUFReader(tiny_gguf), gguf.GGUFReader(tiny_gguf)
+    assert list(ours.fields) == list(theirs.fields)
+    assert {"tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type",
+            "tiny.flags"} <= set(ours.fields)
+    for name, field in theirs.fields.items():
+        mine = ours.fields[name]
+        assert (mine.offset, mine.data, mine.types) == (field.offset, field.data, field.types), name
+        assert len(mine.parts) == len(field.parts), name
+        for a, b in zip(mine.parts, field.parts):
+            assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), name
+        assert mine.contents() == field.contents(), name
+    assert ours.data_offset == theirs.data_offset
+    assert [(t.name, t.tensor_type) for t in ours.tensors] == [(t.name, t.tensor_type) for t in theirs.tensors]
+    assert all(np.array_equal(a.data, b.data) for a, b in zip(ours.tensors, theirs.tensors))
+
+
+def test_conversion_parses_the_gguf_once(tiny_gguf: Path, tmp_path: Path, parses: list[str]) -> None:
+    """Plain Transformers parses the file for the config, the weights and the tokenizer; the
+    conversion parses it once and still builds the same model and tokenizer."""
+    plain_model = AutoModelForCausalLM.from_pretrained(tiny_gguf.parent, gguf_file=tiny_gguf.name, dtype=torch.float32)
+    plain_tokenizer = AutoTokenizer.from_pretrained(tiny_gguf.parent, gguf_file=tiny_gguf.name)
+    assert len(parses) > 1  # the counter sees Transformers' own reads
+    parses.clear()
+
+    models.convert_gguf(tiny_gguf, tmp_path / "out")
+
+    assert parses == ["BulkArrayGGUFReader"]
+    assert gguf.GGUFReader is not None and gguf.GGUFReader.__name__ == "GGUFReader"  # patches undone
+    assert gguf_loader.load_gguf_checkpoint.__module__ == gguf_loader.__name__
+    converted = AutoModelForCausalLM.from_pretrained(tmp_path / "out", dtype=torch.float32)
+    expected = plain_model.state_dict()
+    assert converted.state_dict().keys() == expected.keys()
+    assert all(torch.equal(tensor, expected[name]) for name, tensor in converted.state_dict().items())
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "out")
+    assert tokenizer.get_vocab() == plain_tokenizer.get_vocab()
+    text = "red cat, blue moon"
+    assert tokenizer(text).input_ids == plain_tokenizer(text).input_ids
+
+
+def test_conversion_says_how_far_it_is_and_how_long_is_left(tiny_gguf: Path, tmp_path: Path) -> None:
+    messages: list[str] = []
+    models.convert_gguf(tiny_gguf, tmp_path / "out", models._ConversionProgress("Tiny", messages.append))
+    assert all(m.startswith("Converting Tiny to safetensors") for m in messages)
+    shares = [int(m.rsplit(": ", 1)[1].split("%")[0]) for m in messages]
+    assert shares == sorted(shares) and shares[0] == 0
+    assert any("dequantising weights (" in m for m in messages)
+    assert any("building the tokenizer" in m for m in messages) and "saving safetensors" in messages[-1]
+    assert "s left" in messages[-1]
+
+
+def test_the_page_is_built_without_importing_torch() -> None:
+    """The server answers (and shows the load's progress) while the start-up load imports torch."""
+    code = ("import sys; from playground import ui; ui.build_ui(); "
+            "print(sorted(m for m in ('torch', 'transformers', 'playground.engine') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            check=True)
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_bundled_assistant_is_converted_in_the_background_after_the_start_up_load(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_gguf: Path) -> None:
+    """Choosing a method that needs a bundled assistant converts it in the background once the target's
+    load is done (a run that needs it then waits for that conversion instead of starting its own)."""
+    from playground import ui
+
+    monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
+    source = models.GgufSource(filename="tiny.gguf", sha256=models._sha256(tiny_gguf), requirement="tiny",
+                               module="tiny")
+    entry = models.ModelEntry(key="bundled/tiny", label="Tiny", description="", source="bundled", gguf=source)
+    monkeypatch.setitem(models.CATALOGUE, entry.key, entry)
+    monkeypatch.setitem(ui.CATALOGUE, entry.key, entry)
+    preload = ui.Preload()
+    monkeypatch.setattr(ui, "PRELOAD", preload)
+
+    ui.on_method_change("universal", models.DEFAULT_TARGET, entry.key)
+    assert not any(t.name == "playground-convert-assistant" for t in threading.enumerate())  # no start-up load
+
+    preload.thread = threading.current_thread()  # a start-up load is running
+    ui.on_method_change("universal", models.DEFAULT_TARGET, entry.key)
+    time.sleep(0.5)
+    assert not models._cache_is_valid(models.converted_dir(entry.key), source)  # waits for the target's load
+    assert preload.background_message() == preload.message
+    preload.done.set()
+    worker = next(t for t in threading.enumerate() if t.name == "playground-convert-assistant")
+    worker.join(120)
+    assert models._cache_is_valid(models.converted_dir(entry.key), source)
+    assert preload.background_message() is None
+    ui.on_method_change("universal", models.DEFAULT_TARGET, entry.key)  # once only
+    assert not any(t.name == "playground-convert-assistant" for t in threading.enumerate())
+
+
+def test_the_start_up_status_says_what_it_does_and_for_how_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    from playground import ui
+
+    preload = ui.Preload()
+    preload.thread, preload.started = threading.current_thread(), time.monotonic() - 12
+    preload.message = "Converting Tiny to safetensors (one time only): dequantising weights (3/12 tensors): 56% done, about 9 s left"
+    monkeypatch.setattr(ui, "PRELOAD", preload)
+    status = ui.initial_status()
+    assert "56% done, about 9 s left" in status and "12 s since start-up" in status and 'data-kind="running"' in status
