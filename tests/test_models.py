@@ -108,7 +108,7 @@ def test_settings_defaults() -> None:
         cache_dir=Path("~/.cache/assisted-playground").expanduser(), public=False,
         trust_remote_code=False, allow_pickle=False, allowed_dirs=(), max_new_tokens=512,
         max_prompt_tokens=4096, memory_budget_gb=8.0, run_timeout_s=300.0, preload=True,
-        concurrency=1)
+        concurrency=1, mcp=False)
 
 
 def test_settings_public_by_default_inside_a_space(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,11 +130,12 @@ def test_settings_parsing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     monkeypatch.setenv("PLAYGROUND_RUN_TIMEOUT_S", "30")
     monkeypatch.setenv("PLAYGROUND_PRELOAD", "no")
     monkeypatch.setenv("PLAYGROUND_CONCURRENCY", "3")
+    monkeypatch.setenv("PLAYGROUND_MCP", "on")
     assert get_settings() == Settings(
         cache_dir=tmp_path, public=True, trust_remote_code=True, allow_pickle=True,
         allowed_dirs=(Path("/models"), Path("/data/more")), max_new_tokens=64,
         max_prompt_tokens=1024, memory_budget_gb=2.5, run_timeout_s=30.0, preload=False,
-        concurrency=3)
+        concurrency=3, mcp=True)
 
 
 @pytest.mark.parametrize(("name", "value"), [
