@@ -403,10 +403,12 @@ class _Recorder:
     def begin_step(self) -> float:
         """A new step begins: close the previous step's `other` phase (or the setup)."""
         now = self._stamp()
-        if self._decided is None:
+        if self._step_start is None:
             self.out.put(_Setup((now - self.started) * 1000))
-        else:
+        elif self._decided is not None:
             self.out.put(_Other((now - self._decided) * 1000))
+        else:  # another forward before this step's tokens were decided: still the same step
+            return self._step_start
         self._decided = None
         self._step_start = now
         return now
