@@ -139,9 +139,17 @@ class BenchPrompt:
     text: str
 
 
+# Spec-Bench's 480 questions (Apache-2.0), carried with the project: see data/spec_bench/README.md.
+SPEC_BENCH_FILE = Path(__file__).resolve().parent / "data" / "spec_bench" / "question.jsonl"
+SPEC_BENCH_NAME = "spec-bench"
+
+
 def load_prompts(path: str | Path | None = None, categories: Sequence[str] | None = None,
                  limit: int | None = None) -> list[BenchPrompt]:
-    """Prompts from a Spec-Bench-style JSONL (first turn) or the example set; `limit` is per category."""
+    """Prompts from a Spec-Bench-style JSONL (first turn), the bundled Spec-Bench set ('spec-bench') or the
+    example set (None or 'examples'); `limit` is per category."""
+    if path is not None and str(path) == SPEC_BENCH_NAME:
+        path = SPEC_BENCH_FILE
     if path is None or str(path) == "examples":
         records: Iterable[dict[str, Any]] = EXAMPLE_PROMPTS
         source = "the example set"
@@ -848,8 +856,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     from .models import DEFAULT_TARGET
 
     parser.add_argument("--prompts", default="examples",
-                        help="Spec-Bench-style JSONL (question_id, category, turns; the first turn is the prompt), "
-                             "or 'examples' for the project's small example set (default)")
+                        help="'spec-bench' for Spec-Bench's 480 questions (carried with the project), a Spec-Bench-style "
+                             "JSONL (question_id, category, turns; the first turn is the prompt), or 'examples' for the "
+                             "project's small example set (default)")
     parser.add_argument("--categories", default=None, help="comma-separated categories to keep, e.g. summarization,rag")
     parser.add_argument("--limit", type=int, default=None, help="at most this many prompts per category")
     parser.add_argument("--methods", default="prompt_lookup",

@@ -208,11 +208,11 @@ def render_report(result: Any) -> str:
     parts: list[str] = []
     parts.append(f"<h1>Assisted decoding benchmark: {_e(meta.get('target'))}</h1>")
     parts.append(
-        f"<p class='small'>{_e(meta.get('created'))} · {meta.get('prompts')} prompts "
-        f"({_e(', '.join(meta.get('categories', [])))}) · {meta.get('repeats')} repeats · "
-        f"max {meta.get('max_new_tokens')} new tokens · {_e(env.get('dtype'))} ({_e(env.get('precision', ''))}) · "
-        f"{_e(env.get('device'))}, {env.get('threads')} threads · torch {_e(env.get('torch'))}, transformers "
-        f"{_e(env.get('transformers'))} · chat template: {_e(env.get('chat'))} · wall {meta.get('wall_s')} s</p>")
+        f"<p class='small'>{_e(meta.get('created'))} · {_e(meta.get('prompts'))} prompts "
+        f"({_e(', '.join(meta.get('categories', [])))}) · {_e(meta.get('repeats'))} repeats · "
+        f"max {_e(meta.get('max_new_tokens'))} new tokens · {_e(env.get('dtype'))} ({_e(env.get('precision', ''))}) · "
+        f"{_e(env.get('device'))}, {_e(env.get('threads'))} threads · torch {_e(env.get('torch'))}, transformers "
+        f"{_e(env.get('transformers'))} · chat template: {_e(env.get('chat'))} · wall {_e(meta.get('wall_s'))} s</p>")
     if meta.get("command"):
         parts.append(f"<pre>{_e(meta['command'])}</pre>")
     parts.append("<p class='small'>Timings come from the machine as it was during the run: on CPU cores shared with "
@@ -248,8 +248,8 @@ def render_report(result: Any) -> str:
     for a in aggs:
         loss = "–" if a["method"] == "baseline" else (
             "<span class='ok'>ok</span>" if not a.get("lossless_mismatches") else
-            f"<span class='{'bad' if a.get('lossless_errors') else 'warn'}'>{a['lossless_mismatches']} differ</span>")
-        body.append([_lbl(a["label"]), _e(a["category"]), str(a["prompts"]), _f(a.get("speedup"), ".2f", "×"),
+            f"<span class='{'bad' if a.get('lossless_errors') else 'warn'}'>{_e(a['lossless_mismatches'])} differ</span>")
+        body.append([_lbl(a["label"]), _e(a["category"]), _e(a["prompts"]), _f(a.get("speedup"), ".2f", "×"),
                      _f(a.get("tokens_per_s"), ".1f"), _f(a.get("acceptance_rate"), ".0%"),
                      _f(a.get("tokens_per_step")), _f(a.get("draft_ms_per_step"), ".0f"),
                      _f(a.get("verify_ms_per_step"), ".0f"), _f(a.get("theoretical_speedup"), ".2f", "×"),
@@ -343,7 +343,7 @@ def render_report(result: Any) -> str:
     if overhead["median_ratio"] is not None:
         per = ", ".join(f"{_e(k)} {v:.3f}" for k, v in overhead["per_method"].items())
         parts.append(f"<p>Median ratio instrumented / plain <code>generate()</code> (same arguments, interleaved): "
-                     f"<b>{overhead['median_ratio']:.3f}</b> over {overhead['runs']} pairs of runs ({per}). "
+                     f"<b>{overhead['median_ratio']:.3f}</b> over {_e(overhead['runs'])} pairs of runs ({per}). "
                      "The quality bar is ≤ 1.03; on shared cores single pairs scatter by several percent either way.</p>")
     else:
         parts.append("<p>Not measured (--no-overhead).</p>")

@@ -43,6 +43,16 @@ from .trace import Step, Trace, classify_step
 # Sampling draws from torch's global generator: one seeded sampling run at a time.
 _RNG_LOCK = threading.Lock()
 
+# The assistant adaptations PreparedRun.assistant_adaptations may name, and why.
+ID_ORDERED_VOCABULARY = "id_ordered_vocabulary"  # the assistant tokenizer lists its vocabulary in id order
+PRUNED_BEFORE_SEEDING = "pruned_before_seeding"  # universal sampling's LM-head pruning done before the seed
+ASSISTANT_ADAPTATIONS = {
+    ID_ORDERED_VOCABULARY: "transformers 5.24 prunes a universal assistant's LM head in get_vocab() order but "
+                           "scatters its draft logits in id order: listed in id order, q lands on the right tokens",
+    PRUNED_BEFORE_SEEDING: "pruning builds a new nn.Linear whose initialisation draws from torch's global "
+                           "generator: done before seeding, it does not move the run's random stream",
+}
+
 
 class RunError(PlaygroundError):
     """The request cannot run as given; the message is for the user."""
@@ -88,6 +98,9 @@ class PreparedRun:
     draft_config_model: Any
     eos_ids: frozenset[int]
     lossy: bool
+    # What the engine did to the assistant beyond loading it, by name (see ASSISTANT_ADAPTATIONS): a script
+    # that reproduces the run must do the same.
+    assistant_adaptations: tuple[str, ...] = ()
 
     def models(self) -> list[LoadedModel]:
         return [m for m in (self.target, self.assistant) if m is not None]
@@ -176,20 +189,51 @@ def _universal_sampling_assistant(store: ModelStore, req: RunRequest, target: Lo
     Transformers prunes this assistant's LM head (and remaps its embeddings) in place to the vocabulary it
     shares with the target, caching that mapping per tokenizer pair; a second target, or the same target
     reloaded (a new tokenizer object), would prune it again and crash. The copy holds on to the tokenizer it
-    was made for, so the id in its store key cannot be reused. Its vocabulary is listed in id order:
-    transformers 5.24 prunes the head in get_vocab() order but scatters the draft logits in id order, so with
-    a hash-ordered vocabulary q lands on the wrong tokens and sampling is biased (the chi-square tests in
-    tests/test_method_sampling.py show both).
+    was made for, so the id in its store key cannot be reused, and the store drops it with its target. Its
+    vocabulary is listed in id order: transformers 5.24 prunes the head in get_vocab() order but scatters the
+    draft logits in id order, so with a hash-ordered vocabulary q lands on the wrong tokens and sampling is
+    biased (the chi-square tests in tests/test_method_sampling.py show both).
     """
     purpose = f"universal-sampling:{req.target}:{id(target.tokenizer)}"
-    assistant = store.get_copy(req.assistant, req.dtype, purpose=purpose, progress=progress)
+    assistant = store.get_copy(req.assistant, req.dtype, purpose=purpose, progress=progress, bound_to=target)
     assistant.universal_target_tokenizer = target.tokenizer  # type: ignore[attr-defined]
     tok = assistant.tokenizer
-    if not getattr(tok, "_playground_id_ordered", False):
-        unordered = tok.get_vocab
-        tok.get_vocab = lambda: dict(sorted(unordered().items(), key=lambda item: item[1]))
-        tok._playground_id_ordered = True
+    with assistant.lock:
+        if not getattr(tok, "_playground_id_ordered", False):
+            unordered = tok.get_vocab
+            tok.get_vocab = lambda: dict(sorted(unordered().items(), key=lambda item: item[1]))
+            tok._playground_id_ordered = True
+        if not assistant.on_release:  # a new copy: prune it, and forget Transformers' translator when it goes
+            _build_universal_translator(target, assistant)
+            target_tok = target.tokenizer
+            assistant.on_release.append(lambda: forget_universal_translator(target_tok, tok))
     return assistant
+
+
+def _build_universal_translator(target: LoadedModel, assistant: LoadedModel) -> None:
+    """Prune the copy now, as generate() would on its first call: pruning builds a new nn.Linear, whose random
+    initialisation draws from torch's global generator, so done inside the first seeded run it would make that
+    run differ from every later run with the same seed (and from the script that reproduces it)."""
+    from transformers.generation.candidate_generator import AssistantVocabTranslatorCache
+
+    with _RNG_LOCK:  # a sampling run in another thread must not see its random stream move
+        AssistantVocabTranslatorCache.get_translator(
+            target.tokenizer, assistant.tokenizer, target.model.config.get_text_config().vocab_size,
+            assistant_model=assistant.model, assistant_prune_lm_head=True,
+        )
+
+
+def forget_universal_translator(target_tokenizer: Any, assistant_tokenizer: Any) -> None:
+    """Drop Transformers' cached translator for this tokenizer pair. Its cache is keyed weakly on the tokenizers,
+    but the translator it stores refers to both of them (and to the pruned copy's embeddings), so without this
+    the entry, the tokenizers and the embedding weights live as long as the process."""
+    from transformers.generation.candidate_generator import AssistantVocabTranslatorCache
+
+    pairs = AssistantVocabTranslatorCache._cache.get(target_tokenizer)
+    if pairs is not None:
+        pairs.pop(assistant_tokenizer, None)
+        if not len(pairs):
+            AssistantVocabTranslatorCache._cache.pop(target_tokenizer, None)
 
 
 def _eos_ids(loaded: LoadedModel) -> frozenset[int]:
@@ -215,10 +259,12 @@ def prepare(
         req = RunRequest(**{**req.__dict__, "assistant": None})
     target = store.get(req.target, req.dtype, progress)
     assistant: LoadedModel | None = None
+    adaptations: tuple[str, ...] = ()
     if method.needs_assistant:
         # Sampling universal decoding prunes and remaps the assistant in place: give it its own copy.
         if method.name == "universal" and req.sample:
             assistant = _universal_sampling_assistant(store, req, target, progress)
+            adaptations = (ID_ORDERED_VOCABULARY, PRUNED_BEFORE_SEEDING)
         else:
             assistant = store.get(req.assistant, req.dtype, progress)
     method.validate(model_facts(target, assistant, req.sample), params)
@@ -259,6 +305,7 @@ def prepare(
         request=req, method=method, params=params, target=target, assistant=assistant, input_ids=input_ids,
         rendered_prompt=rendered, chat=chat, generate_kwargs=kwargs, draft_config=draft_config,
         draft_config_model=owner, eos_ids=_eos_ids(target), lossy=method.is_lossy(params, req.sample),
+        assistant_adaptations=adaptations,
     )
 
 
@@ -553,6 +600,7 @@ class LiveRun:
             assistant=req.assistant if prepared.assistant else None, params=dict(prepared.params),
             decoding=req.decoding(), chat=prepared.chat, lossy=prepared.lossy, env=environment(prepared),
             prompt_tokens=int(prepared.input_ids.shape[1]),
+            vocab_size=int(prepared.target.model.config.get_text_config().vocab_size),
         )
         self._context: list[int] = prepared.input_ids[0, -4:].tolist()
 

@@ -98,6 +98,11 @@ CSS = """
 """
 
 
+def _attr(value: object) -> str:
+    """Any value placed inside an HTML attribute, escaped (quotes included)."""
+    return html.escape(str(value), quote=True)
+
+
 def _fmt_prob(x: float) -> str:
     return f"{x:.3f}" if x >= 0.001 or x == 0 else f"{x:.1e}"
 
@@ -127,7 +132,7 @@ _DESCRIBE = {
 
 def token_span(step: Step, tok_id: int, text: str, status: str, draft_index: int | None) -> str:
     """One token as a span with its status, step and (where known) q and p."""
-    attrs = [f'data-status="{status}"', f'data-step="{step.index}"', f'data-id="{tok_id}"']
+    attrs = [f'data-status="{_attr(status)}"', f'data-step="{_attr(step.index)}"', f'data-id="{_attr(tok_id)}"']
     tip = [f"step {step.index + 1} · {_DESCRIBE[status]}"]
     if draft_index is not None:
         tip[0] += f" {draft_index + 1}/{len(step.drafted)}"
@@ -136,14 +141,14 @@ def token_span(step: Step, tok_id: int, text: str, status: str, draft_index: int
         q = step.q[draft_index] if step.q is not None and draft_index < len(step.q) else None
         p = step.p[draft_index] if step.p is not None and draft_index < len(step.p) else None
         if q is not None:
-            attrs.append(f'data-q="{q:.4g}"')
+            attrs.append(f'data-q="{_attr(format(q, ".4g"))}"')
             tip.append(f"draft q = {_fmt_prob(q)}")
         if p is not None and status not in (UNVERIFIED, DISCARDED):
-            attrs.append(f'data-p="{p:.4g}"')
+            attrs.append(f'data-p="{_attr(format(p, ".4g"))}"')
             tip.append(f"target p = {_fmt_prob(p)}")
         mix = step.mixture[draft_index] if step.mixture is not None and draft_index < len(step.mixture) else None
         if mix is not None and status not in (UNVERIFIED, DISCARDED):
-            attrs.append(f'data-v="{mix:.4g}"')
+            attrs.append(f'data-v="{_attr(format(mix, ".4g"))}"')
             tip.append(f"ensemble v = w·p + (1−w)·q = {_fmt_prob(mix)} (what the test used)")
     tip.append(f"token {tok_id}: {text!r}")
     title = html.escape("\n".join(tip), quote=True)
@@ -157,8 +162,8 @@ def render_step(step: Step, current: bool = False) -> str:
     """
     spans = "".join(token_span(step, *entry) for entry in step.token_statuses())
     if current:
-        return f'<span class="pg-step pg-current" data-step="{step.index}" data-current="true">{spans}</span>'
-    return f'<span class="pg-step" data-step="{step.index}">{spans}</span>'
+        return f'<span class="pg-step pg-current" data-step="{_attr(step.index)}" data-current="true">{spans}</span>'
+    return f'<span class="pg-step" data-step="{_attr(step.index)}">{spans}</span>'
 
 
 class TokenStream:
@@ -193,19 +198,21 @@ class TokenStream:
         return text
 
 
-def render_tokens(steps: Sequence[Step], current: int | None = None) -> str:
+def render_tokens(steps: Sequence[Step], current: int | None = None, earlier: int = 0) -> str:
     """The coloured output of a list of steps (one-shot version of `TokenStream`).
 
     `current`: position in `steps` of the step to mark (a replay's current step), if any.
+    `earlier`: steps before `steps` left out (a replay of a long trace shows a window), said in a note.
     """
     if not steps:
         return empty_tokens()
-    if current is None:
+    if current is None and not earlier:
         stream = TokenStream()
         stream.extend(steps)
         return stream.html() + "</div>"
+    note = f'<span class="pg-empty">… {earlier} earlier steps not shown …</span> ' if earlier else ""
     body = "".join(render_step(s, current=(i == current)) for i, s in enumerate(steps))
-    return f"{OPEN_TOKENS}{body}</div>"
+    return f"{OPEN_TOKENS}{note}{body}</div>"
 
 
 def render_trace(trace: Trace) -> str:
@@ -253,7 +260,7 @@ def stats_html(summary: Summary | None, plain: tuple[float | None, bool, str] | 
         ("elapsed_s", f"{s.elapsed_s:.2f} s" if started else "–", "elapsed"),
     )
     body = "".join(
-        f'<div class="pg-stat" data-stat="{key}"><div class="pg-value">{value}</div>'
+        f'<div class="pg-stat" data-stat="{_attr(key)}"><div class="pg-value">{html.escape(value)}</div>'
         f'<div class="pg-label">{html.escape(label)}</div></div>'
         for key, value, label in cells
     )
@@ -273,7 +280,7 @@ def status_html(message: str, kind: str = "idle", note: str = "") -> str:
     icon = {"error": "⚠ ", "done": "✓ ", "running": '<span class="pg-spin" aria-hidden="true"></span>'}.get(kind, "")
     extra = f' <span class="pg-note">{html.escape(note)}</span>' if note else ""
     return (
-        f'<div class="pg-status" data-kind="{kind}" data-testid="pg-status"{role}>'
+        f'<div class="pg-status" data-kind="{_attr(kind)}" data-testid="pg-status"{role}>'
         f"{icon}{html.escape(message)}{extra}</div>"
     )
 
@@ -381,7 +388,7 @@ def _chip(status: str, text: str, label: str = "", extra_class: str = "") -> str
     cls = f"pg-chip {extra_class}".strip()
     # A lone space or newline would be an empty-looking chip: show whitespace as symbols here.
     shown = _visible(text, UNVERIFIED if text and not text.strip() else status)
-    return f'<span class="{cls}"><span class="tok" data-status="{status}">{shown}</span>{sub}</span>'
+    return f'<span class="{_attr(cls)}"><span class="tok" data-status="{_attr(status)}">{shown}</span>{sub}</span>'
 
 
 
@@ -426,7 +433,7 @@ def step_detail_html(step: Step, method: str = "", position: int | None = None) 
     q_note = (f'<p class="pg-note" title="{html.escape(Q_NOTE)}">q: the draft\'s probability (under sampling, doubly '
               'warped in Transformers); p: the target\'s' + ('; v: the ensemble mixture w·p + (1−w)·q' if step.mixture
                                                                else '') + '.</p>') if step.q is not None else ""
-    return (f'<div class="pg-replay-step" data-testid="pg-replay-step" data-step="{n}">'
+    return (f'<div class="pg-replay-step" data-testid="pg-replay-step" data-step="{_attr(n)}">'
             f'<p class="pg-narration">{narration}</p><div class="pg-flow">{boxes}</div>{q_note}</div>')
 
 
@@ -442,7 +449,7 @@ def emitted_spans(steps: Sequence[Step]) -> str:
                 status = ACCEPTED
             else:
                 status = CORRECTION if step.rejected else BONUS
-            parts.append(f'<span class="tok" data-status="{status}" data-step="{step.index}">'
+            parts.append(f'<span class="tok" data-status="{_attr(status)}" data-step="{_attr(step.index)}">'
                          f"{_visible(text, status)}</span>")
     return "".join(parts)
 
@@ -461,10 +468,10 @@ def race_html(lanes: Sequence[dict], clock_s: float, speed: float, verdict: str 
         finish = (f'<span class="pg-lane-done">✓ finished in {lane["finish_s"]:.2f} s</span>' if done else
                   f'<span class="pg-lane-run">{len(shown)} steps</span>')
         rows.append(
-            f'<div class="pg-lane" data-lane="{html.escape(lane["label"])}" data-tokens="{tokens}" '
+            f'<div class="pg-lane" data-lane="{_attr(lane["label"])}" data-tokens="{_attr(tokens)}" '
             f'data-done="{str(done).lower()}">'
-            f'<div class="pg-lane-head"><b>{html.escape(lane["label"])}</b>'
-            f'<span>{tokens} / {lane["total_tokens"]} tokens</span>{finish}</div>'
+            f'<div class="pg-lane-head"><b>{html.escape(str(lane["label"]))}</b>'
+            f'<span>{tokens} / {_attr(lane["total_tokens"])} tokens</span>{finish}</div>'
             f'<div class="pg-bar"><div style="width:{100 * tokens / total:.1f}%"></div></div>'
             f'<div class="pg-tokens pg-lane-text">{emitted_spans(shown)}</div></div>'
         )

@@ -21,6 +21,7 @@ like the run that made it.
 from __future__ import annotations
 
 import html
+import math
 import queue
 import threading
 import time
@@ -32,11 +33,15 @@ import gradio as gr
 
 from . import bench, bench_charts, charts, render, theory
 from .engine import RunRequest, prepare, user_message
+from .errors import PlaygroundError
 from .gpu import gpu
 from .methods import METHODS, get_method
-from .trace import Trace, TraceFormatError, summarize_steps
+from .snippet import request_from_trace
+from .trace import Trace, TraceFormatError, short_repr, summarize_steps
 
 MAX_TRACE_BYTES = 20 * 1024 * 1024
+REPLAY_WINDOW_STEPS = 200  # steps drawn around the replay's current one (text and charts)
+MAX_NAME_SHOWN = 60  # characters of a visitor's file or model name echoed in a message
 MAX_BASELINES = 8  # baseline traces remembered per session (for diagnoses of later runs)
 RACE_MAX_S = 10.0  # a race replay lasts at most this long …
 RACE_MIN_S = 2.5  # … and at least this long (shorter races are slowed down, and say so)
@@ -73,20 +78,35 @@ def describe_trace(trace: Trace, source: str) -> str:
             f"steps · move the slider or use ◀ ▶ to step through it")
 
 
+def step_number(value: Any, n: int) -> int:
+    """The slider's step (1-based) as sent by a client: a whole number, clamped to 1 … n; else our message."""
+    if value is None or value == "":
+        return n
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise PlaygroundError(f"the step must be a number from 1 to {n}; got {short_repr(value, MAX_NAME_SHOWN)}")
+    return min(max(int(value), 1), n)
+
+
 def replay_view(trace: Trace | None, value: Any) -> tuple[Any, ...]:
     """(coloured text, step in words, acceptance chart, timing chart, figures) for slider position `value`
-    (1-based: the first `value` steps, the last of them outlined)."""
+    (1-based: the first `value` steps, the last of them outlined).
+
+    Text and charts show at most REPLAY_WINDOW_STEPS steps up to the current one, so one move of the
+    slider costs the same on a trace of any length; the figures count every step up to it.
+    """
     if trace is None or not trace.steps:
         empty = render.empty_tokens("Generate something, or load a trace file, to step through it here.")
         return (empty, "", *charts.figures([]), render.stats_html(None))
     n = len(trace.steps)
-    k = min(max(int(value or n), 1), n) - 1
-    shown = trace.steps[: k + 1]
-    tokens = render.render_tokens(shown, current=k)
+    k = step_number(value, n) - 1
+    first = max(0, k + 1 - REPLAY_WINDOW_STEPS)
+    window = trace.steps[first: k + 1]
+    tokens = render.render_tokens(window, current=k - first, earlier=first)
     detail = render.step_detail_html(trace.steps[k], trace.method, k)
-    fig_a, fig_t = charts.figures(shown, current=k, total_steps=n)
+    fig_a, fig_t = charts.figures(window, current=k, total_steps=n if not first else None)
+    shown = trace.steps[: k + 1]
     elapsed = (trace.setup_ms + sum(s.time_ms for s in shown)) / 1000.0
-    stats = render.stats_html(summarize_steps(list(shown), elapsed, trace.setup_ms))
+    stats = render.stats_html(summarize_steps(shown, elapsed, trace.setup_ms))
     return tokens, detail, fig_a, fig_t, stats
 
 
@@ -95,13 +115,17 @@ def slider_for(trace: Trace | None) -> Any:
     return gr.update(minimum=1, maximum=n, value=n, step=1, interactive=n > 1)
 
 
+def _steps_in(trace: Trace | None) -> int:
+    return len(trace.steps) if trace is not None and trace.steps else 1
+
+
 def replay_prev(trace: Trace | None, value: Any) -> Any:
-    return gr.update(value=max(1, int(value or 1) - 1))
+    return gr.update(value=max(1, step_number(value, _steps_in(trace)) - 1))
 
 
 def replay_next(trace: Trace | None, value: Any) -> Any:
-    n = len(trace.steps) if trace is not None and trace.steps else 1
-    return gr.update(value=min(n, int(value or 1) + 1))
+    n = _steps_in(trace)
+    return gr.update(value=min(n, step_number(value, n) + 1))
 
 
 PLAY_EVERY_S = 1.0  # one verification step per second: time to read the sentence under the text
@@ -110,18 +134,18 @@ PLAY, PAUSE = "▶ Play", "⏸ Pause"
 
 def replay_play(trace: Trace | None, value: Any, playing: bool) -> tuple[Any, Any, Any, bool]:
     """Play / Pause: (slider, timer, button, playing). Playing from the last step starts over at step 1."""
-    if playing or trace is None or len(trace.steps) < 2:
+    if playing is True or trace is None or len(trace.steps) < 2:
         return gr.skip(), gr.update(active=False), gr.update(value=PLAY), False
-    at_end = int(value or 1) >= len(trace.steps)
+    at_end = step_number(value, len(trace.steps)) >= len(trace.steps)
     return (gr.update(value=1) if at_end else gr.skip()), gr.update(active=True), gr.update(value=PAUSE), True
 
 
 def replay_tick(trace: Trace | None, value: Any, playing: bool) -> tuple[Any, Any, Any, bool]:
     """One step forward while playing; at the last step the play ends by itself."""
-    if not playing or trace is None or not trace.steps:
+    if playing is not True or trace is None or not trace.steps:
         return gr.skip(), gr.update(active=False), gr.update(value=PLAY), False
     n = len(trace.steps)
-    step = min(n, int(value or 1) + 1)
+    step = min(n, step_number(value, n) + 1)
     if step >= n:
         return gr.update(value=step), gr.update(active=False), gr.update(value=PLAY), False
     return gr.update(value=step), gr.skip(), gr.skip(), True
@@ -140,15 +164,25 @@ def replay_last(trace: Trace | None) -> tuple[Any, ...]:
     return replay_load(trace, "The last run")
 
 
-def on_trace_upload(path: str | None) -> tuple[Any, ...]:
-    """Load an uploaded trace; a file that is not one gets a clear message (and the replay is left as it was)."""
+def on_trace_upload(path: Any) -> tuple[Any, ...]:
+    """Load an uploaded trace; a file that is not one gets a clear message (and the replay is left as it was).
+
+    `path` is where Gradio stored the upload (it refuses paths outside its own upload folder before this
+    runs); the file's content is untrusted and checked field by field by `Trace.from_dict`.
+    """
+    name = Path(path).name if isinstance(path, str) and path else "the file"
+    if len(name) > MAX_NAME_SHOWN:
+        name = name[:MAX_NAME_SHOWN] + "…"
     try:
+        if path is not None and not isinstance(path, str):
+            raise TraceFormatError(f"expected an uploaded file; got {short_repr(path, MAX_NAME_SHOWN)}")
         trace = load_trace_file(path)
-    except (TraceFormatError, OSError) as exc:
-        name = Path(path).name if path else "the file"
-        message = f"Cannot replay {name}: {exc}. Load a trace JSON saved by this playground (Download trace)."
+        return replay_load(trace, f"Loaded {name}")
+    except Exception as exc:  # TraceFormatError, OSError, or anything else: one line, never a traceback
+        reason = (str(exc) if isinstance(exc, TraceFormatError) else "the file could not be read"
+                  if isinstance(exc, OSError) else user_message(exc))
+        message = f"Cannot replay {name}: {reason}. Load a trace JSON saved by this playground (Download trace)."
         return (gr.skip(), render.status_html(message, "error"), *([gr.skip()] * 6))
-    return replay_load(trace, f"Loaded {Path(path).name}")
 
 
 # --------------------------------------------------------------------------- baselines of this session
@@ -228,18 +262,6 @@ def theory_view(trace: Trace | None, baseline: Trace | None = None) -> tuple[Any
 
 
 # --------------------------------------------------------------------------- show the code
-
-
-def request_from_trace(trace: Trace) -> RunRequest:
-    """The request that reproduces a trace's run (its resolved chat and precision included)."""
-    d = trace.decoding
-    return RunRequest(
-        prompt=trace.prompt, target=trace.target, method=trace.method, assistant=trace.assistant,
-        params=dict(trace.params), max_new_tokens=int(d.get("max_new_tokens", trace.summary.new_tokens or 64)),
-        sample=bool(d.get("sample", False)), temperature=float(d.get("temperature", 1.0)),
-        top_p=float(d.get("top_p", 1.0)), top_k=int(d.get("top_k", 0)), seed=int(d.get("seed", 0)),
-        chat=trace.chat, dtype=str(trace.env.get("dtype") or "auto"),
-    )
 
 
 def code_view(request: RunRequest, note: str = "") -> tuple[str, str, str]:
@@ -398,7 +420,7 @@ def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str,
             check = "= baseline"
         elif row.get("lossless_ok") is False:
             note = html.escape(row.get("lossless_note") or "", quote=True)
-            check = f'<span title="{note}">differs at token {row.get("first_divergence")}</span>'
+            check = f'<span title="{note}">differs at token {html.escape(str(row.get("first_divergence")))}</span>'
         else:
             check = html.escape(row.get("lossless_note") or "–")
         speed = a.get("speedup", row.get("speedup"))

@@ -9,14 +9,29 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+import types
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 SCHEMA_VERSION = 2
 # Version 1 lacked `other_ms`, `setup_ms` and `discarded` (its `rejected` held every draft after the first
 # refused one); it still loads, converted by `_upgrade_v1`.
 READABLE_VERSIONS = (1, 2)
+
+# A trace file is untrusted input (a visitor can upload anything, a teacher opens a student's file):
+# `Trace.from_dict` checks every field against its annotation and these bounds before anything renders it.
+# Real traces stay far below them (the server caps new tokens at PLAYGROUND_MAX_NEW_TOKENS, 512 by default).
+MAX_TRACE_STEPS = 100_000  # verification steps in one trace
+MAX_LIST_ITEMS = 100_000  # items in any one list (output ids; one step's drafts are tens)
+MAX_TRACE_TOKENS = 1_000_000  # token ids in all lists of the trace together
+MAX_TEXT_CHARS = 1_000_000  # characters in any one string (prompt, output text, a token's text)
+MAX_TOKEN_ID = 2**31 - 1  # ids are below the recorded vocab_size; traces without one get this bound
+MAX_COUNT = 2**53  # any other integer (counts, indices): exact in a float, as JSON readers need
+MAX_MAPPING_DEPTH = 4  # nesting of the free-form objects (params, decoding, env)
+MAX_MAPPING_ITEMS = 1_000  # keys and items in one free-form object, nested ones included
+PROBABILITIES = frozenset({"q", "p", "mixture", "acceptance_rate"})  # fields (or lists) of values in [0, 1]
 
 # Token statuses used by renderers (and as `data-status` in the HTML).
 ACCEPTED = "accepted"  # drafted and kept by the target
@@ -151,6 +166,7 @@ class Trace:
     steps: list[Step] = field(default_factory=list)
     summary: Summary = field(default_factory=Summary)
     schema_version: int = SCHEMA_VERSION
+    vocab_size: int | None = None  # the target's vocabulary (token ids are below it); None in older traces
 
     def summarize(self, elapsed_s: float) -> Summary:
         """Recompute the summary from the steps (the single definition of every figure)."""
@@ -168,21 +184,22 @@ class Trace:
 
     @classmethod
     def from_dict(cls, data: Any) -> "Trace":
+        """A trace from parsed JSON, every field checked (type, range, size) as untrusted input."""
         if not isinstance(data, dict) or "steps" not in data or "method" not in data:
             raise TraceFormatError("not a playground trace (no 'method' and 'steps')")
         version = data.get("schema_version")
         if version not in READABLE_VERSIONS:
-            raise TraceFormatError(
-                f"trace schema_version {version!r} is not supported (expected one of {', '.join(map(str, READABLE_VERSIONS))})")
+            raise TraceFormatError(f"trace schema_version {short_repr(version)} is not supported "
+                                   f"(expected one of {', '.join(map(str, READABLE_VERSIONS))})")
         if version == 1:
             data = _upgrade_v1(data)
-        try:
-            steps = [_build(Step, s) for s in data["steps"]]
-            summary = _build(Summary, data.get("summary") or {})
-            rest = {k: v for k, v in data.items() if k in _field_names(cls) and k not in ("steps", "summary")}
-            trace = cls(**rest, steps=steps, summary=summary)
-        except (TypeError, KeyError) as exc:
-            raise TraceFormatError(f"malformed trace: {exc}") from None
+        steps = data["steps"]
+        if isinstance(steps, list) and len(steps) > MAX_TRACE_STEPS:
+            raise TraceFormatError(f"the trace has {len(steps)} steps; at most {MAX_TRACE_STEPS} can be replayed")
+        vocab_size = _Reader(MAX_TOKEN_ID + 1).value(data.get("vocab_size"), int | None, "vocab_size")
+        if vocab_size is not None and not 1 <= vocab_size <= MAX_TOKEN_ID + 1:
+            raise TraceFormatError(f"malformed trace: vocab_size must be between 1 and {MAX_TOKEN_ID + 1}")
+        trace = _Reader(vocab_size or MAX_TOKEN_ID + 1).record(cls, data, "trace")
         check_invariants(trace)
         return trace
 
@@ -199,6 +216,12 @@ class Trace:
         return cls.from_json(Path(path).read_bytes())
 
 
+def short_repr(value: Any, limit: int = 40) -> str:
+    """A value for a message: its repr, cut short (a hostile file must not fill the page)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
     """A schema-1 trace in schema 2's terms: `rejected` kept only the first refused draft, the rest became
     `discarded`; the time outside draft and verify was not measured (`other_ms` and `setup_ms` are 0)."""
@@ -213,14 +236,118 @@ def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "steps": steps, "summary": summary, "schema_version": SCHEMA_VERSION}
 
 
-def _field_names(cls: type) -> set[str]:
-    return {f.name for f in fields(cls)}
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return get_type_hints(cls)
 
 
-def _build(cls: type, data: Any) -> Any:
-    if not isinstance(data, dict):
-        raise TypeError(f"{cls.__name__} must be an object")
-    return cls(**{k: v for k, v in data.items() if k in _field_names(cls)})
+class _Reader:
+    """Checks parsed JSON against the dataclasses' annotations and builds the records.
+
+    Driven by the annotations, so a field added later is checked without touching this: `int` is a
+    non-negative count (not a bool), `float` a finite non-negative number ([0, 1] for PROBABILITIES),
+    `str` valid text, `list[int]` token ids below the vocabulary size, `dict[str, Any]` a small JSON
+    object, a dataclass a nested record, `X | None` either. Sizes are bounded by the MAX_* limits.
+    """
+
+    def __init__(self, id_limit: int) -> None:
+        self.id_limit = id_limit  # token ids must be below this
+        self.tokens = 0  # token ids read so far (MAX_TRACE_TOKENS)
+
+    def fail(self, where: str, expected: str, value: Any) -> TraceFormatError:
+        return TraceFormatError(f"malformed trace: {where} must be {expected}; got {short_repr(value)}")
+
+    def record(self, cls: type, data: Any, where: str) -> Any:
+        if not isinstance(data, dict):
+            raise self.fail(where, f"an object ({cls.__name__})", data)
+        values = {}
+        for f in fields(cls):
+            if f.name not in data:
+                if f.default is MISSING and f.default_factory is MISSING:
+                    raise TraceFormatError(f"malformed trace: {where} has no '{f.name}'")
+                continue
+            values[f.name] = self.value(data[f.name], _hints(cls)[f.name], f"{where}.{f.name}", f.name)
+        return cls(**values)  # keys of other fields (a newer schema's) are ignored
+
+    def value(self, value: Any, hint: Any, where: str, name: str = "") -> Any:
+        origin, args = get_origin(hint), get_args(hint)
+        if origin in (Union, types.UnionType):
+            if value is None and type(None) in args:
+                return None
+            (inner,) = [a for a in args if a is not type(None)]
+            return self.value(value, inner, where, name)
+        if is_dataclass(hint):
+            return self.record(hint, value, where)
+        if hint is bool:
+            if not isinstance(value, bool):
+                raise self.fail(where, "true or false", value)
+            return value
+        if hint is int:
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
+                raise self.fail(where, f"a whole number from 0 to {MAX_COUNT}", value)
+            return value
+        if hint is float:
+            top = 1.0 if name in PROBABILITIES else math.inf
+            if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+                    or not 0 <= value <= top):
+                raise self.fail(where, "a probability from 0 to 1" if top == 1.0 else "a finite number ≥ 0", value)
+            return float(value)
+        if hint is str:
+            return self.text(value, where)
+        if origin is list:
+            if not isinstance(value, list):
+                raise self.fail(where, "a list", value)
+            if len(value) > MAX_LIST_ITEMS:
+                raise TraceFormatError(f"malformed trace: {where} has {len(value)} items; the limit is {MAX_LIST_ITEMS}")
+            (item,) = args
+            if item is int:  # every list of integers in a trace holds token ids
+                return [self.token_id(v, f"{where}[{i}]") for i, v in enumerate(value)]
+            return [self.value(v, item, f"{where}[{i}]", name) for i, v in enumerate(value)]
+        if origin is dict or hint is dict:
+            return self.mapping(value, where, MAX_MAPPING_DEPTH, [0])
+        raise TypeError(f"no rule for {where}: {hint!r}")  # a new kind of field: add its rule above
+
+    def token_id(self, value: Any, where: str) -> int:
+        self.tokens += 1
+        if self.tokens > MAX_TRACE_TOKENS:
+            raise TraceFormatError(f"the trace holds more than {MAX_TRACE_TOKENS} token ids; it cannot be replayed")
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < self.id_limit:
+            raise self.fail(where, f"a token id (a whole number from 0 to {self.id_limit - 1})", value)
+        return value
+
+    def text(self, value: Any, where: str) -> str:
+        if not isinstance(value, str):
+            raise self.fail(where, "text", value)
+        if len(value) > MAX_TEXT_CHARS:
+            raise TraceFormatError(f"malformed trace: {where} has {len(value)} characters; the limit is {MAX_TEXT_CHARS}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate ("\ud800" in JSON): not text a page can show
+            raise TraceFormatError(f"malformed trace: {where} is not valid text (lone surrogate)") from None
+        return value
+
+    def mapping(self, value: Any, where: str, depth: int, count: list[int]) -> Any:
+        """A free-form JSON value (params, decoding, env): small, shallow, finite numbers, valid text."""
+        count[0] += 1
+        if count[0] > MAX_MAPPING_ITEMS:
+            raise TraceFormatError(f"malformed trace: {where} holds more than {MAX_MAPPING_ITEMS} items")
+        if value is None or isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            if abs(value) > MAX_COUNT:
+                raise self.fail(where, f"a number of at most {MAX_COUNT} in size", value)
+            return value
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise self.fail(where, "a finite number", value)
+            return value
+        if isinstance(value, str):
+            return self.text(value, where)
+        if depth <= 0 or not isinstance(value, (list, dict)):
+            raise self.fail(where, f"JSON nested at most {MAX_MAPPING_DEPTH} deep", value)
+        if isinstance(value, list):
+            return [self.mapping(v, f"{where}[{i}]", depth - 1, count) for i, v in enumerate(value)]
+        return {self.text(k, where): self.mapping(v, f"{where}.{k}", depth - 1, count) for k, v in value.items()}
 
 
 def summarize_steps(steps: list[Step], elapsed_s: float, setup_ms: float = 0.0) -> Summary:
@@ -295,6 +422,9 @@ def check_invariants(trace: Trace) -> None:
                 len(values) != len(s.drafted) or any(not isinstance(v, (int, float)) or math.isnan(v) for v in values)
             ):
                 raise TraceFormatError(f"step {i}: {name} must hold one probability per drafted token")
+        for texts, ids in (("drafted_text", s.drafted), ("emitted_text", s.emitted)):
+            if len(getattr(s, texts)) not in (0, len(ids)):
+                raise TraceFormatError(f"step {i}: {texts} must hold one text per token (or none)")
         joined.extend(s.emitted)
     if joined != trace.output_ids:
         raise TraceFormatError("emitted tokens of all steps do not concatenate to output_ids")

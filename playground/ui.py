@@ -17,10 +17,12 @@ JSON, then runs `generate`.
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import logging
 import math
 import os
+import secrets
 import tempfile
 import threading
 import time
@@ -394,30 +396,56 @@ TRACE_FILES_KEPT_S = 7200  # as long as Gradio keeps its own copies (`delete_cac
 TRACE_PRUNE_EVERY_S = 600  # the sweep reads every session's folder: not at the end of every run
 _TRACE_FILES_LOCK = threading.Lock()  # pruning never removes a folder another run is writing into
 _last_trace_prune = -math.inf  # time.monotonic() of the last sweep (none yet)
+# Session key -> the name of its trace folder. The key is the client's session hash, which a client
+# chooses freely (`../../x`, an absolute path): it is only ever a dictionary key here, never part of a
+# path. Folder names are random and made by the server.
+_TRACE_FOLDERS: dict[str, str] = {}
+
+
+def trace_root() -> Path:
+    """The one directory the server writes trace files under (one folder per session inside it)."""
+    return Path(tempfile.gettempdir()) / "assisted-playground-traces"
 
 
 def _save_trace(live: LiveRun, key: str) -> str:
     """Write the run's trace for the Download button: one file per session (the previous one is
     replaced), and sessions idle for longer than TRACE_FILES_KEPT_S lose theirs (swept at most every
-    TRACE_PRUNE_EVERY_S), so a long-lived server's temp dir does not fill up with every visitor's traces."""
-    root = Path(tempfile.gettempdir()) / "assisted-playground-traces"
+    TRACE_PRUNE_EVERY_S), so a long-lived server's temp dir does not fill up with every visitor's traces.
+    Every path is the server's own: `trace_root()`, a random folder name, the registry's method name."""
+    root = trace_root()
     global _last_trace_prune
     stamp = time.strftime("%Y%m%d-%H%M%S")
     with _TRACE_FILES_LOCK:
         if time.monotonic() - _last_trace_prune >= TRACE_PRUNE_EVERY_S:
             _last_trace_prune = time.monotonic()
             _prune_trace_files(root, TRACE_FILES_KEPT_S)
-        folder = root / key[:32]
+        folder = root / _TRACE_FOLDERS.setdefault(key, secrets.token_hex(16))
         folder.mkdir(parents=True, exist_ok=True)
         for old in folder.glob("trace-*.json"):
             old.unlink(missing_ok=True)
-        path = folder / f"trace-{live.trace.method}-{stamp}.json"
+        path = folder / f"trace-{get_method(live.trace.method).name}-{stamp}.json"
         live.trace.save(path)
     return str(path)
 
 
+def _drop_session_trace(key: str) -> None:
+    """A new run starts: the session's previous trace file goes (its Download button is hidden now)."""
+    with _TRACE_FILES_LOCK:
+        name = _TRACE_FOLDERS.get(key)
+        for old in (trace_root() / name).glob("trace-*.json") if name else ():
+            old.unlink(missing_ok=True)
+
+
+def session_trace(key: str) -> Path | None:
+    """The trace file of the session's last run, if that run finished and the file is still there."""
+    with _TRACE_FILES_LOCK:
+        name = _TRACE_FOLDERS.get(key)
+        files = sorted((trace_root() / name).glob("trace-*.json")) if name else []
+    return files[-1] if files else None
+
+
 def _prune_trace_files(root: Path, max_age_s: float) -> None:
-    """Remove the folders of sessions whose newest trace is older than `max_age_s`."""
+    """Remove the folders of sessions whose newest trace is older than `max_age_s` (and forget them)."""
     now = time.time()
     for folder in (root.iterdir() if root.is_dir() else ()):
         with contextlib.suppress(OSError):  # gone already, or not ours to remove
@@ -427,6 +455,9 @@ def _prune_trace_files(root: Path, max_age_s: float) -> None:
                 for f in files:
                     f.unlink(missing_ok=True)
                 folder.rmdir()
+    for key, name in list(_TRACE_FOLDERS.items()):
+        if not (root / name).is_dir():
+            del _TRACE_FOLDERS[key]
 
 
 def _done_message(live: LiveRun) -> tuple[str, str]:
@@ -472,13 +503,14 @@ def generate(
     session = _Session()
     with _SESSIONS_LOCK:
         _SESSIONS[key] = session
+    _drop_session_trace(key)
     stream = render.TokenStream()
     live: LiveRun | None = None
     no_file = gr.update(value=None, visible=False)
 
     def error_outputs(exc: BaseException) -> tuple[Any, ...]:
         message = user_message(exc)
-        gr.Warning(message)
+        gr.Warning(html.escape(message))  # toasts render HTML: the visitor's input must stay text, as in the status box
         steps = live.trace.steps if live is not None else []
         tokens = stream.html() if len(stream) else render.empty_tokens("No output.")
         fig_a, fig_t = charts.figures(steps)
@@ -540,6 +572,13 @@ def generate(
         with _SESSIONS_LOCK:
             if _SESSIONS.get(key) is session:
                 del _SESSIONS[key]
+
+
+def after_run(baselines: list | None, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    """After each run: `teach.on_run_done` on the trace file this server wrote for the session's last run
+    (none if it failed). It takes nothing from the client but the session: no client value is a path."""
+    path = session_trace(_session_key(request))
+    return teach.on_run_done(str(path) if path else None, baselines)
 
 
 # --------------------------------------------------------------------------- the page
@@ -718,7 +757,7 @@ def build_ui() -> gr.Blocks:
         replay_views = [replay_tokens, replay_detail, replay_acceptance, replay_timing, replay_stats]
         replay_outputs = [replay_trace, replay_status, replay_slider, *replay_views]
         teach_private = dict(api_visibility="private", show_progress="hidden")
-        run_event.then(teach.on_run_done, [trace_file, baselines],
+        run_event.then(after_run, baselines,
                        [last_run, *replay_outputs, theory_plot, diagnosis, baselines, code_python, code_cli, code_status],
                        **teach_private)
         replay_slider.change(teach.replay_view, [replay_trace, replay_slider], replay_views, **private)

@@ -17,7 +17,7 @@ from playground.methods import MethodError
 
 from test_theory import baseline_trace, make_trace, method_trace
 
-SPEC_BENCH = Path(__file__).resolve().parents[2] / "shared" / "spec_bench" / "question.jsonl"
+SPEC_BENCH = bench.SPEC_BENCH_FILE  # the project's own copy
 
 REQUIRED_COLUMNS = ["method", "label", "category", "question_id", "new_tokens", "steps", "acceptance_rate",
                     "tokens_per_step", "tokens_per_s", "speedup", "draft_ms", "verify_ms", "theoretical_speedup",
@@ -57,7 +57,15 @@ def test_parse_methods_refuses_bad_input(text, message):
         bench.parse_methods(text)
 
 
-@pytest.mark.skipif(not SPEC_BENCH.exists(), reason="Spec-Bench questions not present")
+def test_spec_bench_ships_with_the_project_with_its_licence():
+    lines = SPEC_BENCH.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 480
+    assert "Apache License" in (SPEC_BENCH.parent / "LICENSE").read_text()
+    assert "hemingkx/Spec-Bench" in (SPEC_BENCH.parent / "README.md").read_text()
+    assert bench.load_prompts("spec-bench", ["rag"], limit=3) == bench.load_prompts(SPEC_BENCH, ["rag"], limit=3)
+    assert len(bench.load_prompts("spec-bench")) == 480
+
+
 def test_load_spec_bench_categories_and_limit_per_category():
     prompts = bench.load_prompts(SPEC_BENCH, ["summarization", "rag", "qa", "translation"], limit=2)
     assert [p.category for p in prompts] == ["summarization"] * 2 + ["rag"] * 2 + ["qa"] * 2 + ["translation"] * 2

@@ -215,6 +215,34 @@ if __name__ == "__main__":
         print(row)
 
 
+def test_every_value_in_an_attribute_is_escaped_even_unvalidated():
+    """Defence in depth: even a Step that skipped validation cannot open an attribute or a tag."""
+    from html.parser import HTMLParser
+
+    evil = '1" onmouseover="alert(1)" x="'
+    step = Step(index=3, drafted=[evil, "<script>x</script>"], accepted=1, rejected=["<script>x</script>"],
+                emitted=[evil, "<img src=x onerror=alert(1)>"], drafted_text=["<b>", "</span><script>"],
+                emitted_text=["<b>", "<i>"])
+
+    class Attributes(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.names, self.tags = set(), set()
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.add(tag)
+            self.names.update(name for name, _ in attrs)
+
+    pieces = [render.render_step(step), render.render_step(step, current=True), render.step_detail_html(step),
+              render.emitted_spans([step]), render.status_html(evil, evil, evil),
+              render.race_html([{"label": evil, "steps": [step], "total_tokens": 5, "finish_s": 1.0}], 1.0, 1.0, evil)]
+    for piece in pieces:
+        parser = Attributes()
+        parser.feed(piece)
+        assert not {n for n in parser.names if n.startswith("on")}, piece
+        assert parser.tags <= {"span", "div", "p", "b"}, (parser.tags, piece)
+
+
 def test_drafts_after_the_rejected_one_are_discarded_not_rejected() -> None:
     step = Step(index=0, drafted=[1, 2, 3, 4], accepted=1, rejected=[2], discarded=[3, 4], emitted=[1, 9],
                 drafted_text=["a", "b", "c", "d"], emitted_text=["a", "z"], q=[0.9, 0.5, 0.4, 0.3],

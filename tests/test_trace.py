@@ -104,6 +104,107 @@ def test_invariant_violations_are_detected():
         check_invariants(bad)
 
 
+# --------------------------------------------------------------------------- a trace file is untrusted input
+
+INJECTION = '1" onmouseover="alert(1)" x="'
+
+
+def _good_dict():
+    steps = [_step(0, [1, 2], [1, 3], q=[0.5, 0.25], p=[0.9, 0.1]), _step(1, [], [4])]
+    return json.loads(_trace(steps).to_json())
+
+
+def _set(data, path, value):
+    """data with the field at `path` (keys and list indices) replaced by `value`."""
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return data
+
+
+HOSTILE_FIELDS = [
+    ("id that is markup", ("steps", 0, "drafted", 0), INJECTION, "steps[0].drafted[0] must be a token id"),
+    ("emitted id that is markup", ("steps", 1, "emitted", 0), INJECTION, "steps[1].emitted[0] must be a token id"),
+    ("id that is a bool", ("steps", 0, "drafted", 0), True, "must be a token id"),
+    ("id that is a float", ("steps", 0, "drafted", 0), 1.0, "must be a token id"),
+    ("negative id", ("output_ids", 0), -1, "output_ids[0] must be a token id"),
+    ("id past the vocabulary", ("vocab_size",), 3, "from 0 to 2"),
+    ("id beyond 64 bits", ("steps", 0, "drafted", 0), 2**70, "must be a token id"),
+    ("step index that is markup", ("steps", 0, "index"), INJECTION, "steps[0].index must be a whole number"),
+    ("accepted that is a bool", ("steps", 0, "accepted"), True, "steps[0].accepted must be a whole number"),
+    ("text that is not a string", ("steps", 0, "drafted_text", 0), ["<script>"], "must be text"),
+    ("lone surrogate", ("prompt",), "\ud800", "not valid text"),
+    ("NaN time", ("steps", 0, "verify_ms"), float("nan"), "must be a finite number"),
+    ("infinite time", ("steps", 0, "draft_ms"), float("inf"), "must be a finite number"),
+    ("negative time", ("summary", "elapsed_s"), -1.0, "must be a finite number ≥ 0"),
+    ("time that is text", ("steps", 0, "draft_ms"), "<b>1</b>", "must be a finite number"),
+    ("q above 1", ("steps", 0, "q", 0), 1.5, "must be a probability"),
+    ("p that is NaN", ("steps", 0, "p", 1), float("nan"), "must be a probability"),
+    ("q of the wrong length", ("steps", 0, "q"), [0.5], "one probability per drafted token"),
+    ("texts of the wrong length", ("steps", 0, "drafted_text"), ["a"], "one text per token"),
+    ("method that is not text", ("method",), {"x": 1}, "trace.method must be text"),
+    ("chat that is not a bool", ("chat",), "yes", "trace.chat must be true or false"),
+    ("summary that is not an object", ("summary",), [1], "must be an object"),
+    ("steps that are not a list", ("steps",), "garbage", "trace.steps must be a list"),
+    ("step that is not an object", ("steps", 0), 7, "steps[0] must be an object"),
+    ("missing field", ("steps", 0), {"index": 0}, "has no 'drafted'"),
+    ("params nested too deep", ("params",), {"a": {"b": {"c": {"d": {"e": 1}}}}}, "nested at most"),
+    ("params too large", ("params",), {str(i): i for i in range(2000)}, "more than 1000 items"),
+    ("params holding NaN", ("decoding",), {"temperature": float("nan")}, "must be a finite number"),
+    ("vocab size that is text", ("vocab_size",), "big", "vocab_size must be a whole number"),
+    ("huge string", ("output_text",), "x" * 1_000_001, "the limit is 1000000"),
+    ("huge list", ("output_ids",), [1] * 100_001, "the limit is 100000"),
+]
+
+
+@pytest.mark.parametrize("case, path, value, message", HOSTILE_FIELDS, ids=[c[0] for c in HOSTILE_FIELDS])
+def test_every_field_is_checked_when_a_trace_is_loaded(case, path, value, message):
+    data = _set(_good_dict(), path, value)
+    text = json.dumps(data)  # NaN and Infinity as Python's json writes them
+    with pytest.raises(TraceFormatError) as info:
+        Trace.from_json(text)
+    assert message in str(info.value), str(info.value)
+    assert "\n" not in str(info.value) and len(str(info.value)) < 300
+
+
+def test_the_good_trace_used_above_loads():
+    assert Trace.from_dict(_good_dict()).steps[0].q == [0.5, 0.25]
+    assert Trace.from_dict({**_good_dict(), "vocab_size": 5}).vocab_size == 5
+
+
+def test_too_many_steps_or_tokens_are_refused_before_building():
+    from playground import trace as trace_module
+
+    data = _good_dict()
+    data["steps"] = [data["steps"][1]] * (trace_module.MAX_TRACE_STEPS + 1)
+    with pytest.raises(TraceFormatError, match="at most 100000 can be replayed"):
+        Trace.from_dict(data)
+    many = _good_dict()
+    many["steps"] = [{**many["steps"][1], "emitted": [4], "drafted": [4] * 999, "accepted": 0,
+                      "rejected": [4] * 999, "drafted_text": [], "emitted_text": []}] * 1002
+    with pytest.raises(TraceFormatError, match="more than 1000000 token ids"):
+        Trace.from_dict(many)
+
+
+def test_fields_added_later_are_checked_from_their_annotations():
+    """The reader has no list of field names: a new annotated field is checked by its type."""
+    import dataclasses
+
+    from playground.trace import _Reader
+
+    @dataclasses.dataclass
+    class Later:
+        ids: list[int]
+        other_ms: float = 0.0
+        note: str | None = None
+
+    assert _Reader(10).record(Later, {"ids": [1, 2], "other_ms": 1.5}, "x") == Later([1, 2], 1.5)
+    for bad in ({"ids": [INJECTION]}, {"ids": [10]}, {"ids": [], "other_ms": float("inf")}, {"ids": [], "note": 5}):
+        with pytest.raises(TraceFormatError):
+            _Reader(10).record(Later, bad, "x")
+
+
 def test_schema_1_traces_still_load_with_rejected_split_and_no_other_time():
     old = _trace([_step(0, [1, 2, 3], [1, 9], draft_ms=2.0, verify_ms=5.0), _step(1, [], [4], verify_ms=3.0)]).to_dict()
     old["schema_version"] = 1
