@@ -6,11 +6,12 @@ Bad input exits non-zero with a one-line reason on stderr; the trace can be writ
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from .methods import METHODS, parse_assignments
+from .methods import METHODS, MethodError, parse_assignments
 from .models import DEFAULT_TARGET
 
 if TYPE_CHECKING:
@@ -23,8 +24,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", default="baseline", choices=list(METHODS))
     parser.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
                         help="a method parameter under its generate() name, e.g. prompt_lookup_num_tokens=10")
-    prompt = parser.add_mutually_exclusive_group(required=True)
-    prompt.add_argument("--prompt", help="the prompt text")
+    parser.add_argument("--preset", metavar="NAME",
+                        help="one of the guide's examples (models, method, parameters, decoding, prompt); "
+                             "'list' lists them. --prompt/--prompt-file and --dtype may be given with it")
+    prompt = parser.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", help="the prompt text (required without --preset)")
     prompt.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
@@ -35,14 +39,19 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     chat = parser.add_mutually_exclusive_group()
     chat.add_argument("--chat", dest="chat", action="store_true", default=None, help="apply the chat template")
     chat.add_argument("--no-chat", dest="chat", action="store_false", help="raw prompt, no chat template")
+    parser.add_argument("--system", default=None, help="a system message before the prompt (chat template only)")
+    parser.add_argument("--chat-template-kwarg", dest="chat_template_kwargs", action="append", default=[],
+                        metavar="KEY=VALUE", help="a chat template variable, VALUE as JSON, e.g. enable_thinking=false")
     parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     parser.add_argument("--trace-out", type=Path, help="write the trace as JSON here")
     parser.add_argument("--quiet", action="store_true", help="print only the summary line")
 
 
-def _read_prompt(args: argparse.Namespace) -> str:
+def _read_prompt(args: argparse.Namespace) -> str | None:
     if args.prompt is not None:
         return args.prompt
+    if args.prompt_file is None:
+        return None
     try:
         return args.prompt_file.read_text(encoding="utf-8")
     except OSError as exc:
@@ -60,21 +69,62 @@ def summary_line(trace) -> str:  # type: ignore[no-untyped-def]
     )
 
 
+# Options a preset sets itself; with --preset they must stay at their defaults.
+_PRESET_SETS = ("target", "assistant", "method", "assignments", "max_new_tokens", "sample", "temperature", "top_p",
+                "top_k", "seed", "chat", "system", "chat_template_kwargs")
+
+
+def _template_kwargs(items: list[str]) -> dict[str, Any]:
+    """`KEY=VALUE` chat template variables; VALUE is read as JSON (false, 3, "text"), else taken as text."""
+    out: dict[str, Any] = {}
+    for key, value in parse_assignments(items).items():
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
 def request_from_args(args: argparse.Namespace) -> "RunRequest":
     """The engine request a parsed `run` command line stands for."""
     from .engine import RunRequest
 
+    prompt = _read_prompt(args)
+    if args.preset:
+        from .presets import get_preset
+
+        defaults = vars(build_parser().parse_args(["run", "--prompt", ""]))
+        changed = [name for name in _PRESET_SETS if getattr(args, name) != defaults[name]]
+        if changed:
+            options = ", ".join("--" + ("set" if n == "assignments" else n.replace("_", "-")) for n in changed)
+            raise MethodError(f"--preset sets the models, method, parameters and decoding itself; drop {options} "
+                              "(or run without --preset)")
+        from .models import hub_reachable
+
+        preset = get_preset(args.preset)
+        reason = preset.unavailable(hub_reachable())
+        if reason:
+            raise MethodError(reason)
+        return RunRequest(**preset.request_fields(prompt, dtype=args.dtype))
+    if prompt is None:
+        raise MethodError("give --prompt, --prompt-file or --preset")
     return RunRequest(
-        prompt=_read_prompt(args), target=args.target, method=args.method, assistant=args.assistant,
+        prompt=prompt, target=args.target, method=args.method, assistant=args.assistant,
         params=parse_assignments(args.assignments), max_new_tokens=args.max_new_tokens, sample=args.sample,
         temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed, chat=args.chat,
-        dtype=args.dtype,
+        dtype=args.dtype, system=args.system, chat_template_kwargs=_template_kwargs(args.chat_template_kwargs),
     )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .engine import run, user_message
 
+    if args.preset == "list":
+        from .models import hub_reachable
+        from .presets import listing
+
+        print(listing(hub_reachable()))
+        return 0
     # Loading progress goes to an interactive terminal only: scripts get a single error line.
     show_progress = not args.quiet and sys.stderr.isatty()
     if not show_progress:

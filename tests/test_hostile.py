@@ -147,7 +147,7 @@ def generate_args(models: dict[str, str], **kw: Any) -> list[Any]:
     """The generate endpoint's inputs in order, for a short greedy float32 run on the tiny target."""
     args = {"prompt": PROMPT, "target": models["target"], "assistant": None, "method": "baseline", "params": {},
             "max_new_tokens": 4, "sample": False, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "seed": 0,
-            "chat": "auto", "dtype": "float32", "check_plain": False}
+            "chat": "auto", "dtype": "float32", "check_plain": False, "preset": None}
     args.update(kw)
     return list(args.values())
 
