@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .engine import RunRequest
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+def add_run_arguments(parser: argparse.ArgumentParser, trace_out: bool = True) -> None:
     parser.add_argument("--target", default=DEFAULT_TARGET, help="catalogue key, Hub id or local directory")
     parser.add_argument("--assistant", default=None, help="assistant model (speculative, universal, mtp_drafter)")
     parser.add_argument("--method", default="baseline", choices=list(METHODS))
@@ -43,7 +43,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chat-template-kwarg", dest="chat_template_kwargs", action="append", default=[],
                         metavar="KEY=VALUE", help="a chat template variable, VALUE as JSON, e.g. enable_thinking=false")
     parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    parser.add_argument("--trace-out", type=Path, help="write the trace as JSON here")
+    if trace_out:
+        parser.add_argument("--trace-out", type=Path, help="write the trace as JSON here")
     parser.add_argument("--quiet", action="store_true", help="print only the summary line")
 
 
@@ -209,7 +210,78 @@ def build_parser() -> argparse.ArgumentParser:
     bench_parser = sub.add_parser("bench", help="benchmark drafting methods against baseline (CSV, JSON, HTML report)")
     add_bench_arguments(bench_parser)
     bench_parser.set_defaults(func=cmd_bench)
+    tune_parser = sub.add_parser("tune", help="predict every draft setting's outcome from one run, recommend one "
+                                              "(tune.json, tune.html)")
+    add_tune_arguments(tune_parser)
+    tune_parser.set_defaults(func=cmd_tune)
     return parser
+
+
+def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
+    add_run_arguments(parser, trace_out=False)
+    parser.add_argument("--prompts", default=None, help="'spec-bench' for Spec-Bench's questions (carried with the "
+                        "project), a Spec-Bench-style JSONL (first turn of each), or 'examples' for the project's "
+                        "example set; instead of --prompt / --prompt-file")
+    parser.add_argument("--categories", default=None, help="comma-separated categories to keep from --prompts")
+    parser.add_argument("--limit", type=int, default=None, help="at most this many prompts per category")
+    parser.add_argument("--max-draft", type=int, default=8, help="largest draft length to predict (K)")
+    parser.add_argument("--ngram-sizes", default="1,2,3,4", help="prompt lookup: max_matching_ngram_size values")
+    parser.add_argument("--schedules", default="constant,heuristic", help="draft-length schedules to predict")
+    parser.add_argument("--thresholds", default="0,0.2,0.4,0.6", help="assistant confidence thresholds to predict")
+    parser.add_argument("--verify", action="store_true",
+                        help="run the recommended setting and the default for real and report measured beside predicted")
+    parser.add_argument("--out", type=Path, default=Path("tune-out"), help="directory for tune.json and tune.html")
+
+
+def _numbers(text: str, kind: type, option: str) -> tuple:
+    from .tune import TuneError
+
+    try:
+        return tuple(kind(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise TuneError(f"{option} takes comma-separated numbers; got {text!r}") from None
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from . import tune, tune_report
+    from .bench import _quote, load_prompts
+    from .engine import user_message
+
+    progress = None if args.quiet else (lambda msg: print(f"… {msg}", file=sys.stderr, flush=True))
+    try:
+        if args.prompts is not None:
+            if args.prompt is not None or args.prompt_file is not None:
+                raise tune.TuneError("give either --prompts or --prompt / --prompt-file, not both")
+            categories = args.categories.split(",") if args.categories else None
+            prompts = [p.text for p in load_prompts(args.prompts, categories, args.limit)]
+            run = request_from_args(argparse.Namespace(**{**vars(args), "prompt": prompts[0], "prompt_file": None}))
+        else:
+            run = request_from_args(args)  # --prompt, --prompt-file or a preset's prompt
+            prompts = [run.prompt]
+        request = tune.TuneRequest(
+            run=run,
+            max_draft=args.max_draft, ngram_sizes=_numbers(args.ngram_sizes, int, "--ngram-sizes"),
+            schedules=tuple(x.strip() for x in args.schedules.split(",") if x.strip()),
+            thresholds=_numbers(args.thresholds, float, "--thresholds"))
+        result = tune.tune(request, prompts, progress=progress)
+        if args.verify:
+            tune.verify(result, progress=progress)
+        result.meta["command"] = "python -m playground tune " + " ".join(_quote(a) for a in (sys.argv[2:] if sys.argv[1:2] == ["tune"] else []))
+        data = result.to_dict()
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "tune.json").write_text(tune.to_json(data), encoding="utf-8")
+        (args.out / "tune.html").write_text(tune_report.render_report(data), encoding="utf-8")
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # one line for the user, whatever failed
+        print(f"error: {user_message(exc)}", file=sys.stderr)
+        return 2
+    print(tune_report.verdict(data))
+    for row in tune_report.table_rows(data, tune_report.best_rows(data, 5)):
+        print("  " + " | ".join(row[:7]) + ("  measured: " + " | ".join(row[7:]) if row[7] not in ("–", "") else ""))
+    print(f"wrote {args.out / 'tune.json'}, {args.out / 'tune.html'}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

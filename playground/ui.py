@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator
 
 import gradio as gr
 
-from . import bench, charts, mcp_tools, render, teach, ui_links, ui_presets
+from . import bench, charts, mcp_tools, render, teach, tune_tab, ui_links, ui_presets
 from .engine import LiveRun, RunRequest, prepare, user_message
 from .examples import EXAMPLES as EXAMPLE_SET
 from .errors import PlaygroundError
@@ -781,6 +781,9 @@ def build_ui() -> gr.Blocks:
                                    interactive=False, buttons=["copy"], wrap_lines=True, elem_id="pg-code-cli")
             with gr.Tab("All methods explained", id="methods", elem_id="pg-tab-methods"):
                 gr.HTML(teach.methods_table_html(), elem_id="pg-methods")
+            tune_tab.build_tune_tab(dict(prompt=prompt, target=target, assistant=assistant, method=method, dtype=dtype,
+                                         chat=chat, max_new_tokens=max_new_tokens, param_components=param_components),
+                                    collect_params, build_request)
 
         private = dict(queue=False, api_visibility="private", show_progress="hidden")
         method.change(on_method_change, [method, target, assistant],
