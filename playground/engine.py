@@ -399,6 +399,8 @@ class _Raw:
     verify_ms: float
     q_logits: torch.Tensor | None  # draft logits, one row per drafted token
     p_logits: torch.Tensor | None  # the target's processed logits, rows aligned with the drafts
+    q: list[float] | None = None  # already computed (only when the consumer fell far behind; see _Recorder)
+    p: list[float] | None = None
 
 
 @dataclass
@@ -446,8 +448,15 @@ class _Stop(StoppingCriteria):
         return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
 
+# Raw records waiting for the consumer hold their logits (a few MB a step for a 262k vocabulary). Past this
+# many queued items (about half as many steps) the worker turns logits into probabilities itself, in the
+# step's `other` phase, so a consumer that falls far behind cannot make memory grow with the run.
+MAX_PENDING_LOGITS = 64
+
+
 class _Recorder:
-    """Timestamps the loop's phases and pushes raw step records on a queue (no display work here).
+    """Timestamps the loop's phases and pushes raw step records on a queue (no display work here, unless the
+    consumer is more than MAX_PENDING_LOGITS queued items behind).
 
     Every stamp ends one phase and begins the next, so the phases tile the `generate()` call:
     setup → [draft → verify → other] per step. A step begins when drafting begins (`get_candidates`)
@@ -474,10 +483,12 @@ class _Recorder:
     def begin_step(self) -> float:
         """A new step begins: close the previous step's `other` phase (or the setup)."""
         now = self._stamp()
-        if self._decided is None:
+        if self._step_start is None:
             self.out.put(_Setup((now - self.started) * 1000))
-        else:
+        elif self._decided is not None:
             self.out.put(_Other((now - self._decided) * 1000))
+        else:  # another forward before this step's tokens were decided: still the same step
+            return self._step_start
         self._decided = None
         self._step_start = now
         return now
@@ -508,8 +519,13 @@ class _Recorder:
 
         def observed_update(input_ids: torch.Tensor, scores: torch.Tensor, num_matches: int) -> Any:
             self._decided = self._stamp()
-            self.out.put(_Raw(self._draft, input_ids[0, self._cur_len:].clone(), input_ids.shape[1], self._draft_ms,
-                              (self._decided - self._draft_end) * 1000, self._q, scores[0]))
+            raw = _Raw(self._draft, input_ids[0, self._cur_len:].clone(), input_ids.shape[1], self._draft_ms,
+                       (self._decided - self._draft_end) * 1000, self._q, scores[0])
+            if self.out.qsize() > MAX_PENDING_LOGITS and self._draft is not None:
+                ids = self._draft.tolist()
+                raw.q, raw.p = _token_probs(raw.q_logits, ids), _token_probs(raw.p_logits, ids)
+                raw.q_logits = raw.p_logits = None
+            self.out.put(raw)
             self._draft = self._q = None
             return update(input_ids, scores, num_matches)
 
@@ -719,8 +735,8 @@ class LiveRun:
         cut = bool(emitted) and (emitted[-1] in prepared.eos_ids
                                  or raw.total_len - prepared.input_ids.shape[1] >= prepared.request.max_new_tokens)
         accepted, rejected, discarded, unverified = classify_step(drafted, emitted, cut)
-        q = _token_probs(raw.q_logits, drafted)
-        p = _token_probs(raw.p_logits, drafted)
+        q = raw.q if raw.q is not None else _token_probs(raw.q_logits, drafted)
+        p = raw.p if raw.p is not None else _token_probs(raw.p_logits, drafted)
         w = self._ensemble_weight
         mixture = [w * pk + (1 - w) * qk for pk, qk in zip(p, q)] if w is not None and p and q else None
         no_draft_reason = ""

@@ -249,6 +249,11 @@ def theory_view(trace: Trace | None, baseline: Trace | None = None) -> tuple[Any
         facts.append(f"measured τ = {est.tau:.2f} tokens per step")
     if est.expected_tau is not None:
         facts.append(f"expected from α, γ: {est.expected_tau:.2f}")
+    summary = trace.summary
+    if summary.elapsed_s > 0:
+        shares = [(summary.draft_ms, "draft"), (summary.verify_ms, "verify"), (summary.other_ms, "other"),
+                  (summary.setup_ms, "set-up")]
+        facts.append("time: " + ", ".join(f"{name} {ms / (summary.elapsed_s * 1000):.0%}" for ms, name in shares))
     source = ("Compared with a baseline run of this session on the same prompt and settings."
               if baseline is not None else "")
     items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)

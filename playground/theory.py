@@ -17,7 +17,7 @@ Definitions (stated once here, repeated in the report):
 * **Phases.** The trace splits every step into draft (the drafter's ``get_candidates``), verify (from
   the end of drafting until the step's tokens are decided: the target forward over γ + 1 positions,
   logits processing, acceptance, cache crop; for baseline: the forward, choosing the token and the
-  stopping check) and other (the rest of the loop until the next step: candidate-strategy update,
+  stopping criteria, which its loop runs before streaming the token) and other (the rest of the loop until the next step: candidate-strategy update,
   kwargs update, stopping criteria). ``setup_ms`` is the time inside ``generate()`` before the first
   step (building the candidate generator, pruning a universal assistant's LM head, loading MTP layers).
   setup + Σ(draft + verify + other) = the elapsed time, with the same definitions for baseline.

@@ -54,10 +54,10 @@ class Step:
 
     Times (ms) partition the step: `draft_ms` is the drafter's `get_candidates` (0 for baseline); `verify_ms`
     runs from the end of drafting (baseline: the start of the target's forward) until the step's tokens are
-    decided (the target forward, logits processing, acceptance, cache crop; for baseline the token choice
-    and the stopping check, which Transformers runs before streaming the token); `other_ms` is the rest of
-    the loop until the next step begins or `generate()` returns (candidate-strategy update, kwargs update,
-    stopping criteria).
+    decided (the target forward, logits processing, acceptance, cache crop; for baseline also the kwargs
+    update and the stopping criteria, which Transformers' plain loop runs before streaming the token);
+    `other_ms` is the rest of the loop until the next step begins or `generate()` returns (candidate-strategy
+    update, kwargs update, stopping criteria; for baseline, preparing the next forward's inputs).
     """
 
     index: int

@@ -53,3 +53,17 @@ def test_phases_add_up_to_the_elapsed_time(store, models, name) -> None:  # noqa
     assert phases == pytest.approx(elapsed_ms, rel=0.02)
     assert summary.setup_ms == trace.setup_ms and summary.other_ms == pytest.approx(sum(s.other_ms for s in steps))
     assert Trace.from_json(trace.to_json()) == trace
+
+
+def test_a_consumer_far_behind_still_gets_q_and_p(store, models, monkeypatch) -> None:  # noqa: F811
+    """Past MAX_PENDING_LOGITS queued items the worker converts logits itself (memory stays bounded)."""
+    import playground.engine as engine
+
+    usual = _run(store, models, "speculative")
+    monkeypatch.setattr(engine, "MAX_PENDING_LOGITS", -1)  # always "behind": every step takes that path
+    trace = _run(store, models, "speculative")
+    assert [p for s in trace.steps for p in s.p or []] == pytest.approx([p for s in usual.steps for p in s.p or []])
+    drafting = [s for s in trace.steps if s.drafted]
+    assert drafting and all(s.q is not None and s.p is not None and len(s.p) == len(s.drafted) for s in drafting)
+    phases = trace.setup_ms + sum(s.time_ms for s in trace.steps)
+    assert phases == pytest.approx(trace.summary.elapsed_s * 1000, rel=0.02)

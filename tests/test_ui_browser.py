@@ -173,6 +173,7 @@ def test_generate_streams_coloured_tokens_and_charts(page: Any) -> None:
     # The legend explains every status.
     legend = page.eval_on_selector_all("#pg-legend-box .tok", "els => els.map(e => e.dataset.status)")
     assert set(legend) == set(STATUSES)
+    assert not page.is_checked("#pg-check-plain input"), "checking against plain generate() is off by default"
 
     page.wait_for_timeout(500)  # let plotly finish its transitions
     ARTIFACTS.mkdir(exist_ok=True)
@@ -253,6 +254,14 @@ def test_generate_is_an_api_endpoint(app_url: str) -> None:
     assert 'data-kind="done"' in status
     trace = Trace.from_json(Path(trace_file["value"]).read_bytes())
     assert trace.params["prompt_lookup_num_tokens"] == 3 and trace.summary.new_tokens == 12
+    assert trace.setup_ms > 0 and all(s.other_ms > 0 for s in trace.steps)
+
+    # Checked against plain generate(): the stats say the speedup and whether the output is identical.
+    _, stats, *_ = client.predict(
+        prompt="Colours: red, green, blue, red, green, blue, red, green,", method="prompt_lookup",
+        params=json.dumps({"prompt_lookup_num_tokens": 3}), max_new_tokens=12, check_plain=True, api_name="/generate",
+    )
+    assert 'data-testid="pg-plain-check"' in stats and "the speed of plain generate()" in stats
 
     # A guide example by name (appended last, so the call above, which does not name it, works as before).
     *_, status, trace_file = client.predict(prompt="", preset="prompt-lookup-greedy-offline", api_name="/generate")

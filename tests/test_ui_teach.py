@@ -204,6 +204,9 @@ def test_after_a_run_the_theory_panel_places_it_and_diagnoses_it(runs: dict[str,
     assert "yardstick" in runs["baseline"][10]
     _, alone = teach.theory_view(trace, None)
     assert 'data-baseline="false"' in alone and "No baseline run on this prompt" in alone
+    # where the run's time went, from the trace's phases (they add up to the elapsed time)
+    shares = re.search(r"time: draft (\d+)%, verify (\d+)%, other (\d+)%, set-up (\d+)%", alone)
+    assert shares and 97 <= sum(int(x) for x in shares.groups()) <= 103
 
 
 def test_baselines_are_matched_on_prompt_and_settings(runs: dict[str, Any]) -> None:

@@ -7,7 +7,10 @@ bundled models (Gemma 3 270M; SmolLM2 135M Instruct as the universal assistant) 
 on traces of schema 1 (before `other_ms` and `setup_ms` existed), where everything outside draft and
 verify is unaccounted.
 
-    python tests/timing_shares.py [--dtype auto] [--tokens 48] [--repeats 3]
+    python tests/timing_shares.py [--dtype auto] [--tokens 48] [--repeats 3] [--threads N] [--methods a,b]
+
+To compare with the code before a change, run it from a checkout of that code (it imports the
+`playground` package of the current directory): cd OLD_CHECKOUT && python NEW/tests/timing_shares.py
 """
 
 from __future__ import annotations
@@ -49,12 +52,21 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--methods", default="", help="comma-separated subset of the methods (default: all)")
     args = parser.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    wanted = set(filter(None, args.methods.split(",")))
     store = ModelStore()
     print(f"schema in this checkout: {__import__('playground.trace', fromlist=['x']).SCHEMA_VERSION}; "
           f"dtype {args.dtype}; {args.tokens} new tokens; median of {args.repeats} runs after one warm-up")
     print(f"{'method':14} {'elapsed s':>9} {'draft':>7} {'verify':>7} {'other':>7} {'setup':>7} {'unacc.':>7}")
     for method, assistant, params in RUNS:
+        if wanted and method not in wanted:
+            continue
         req = RunRequest(prompt=PROMPT, method=method, assistant=assistant, params=params,
                          max_new_tokens=args.tokens, dtype=args.dtype, target=DEFAULT_TARGET)
         LiveRun(prepare(req, store)).run()  # warm-up
