@@ -133,7 +133,7 @@ def server(models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> 
     # The tiny target lives outside the allowed directory (a link to it is inside): allow its real home too.
     allowed = f"{models['root']}:{Path(models['target']).resolve().parent}"
     extra = {"PLAYGROUND_PRELOAD": "0", "PLAYGROUND_PUBLIC": "1", "PLAYGROUND_ALLOWED_DIRS": allowed,
-             "PLAYGROUND_MAX_NEW_TOKENS": "64", "PLAYGROUND_RUN_TIMEOUT_S": "30", "TMPDIR": str(tmp),
+             "PLAYGROUND_MAX_NEW_TOKENS": "512", "PLAYGROUND_RUN_TIMEOUT_S": "30", "TMPDIR": str(tmp),
              "GRADIO_TEMP_DIR": str(tmp / "gradio")}
     log = ARTIFACTS / "hostile-server.log"
     port = free_port()
@@ -566,7 +566,7 @@ def test_compare_stops_when_its_client_leaves(server: Server, models: dict[str, 
 
     session = uuid.uuid4().hex[:11]
     data = list(valid_inputs(models)["compare"])
-    data[7], data[8] = 64, 5  # 64 tokens, 5 repeats, every method warmed up: many generations
+    data[7], data[8] = 512, 5  # 512 tokens, 5 repeats, every method warmed up: a minute of generations
     body = {"data": data, "fn_index": server.deps["compare"]["id"], "session_hash": session, "event_data": None,
             "trigger_id": None}
     assert httpx.post(f"{server.url}gradio_api/queue/join", json=body, timeout=30).status_code == 200
@@ -583,7 +583,6 @@ def test_compare_stops_when_its_client_leaves(server: Server, models: dict[str, 
                 break
         time.sleep(0.05)
     assert _worker_threads(server) == 0, "compare kept generating after its client left"
-    assert "stopped" not in server.log.read_text(errors="replace").lower() or True
 
 
 def test_zz_every_hostile_input_was_handled(server: Server, models: dict[str, str]) -> None:
