@@ -50,7 +50,7 @@ CSV_COLUMNS = [
     "refined_speedup", "gamma", "c", "verify_cost", "empty_draft_fraction", "expected_tokens_per_step",
     "elapsed_s", "plain_elapsed_s", "speedup_plain", "overhead", "drafted", "accepted", "prompt_tokens",
     "repeats", "dtype", "first_divergence", "divergence_margin", "lossless_note", "instrumented_matches_plain",
-    "error", "params",
+    "error", "params", "other_ms", "setup_ms", "other_cost",
 ]
 
 # The project's own small example set, in Spec-Bench's format. Written for a base model (the
@@ -139,9 +139,17 @@ class BenchPrompt:
     text: str
 
 
+# Spec-Bench's 480 questions (Apache-2.0), carried with the project: see data/spec_bench/README.md.
+SPEC_BENCH_FILE = Path(__file__).resolve().parent / "data" / "spec_bench" / "question.jsonl"
+SPEC_BENCH_NAME = "spec-bench"
+
+
 def load_prompts(path: str | Path | None = None, categories: Sequence[str] | None = None,
                  limit: int | None = None) -> list[BenchPrompt]:
-    """Prompts from a Spec-Bench-style JSONL (first turn) or the example set; `limit` is per category."""
+    """Prompts from a Spec-Bench-style JSONL (first turn), the bundled Spec-Bench set ('spec-bench') or the
+    example set (None or 'examples'); `limit` is per category."""
+    if path is not None and str(path) == SPEC_BENCH_NAME:
+        path = SPEC_BENCH_FILE
     if path is None or str(path) == "examples":
         records: Iterable[dict[str, Any]] = EXAMPLE_PROMPTS
         source = "the example set"
@@ -256,6 +264,44 @@ def divergence_margin(prepared: Any, baseline_ids: list[int], method_ids: list[i
     if div.p_baseline is not None and div.p_method is not None:
         div.margin = div.p_baseline - div.p_method
     return div
+
+
+@dataclass
+class PlainCheck:
+    """A run checked against the same settings without drafting (plain `generate()`, run right after it)."""
+
+    speedup: float | None  # tokens/s of the run over the plain run's (one pair, not interleaved)
+    identical: bool
+    verdict: str  # "identical to plain generate()" or where and why the outputs diverge
+    plain: Trace
+
+
+def check_against_plain(prepared: Any, trace: Trace, store: Any = None) -> PlainCheck:
+    """Run `prepared`'s settings as baseline and compare outputs: identical, or the first divergence with its
+    reason (a lossy setting, sampling's different draws, or a near-tie in reduced precision and its margin)."""
+    from .engine import LiveRun, RunRequest, prepare
+
+    req = prepared.request
+    plain_request = RunRequest(**{**req.__dict__, "method": "baseline", "assistant": None, "params": {}})
+    plain = LiveRun(prepare(plain_request, store) if store is not None else prepare(plain_request)).run()
+    speedup = theory.measured_speedup(trace, plain)
+    index = theory.first_divergence(trace.output_ids, plain.output_ids)
+    sample = bool(trace.decoding.get("sample"))
+    if index is None:
+        return PlainCheck(speedup, True, "identical to plain generate()", plain)
+    where = f"differs from plain generate() from token {index}"
+    if trace.lossy:
+        reason = get_method(trace.method).lossy_reason(trace.params, sample) or "the output is not the target's alone"
+        return PlainCheck(speedup, False, f"{where}: a lossy setting ({reason})", plain)
+    if sample:
+        return PlainCheck(speedup, False, f"{where}: with sampling, drafting draws its random numbers differently, "
+                          "so the same seed picks other tokens from the same target distribution", plain)
+    try:
+        margin = divergence_margin(prepared, plain.output_ids, trace.output_ids, index)
+    except Exception:  # the margin is a courtesy; the divergence itself is still reported
+        margin = None
+    check = check_lossless(trace.output_ids, plain.output_ids, dtype=str(trace.env.get("dtype", "")), margin=margin)
+    return PlainCheck(speedup, False, f"{where}: {check.note.replace('baseline', 'plain generate()')}", plain)
 
 
 @dataclass
@@ -424,6 +470,8 @@ def build_row(spec: MethodSpec, prompt: BenchPrompt, m: Measurement, base: Measu
     row["tokens_per_s"] = _med(t.summary.tokens_per_s for t in m.traces)
     row["draft_ms"] = _med(t.summary.draft_ms for t in m.traces)
     row["verify_ms"] = _med(t.summary.verify_ms for t in m.traces)
+    row["other_ms"] = _med(t.summary.other_ms for t in m.traces)
+    row["setup_ms"] = _med(t.setup_ms for t in m.traces)
     pairs = list(zip(m.traces, base.traces))
     ests = [theory.estimate(t, b) for t, b in pairs] or [theory.estimate(t0)]
     row["speedup"] = 1.0 if spec.method == "baseline" else _med(e.measured_speedup for e in ests)
@@ -434,6 +482,7 @@ def build_row(spec: MethodSpec, prompt: BenchPrompt, m: Measurement, base: Measu
     row["expected_tokens_per_step"] = ests[0].expected_tau
     row["c"] = _med(e.c for e in ests)
     row["verify_cost"] = _med(e.v for e in ests)
+    row["other_cost"] = _med(e.o for e in ests)
     # for pooling in aggregates (JSON only)
     row["baseline_step_ms"] = _med(e.baseline_step_ms for e in ests)
     row["empty_cost"] = _med(e.empty_cost for e in ests)
@@ -512,6 +561,8 @@ def _aggregate_group(label: str, category: str, group: list[dict[str, Any]],
         "tokens_per_step": tokens / steps if steps else None,
         "draft_ms_per_step": sum(r.get("draft_ms") or 0.0 for r in group) / steps if steps else None,
         "verify_ms_per_step": sum(r.get("verify_ms") or 0.0 for r in group) / steps if steps else None,
+        "other_ms_per_step": sum(r.get("other_ms") or 0.0 for r in group) / steps if steps else None,
+        "setup_ms_per_run": sum(r.get("setup_ms") or 0.0 for r in group) / len(group),
     }
     paired = [(r, baseline.get((r["category"], r["question_id"]))) for r in group]
     paired = [(r, b) for r, b in paired if b is not None and b.get("elapsed_s") and r.get("elapsed_s")]
@@ -529,23 +580,27 @@ def _aggregate_group(label: str, category: str, group: list[dict[str, Any]],
     # acceptance by position, pooled
     counts: list[list[int]] = []
     for r in group:
-        for k, (n, kept) in enumerate(r.get("position_counts") or []):
+        for k, (n, kept, *judged) in enumerate(r.get("position_counts") or []):
             while len(counts) <= k:
-                counts.append([0, 0])
+                counts.append([0, 0, 0])
             counts[k][0] += n
             counts[k][1] += kept
+            counts[k][2] += judged[0] if judged else n  # rows of schema-1 traces: every verified draft counted as judged
     agg["position_counts"] = counts
-    agg["position_acceptance"] = [kept / n if n else None for n, kept in counts]
+    agg["position_acceptance"] = [kept / n if n else None for n, kept, _ in counts]
+    agg["position_acceptance_judged"] = [kept / judged if judged else None for _, kept, judged in counts]
     # theory from pooled inputs
     drafting_steps = sum(r.get("drafting_steps") or 0 for r in group)
     agg["empty_draft_fraction"] = 1 - drafting_steps / steps if steps and method != "baseline" else None
     agg["gamma"] = (sum(r.get("drafted_tokens_total") or 0 for r in group) / drafting_steps) if drafting_steps else None
     agg["c"] = _weighted([(r.get("c"), r.get("drafted_tokens_total") or 0) for r in group])
     agg["verify_cost"] = _weighted([(r.get("verify_cost"), r.get("drafting_steps") or 0) for r in group])
+    agg["other_cost"] = _weighted([(r.get("other_cost"), r.get("drafting_steps") or 0) for r in group])
     agg["empty_cost"] = _weighted([(r.get("empty_cost"), r["steps"] - (r.get("drafting_steps") or 0)) for r in group])
     agg["prefill_share"] = _weighted([(r.get("prefill_share"), 1) for r in group])
     agg["prefill_ratio"] = _weighted([(r.get("prefill_ratio"), 1) for r in group])
-    agg.update(predict(method, agg["acceptance_rate"], agg["gamma"], agg["c"], agg["verify_cost"],
+    step_rest = None if agg["verify_cost"] is None else agg["verify_cost"] + (agg["other_cost"] or 0.0)
+    agg.update(predict(method, agg["acceptance_rate"], agg["gamma"], agg["c"], step_rest,
                        agg["empty_draft_fraction"] or 0.0, agg["empty_cost"], agg["prefill_share"], agg["prefill_ratio"]))
     mism = [r for r in group if r.get("lossless_ok") is False]
     agg["lossless_mismatches"] = len(mism)
@@ -557,7 +612,9 @@ def _aggregate_group(label: str, category: str, group: list[dict[str, Any]],
 def predict(method: str, alpha: float | None, gamma: float | None, c: float | None, v: float | None,
             e: float = 0.0, empty_cost: float | None = None, prefill_share: float | None = None,
             prefill_ratio: float | None = None) -> dict[str, float | None]:
-    """Leviathan's prediction and the refinement stages for pooled inputs (None where not computable)."""
+    """Leviathan's prediction and the refinement stages for pooled inputs (None where not computable).
+
+    `v` is what a drafting step costs besides drafting, in baseline steps: verify + other (v + o)."""
     if method == "baseline":
         return {"theoretical_speedup": 1.0, "with_verify_cost": 1.0, "with_empty_steps": 1.0,
                 "refined_speedup": 1.0, "expected_tokens_per_step": 1.0}
@@ -602,12 +659,13 @@ class RaceLane:
 
 
 def race_lane(trace: Trace, label: str | None = None) -> RaceLane:
-    """Cumulative time -> tokens for one trace, from each step's draft_ms + verify_ms (starts at 0, 0)."""
-    t = 0.0
+    """Cumulative time -> tokens for one trace (starts at 0, 0): the set-up, then each step's draft + verify + other,
+    so a lane ends at the run's elapsed time."""
+    t = trace.setup_ms
     n = 0
     points = [RacePoint(0.0, 0, -1, "")]
     for s in trace.steps:
-        t += s.draft_ms + s.verify_ms
+        t += s.time_ms
         n += len(s.emitted)
         points.append(RacePoint(round(t, 3), n, s.index, "".join(s.emitted_text)))
     return RaceLane(label or trace.method, trace.method, points, round(t, 3), n)
@@ -774,7 +832,7 @@ def load_result(out_dir: str | Path) -> BenchResult:
 def results_table(aggregates: list[dict[str, Any]]) -> str:
     """A Markdown table of the aggregates (for notes and the terminal)."""
     head = ("| method | category | prompts | speedup | tok/s | α | τ | draft ms/step | verify ms/step | "
-            "Leviathan | refined | overhead |")
+            "other ms/step | Leviathan | refined | overhead |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
 
     def f(x: Any, fmt: str) -> str:
@@ -785,7 +843,8 @@ def results_table(aggregates: list[dict[str, Any]]) -> str:
             f"| {a['label']} | {a['category']} | {a['prompts']} | {f(a.get('speedup'), '.2f')} | "
             f"{f(a.get('tokens_per_s'), '.1f')} | {f(a.get('acceptance_rate'), '.2f')} | "
             f"{f(a.get('tokens_per_step'), '.2f')} | {f(a.get('draft_ms_per_step'), '.0f')} | "
-            f"{f(a.get('verify_ms_per_step'), '.0f')} | {f(a.get('theoretical_speedup'), '.2f')} | "
+            f"{f(a.get('verify_ms_per_step'), '.0f')} | {f(a.get('other_ms_per_step'), '.0f')} | "
+            f"{f(a.get('theoretical_speedup'), '.2f')} | "
             f"{f(a.get('refined_speedup'), '.2f')} | {f(a.get('overhead'), '.3f')} |"
         )
     return "\n".join(lines)
@@ -797,8 +856,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     from .models import DEFAULT_TARGET
 
     parser.add_argument("--prompts", default="examples",
-                        help="Spec-Bench-style JSONL (question_id, category, turns; the first turn is the prompt), "
-                             "or 'examples' for the project's small example set (default)")
+                        help="'spec-bench' for Spec-Bench's 480 questions (carried with the project), a Spec-Bench-style "
+                             "JSONL (question_id, category, turns; the first turn is the prompt), or 'examples' for the "
+                             "project's small example set (default)")
     parser.add_argument("--categories", default=None, help="comma-separated categories to keep, e.g. summarization,rag")
     parser.add_argument("--limit", type=int, default=None, help="at most this many prompts per category")
     parser.add_argument("--methods", default="prompt_lookup",

@@ -102,27 +102,38 @@ def position_acceptance_figure(aggs: list[dict[str, Any]], category: str | None 
             continue
         fig.add_scatter(x=list(range(1, len(rates) + 1)), y=rates, mode="lines+markers", name=a["label"],
                         line_color=_color(i), customdata=counts,
-                        hovertemplate="position %{x}: %{y:.0%} kept (%{customdata[1]} of %{customdata[0]})")
-    return _layout(fig, "Acceptance by position within the draft", xaxis_title="drafted token position",
+                        hovertemplate="position %{x}: %{y:.0%} of the drafts that reached verification kept "
+                                      "(%{customdata[1]} of %{customdata[0]})")
+        judged = a.get("position_acceptance_judged") or []
+        if judged:
+            fig.add_scatter(x=list(range(1, len(judged) + 1)), y=judged, mode="lines+markers",
+                            name=f"{a['label']} (given judged)", line=dict(color=_color(i), dash="dot"),
+                            customdata=counts, hovertemplate="position %{x}: %{y:.0%} accepted of those judged, i.e. "
+                                                             "every draft before it kept (%{customdata[1]} of "
+                                                             "%{customdata[2]})")
+    return _layout(fig, "Acceptance by position within the draft (solid: of drafts reaching verification; dotted: "
+                   "of drafts judged)", xaxis_title="drafted token position",
                    yaxis_title="share accepted", yaxis_range=[0, 1.05], xaxis_dtick=1)
 
 
 def step_cost_figure(aggs: list[dict[str, Any]], category: str | None = None) -> go.Figure:
-    """Mean draft and verify time per step (stacked), tokens per step on top; baseline's step as reference."""
+    """Mean draft, verify and other time per step (stacked), tokens per step on top; baseline's step as reference."""
     rows = _pick(aggs, category)
     labels = [a["label"] for a in rows]
     fig = go.Figure()
     fig.add_bar(x=labels, y=[a.get("draft_ms_per_step") for a in rows], name="draft ms / step", marker_color="#ffa15a")
     fig.add_bar(x=labels, y=[a.get("verify_ms_per_step") for a in rows], name="verify ms / step",
-                marker_color="#636efa",
+                marker_color="#636efa")
+    fig.add_bar(x=labels, y=[a.get("other_ms_per_step") or 0.0 for a in rows], name="other ms / step",
+                marker_color="#9a9a9a",
                 text=[("" if a.get("tokens_per_step") is None else f"τ={a['tokens_per_step']:.2f}") for a in rows],
                 textposition="outside")
     base = [a for a in rows if a["method"] == "baseline"]
     if base and base[0].get("verify_ms_per_step"):
         # Named in the legend, not labelled on the line: a label there lands on the tallest bar.
-        fig.add_hline(y=base[0]["verify_ms_per_step"], line_dash="dash", line_color=BASELINE_COLOR,
-                      showlegend=True, name="one baseline step")
-    return _layout(fig, "Time per step: drafting vs verification (τ = tokens per step)", barmode="stack",
+        fig.add_hline(y=base[0]["verify_ms_per_step"] + (base[0].get("other_ms_per_step") or 0.0), line_dash="dash",
+                      line_color=BASELINE_COLOR, showlegend=True, name="one baseline step")
+    return _layout(fig, "Time per step: draft vs verify vs other (τ = tokens per step)", barmode="stack",
                    yaxis_title="ms per step")
 
 

@@ -5,10 +5,10 @@ Okabe–Ito palette used for the tokens (`render.PALETTE`); backgrounds are tran
 text is mid-grey, so the figures read in Gradio's light and dark modes alike.
 
 - `acceptance_figure`: per step, the drafted tokens split into accepted / rejected /
-  unverified (stacked bars: bar height = drafted), and the running acceptance rate.
-- `timing_figure`: per step, drafting vs verification time (stacked), and the cost per new
-  token, which is where CPU runs lose: a wide verification forward can cost as much as
-  several one-token steps.
+  discarded / unverified (stacked bars: bar height = drafted), and the running acceptance rate.
+- `timing_figure`: per step, draft vs verify vs other time (stacked; see `trace.Step`), and the
+  cost per new token, which is where CPU runs lose: a wide verification forward can cost as much
+  as several one-token steps.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from typing import Sequence
 import plotly.graph_objects as go
 
 from .render import PALETTE
-from .trace import ACCEPTED, REJECTED, UNVERIFIED, Step, Trace
+from .trace import ACCEPTED, DISCARDED, REJECTED, UNVERIFIED, Step, Trace
 
 TEXT = "#888888"
 GRID = "rgba(136,136,136,0.22)"
 DRAFT_TIME = "#E69F00"  # orange
 VERIFY_TIME = "#56B4E9"  # sky blue
+OTHER_TIME = "#999999"  # grey: the rest of the loop
 RUNNING = "#2F8FD8"  # a blue between Okabe–Ito blue and sky blue: reads on light and dark
 PER_TOKEN = "#CC79A7"  # reddish purple
 
@@ -86,7 +87,7 @@ def _replay(layout: dict, current: int | None, total_steps: int | None) -> dict:
 
 def acceptance_figure(source: Trace | Sequence[Step], *, current: int | None = None,
                       total_steps: int | None = None) -> go.Figure:
-    """Drafted tokens per step (accepted / rejected / unverified) and the running acceptance rate.
+    """Drafted tokens per step (accepted / rejected / discarded / unverified) and the running acceptance rate.
 
     For a replay: `current` marks that step (0-based) and `total_steps` fixes the x axis to the whole trace.
     """
@@ -111,6 +112,9 @@ def acceptance_figure(source: Trace | Sequence[Step], *, current: int | None = N
         _bar(x, [s.accepted for s in steps], "accepted", PALETTE[ACCEPTED], "%{y} accepted"),
         _bar(x, [len(s.rejected) for s in steps], "rejected", PALETTE[REJECTED], "%{y} rejected"),
     ]
+    if any(s.discarded for s in steps):
+        traces.append(_bar(x, [len(s.discarded) for s in steps], "discarded", PALETTE[DISCARDED],
+                           "%{y} discarded (after the rejected one, never judged)"))
     if any(unverified):
         traces.append(_bar(x, unverified, "unverified", PALETTE[UNVERIFIED], "%{y} unverified"))
     if not drafted_total:
@@ -125,9 +129,9 @@ def acceptance_figure(source: Trace | Sequence[Step], *, current: int | None = N
 
 def timing_figure(source: Trace | Sequence[Step], *, current: int | None = None,
                   total_steps: int | None = None) -> go.Figure:
-    """Draft vs verify time per step (stacked, ms) and the cost per new token (replay options as above)."""
+    """Draft vs verify vs other time per step (stacked, ms) and the cost per new token (replay options as above)."""
     steps = _steps(source)
-    layout = _layout("Draft vs verify time per step", "ms")
+    layout = _layout("Draft vs verify vs other time per step", "ms")
     layout["xaxis"] = {**layout["xaxis"], "title": dict(text="verification step (step 1 includes the prompt)")}
     layout = _replay(layout, current, total_steps)
     if not steps:
@@ -138,10 +142,13 @@ def timing_figure(source: Trace | Sequence[Step], *, current: int | None = None,
     if any(draft):
         traces.append(_bar(x, draft, "draft", DRAFT_TIME, "draft %{y:.1f} ms"))
     traces.append(_bar(x, [round(s.verify_ms, 2) for s in steps], "verify", VERIFY_TIME,
-                       "verify (target forward) %{y:.1f} ms"))
+                       "verify (target forward, acceptance) %{y:.1f} ms"))
+    if any(s.other_ms for s in steps):
+        traces.append(_bar(x, [round(s.other_ms, 2) for s in steps], "other", OTHER_TIME,
+                           "other (rest of the loop) %{y:.1f} ms"))
     traces.append(dict(
         type="scatter", x=x, name="ms / token", mode="lines+markers",
-        y=[round((s.draft_ms + s.verify_ms) / len(s.emitted), 2) if s.emitted else None for s in steps],
+        y=[round(s.time_ms / len(s.emitted), 2) if s.emitted else None for s in steps],
         line=dict(color=PER_TOKEN, width=2), marker=dict(size=4), connectgaps=True,
         hovertemplate="%{y:.1f} ms per new token<extra></extra>",
     ))

@@ -100,18 +100,45 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_show(args: argparse.Namespace) -> int:
+def _load_trace(path: Path):  # type: ignore[no-untyped-def]
+    """The trace at path, or None after a one-line error on stderr."""
     from .trace import Trace, TraceFormatError
 
     try:
-        trace = Trace.load(args.trace)
+        return Trace.load(path)
     except OSError as exc:
-        print(f"error: cannot read {args.trace}: {exc.strerror}", file=sys.stderr)
-        return 2
+        print(f"error: cannot read {path}: {exc.strerror}", file=sys.stderr)
     except TraceFormatError as exc:
-        print(f"error: {args.trace}: {exc}", file=sys.stderr)
+        print(f"error: {path}: {exc}", file=sys.stderr)
+    return None
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    trace = _load_trace(args.trace)
+    if trace is None:
         return 2
     print(summary_line(trace))
+    return 0
+
+
+def cmd_code(args: argparse.Namespace) -> int:
+    """Print the Python script that reproduces a saved trace (its models are loaded to resolve the call)."""
+    from transformers.utils import logging as hf_logging
+
+    from .engine import user_message
+    from .snippet import script_for_trace
+
+    trace = _load_trace(args.trace)
+    if trace is None:
+        return 2
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        script = script_for_trace(trace)
+    except Exception as exc:  # one line for the user, whatever failed
+        print(f"error: cannot show the code for {args.trace}: {user_message(exc)}", file=sys.stderr)
+        return 2
+    print(script, end="")
     return 0
 
 
@@ -124,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     show_parser = sub.add_parser("show", help="check a saved trace and print its summary line")
     show_parser.add_argument("trace", type=Path)
     show_parser.set_defaults(func=cmd_show)
+    code_parser = sub.add_parser("code", help="print the Python script that reproduces a saved trace")
+    code_parser.add_argument("trace", type=Path)
+    code_parser.set_defaults(func=cmd_code)
     from .bench import add_bench_arguments, cmd_bench
 
     bench_parser = sub.add_parser("bench", help="benchmark drafting methods against baseline (CSV, JSON, HTML report)")

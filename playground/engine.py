@@ -5,8 +5,13 @@ methods we wrap the target's `_get_candidate_generator` for the run and patch th
 of the generator instance it builds (a proxy object would break the loop, which reads its
 attributes and checks its class). `get_candidates` shows what was drafted (and q);
 `update_candidate_strategy` shows what the target verified and emitted (and p). For baseline a
-streamer sees each token. The worker pushes raw records; the caller's thread decodes text and
-builds `Step`s, so instrumentation costs the generation thread almost nothing.
+streamer sees each token and a forward pre-hook on the target marks where each step begins.
+
+Timing: the worker only takes timestamps (after synchronising the model's device on CUDA, so
+asynchronous kernels are charged to the phase that launched them) and pushes raw tensors; the
+caller's thread turns them into token lists, probabilities (softmax over the vocabulary) and text.
+The stamps partition `generate()`: setup (until the first step begins), then per step draft,
+verify and other (see `trace.Step`), so setup + Σ phases = elapsed.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
 from .errors import PlaygroundError
-from .methods import Method, MethodError, ModelFacts, get_method
+from .methods import EmptyDraft, Method, MethodError, ModelFacts, get_method
 from .models import (
     CATALOGUE, DEFAULT_TARGET, HUB_ID_RE, STORE, LoadedModel, ModelStore, default_device, describe_precision,
     same_vocabulary,
@@ -38,6 +43,16 @@ from .trace import Step, Trace, classify_step
 
 # Sampling draws from torch's global generator: one seeded sampling run at a time.
 _RNG_LOCK = threading.Lock()
+
+# The assistant adaptations PreparedRun.assistant_adaptations may name, and why.
+ID_ORDERED_VOCABULARY = "id_ordered_vocabulary"  # the assistant tokenizer lists its vocabulary in id order
+PRUNED_BEFORE_SEEDING = "pruned_before_seeding"  # universal sampling's LM-head pruning done before the seed
+ASSISTANT_ADAPTATIONS = {
+    ID_ORDERED_VOCABULARY: "transformers 5.24 prunes a universal assistant's LM head in get_vocab() order but "
+                           "scatters its draft logits in id order: listed in id order, q lands on the right tokens",
+    PRUNED_BEFORE_SEEDING: "pruning builds a new nn.Linear whose initialisation draws from torch's global "
+                           "generator: done before seeding, it does not move the run's random stream",
+}
 
 
 class RunError(PlaygroundError):
@@ -84,6 +99,9 @@ class PreparedRun:
     draft_config_model: Any
     eos_ids: frozenset[int]
     lossy: bool
+    # What the engine did to the assistant beyond loading it, by name (see ASSISTANT_ADAPTATIONS): a script
+    # that reproduces the run must do the same.
+    assistant_adaptations: tuple[str, ...] = ()
 
     def models(self) -> list[LoadedModel]:
         return [m for m in (self.target, self.assistant) if m is not None]
@@ -185,30 +203,59 @@ def _universal_sampling_assistant(store: ModelStore, req: RunRequest, target: Lo
     Transformers prunes this assistant's LM head (and remaps its embeddings) in place to the vocabulary it
     shares with the target, caching that mapping per tokenizer pair; a second target, or the same target
     reloaded (a new tokenizer object), would prune it again and crash. The copy holds on to the tokenizer it
-    was made for, so the id in its store key cannot be reused. Its vocabulary is listed in id order:
-    transformers 5.24 prunes the head in get_vocab() order but scatters the draft logits in id order, so with
-    a hash-ordered vocabulary q lands on the wrong tokens and sampling is biased (the chi-square tests in
-    tests/test_method_sampling.py show both).
+    was made for, so the id in its store key cannot be reused, and the store drops it with its target. Its
+    vocabulary is listed in id order: transformers 5.24 prunes the head in get_vocab() order but scatters the
+    draft logits in id order, so with a hash-ordered vocabulary q lands on the wrong tokens and sampling is
+    biased (the chi-square tests in tests/test_method_sampling.py show both).
     """
     purpose = f"universal-sampling:{req.target}:{id(target.tokenizer)}"
-    assistant = store.get_copy(req.assistant, req.dtype, purpose=purpose, progress=progress)
+    assistant = store.get_copy(req.assistant, req.dtype, purpose=purpose, progress=progress, bound_to=target)
     assistant.universal_target_tokenizer = target.tokenizer  # type: ignore[attr-defined]
     tok = assistant.tokenizer
-    if not getattr(tok, "_playground_id_ordered", False):
-        unordered = tok.get_vocab
-        tok.get_vocab = lambda: dict(sorted(unordered().items(), key=lambda item: item[1]))
-        tok._playground_id_ordered = True
+    with assistant.lock:
+        if not getattr(tok, "_playground_id_ordered", False):
+            unordered = tok.get_vocab
+            tok.get_vocab = lambda: dict(sorted(unordered().items(), key=lambda item: item[1]))
+            tok._playground_id_ordered = True
+        if not assistant.on_release:  # a new copy: prune it, and forget Transformers' translator when it goes
+            _build_universal_translator(target, assistant)
+            target_tok = target.tokenizer
+            assistant.on_release.append(lambda: forget_universal_translator(target_tok, tok))
     return assistant
 
 
+def _build_universal_translator(target: LoadedModel, assistant: LoadedModel) -> None:
+    """Prune the copy now, as generate() would on its first call: pruning builds a new nn.Linear, whose random
+    initialisation draws from torch's global generator, so done inside the first seeded run it would make that
+    run differ from every later run with the same seed (and from the script that reproduces it)."""
+    from transformers.generation.candidate_generator import AssistantVocabTranslatorCache
+
+    with _RNG_LOCK:  # a sampling run in another thread must not see its random stream move
+        AssistantVocabTranslatorCache.get_translator(
+            target.tokenizer, assistant.tokenizer, target.model.config.get_text_config().vocab_size,
+            assistant_model=assistant.model, assistant_prune_lm_head=True,
+        )
+
+
+def forget_universal_translator(target_tokenizer: Any, assistant_tokenizer: Any) -> None:
+    """Drop Transformers' cached translator for this tokenizer pair. Its cache is keyed weakly on the tokenizers,
+    but the translator it stores refers to both of them (and to the pruned copy's embeddings), so without this
+    the entry, the tokenizers and the embedding weights live as long as the process."""
+    from transformers.generation.candidate_generator import AssistantVocabTranslatorCache
+
+    pairs = AssistantVocabTranslatorCache._cache.get(target_tokenizer)
+    if pairs is not None:
+        pairs.pop(assistant_tokenizer, None)
+        if not len(pairs):
+            AssistantVocabTranslatorCache._cache.pop(target_tokenizer, None)
+
+
 def _eos_ids(loaded: LoadedModel) -> frozenset[int]:
-    ids: set[int] = set()
+    """The EOS set `generate()` stops and crops drafts on: the generation config's, not the tokenizer's."""
     eos = loaded.model.generation_config.eos_token_id
-    if eos is not None:
-        ids.update([eos] if isinstance(eos, int) else list(eos))
-    if loaded.tokenizer.eos_token_id is not None:
-        ids.add(loaded.tokenizer.eos_token_id)
-    return frozenset(ids)
+    if eos is None:
+        return frozenset()
+    return frozenset([eos] if isinstance(eos, int) else list(eos))
 
 
 def prepare(
@@ -226,10 +273,12 @@ def prepare(
         req = RunRequest(**{**req.__dict__, "assistant": None})
     target = store.get(req.target, req.dtype, progress)
     assistant: LoadedModel | None = None
+    adaptations: tuple[str, ...] = ()
     if method.needs_assistant:
         # Sampling universal decoding prunes and remaps the assistant in place: give it its own copy.
         if method.name == "universal" and req.sample:
             assistant = _universal_sampling_assistant(store, req, target, progress)
+            adaptations = (ID_ORDERED_VOCABULARY, PRUNED_BEFORE_SEEDING)
         else:
             assistant = store.get(req.assistant, req.dtype, progress)
     method.validate(model_facts(target, assistant, req.sample), params)
@@ -270,6 +319,7 @@ def prepare(
         request=req, method=method, params=params, target=target, assistant=assistant, input_ids=input_ids,
         rendered_prompt=rendered, chat=chat, generate_kwargs=kwargs, draft_config=draft_config,
         draft_config_model=owner, eos_ids=_eos_ids(target), lossy=method.is_lossy(params, req.sample),
+        assistant_adaptations=adaptations,
     )
 
 
@@ -330,23 +380,45 @@ def plain_generate(prepared: PreparedRun) -> tuple[list[int], float]:
 
 @dataclass
 class _Raw:
-    drafted: list[int]
-    emitted: list[int]
-    cut: bool
+    """One step as the worker saw it: tensors, not lists (the consumer converts them, outside the timing)."""
+
+    drafted: torch.Tensor | None  # 1-D ids (None: nothing drafted)
+    emitted: torch.Tensor  # 1-D ids appended this step
+    total_len: int  # sequence length after the step
     draft_ms: float
     verify_ms: float
-    q: list[float] | None
-    p: list[float] | None
+    q_logits: torch.Tensor | None  # draft logits, one row per drafted token
+    p_logits: torch.Tensor | None  # the target's processed logits, rows aligned with the drafts
+
+
+@dataclass
+class _Other:
+    """The `other_ms` of the step pushed last, known only when the next step begins or the loop ends."""
+
+    ms: float
+
+
+@dataclass
+class _Setup:
+    ms: float
 
 
 def _token_probs(logits: torch.Tensor | None, ids: list[int]) -> list[float] | None:
     """Probability of each given id under each row of logits (rows aligned with ids)."""
     if logits is None or not ids:
         return None
-    rows = logits[0, : len(ids)].float()
+    rows = logits[: len(ids)].float()
     index = torch.tensor(ids, device=rows.device).unsqueeze(1)
     probs = (rows.gather(1, index).squeeze(1) - rows.logsumexp(dim=-1)).exp()
     return [float(x) if x == x else 0.0 for x in probs.tolist()]
+
+
+def _device_sync(model: Any) -> Callable[[], None]:
+    """A function that waits for the model's device to finish queued work (nothing to do on CPU)."""
+    device = getattr(model, "device", torch.device("cpu"))
+    if isinstance(device, torch.device) and device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
 
 
 class _Stop(StoppingCriteria):
@@ -365,24 +437,49 @@ class _Stop(StoppingCriteria):
 
 
 class _Recorder:
-    """Turns the loop's calls into raw step records on a queue."""
+    """Timestamps the loop's phases and pushes raw step records on a queue (no display work here).
 
-    def __init__(self, out: "queue.Queue[Any]", prompt_len: int, max_new: int, eos: frozenset[int]):
+    Every stamp ends one phase and begins the next, so the phases tile the `generate()` call:
+    setup → [draft → verify → other] per step. A step begins when drafting begins (`get_candidates`)
+    or, with no drafter (baseline), when the target's forward begins; its tokens are decided when
+    `update_candidate_strategy` is called (baseline: when the streamer receives the token).
+    """
+
+    def __init__(self, out: "queue.Queue[Any]", sync: Callable[[], None]):
         self.out = out
-        self.prompt_len = prompt_len
-        self.max_new = max_new
-        self.eos = eos
-        self._draft: list[int] = []
-        self._q: list[float] | None = None
-        self._cur_len = 0
-        self._draft_ms = 0.0
+        self.sync = sync
+        self.started = 0.0  # set by the caller right before generate()
+        self._step_start: float | None = None
+        self._decided: float | None = None  # when the last step's tokens were decided
         self._draft_end = 0.0
-        self._last_put = 0.0
+        self._draft_ms = 0.0
+        self._draft: torch.Tensor | None = None
+        self._q: torch.Tensor | None = None
+        self._cur_len = 0
 
-    def _push(self, drafted: list[int], emitted: list[int], draft_ms: float, verify_ms: float,
-              q: list[float] | None, p: list[float] | None, total_len: int) -> None:
-        cut = bool(emitted) and (emitted[-1] in self.eos or total_len - self.prompt_len >= self.max_new)
-        self.out.put(_Raw(drafted, emitted, cut, draft_ms, verify_ms, q, p))
+    def _stamp(self) -> float:
+        self.sync()
+        return time.perf_counter()
+
+    def begin_step(self) -> float:
+        """A new step begins: close the previous step's `other` phase (or the setup)."""
+        now = self._stamp()
+        if self._decided is None:
+            self.out.put(_Setup((now - self.started) * 1000))
+        else:
+            self.out.put(_Other((now - self._decided) * 1000))
+        self._decided = None
+        self._step_start = now
+        return now
+
+    def finish(self) -> float:
+        """`generate()` returned: close the last step's `other` phase (or the setup, if no step ran)."""
+        now = self._stamp()
+        if self._step_start is None:
+            self.out.put(_Setup((now - self.started) * 1000))
+        elif self._decided is not None:
+            self.out.put(_Other((now - self._decided) * 1000))
+        return now
 
     # assisted decoding: patch the generator instance Transformers builds
     def instrument(self, generator: Any) -> Any:
@@ -390,45 +487,47 @@ class _Recorder:
         update = generator.update_candidate_strategy
 
         def timed_get_candidates(input_ids: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start = self.begin_step()
             candidate_ids, candidate_logits = get_candidates(input_ids, *args, **kwargs)
-            self._draft_end = time.perf_counter()
+            self._draft_end = self._stamp()
             self._draft_ms = (self._draft_end - start) * 1000
             self._cur_len = input_ids.shape[1]
-            self._draft = candidate_ids[0, self._cur_len:].tolist()
-            self._q = _token_probs(candidate_logits, self._draft)
+            self._draft = candidate_ids[0, self._cur_len:].clone()
+            self._q = candidate_logits[0] if candidate_logits is not None else None
             return candidate_ids, candidate_logits
 
         def observed_update(input_ids: torch.Tensor, scores: torch.Tensor, num_matches: int) -> Any:
-            verify_ms = (time.perf_counter() - self._draft_end) * 1000
-            emitted = input_ids[0, self._cur_len:].tolist()
-            p = _token_probs(scores, self._draft)
-            self._push(self._draft, emitted, self._draft_ms, verify_ms, self._q, p, input_ids.shape[1])
+            self._decided = self._stamp()
+            self.out.put(_Raw(self._draft, input_ids[0, self._cur_len:].clone(), input_ids.shape[1], self._draft_ms,
+                              (self._decided - self._draft_end) * 1000, self._q, scores[0]))
+            self._draft = self._q = None
             return update(input_ids, scores, num_matches)
 
         generator.get_candidates = timed_get_candidates
         generator.update_candidate_strategy = observed_update
         return generator
 
-    # plain decoding: a streamer sees the prompt first, then one token per step
-    def streamer(self) -> BaseStreamer:
+    # plain decoding: the target's forward begins a step, the streamer sees its token (after the prompt)
+    def forward_pre_hook(self, module: Any, args: Any) -> None:
+        self.begin_step()
+
+    def streamer(self, prompt_len: int) -> BaseStreamer:
         recorder = self
 
         class _StepStreamer(BaseStreamer):
             def __init__(self) -> None:
                 self.seen_prompt = False
-                self.total = recorder.prompt_len
+                self.total = prompt_len
 
             def put(self, value: torch.Tensor) -> None:
-                now = time.perf_counter()
                 if not self.seen_prompt:
                     self.seen_prompt = True
-                    recorder._last_put = now
                     return
-                tokens = value.reshape(-1).tolist()
-                self.total += len(tokens)
-                recorder._push([], tokens, 0.0, (now - recorder._last_put) * 1000, None, None, self.total)
-                recorder._last_put = now
+                recorder._decided = recorder._stamp()
+                tokens = value.reshape(-1).clone()
+                self.total += tokens.shape[0]
+                verify_ms = (recorder._decided - (recorder._step_start or recorder._decided)) * 1000
+                recorder.out.put(_Raw(None, tokens, self.total, 0.0, verify_ms, None, None))
 
             def end(self) -> None:
                 pass
@@ -449,6 +548,16 @@ def _instrumented(model: Any, recorder: _Recorder) -> Iterator[None]:
         yield
     finally:
         del model._get_candidate_generator
+
+
+@contextlib.contextmanager
+def _step_starts_at_forward(model: Any, recorder: _Recorder) -> Iterator[None]:
+    """Plain decoding: each target forward begins a step (hook removed after the run)."""
+    handle = model.register_forward_pre_hook(recorder.forward_pre_hook)
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 _DONE = object()
@@ -495,6 +604,7 @@ class LiveRun:
         self._error: BaseException | None = None
         self._elapsed = 0.0
         self._start = 0.0
+        self._ensemble_weight: float | None = prepared.generate_kwargs.get("assistant_ensemble_weight")
         self._thread: threading.Thread | None = None
         self._stop = _Stop(self.cancel, None)
         self.trace = Trace(
@@ -517,22 +627,22 @@ class LiveRun:
     def _work(self) -> None:
         _name_os_thread(WORKER_OS_THREAD_NAME)
         prepared = self.prepared
-        recorder = _Recorder(self._queue, prepared.input_ids.shape[1], prepared.request.max_new_tokens, prepared.eos_ids)
+        model = prepared.target.model
+        recorder = _Recorder(self._queue, _device_sync(model))
         kwargs = dict(prepared.generate_kwargs)
         kwargs["stopping_criteria"] = StoppingCriteriaList([self._stop])
-        model = prepared.target.model
         try:
             with exclusive(prepared), torch.inference_mode():
                 if prepared.method.name == "baseline":
-                    kwargs["streamer"] = recorder.streamer()
-                    patch: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+                    kwargs["streamer"] = recorder.streamer(prepared.input_ids.shape[1])
+                    patch: contextlib.AbstractContextManager[Any] = _step_starts_at_forward(model, recorder)
                 else:
                     patch = _instrumented(model, recorder)
                 with patch:
-                    self._start = time.perf_counter()
+                    self._start = recorder.started = recorder._stamp()
                     self._stop.deadline = self._start + self.timeout_s if self.timeout_s else None
                     model.generate(**kwargs)
-                    self._elapsed = time.perf_counter() - self._start
+                    self._elapsed = recorder.finish() - self._start
         except BaseException as exc:  # reported to the consumer, which re-raises it
             self._elapsed = time.perf_counter() - self._start if self._start else 0.0
             self._error = exc
@@ -549,6 +659,13 @@ class LiveRun:
                 item = self._queue.get()
                 if item is _DONE:
                     break
+                if isinstance(item, _Setup):
+                    self.trace.setup_ms = round(item.ms, 3)
+                    continue
+                if isinstance(item, _Other):
+                    if self.trace.steps:
+                        self.trace.steps[-1].other_ms = round(item.ms, 3)
+                    continue
                 step = self._build_step(item)
                 self.trace.steps.append(step)
                 self.trace.output_ids.extend(step.emitted)
@@ -583,16 +700,34 @@ class LiveRun:
         return self.trace
 
     def _build_step(self, raw: _Raw) -> Step:
-        accepted, rejected, unverified = classify_step(raw.drafted, raw.emitted, raw.cut)
-        tok = self.prepared.target.tokenizer
+        """Everything shown about a step, computed here in the consumer's thread, outside the timed phases."""
+        drafted = raw.drafted.tolist() if raw.drafted is not None else []
+        emitted = raw.emitted.tolist()
+        prepared = self.prepared
+        cut = bool(emitted) and (emitted[-1] in prepared.eos_ids
+                                 or raw.total_len - prepared.input_ids.shape[1] >= prepared.request.max_new_tokens)
+        accepted, rejected, discarded, unverified = classify_step(drafted, emitted, cut)
+        q = _token_probs(raw.q_logits, drafted)
+        p = _token_probs(raw.p_logits, drafted)
+        w = self._ensemble_weight
+        mixture = [w * pk + (1 - w) * qk for pk, qk in zip(p, q)] if w is not None and p and q else None
+        no_draft_reason = ""
+        if not drafted and prepared.method.name != "baseline":
+            prompt_len = prepared.input_ids.shape[1]
+            no_draft_reason = prepared.method.empty_draft_reason(EmptyDraft(
+                context=prepared.input_ids[0].tolist() + self.trace.output_ids, first_step=not self.trace.steps,
+                last_position=raw.total_len - len(emitted) + 1 == prompt_len + prepared.request.max_new_tokens,
+                params=prepared.params, eos_ids=prepared.eos_ids))
+        tok = prepared.target.tokenizer
         context = self._context
-        drafted_text = token_texts(tok, context, raw.drafted)
-        emitted_text = token_texts(tok, context, raw.emitted)
-        self._context = (context + raw.emitted)[-4:]
+        drafted_text = token_texts(tok, context, drafted)
+        emitted_text = token_texts(tok, context, emitted)
+        self._context = (context + emitted)[-4:]
         return Step(
-            index=len(self.trace.steps), drafted=raw.drafted, accepted=accepted, rejected=rejected,
-            emitted=raw.emitted, unverified=unverified, drafted_text=drafted_text, emitted_text=emitted_text,
-            draft_ms=round(raw.draft_ms, 3), verify_ms=round(raw.verify_ms, 3), q=raw.q, p=raw.p,
+            index=len(self.trace.steps), drafted=drafted, accepted=accepted, rejected=rejected, discarded=discarded,
+            emitted=emitted, unverified=unverified, drafted_text=drafted_text, emitted_text=emitted_text,
+            draft_ms=round(raw.draft_ms, 3), verify_ms=round(raw.verify_ms, 3), q=q, p=p, mixture=mixture,
+            no_draft_reason=no_draft_reason,
         )
 
 

@@ -88,6 +88,38 @@ class ModelFacts:
 
 
 @dataclass(frozen=True)
+class EmptyDraft:
+    """What is known about a step that drafted nothing, to say why (torch-free: plain ids)."""
+
+    context: list[int]  # prompt + output before the step
+    first_step: bool
+    last_position: bool  # one token was left to generate: Transformers' generators draft nothing then
+    params: dict[str, Any]
+    eos_ids: frozenset[int]  # the run's generation-config EOS set
+
+
+def _prompt_lookup_empty_reason(empty: EmptyDraft) -> str | None:
+    """Transformers' search, replayed on ids: the longest n-gram first, its earliest match, EOS cropped."""
+    ids, size_max = empty.context, int(empty.params.get("max_matching_ngram_size") or 2)
+    matched_eos = False
+    for size in range(min(size_max, len(ids) - 1), 0, -1):
+        ngram = ids[-size:]
+        for start in range(size, len(ids)):  # start: the position after an earlier occurrence
+            if ids[start - size:start] == ngram:
+                if ids[start] in empty.eos_ids:
+                    matched_eos = True  # Transformers stops at this match: its draft is cut to nothing
+                    break
+                return "a logits processor forbade the copied tokens"
+        if matched_eos:
+            return "the earlier match continues with end-of-sequence, which prompt lookup never drafts"
+    return "no earlier n-gram matched the last tokens"
+
+
+def _needs_target_outputs(empty: EmptyDraft) -> str | None:
+    return "the drafter needs the target's outputs first" if empty.first_step else None
+
+
+@dataclass(frozen=True)
 class Method:
     name: str
     title: str
@@ -102,6 +134,8 @@ class Method:
     # None: sampling keeps the target's distribution exactly (rejection sampling). Otherwise the reason
     # why Transformers' implementation of this method does not, shown wherever the run is marked lossy.
     sampling_bias: str | None = None
+    # Why a step drafted nothing, where the method can tell (None: the generic reasons of `empty_draft_reason`).
+    explain_empty_draft: Callable[[EmptyDraft], str | None] | None = None
 
     @property
     def needs_assistant(self) -> bool:
@@ -129,6 +163,13 @@ class Method:
         for name, value in (given or {}).items():
             values[name] = self.param(name).coerce(value)
         return values
+
+    def empty_draft_reason(self, empty: EmptyDraft) -> str:
+        """Why a step of this method drafted nothing, in a few words (for the trace and the narration)."""
+        if empty.last_position:
+            return "only one token was left to generate, and the target's forward produces it"
+        specific = self.explain_empty_draft(empty) if self.explain_empty_draft else None
+        return specific or "the drafter proposed nothing"
 
     def has_draft_logits(self, sample: bool) -> bool:
         return self.draft_logits == "always" or (self.draft_logits == "sampling" and sample)
@@ -361,6 +402,7 @@ _register(Method(
         Param("max_matching_ngram_size", "Max n-gram size", "int", 2, minimum=1, maximum=10, step=1,
               help="The longest n-gram of recent tokens searched for in the context (longest tried first)."),
     ),
+    explain_empty_draft=_prompt_lookup_empty_reason,
 ))
 
 _register(Method(
@@ -413,6 +455,7 @@ _register(Method(
     fixed_kwargs={"use_mtp": True},
     check=_check_mtp,
     draft_logits="always",
+    explain_empty_draft=_needs_target_outputs,
 ))
 
 _register(Method(
@@ -436,12 +479,14 @@ _register(Method(
     params=(DRAFT_LENGTH[0], ENSEMBLE),
     assistant="gemma4_assistant",
     sampling_bias=(
-        "Transformers' Gemma 4 drafter proposes its argmax token even when sampling, while rejection sampling "
-        "assumes the draft was sampled from the drafter's softmax: the output over-represents the drafter's "
-        "favourites (measured here: far from the target's distribution)"
+        "Transformers' Gemma 4 drafter proposes its argmax token even when sampling, and its logits are raw (no "
+        "temperature, top-k or top-p applied), while rejection sampling assumes the draft was sampled from the "
+        "drafter's warped softmax: the output over-represents the drafter's favourites (measured here: far from "
+        "the target's distribution)"
     ),
     draft_logits="always",
     check=_check_mtp_drafter,
+    explain_empty_draft=_needs_target_outputs,
 ))
 
 _register(Method(

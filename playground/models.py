@@ -228,6 +228,8 @@ class LoadedModel:
     has_chat_template: bool
     param_bytes: int
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Called once when the store drops this model: releases what others hold on its behalf (a library cache).
+    on_release: list[Callable[[], None]] = field(default_factory=list)
 
 
 def same_vocabulary(tok_a: Any, tok_b: Any) -> bool:
@@ -713,6 +715,7 @@ class ModelStore:
         self._entries: OrderedDict[_StoreKey, LoadedModel] = OrderedDict()
         self._lock = threading.RLock()
         self._key_locks: dict[_StoreKey, threading.Lock] = {}
+        self._bound: dict[_StoreKey, LoadedModel] = {}  # copy -> the model it was made for (see get_copy)
 
     def get(self, spec: str, dtype: str = "auto", progress: Progress | None = None) -> LoadedModel:
         """The loaded model for spec, loading it (once, even with concurrent callers) if needed."""
@@ -722,11 +725,13 @@ class ModelStore:
                             lambda: estimate_param_bytes(spec, dtype))
 
     def get_copy(self, spec: str, dtype: str = "auto", purpose: str = "assistant",
-                 progress: Progress | None = None) -> LoadedModel:
+                 progress: Progress | None = None, bound_to: LoadedModel | None = None) -> LoadedModel:
         """A dedicated deep copy of a model, cached per purpose.
 
         Universal assisted decoding with sampling modifies the assistant model (and keys its
         vocabulary translator on the tokenizer), so it must not share either with other users.
+        A copy `bound_to` another loaded model (the target it was adapted to) is useless without
+        it: the store drops it with that model.
         """
         _resolve(spec, get_settings())
         key = (spec, resolve_dtype(dtype, default_device()), purpose)
@@ -737,9 +742,13 @@ class ModelStore:
             with base.lock:  # no generation may modify it while it is copied
                 model, tokenizer = copy.deepcopy(base.model), copy.deepcopy(base.tokenizer)
             return replace(base, model=model, tokenizer=tokenizer, lock=threading.Lock(),
-                           load_s=time.perf_counter() - started)
+                           load_s=time.perf_counter() - started, on_release=[])
 
-        return self._obtain(key, make, lambda: None)
+        loaded = self._obtain(key, make, lambda: None)
+        if bound_to is not None:
+            with self._lock:
+                self._bound[key] = bound_to
+        return loaded
 
     def loaded(self) -> list[str]:
         """Specs currently held, least recently used first."""
@@ -753,14 +762,24 @@ class ModelStore:
     def evict(self, spec: str) -> None:
         """Drop every copy and dtype of spec (callers still holding it keep it alive)."""
         with self._lock:
-            for key in [k for k in self._entries if k[0] == spec]:
-                del self._entries[key]
-        _release_memory()
+            dropped = self._drop([k for k in self._entries if k[0] == spec])
+        _release(dropped)
 
     def clear(self) -> None:
         with self._lock:
-            self._entries.clear()
-        _release_memory()
+            dropped = self._drop(list(self._entries))
+        _release(dropped)
+
+    def _drop(self, keys: list[_StoreKey]) -> list[LoadedModel]:
+        """Remove these entries and the copies bound to them (caller holds the lock); return what was removed."""
+        dropped = [self._entries.pop(key) for key in keys if key in self._entries]
+        while orphans := [k for k, owner in self._bound.items() if any(owner is d for d in dropped)
+                          or k not in self._entries]:
+            for key in orphans:
+                del self._bound[key]
+                if key in self._entries:
+                    dropped.append(self._entries.pop(key))
+        return dropped
 
     def _budget_bytes(self) -> int:
         budget_gb = self._budget_gb if self._budget_gb is not None else get_settings().memory_budget_gb
@@ -797,21 +816,21 @@ class ModelStore:
         if needed > budget:
             raise ModelLoadError(
                 f"{spec} needs {_size(needed)}, budget is {_size(budget)} (PLAYGROUND_MEMORY_BUDGET_GB)")
-        evicted = False
+        dropped: list[LoadedModel] = []
         with self._lock:
             used = sum(m.param_bytes for m in self._entries.values())
             for key in list(self._entries):
                 if used + needed <= budget:
                     break
-                candidate = self._entries[key]
-                if candidate.lock.locked():
+                candidate = self._entries.get(key)
+                if candidate is None or candidate.lock.locked():
                     continue
-                del self._entries[key]
-                used -= candidate.param_bytes
-                evicted = True
+                gone = self._drop([key])
+                dropped += gone
+                used -= sum(m.param_bytes for m in gone)
                 logger.info("evicted %s to make room for %s", key[0], spec)
-        if evicted:
-            _release_memory()
+        if dropped:
+            _release(dropped)
         if used + needed > budget:
             raise ModelLoadError(
                 f"{spec} needs {_size(needed)} but only {_size(budget - used)} of the {_size(budget)} budget "
@@ -821,6 +840,15 @@ class ModelStore:
 def _size(nbytes: float) -> str:
     """Bytes for a message: GB with two decimals, or MB below 0.1 GB (a tiny model is not "0.00 GB")."""
     return f"{nbytes / 1e9:.2f} GB" if nbytes >= 1e8 else f"{nbytes / 1e6:.2f} MB"
+
+
+def _release(dropped: list[LoadedModel]) -> None:
+    """Run the release hooks of models the store dropped, then return their memory."""
+    for loaded in dropped:
+        for hook in loaded.on_release:
+            hook()
+        loaded.on_release.clear()
+    _release_memory()
 
 
 def _release_memory() -> None:

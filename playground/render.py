@@ -3,8 +3,9 @@
 Pure functions over `playground.trace` records (no torch, no tokenizer, no Gradio), so a saved
 trace renders exactly like a live one. Each token is
 ``<span class="tok" data-status="accepted" data-step="3" data-q="…" data-p="…" title="…">``
-with the status names of `playground.trace`; rejected drafts stay where they were proposed,
-struck through, followed by the target's correction.
+with the status names of `playground.trace`; the rejected draft (the first one the target refused)
+and the discarded drafts after it (never judged) stay where they were proposed, struck through,
+followed by the target's correction.
 
 Rendering is incremental: `TokenStream` renders each step once when it arrives and keeps the
 pieces, so updating the page after step n costs a join of n cached strings, not a re-render of
@@ -13,8 +14,8 @@ closes it), which also lets Gradio send each streamed update as an append-only d
 
 The palette is Okabe–Ito (readable with the common colour-vision deficiencies) used as
 translucent tints over the page background, so it works in light and dark mode, and every
-status also has a non-colour cue: strike-through (rejected), thick underline (correction), a
-star (bonus), dashed outline and italics (unverified).
+status also has a non-colour cue: strike-through (rejected), dotted strike-through (discarded),
+thick underline (correction), a star (bonus), dashed outline and italics (unverified).
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from __future__ import annotations
 import html
 from typing import Iterable, Sequence
 
-from .trace import ACCEPTED, BONUS, CORRECTION, REJECTED, TARGET, UNVERIFIED, Step, Summary, Trace
+from .trace import ACCEPTED, BONUS, CORRECTION, DISCARDED, REJECTED, TARGET, UNVERIFIED, Step, Summary, Trace
 
 # Okabe–Ito colours, one per status (see the module docstring).
 PALETTE: dict[str, str] = {
     ACCEPTED: "#009E73",  # bluish green
     REJECTED: "#D55E00",  # vermillion
+    DISCARDED: "#F0E442",  # yellow
     CORRECTION: "#0072B2",  # blue
     BONUS: "#CC79A7",  # reddish purple
     TARGET: "#999999",  # neutral grey
@@ -36,14 +38,15 @@ PALETTE: dict[str, str] = {
 
 LEGEND: tuple[tuple[str, str, str], ...] = (
     (ACCEPTED, "accepted", "drafted and kept by the target"),
-    (REJECTED, "rejected", "drafted, refused by the target (struck through)"),
+    (REJECTED, "rejected", "the first draft the target refused (struck through)"),
+    (DISCARDED, "discarded", "drafted after the rejected one, dropped without being judged (dotted strike-through)"),
     (CORRECTION, "correction", "the target's own token after a rejection (underlined)"),
     (BONUS, "bonus", "the free extra token after a fully accepted draft (★)"),
     (TARGET, "target", "produced by the target with no draft in that step"),
     (UNVERIFIED, "unverified", "drafted past the end of generation, never checked (dashed)"),
 )
 
-_SAMPLE_TEXT = {ACCEPTED: "the", REJECTED: "cat", CORRECTION: "dog", BONUS: "ran", TARGET: "away", UNVERIFIED: "fast"}
+_SAMPLE_TEXT = {ACCEPTED: "the", REJECTED: "cat", DISCARDED: "sat", CORRECTION: "dog", BONUS: "ran", TARGET: "away", UNVERIFIED: "fast"}
 
 OPEN_TOKENS = '<div class="pg-tokens" data-testid="pg-tokens">'
 
@@ -60,6 +63,8 @@ CSS = """
 .tok[data-status="accepted"] { background: rgba(0,158,115,.24); }
 .tok[data-status="rejected"] { background: rgba(213,94,0,.22); text-decoration: line-through;
   text-decoration-color: #D55E00; text-decoration-thickness: 2px; opacity: .8; }
+.tok[data-status="discarded"] { background: rgba(240,228,66,.22); text-decoration: line-through dotted;
+  text-decoration-color: #B8A800; text-decoration-thickness: 2px; opacity: .65; }
 .tok[data-status="correction"] { background: rgba(0,114,178,.24); text-decoration: underline;
   text-decoration-color: #3d9ae0; text-decoration-thickness: 3px; text-underline-offset: 3px; }
 .tok[data-status="bonus"] { background: rgba(204,121,167,.32); box-shadow: inset 0 0 0 1px rgba(204,121,167,.95); }
@@ -74,6 +79,10 @@ CSS = """
 .pg-legend .pg-hint { opacity: .7; }
 .pg-stats { display: grid; grid-template-columns: repeat(6, minmax(0, 1fr)); gap: 8px; }
 @media (max-width: 900px) { .pg-stats { grid-template-columns: repeat(3, minmax(0, 1fr)); } }
+.pg-plain-check { font-size: 13.5px; margin-top: 6px; padding: 4px 10px; border-radius: 8px;
+  border: 1px solid rgba(128,128,128,.35); }
+.pg-plain-check[data-identical="true"] { border-color: rgba(0,158,115,.7); }
+.pg-plain-check[data-identical="false"] { border-color: rgba(213,94,0,.7); }
 .pg-stat { border: 1px solid rgba(128,128,128,.35); border-radius: 8px; padding: 6px 10px; }
 .pg-stat .pg-value { font-size: 22px; font-weight: 600; font-variant-numeric: tabular-nums; line-height: 1.2; }
 .pg-stat .pg-label { font-size: 12px; opacity: .75; }
@@ -103,7 +112,7 @@ def _visible(text: str, status: str) -> str:
     if text == "":
         return '<span class="ws">∅</span>'
     escaped = html.escape(text, quote=False)
-    if status in (REJECTED, UNVERIFIED) and not text.strip():
+    if status in (REJECTED, DISCARDED, UNVERIFIED) and not text.strip():
         # A struck-through newline or space would be invisible (and would break the line).
         marks = text.replace("\n", "↵").replace("\t", "⇥").replace(" ", "␣")
         return f'<span class="ws">{html.escape(marks, quote=False)}</span>'
@@ -113,6 +122,7 @@ def _visible(text: str, status: str) -> str:
 _DESCRIBE = {
     ACCEPTED: "accepted draft",
     REJECTED: "rejected draft",
+    DISCARDED: "discarded draft",
     CORRECTION: "correction by the target",
     BONUS: "bonus token from the target",
     TARGET: "target token (nothing drafted)",
@@ -126,14 +136,20 @@ def token_span(step: Step, tok_id: int, text: str, status: str, draft_index: int
     tip = [f"step {step.index + 1} · {_DESCRIBE[status]}"]
     if draft_index is not None:
         tip[0] += f" {draft_index + 1}/{len(step.drafted)}"
+        if status == DISCARDED:
+            tip.append("never judged: it came after the rejected draft")
         q = step.q[draft_index] if step.q is not None and draft_index < len(step.q) else None
         p = step.p[draft_index] if step.p is not None and draft_index < len(step.p) else None
         if q is not None:
             attrs.append(f'data-q="{_attr(format(q, ".4g"))}"')
             tip.append(f"draft q = {_fmt_prob(q)}")
-        if p is not None and status != UNVERIFIED:
+        if p is not None and status not in (UNVERIFIED, DISCARDED):
             attrs.append(f'data-p="{_attr(format(p, ".4g"))}"')
             tip.append(f"target p = {_fmt_prob(p)}")
+        mix = step.mixture[draft_index] if step.mixture is not None and draft_index < len(step.mixture) else None
+        if mix is not None and status not in (UNVERIFIED, DISCARDED):
+            attrs.append(f'data-v="{_attr(format(mix, ".4g"))}"')
+            tip.append(f"ensemble v = w·p + (1−w)·q = {_fmt_prob(mix)} (what the test used)")
     tip.append(f"token {tok_id}: {text!r}")
     title = html.escape("\n".join(tip), quote=True)
     return f'<span class="tok" {" ".join(attrs)} title="{title}">{_visible(text, status)}</span>'
@@ -207,6 +223,12 @@ def empty_tokens(message: str = "Generated tokens appear here, coloured by their
     return f'{OPEN_TOKENS}<span class="pg-empty">{html.escape(message)}</span></div>'
 
 
+# Where q is shown: what it is under sampling in Transformers 5.24.
+Q_NOTE = ("q is the draft model's probability of its token. Under sampling it is doubly warped: the assistant's inner "
+          "generate() merges the target's logits processors (temperature, top-k, top-p) and adds its own, so they "
+          "apply twice.")
+
+
 def legend_html() -> str:
     keys = []
     for status, label, meaning in LEGEND:
@@ -214,7 +236,8 @@ def legend_html() -> str:
         keys.append(f'<span class="pg-key" title="{html.escape(meaning)}">{sample} {label}</span>')
     return (
         '<div class="pg-legend" data-testid="pg-legend">' + "".join(keys)
-        + '<span class="pg-hint">· hover a token for its step and probabilities</span></div>'
+        + '<span class="pg-hint">· hover a token for its step and probabilities</span>'
+        + f'<span class="pg-hint" title="{html.escape(Q_NOTE)}">· about q</span></div>'
     )
 
 
@@ -222,8 +245,9 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.0%}"
 
 
-def stats_html(summary: Summary | None) -> str:
-    """The live figures: new tokens, steps, acceptance, tokens/step, tokens/s, elapsed."""
+def stats_html(summary: Summary | None, plain: tuple[float | None, bool, str] | None = None) -> str:
+    """The live figures: new tokens, steps, acceptance, tokens/step, tokens/s, elapsed; and, when the run was
+    checked against plain generate(), `plain` = (measured speedup, identical, verdict) as one more line."""
     s = summary or Summary()
     started = summary is not None and s.steps > 0
     cells = (
@@ -240,7 +264,14 @@ def stats_html(summary: Summary | None) -> str:
         f'<div class="pg-label">{html.escape(label)}</div></div>'
         for key, value, label in cells
     )
-    return f'<div class="pg-stats" data-testid="pg-stats">{body}</div>'
+    check = ""
+    if plain is not None:
+        speedup, identical, verdict = plain
+        measured = f"{speedup:.2f}× the speed of plain generate()" if speedup else "speed not measured"
+        check = (f'<div class="pg-plain-check" data-testid="pg-plain-check" data-identical="{str(identical).lower()}">'
+                 f'{"✓" if identical else "≠"} {html.escape(measured)} (measured once, right after this run) · '
+                 f'{html.escape(verdict)}</div>')
+    return f'<div class="pg-stats" data-testid="pg-stats">{body}</div>{check}'
 
 
 def status_html(message: str, kind: str = "idle", note: str = "") -> str:
@@ -277,9 +308,8 @@ DRAFTER: dict[str, str] = {
     "universal": "the assistant (re-tokenised into the target's vocabulary)",
 }
 
-# Why a step of a drafting method drafted nothing.
+# Why a step of a drafting method drafted nothing, for traces that do not say (schema 1).
 _NO_DRAFT: dict[str, str] = {
-    "prompt_lookup": "no earlier n-gram matched the last tokens",
     "mtp": "the MTP layers need the target's outputs first",
     "mtp_drafter": "the drafter needs the target's cache first",
 }
@@ -303,15 +333,17 @@ def narrate_step(step: Step, method: str = "", position: int | None = None) -> s
     n = (step.index if position is None else position) + 1
     drafted_text = step.drafted_text or [""] * len(step.drafted)
     emitted_text = step.emitted_text or [""] * len(step.emitted)
-    timing = f" Drafting took {step.draft_ms:.1f} ms, verifying {step.verify_ms:.1f} ms."
+    other = f", the rest of the loop {step.other_ms:.1f} ms" if step.other_ms else ""
+    timing = f" Drafting took {step.draft_ms:.1f} ms, verifying {step.verify_ms:.1f} ms{other}."
     if not step.drafted:
         if method == "baseline" or not method:
             return (f"Step {n}: nothing is drafted in plain decoding; one forward pass of the target produced "
                     f"{_quote(emitted_text)}." + (f" It took {step.verify_ms:.1f} ms"
-                                                 + (" (this first step also reads the whole prompt)." if n == 1 else ".")))
-        why = _NO_DRAFT.get(method, "the drafter proposed nothing")
-        if method in ("mtp", "mtp_drafter") and n != 1:
-            why = "the drafter proposed nothing"
+                                                 + (" (this first step also reads the whole prompt)" if n == 1 else "")
+                                                 + (f", the rest of the loop {step.other_ms:.1f} ms." if step.other_ms
+                                                    else ".")))
+        why = step.no_draft_reason or (_NO_DRAFT.get(method, "the drafter proposed nothing") if n == 1
+                                       else "the drafter proposed nothing")
         return (f"Step {n}: nothing was drafted ({why}), so this was a plain step: the target produced "
                 f"{_quote(emitted_text)}." + timing)
     who = DRAFTER.get(method, "the drafter")
@@ -329,10 +361,15 @@ def narrate_step(step: Step, method: str = "", position: int | None = None) -> s
         why = f" ({', '.join(probs)})" if probs else ""
         rejected_text = drafted_text[a:a + len(step.rejected)]
         if a == 0:
-            text += f"the target rejected all of it{why}"
+            text += f"the target rejected the first, {_quote(rejected_text)}{why}"
         else:
             text += f"the target accepted {a} ({_quote(drafted_text[:a])}), rejected {_quote(rejected_text)}{why}"
-        text += f" and put {_quote(extra)} in {'its' if len(step.rejected) == 1 else 'their'} place." if extra else "."
+        text += f" and put {_quote(extra)} in its place" if extra else ""
+        if step.discarded:
+            gone = drafted_text[a + len(step.rejected):a + len(step.rejected) + len(step.discarded)]
+            text += (f"; the {_tokens_word(len(step.discarded))} after it {_quote(gone)} "
+                     f"{'was' if len(step.discarded) == 1 else 'were'} discarded without being judged")
+        text += "."
     elif step.unverified:
         verified = k - len(step.unverified)
         text += (f"the target accepted {verified} and generation ended there: the last "
@@ -366,9 +403,12 @@ def step_detail_html(step: Step, method: str = "", position: int | None = None) 
         q = step.q[i] if step.q is not None and i < len(step.q) else None
         p = step.p[i] if step.p is not None and i < len(step.p) else None
         draft_chips.append(_chip("draft", text, f"q {_fmt_prob(q)}" if q is not None else ""))
+        mix = step.mixture[i] if step.mixture is not None and i < len(step.mixture) else None
         status = statuses.get(i, REJECTED)
-        mark = {ACCEPTED: "✓ kept", REJECTED: "✗ refused", UNVERIFIED: "not checked"}[status]
-        label = (f"p {_fmt_prob(p)} " if p is not None and status != UNVERIFIED else "") + mark
+        mark = {ACCEPTED: "✓ kept", REJECTED: "✗ refused", DISCARDED: "– discarded", UNVERIFIED: "not checked"}[status]
+        judged = status not in (UNVERIFIED, DISCARDED)
+        label = ((f"p {_fmt_prob(p)} " if p is not None and judged else "")
+                 + (f"v {_fmt_prob(mix)} " if mix is not None and judged else "") + mark)
         verify_chips.append(_chip(status, text, label))
     append_chips = [_chip(status, text) for _, text, status, i in step.token_statuses()
                     if status in (ACCEPTED, CORRECTION, BONUS, TARGET)]
@@ -381,7 +421,8 @@ def step_detail_html(step: Step, method: str = "", position: int | None = None) 
     phases = [
         ("1 · draft", f"{step.draft_ms:.1f} ms", draft_body),
         ("2 · verify (one target forward)", f"{step.verify_ms:.1f} ms", verify_body),
-        ("3 · append", f"+{_tokens_word(len(step.emitted))}", "".join(append_chips) or '<span class="pg-none">nothing</span>'),
+        ("3 · append", f"+{_tokens_word(len(step.emitted))} · other {step.other_ms:.1f} ms",
+         "".join(append_chips) or '<span class="pg-none">nothing</span>'),
     ]
     boxes = '<span class="pg-arrow" aria-hidden="true">→</span>'.join(
         f'<div class="pg-phase" data-phase="{i}"><div class="pg-phase-title">{html.escape(title)}'
@@ -389,8 +430,11 @@ def step_detail_html(step: Step, method: str = "", position: int | None = None) 
         for i, (title, cost, body) in enumerate(phases, start=1)
     )
     narration = html.escape(narrate_step(step, method, position))
+    q_note = (f'<p class="pg-note" title="{html.escape(Q_NOTE)}">q: the draft\'s probability (under sampling, doubly '
+              'warped in Transformers); p: the target\'s' + ('; v: the ensemble mixture w·p + (1−w)·q' if step.mixture
+                                                               else '') + '.</p>') if step.q is not None else ""
     return (f'<div class="pg-replay-step" data-testid="pg-replay-step" data-step="{_attr(n)}">'
-            f'<p class="pg-narration">{narration}</p><div class="pg-flow">{boxes}</div></div>')
+            f'<p class="pg-narration">{narration}</p><div class="pg-flow">{boxes}</div>{q_note}</div>')
 
 
 def emitted_spans(steps: Sequence[Step]) -> str:
@@ -438,7 +482,7 @@ def race_html(lanes: Sequence[dict], clock_s: float, speed: float, verdict: str 
     else:
         pace = f"replayed {speed:.1f}× faster than recorded"
     clock = (f'<div class="pg-clock">recorded time <b>{clock_s:.2f} s</b> '
-             f'<span class="pg-note">(sum of step times; {pace})</span></div>')
+             f'<span class="pg-note">(set-up plus each step\'s draft, verify and other time; {pace})</span></div>')
     tail = f'<div class="pg-verdict">{html.escape(verdict)}</div>' if verdict else ""
     return f'<div class="pg-race" data-testid="pg-race">{clock}<div class="pg-lanes">{"".join(rows)}</div>{tail}</div>'
 

@@ -11,28 +11,35 @@ about individual methods: a new method in the registry is shown correctly withou
 
 The script reproduces the run token for token on the same library versions and hardware
 (bfloat16 and GPU kernels may round differently elsewhere); sampling runs are seeded the way the
-engine seeds them, immediately before `generate()`.
+engine seeds them, immediately before `generate()`. Where the engine adapts the assistant before
+the run (`PreparedRun.assistant_adaptations`: universal decoding with sampling), the script does
+the same, with the reason: plain `generate()` alone would sample differently. `python -m
+playground code TRACE.json` prints the script for a saved trace (`script_for_trace`).
 """
 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, replace
+import textwrap
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 import transformers
 
-from .engine import PreparedRun, RunRequest, prepare
+from .engine import (
+    ASSISTANT_ADAPTATIONS, ID_ORDERED_VOCABULARY, PRUNED_BEFORE_SEEDING, PreparedRun, RunRequest, prepare,
+)
 from .errors import PlaygroundError
 from .methods import get_method
 from .models import CATALOGUE, STORE, ModelStore, converted_dir
 from .settings import get_settings
+from .trace import Trace
 
 __all__ = [
     "CodeView", "SnippetError", "show_code", "python_snippet", "resolved_request", "cli_args",
-    "cli_command", "model_location",
+    "cli_command", "model_location", "request_from_trace", "script_for_trace",
 ]
 
 
@@ -149,6 +156,8 @@ def python_snippet(prepared: PreparedRun) -> str:
         out += [""] + _load_lines("assistant_model", tok_var, req.assistant or assistant.name,
                                   assistant.dtype, assistant.device)
 
+    out += _adaptation_lines(prepared)
+
     if prepared.draft_config:
         whose = "the target's" if method.draft_config_on == "target" else "the assistant's"
         out += [
@@ -180,6 +189,57 @@ def python_snippet(prepared: PreparedRun) -> str:
     return "\n".join(out) + "\n"
 
 
+# What the engine did to the assistant, in the script's variables (see engine.ASSISTANT_ADAPTATIONS).
+_ADAPTATION_CODE = {
+    ID_ORDERED_VOCABULARY: [
+        "_listed_vocabulary = assistant_tokenizer.get_vocab",
+        "assistant_tokenizer.get_vocab = lambda: dict(sorted(_listed_vocabulary().items(), key=lambda item: item[1]))",
+    ],
+    PRUNED_BEFORE_SEEDING: [
+        "from transformers.generation.candidate_generator import AssistantVocabTranslatorCache",
+        "",
+        "AssistantVocabTranslatorCache.get_translator(",
+        "    tokenizer, assistant_tokenizer, model.config.get_text_config().vocab_size,",
+        "    assistant_model=assistant_model, assistant_prune_lm_head=True,",
+        ")",
+    ],
+}
+
+
+def _adaptation_lines(prepared: PreparedRun) -> list[str]:
+    """The engine's adaptations of the assistant, each with its reason; refused if one cannot be written."""
+    out: list[str] = []
+    for name in prepared.assistant_adaptations:
+        if name not in _ADAPTATION_CODE:
+            raise SnippetError(f"the run adapts its assistant in a way no script here can repeat ({name}): "
+                               "plain generate() would not reproduce it")
+        if not out:
+            out += ["", "# The playground adapts the assistant before the run; without these steps plain generate()",
+                    "# samples differently."]
+        out += [f"# {line}" for line in textwrap.wrap(ASSISTANT_ADAPTATIONS[name] + ".", 100)]
+        out += _ADAPTATION_CODE[name]
+    return out
+
+
+# --- a saved trace ---------------------------------------------------------------------------
+
+def request_from_trace(trace: Trace) -> RunRequest:
+    """The request that reproduces a trace's run (its resolved chat and precision included)."""
+    d = trace.decoding
+    return RunRequest(
+        prompt=trace.prompt, target=trace.target, method=trace.method, assistant=trace.assistant,
+        params=dict(trace.params), max_new_tokens=int(d.get("max_new_tokens", trace.summary.new_tokens or 64)),
+        sample=bool(d.get("sample", False)), temperature=float(d.get("temperature", 1.0)),
+        top_p=float(d.get("top_p", 1.0)), top_k=int(d.get("top_k", 0)), seed=int(d.get("seed", 0)),
+        chat=trace.chat, dtype=str(trace.env.get("dtype") or "auto"),
+    )
+
+
+def script_for_trace(trace: Trace, store: ModelStore = STORE) -> str:
+    """The Python script that reproduces a saved trace's run (its models are loaded to resolve the call)."""
+    return python_snippet(prepare(request_from_trace(trace), store))
+
+
 # --- the CLI command ------------------------------------------------------------------------
 
 def resolved_request(prepared: PreparedRun) -> RunRequest:
@@ -201,9 +261,9 @@ _ALWAYS = ("target", "method", "prompt")
 
 
 def _cli_defaults() -> dict[str, Any]:
-    from .cli import build_parser
-
-    return vars(build_parser().parse_args(["run", "--prompt", ""]))
+    """What `python -m playground run` assumes for an option left out: RunRequest's defaults (a test pins the
+    parser's defaults to them)."""
+    return {f.name: f.default for f in fields(RunRequest) if f.default is not MISSING}
 
 
 def _cli_value(value: Any) -> str:

@@ -14,7 +14,7 @@ like the run that made it.
 - Compare: `compare(...)` runs `bench.compare_on_prompt` (warm-up, interleaved, same prompt) in a
   worker thread, streaming its progress; `compare_table_html` and the `bench_charts` figures show it.
 - Race: `race_frames(baseline, method)` yields (seconds into the replay, HTML) frames in which both
-  lanes' text grows at the pace the traces recorded (sum of step times), scaled to at most
+  lanes' text grows at the pace the traces recorded (the set-up, then each step's draft + verify + other), scaled to at most
   `RACE_MAX_S` seconds; `play_race` sleeps between them.
 """
 
@@ -37,6 +37,7 @@ from .errors import PlaygroundError
 from .gpu import gpu
 from .methods import METHODS, get_method
 from .settings import get_settings
+from .snippet import request_from_trace
 from .trace import Trace, TraceFormatError, short_repr, summarize_steps
 
 MAX_TRACE_BYTES = 20 * 1024 * 1024
@@ -107,8 +108,8 @@ def replay_view(trace: Trace | None, value: Any) -> tuple[Any, ...]:
     detail = render.step_detail_html(trace.steps[k], trace.method, k)
     fig_a, fig_t = charts.figures(window, current=k, total_steps=n if not first else None)
     shown = trace.steps[: k + 1]
-    elapsed = sum(s.draft_ms + s.verify_ms for s in shown) / 1000.0
-    stats = render.stats_html(summarize_steps(shown, elapsed))
+    elapsed = (trace.setup_ms + sum(s.time_ms for s in shown)) / 1000.0
+    stats = render.stats_html(summarize_steps(shown, elapsed, trace.setup_ms))
     return tokens, detail, fig_a, fig_t, stats
 
 
@@ -221,10 +222,14 @@ THEORY_TEXT = """
 with a single forward pass. If each drafted token survives with probability α, independently, the step keeps
 the accepted prefix plus one token of the target's own (the correction after a rejection, or the bonus after a
 fully accepted draft): on average 1 + α + α² + … + α^γ = (1 − α^(γ+1)) / (1 − α) tokens (Leviathan et al., 2023).
+Only the first refused draft is *rejected*; the drafts after it are *discarded* without being judged, since the
+target's view of them rests on a refused prefix.
 A longer draft only helps while α is high: the k-th draft token adds α^k, so at α = 50 % anything past γ ≈ 3 adds
 almost nothing. Tokens per step are not yet a speedup: a step also costs γ·c for drafting (c = one draft token's
-cost in baseline steps) and the wide verification forward, which on a GPU costs about one baseline step but on a
-CPU often several. Speedup ≈ tokens per step / (γ·c + verification cost).
+cost in baseline steps), the wide verification forward (v), which on a GPU costs about one baseline step but on a
+CPU often several, and the rest of the loop (o: strategy update, stopping checks). Speedup ≈ tokens per step /
+(γ·c + v + o), with the set-up and the first step (prefill) not sped up. The trace times every step as draft,
+verify and other, and the set-up before the first step: together they are the run's elapsed time.
 The red diamond is this run's measured point (α, τ); the hollow circle is what the formula expects from its α and
 mean γ. A diamond above the circle means early draft positions were accepted more often than later ones.
 """
@@ -257,18 +262,6 @@ def theory_view(trace: Trace | None, baseline: Trace | None = None) -> tuple[Any
 
 
 # --------------------------------------------------------------------------- show the code
-
-
-def request_from_trace(trace: Trace) -> RunRequest:
-    """The request that reproduces a trace's run (its resolved chat and precision included)."""
-    d = trace.decoding
-    return RunRequest(
-        prompt=trace.prompt, target=trace.target, method=trace.method, assistant=trace.assistant,
-        params=dict(trace.params), max_new_tokens=int(d.get("max_new_tokens", trace.summary.new_tokens or 64)),
-        sample=bool(d.get("sample", False)), temperature=float(d.get("temperature", 1.0)),
-        top_p=float(d.get("top_p", 1.0)), top_k=int(d.get("top_k", 0)), seed=int(d.get("seed", 0)),
-        chat=trace.chat, dtype=str(trace.env.get("dtype") or "auto"),
-    )
 
 
 def code_view(request: RunRequest, note: str = "") -> tuple[str, str, str]:

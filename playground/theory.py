@@ -14,14 +14,21 @@ Definitions (stated once here, repeated in the report):
   universal assistant whose draft re-tokenised to nothing, plus the forward) is measured separately.
   With a varying draft length (heuristic schedule,
   confidence threshold, short lookups) γ is the mean, so the formula is evaluated at a non-integer γ.
-* **T (baseline step)** = mean time of one baseline decoding step in the same run, excluding the
-  first step (which also processes the prompt: prefill). Costs below are in units of T.
+* **Phases.** The trace splits every step into draft (the drafter's ``get_candidates``), verify (from
+  the end of drafting until the step's tokens are decided: the target forward over γ + 1 positions,
+  logits processing, acceptance, cache crop; for baseline: the forward, choosing the token and the
+  stopping check) and other (the rest of the loop until the next step: candidate-strategy update,
+  kwargs update, stopping criteria). ``setup_ms`` is the time inside ``generate()`` before the first
+  step (building the candidate generator, pruning a universal assistant's LM head, loading MTP layers).
+  setup + Σ(draft + verify + other) = the elapsed time, with the same definitions for baseline.
+* **T (baseline step)** = mean time of one whole baseline decoding step (verify + other) in the same
+  run, excluding the first step (which also processes the prompt: prefill). Costs below are in units of T.
 * **c (draft cost ratio)** = (total draft time / tokens drafted) over the drafting steps, excluding
   the first step, divided by T. Prompt lookup only searches the context: c ≈ 0.
-* **v (verify cost ratio)** = mean verification time of a drafting step (one target forward over
-  γ + 1 positions, plus acceptance and cache bookkeeping), excluding the first step, divided by T.
-  Leviathan et al. assume v = 1 (a wide forward costs the same as a one-token one, as on a
-  memory-bound GPU); on CPUs it is often well above 1.
+* **v (verify cost ratio)** = mean verify time of a drafting step, excluding the first step, divided
+  by T; **o (other cost ratio)** = mean other time of a drafting step over T. The formulas charge a
+  step v + o: Leviathan et al. assume v + o = 1 (a wide forward costs the same as a one-token one, as
+  on a memory-bound GPU); on CPUs v is often well above 1.
 
 * Measured speedup = tokens/s of the method over tokens/s of baseline, paired within a repeat (the
   same prompt, interleaved), median over repeats; equal to the wall-time ratio when both emit the
@@ -32,15 +39,15 @@ Predictions:
 * Expected tokens per step (i.i.d. acceptance):  E(α, γ) = (1 − α^(γ+1)) / (1 − α)  (γ + 1 at α = 1).
 * **Leviathan et al.** expected speedup:  S = E(α, γ) / (γc + 1).
 * **Refined** prediction, replacing their assumptions with what this run measured, step by step:
-  1. measured verification cost: E / (γc + v);
+  1. measured verification and loop cost: E / (γc + v + o);
   2. empty-draft steps (fraction e, each costing c₀ + v₀ and emitting one token):
-     ((1 − e)·E + e) / ((1 − e)(γc + v) + e(c₀ + v₀));
-  3. the first step (prefill) is not sped up (Amdahl): with f the share of baseline time spent in
-     its first step and r the method's first step time over baseline's first step time,
+     ((1 − e)·E + e) / ((1 − e)(γc + v + o) + e(c₀ + v₀));
+  3. the set-up and the first step (prefill) are not sped up (Amdahl): with f the share of baseline
+     time spent in its set-up and first step and r the method's set-up and first step over baseline's,
      S_run = 1 / (f·r + (1 − f) / S₂).
   What is left between the refined prediction and the measured speedup is acceptance that is not
-  independent of position (compare E with the measured τ), time spent outside the steps
-  (``generate()`` set-up, re-tokenisation in universal decoding) and timing noise.
+  independent of position (compare E with the measured τ) and timing noise: the phases account for
+  every millisecond of the run.
 """
 
 from __future__ import annotations
@@ -55,7 +62,7 @@ from .trace import Step, Trace, acceptance_by_position
 __all__ = [
     "expected_tokens_per_step", "expected_speedup", "refined_speedup", "Estimates", "estimate",
     "baseline_step_ms", "first_divergence", "measured_speedup", "diagnose", "explain_gap", "cost_sentence",
-    "position_rates",
+    "position_rates", "conditional_position_rates",
     "THEORY_NOTES",
 ]
 
@@ -108,11 +115,11 @@ def _steady(steps: list[Step]) -> list[Step]:
 
 
 def baseline_step_ms(baseline: Trace) -> float | None:
-    """T: mean time of one baseline decoding step, first (prefill) step excluded."""
+    """T: mean time of one whole baseline decoding step (all its phases), first (prefill) step excluded."""
     steps = _steady(baseline.steps)
     if not steps:
         return None
-    mean = sum(s.draft_ms + s.verify_ms for s in steps) / len(steps)
+    mean = sum(s.time_ms for s in steps) / len(steps)
     return mean if mean > 0 else None
 
 
@@ -134,9 +141,11 @@ class Estimates:
     c: float | None = None
     verify_ms: float | None = None  # mean verify time of a steady drafting step
     v: float | None = None  # verify cost ratio
+    other_ms: float | None = None  # mean other time (the loop outside draft and verify) of a steady drafting step
+    o: float | None = None  # other cost ratio
     empty_cost: float | None = None  # c0 + v0: cost of an empty-draft step in units of T
-    prefill_share: float | None = None  # f: share of baseline step time in its first step
-    prefill_ratio: float | None = None  # r: method first step / baseline first step
+    prefill_share: float | None = None  # f: share of baseline time in its set-up and first step
+    prefill_ratio: float | None = None  # r: method set-up + first step / baseline's
     theoretical_speedup: float | None = None  # Leviathan et al.
     with_verify_cost: float | None = None  # step 1 of the refinement
     with_empty_steps: float | None = None  # step 2
@@ -172,6 +181,7 @@ def estimate(trace: Trace, baseline: Trace | None = None) -> Estimates:
     if tokens_drafted:
         est.draft_ms_per_token = sum(s.draft_ms for s in steady_drafting) / tokens_drafted
         est.verify_ms = sum(s.verify_ms for s in steady_drafting) / len(steady_drafting)
+        est.other_ms = sum(s.other_ms for s in steady_drafting) / len(steady_drafting)
 
     if baseline is not None:
         est.measured_speedup = measured_speedup(trace, baseline)
@@ -181,14 +191,15 @@ def estimate(trace: Trace, baseline: Trace | None = None) -> Estimates:
             if est.draft_ms_per_token is not None and est.verify_ms is not None:
                 est.c = est.draft_ms_per_token / T
                 est.v = est.verify_ms / T
+                est.o = (est.other_ms or 0.0) / T
             empty = [s for s in _steady(steps) if not s.drafted]
             if empty:
-                est.empty_cost = sum(s.draft_ms + s.verify_ms for s in empty) / len(empty) / T
-            total_b = sum(s.draft_ms + s.verify_ms for s in baseline.steps)
+                est.empty_cost = sum(s.time_ms for s in empty) / len(empty) / T
+            total_b = baseline.setup_ms + sum(s.time_ms for s in baseline.steps)
             if len(baseline.steps) > 1 and total_b > 0 and steps:
-                first_b = baseline.steps[0].draft_ms + baseline.steps[0].verify_ms
+                first_b = _unsped_ms(baseline)
                 est.prefill_share = first_b / total_b
-                est.prefill_ratio = (steps[0].draft_ms + steps[0].verify_ms) / first_b if first_b > 0 else 1.0
+                est.prefill_ratio = _unsped_ms(trace) / first_b if first_b > 0 else 1.0
 
     if trace.method == "baseline":
         est.theoretical_speedup = est.with_verify_cost = est.with_empty_steps = est.refined_speedup = 1.0
@@ -198,14 +209,20 @@ def estimate(trace: Trace, baseline: Trace | None = None) -> Estimates:
         return est
     if est.c is not None:
         est.theoretical_speedup = expected_speedup(est.alpha, est.gamma, est.c)
-        est.with_verify_cost = _mixed_speedup(est.alpha, est.gamma, est.c, est.v or 0.0, 0.0, 1.0)
+        step_rest = (est.v or 0.0) + (est.o or 0.0)
+        est.with_verify_cost = _mixed_speedup(est.alpha, est.gamma, est.c, step_rest, 0.0, 1.0)
         empty_cost = est.empty_cost if est.empty_cost is not None else 1.0
-        est.with_empty_steps = _mixed_speedup(est.alpha, est.gamma, est.c, est.v or 0.0, est.empty_fraction, empty_cost)
+        est.with_empty_steps = _mixed_speedup(est.alpha, est.gamma, est.c, step_rest, est.empty_fraction, empty_cost)
         if est.prefill_share is not None:
             est.refined_speedup = _amdahl(est.with_empty_steps, est.prefill_share, est.prefill_ratio or 1.0)
         else:
             est.refined_speedup = est.with_empty_steps
     return est
+
+
+def _unsped_ms(trace: Trace) -> float:
+    """What drafting cannot speed up: the set-up inside generate() and the first step (prefill)."""
+    return trace.setup_ms + (trace.steps[0].time_ms if trace.steps else 0.0)
 
 
 def measured_speedup(trace: Trace, baseline: Trace) -> float | None:
@@ -283,23 +300,26 @@ def diagnose(trace: Trace, baseline: Trace | None = None) -> list[str]:
                    "those are ordinary one-token steps.")
 
     if est.c is not None and est.v is not None:
-        cost = est.gamma * est.c + est.v
+        o = est.o or 0.0
+        cost = est.gamma * est.c + est.v + o
         out.append(
             f"But a drafting step cost {cost:.2f} baseline steps: {est.gamma * est.c:.2f} for drafting "
-            f"(c = {est.c:.3f} per token) and {est.v:.2f} for verifying {est.gamma + 1:.0f} positions at once"
+            f"(c = {est.c:.3f} per token), {est.v:.2f} for verifying {est.gamma + 1:.0f} positions at once"
+            f" and {o:.2f} for the rest of the loop (o)"
             + (" — on a CPU a wide forward pass is not free." if est.v > 1.2 else ".")
         )
         theo = est.theoretical_speedup or 0.0
         ref = est.refined_speedup or 0.0
         sentence = (f"Leviathan et al.'s formula predicts {_x(theo)} from α, γ and c (it assumes verifying costs one "
-                    f"baseline step); with the measured verification cost, empty steps and prefill it predicts {_x(ref)}.")
+                    f"baseline step); with the measured verification and loop cost, empty steps, set-up and prefill it "
+                    f"predicts {_x(ref)}.")
         if est.measured_speedup is not None:
             gap = est.measured_speedup / ref if ref else 0.0
             if 0.8 <= gap <= 1.25:
                 sentence += f" The measured {_x(est.measured_speedup)} is close to that refined prediction."
             elif gap < 0.8:
-                sentence += (f" The measured {_x(est.measured_speedup)} falls short of it: time outside the steps, "
-                             "acceptance that drops along the draft, or a noisy machine.")
+                sentence += (f" The measured {_x(est.measured_speedup)} falls short of it: acceptance that drops along "
+                             "the draft, or a noisy machine.")
             else:
                 sentence += f" The measured {_x(est.measured_speedup)} beats it: early draft positions are accepted more often than α suggests."
         out.append(sentence)
@@ -308,8 +328,11 @@ def diagnose(trace: Trace, baseline: Trace | None = None) -> list[str]:
     elif baseline is not None:
         out.append("The baseline trace has too few steps to measure a baseline step, so costs cannot be compared.")
     else:
-        share = s.draft_ms / (s.draft_ms + s.verify_ms) if (s.draft_ms + s.verify_ms) > 0 else 0.0
-        out.append(f"Drafting took {_pct(share)} of the step time and verification the rest.")
+        total = s.setup_ms + s.draft_ms + s.verify_ms + s.other_ms
+        if total > 0:
+            out.append(f"Of the run's time, drafting took {_pct(s.draft_ms / total)}, verification "
+                       f"{_pct(s.verify_ms / total)}, the rest of the loop {_pct(s.other_ms / total)} and the set-up "
+                       f"before the first step {_pct(s.setup_ms / total)}.")
 
     if baseline is not None and not trace.decoding.get("sample") and not baseline.decoding.get("sample"):
         index = first_divergence(trace.output_ids, baseline.output_ids)
@@ -348,12 +371,12 @@ def explain_gap(fig: dict[str, Any], threshold: float = 0.2) -> str:
     Each refinement stage is a multiplicative factor on Leviathan's prediction (measured verify
     cost, empty-draft steps, un-sped-up prefill); then correlated acceptance, τ measured / E(α, γ)
     (the formula assumes every drafted token is accepted independently with probability α, but real
-    drafts tend to be all right or wrong from the start); what is left is time outside the steps and
-    noise. Within `threshold` the sentence says whether that is because the assumptions hold or
+    drafts tend to be all right or wrong from the start); what is left is timing noise (the set-up
+    and every phase of a step are counted). Within `threshold` the sentence says whether that is because the assumptions hold or
     because factors cancel.
 
     `fig` holds speedup, theoretical_speedup, with_verify_cost, with_empty_steps, refined_speedup,
-    tokens_per_step, expected_tokens_per_step, verify_cost, c, gamma, acceptance_rate,
+    tokens_per_step, expected_tokens_per_step, verify_cost, other_cost, c, gamma, acceptance_rate,
     empty_draft_fraction, prefill_share, prefill_ratio (the aggregate or row keys of the benchmark).
     """
     measured, theo = fig.get("speedup"), fig.get("theoretical_speedup")
@@ -364,11 +387,12 @@ def explain_gap(fig: dict[str, Any], threshold: float = 0.2) -> str:
     rel = measured / theo - 1.0
     factors: list[tuple[str, float]] = []
     stages = [
-        (f"verifying costs {fig.get('verify_cost') or 0:.2f} baseline steps, not 1", theo, fig.get("with_verify_cost")),
+        (f"verifying and the loop around it cost {(fig.get('verify_cost') or 0) + (fig.get('other_cost') or 0):.2f} "
+         "baseline steps, not 1", theo, fig.get("with_verify_cost")),
         (f"{(fig.get('empty_draft_fraction') or 0):.0%} of steps drafted nothing", fig.get("with_verify_cost"),
          fig.get("with_empty_steps")),
-        (f"the first step (prefill, {(fig.get('prefill_share') or 0):.0%} of baseline's time) costs "
-         f"{fig.get('prefill_ratio') or 1:.2f}× baseline's first step rather than following the per-step prediction",
+        (f"the set-up and first step (prefill, {(fig.get('prefill_share') or 0):.0%} of baseline's time) cost "
+         f"{fig.get('prefill_ratio') or 1:.2f}× baseline's rather than following the per-step prediction",
          fig.get("with_empty_steps"), fig.get("refined_speedup")),
     ]
     for text, before, after in stages:
@@ -384,9 +408,7 @@ def explain_gap(fig: dict[str, Any], threshold: float = 0.2) -> str:
         if residual is not None:
             residual /= f_tau
     if residual is not None:
-        factors.append(("time outside the steps (generate() set-up"
-                        + (", re-tokenisation" if fig.get("method") == "universal" else "")
-                        + ") and timing noise", residual))
+        factors.append(("timing noise (every phase of the run is already counted above)", residual))
     notable = sorted([(t, f) for t, f in factors if abs(f - 1) >= 0.05], key=lambda tf: -abs(math.log(tf[1])))
     listed = "; ".join(f"{t} (×{f:.2f})" for t, f in notable)
     if abs(rel) <= threshold:
@@ -414,10 +436,11 @@ def cost_sentence(fig: dict[str, Any]) -> str:
     if alpha is None or tau is None:
         return ""
     text = f"α = {alpha:.0%}, τ = {tau:.2f} tokens per step"
-    gamma, c, v = fig.get("gamma"), fig.get("c"), fig.get("verify_cost")
+    gamma, c, v, o = fig.get("gamma"), fig.get("c"), fig.get("verify_cost"), fig.get("other_cost") or 0.0
     if gamma is not None and c is not None and v is not None:
-        text += (f", but a drafting step costs {gamma * c + v:.2f} baseline steps "
-                 f"({gamma * c:.2f} for drafting γ = {gamma:.1f} tokens at c = {c:.3f} each, {v:.2f} for verifying)")
+        text += (f", but a drafting step costs {gamma * c + v + o:.2f} baseline steps "
+                 f"({gamma * c:.2f} for drafting γ = {gamma:.1f} tokens at c = {c:.3f} each, {v:.2f} for verifying, "
+                 f"{o:.2f} for the rest of the loop)")
     e = fig.get("empty_draft_fraction")
     if e:
         text += f"; {e:.0%} of steps drafted nothing"
@@ -425,8 +448,13 @@ def cost_sentence(fig: dict[str, Any]) -> str:
 
 
 def position_rates(steps: list[Step]) -> list[float | None]:
-    """Share of verified k-th drafted tokens that survived, per draft position k (0-based)."""
-    return [kept / n if n else None for n, kept in acceptance_by_position(steps)]
+    """Per draft position k (0-based): the share of k-th drafts that survived, of all that reached verification."""
+    return [kept / n if n else None for n, kept, _ in acceptance_by_position(steps)]
+
+
+def conditional_position_rates(steps: list[Step]) -> list[float | None]:
+    """Per draft position k: the share accepted of the k-th drafts the target judged (every draft before it kept)."""
+    return [kept / judged if judged else None for _, kept, judged in acceptance_by_position(steps)]
 
 
 def median(values: list[float]) -> float | None:

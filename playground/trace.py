@@ -15,7 +15,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version 1 lacked `other_ms`, `setup_ms` and `discarded` (its `rejected` held every draft after the first
+# refused one); it still loads, converted by `_upgrade_v1`.
+READABLE_VERSIONS = (1, 2)
 
 # A trace file is untrusted input (a visitor can upload anything, a teacher opens a student's file):
 # `Trace.from_dict` checks every field against its annotation and these bounds before anything renders it.
@@ -28,16 +31,17 @@ MAX_TOKEN_ID = 2**31 - 1  # ids are below the recorded vocab_size; traces withou
 MAX_COUNT = 2**53  # any other integer (counts, indices): exact in a float, as JSON readers need
 MAX_MAPPING_DEPTH = 4  # nesting of the free-form objects (params, decoding, env)
 MAX_MAPPING_ITEMS = 1_000  # keys and items in one free-form object, nested ones included
-PROBABILITIES = frozenset({"q", "p", "acceptance_rate"})  # fields (or lists) of values in [0, 1]
+PROBABILITIES = frozenset({"q", "p", "mixture", "acceptance_rate"})  # fields (or lists) of values in [0, 1]
 
 # Token statuses used by renderers (and as `data-status` in the HTML).
 ACCEPTED = "accepted"  # drafted and kept by the target
-REJECTED = "rejected"  # drafted and refused by the target
+REJECTED = "rejected"  # the first drafted token the target refused
+DISCARDED = "discarded"  # drafted after a refused token: dropped without being judged
 CORRECTION = "correction"  # the target's own token after a rejection
 BONUS = "bonus"  # the free extra token after a fully accepted draft
 TARGET = "target"  # produced by the target with no draft in that step
 UNVERIFIED = "unverified"  # drafted past the end of generation, never checked
-STATUSES = (ACCEPTED, REJECTED, CORRECTION, BONUS, TARGET, UNVERIFIED)
+STATUSES = (ACCEPTED, REJECTED, DISCARDED, CORRECTION, BONUS, TARGET, UNVERIFIED)
 
 
 class TraceFormatError(ValueError):
@@ -46,20 +50,32 @@ class TraceFormatError(ValueError):
 
 @dataclass
 class Step:
-    """One verification step: one target forward pass (for baseline: one decoding step)."""
+    """One verification step: one target forward pass (for baseline: one decoding step).
+
+    Times (ms) partition the step: `draft_ms` is the drafter's `get_candidates` (0 for baseline); `verify_ms`
+    runs from the end of drafting (baseline: the start of the target's forward) until the step's tokens are
+    decided (the target forward, logits processing, acceptance, cache crop; for baseline the token choice
+    and the stopping check, which Transformers runs before streaming the token); `other_ms` is the rest of
+    the loop until the next step begins or `generate()` returns (candidate-strategy update, kwargs update,
+    stopping criteria).
+    """
 
     index: int
     drafted: list[int]  # ids in the target's vocabulary
     accepted: int  # how many leading drafted tokens were kept
-    rejected: list[int]  # drafted tokens the target refused
+    rejected: list[int]  # the first drafted token the target refused (at most one)
     emitted: list[int]  # tokens actually appended to the output
     unverified: list[int] = field(default_factory=list)  # drafts cut off by EOS / length
+    discarded: list[int] = field(default_factory=list)  # drafts after the rejected one, never judged
     drafted_text: list[str] = field(default_factory=list)
     emitted_text: list[str] = field(default_factory=list)
     draft_ms: float = 0.0
     verify_ms: float = 0.0
-    q: list[float] | None = None  # draft probability of each drafted token
+    other_ms: float = 0.0
+    q: list[float] | None = None  # draft probability of each drafted token (under sampling: doubly warped)
     p: list[float] | None = None  # target probability of each drafted token
+    mixture: list[float] | None = None  # ensemble verification: v = w·p + (1−w)·q, the distribution judged
+    no_draft_reason: str = ""  # why a drafting method's step drafted nothing (empty where it drafted)
 
     @property
     def draft_len(self) -> int:
@@ -67,13 +83,24 @@ class Step:
 
     @property
     def verified_drafts(self) -> int:
-        """Drafted tokens the target actually judged (unverified ones are excluded)."""
+        """Drafted tokens that reached verification (unverified ones are excluded; discarded ones count)."""
         return len(self.drafted) - len(self.unverified)
+
+    @property
+    def judged_drafts(self) -> int:
+        """Drafted tokens the target actually judged: the accepted ones and the first refused one."""
+        return self.accepted + len(self.rejected)
+
+    @property
+    def time_ms(self) -> float:
+        """The whole step: draft + verify + other."""
+        return self.draft_ms + self.verify_ms + self.other_ms
 
     def token_statuses(self) -> list[tuple[int, str, str, int | None]]:
         """Tokens in reading order as (id, text, status, index into drafted or None).
 
-        Rejected drafts stay where they were proposed, followed by the target's correction.
+        The rejected draft and the discarded ones after it stay where they were proposed, followed by the
+        target's correction.
         """
         out: list[tuple[int, str, str, int | None]] = []
         texts = self.drafted_text or [""] * len(self.drafted)
@@ -89,6 +116,8 @@ class Step:
         if self.rejected:
             for i in range(start, start + len(self.rejected)):
                 out.append((self.drafted[i], texts[i], REJECTED, i))
+            for i in range(start + len(self.rejected), start + len(self.rejected) + len(self.discarded)):
+                out.append((self.drafted[i], texts[i], DISCARDED, i))
         for j, tok in enumerate(extra):
             status = CORRECTION if self.rejected else BONUS
             out.append((tok, etexts[self.accepted + j], status, None))
@@ -108,10 +137,14 @@ class Summary:
     unverified: int = 0
     acceptance_rate: float | None = None  # accepted / drafted; None when nothing was drafted
     tokens_per_step: float | None = None
-    elapsed_s: float = 0.0  # generation time only (no loading, no tokenising)
+    elapsed_s: float = 0.0  # generation time only (no loading, no tokenising) = setup + Σ steps' phases
     tokens_per_s: float | None = None
     draft_ms: float = 0.0
     verify_ms: float = 0.0
+    other_ms: float = 0.0
+    setup_ms: float = 0.0  # the trace's setup_ms, repeated so a summary row stands alone
+    rejected: int = 0  # drafted tokens judged and refused (at most one per step)
+    discarded: int = 0  # drafted tokens dropped after a refusal, never judged
 
 
 @dataclass
@@ -129,6 +162,7 @@ class Trace:
     output_ids: list[int] = field(default_factory=list)
     output_text: str = ""
     finish_reason: str = ""  # eos | length | stopped | timeout | error
+    setup_ms: float = 0.0  # time inside generate() before the first step (candidate generator, head pruning, MTP layers)
     steps: list[Step] = field(default_factory=list)
     summary: Summary = field(default_factory=Summary)
     schema_version: int = SCHEMA_VERSION
@@ -136,7 +170,7 @@ class Trace:
 
     def summarize(self, elapsed_s: float) -> Summary:
         """Recompute the summary from the steps (the single definition of every figure)."""
-        self.summary = summarize_steps(self.steps, elapsed_s)
+        self.summary = summarize_steps(self.steps, elapsed_s, self.setup_ms)
         return self.summary
 
     def to_dict(self) -> dict[str, Any]:
@@ -154,8 +188,11 @@ class Trace:
         if not isinstance(data, dict) or "steps" not in data or "method" not in data:
             raise TraceFormatError("not a playground trace (no 'method' and 'steps')")
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise TraceFormatError(f"trace schema_version {short_repr(version)} is not supported (expected {SCHEMA_VERSION})")
+        if version not in READABLE_VERSIONS:
+            raise TraceFormatError(f"trace schema_version {short_repr(version)} is not supported "
+                                   f"(expected one of {', '.join(map(str, READABLE_VERSIONS))})")
+        if version == 1:
+            data = _upgrade_v1(data)
         steps = data["steps"]
         if isinstance(steps, list) and len(steps) > MAX_TRACE_STEPS:
             raise TraceFormatError(f"the trace has {len(steps)} steps; at most {MAX_TRACE_STEPS} can be replayed")
@@ -183,6 +220,20 @@ def short_repr(value: Any, limit: int = 40) -> str:
     """A value for a message: its repr, cut short (a hostile file must not fill the page)."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 trace in schema 2's terms: `rejected` kept only the first refused draft, the rest became
+    `discarded`; the time outside draft and verify was not measured (`other_ms` and `setup_ms` are 0)."""
+    steps = []
+    for step in data["steps"]:
+        if isinstance(step, dict) and isinstance(step.get("rejected"), list) and "discarded" not in step:
+            step = {**step, "rejected": step["rejected"][:1], "discarded": step["rejected"][1:]}
+        steps.append(step)
+    summary = data.get("summary")
+    if isinstance(summary, dict):
+        summary = {k: v for k, v in summary.items() if k not in ("rejected", "discarded", "other_ms", "setup_ms")}
+    return {**data, "steps": steps, "summary": summary, "schema_version": SCHEMA_VERSION}
 
 
 @cache
@@ -299,7 +350,7 @@ class _Reader:
         return {self.text(k, where): self.mapping(v, f"{where}.{k}", depth - 1, count) for k, v in value.items()}
 
 
-def summarize_steps(steps: list[Step], elapsed_s: float) -> Summary:
+def summarize_steps(steps: list[Step], elapsed_s: float, setup_ms: float = 0.0) -> Summary:
     new_tokens = sum(len(s.emitted) for s in steps)
     drafted = sum(s.verified_drafts for s in steps)
     accepted = sum(s.accepted for s in steps)
@@ -316,17 +367,22 @@ def summarize_steps(steps: list[Step], elapsed_s: float) -> Summary:
         tokens_per_s=(new_tokens / elapsed_s) if elapsed_s > 0 else None,
         draft_ms=sum(s.draft_ms for s in steps),
         verify_ms=sum(s.verify_ms for s in steps),
+        other_ms=sum(s.other_ms for s in steps),
+        setup_ms=setup_ms,
+        rejected=sum(len(s.rejected) for s in steps),
+        discarded=sum(len(s.discarded) for s in steps),
     )
 
 
-def classify_step(drafted: list[int], emitted: list[int], cut: bool) -> tuple[int, list[int], list[int]]:
-    """Return (accepted, rejected, unverified) for one step from what was drafted and emitted.
+def classify_step(drafted: list[int], emitted: list[int], cut: bool) -> tuple[int, list[int], list[int], list[int]]:
+    """Return (accepted, rejected, discarded, unverified) for one step from what was drafted and emitted.
 
     Derived by comparing ids rather than trusting the loop's match count, which is off by one
     when an accepted draft was itself the EOS that cut the step. A step normally emits
     accepted + 1 tokens; when the end of generation (`cut`: EOS or the length limit) stopped it
     right after accepted drafts, it emitted only `accepted` and the remaining drafts were never
-    judged (unverified, not rejected).
+    judged (unverified, not rejected). Only the first refused draft was judged (rejected); the target's
+    probabilities after it are conditioned on a refused prefix, so the drafts after it are discarded unjudged.
     """
     accepted = 0
     for d, e in zip(drafted, emitted):
@@ -335,11 +391,11 @@ def classify_step(drafted: list[int], emitted: list[int], cut: bool) -> tuple[in
         accepted += 1
     if accepted == len(emitted) and emitted:
         if cut:
-            return accepted, [], drafted[accepted:]
+            return accepted, [], [], drafted[accepted:]
         # Not cut, yet every emitted token equals a draft: the token after the last match was
         # resampled to the drafted id (possible only under ensemble verification).
         accepted -= 1
-    return accepted, drafted[accepted:], []
+    return accepted, drafted[accepted:accepted + 1], drafted[accepted + 1:], []
 
 
 def check_invariants(trace: Trace) -> None:
@@ -350,11 +406,17 @@ def check_invariants(trace: Trace) -> None:
             raise TraceFormatError(f"step {i}: emitted[:accepted] differs from drafted[:accepted]")
         if len(s.emitted) not in (s.accepted, s.accepted + 1):
             raise TraceFormatError(f"step {i}: emitted {len(s.emitted)} tokens with {s.accepted} accepted")
-        if s.accepted + len(s.rejected) + len(s.unverified) != len(s.drafted):
-            raise TraceFormatError(f"step {i}: accepted + rejected + unverified != drafted")
+        if s.accepted + len(s.rejected) + len(s.discarded) + len(s.unverified) != len(s.drafted):
+            raise TraceFormatError(f"step {i}: accepted + rejected + discarded + unverified != drafted")
+        if len(s.rejected) > 1 or (s.discarded and not s.rejected):
+            raise TraceFormatError(f"step {i}: only the first refused draft is rejected; the ones after it are discarded")
+        for name in ("draft_ms", "verify_ms", "other_ms"):
+            value = getattr(s, name)
+            if not isinstance(value, (int, float)) or not value >= 0:
+                raise TraceFormatError(f"step {i}: {name} must be a time in ms (>= 0)")
         if len(s.emitted) == s.accepted and i != len(trace.steps) - 1 and s.emitted:
             raise TraceFormatError(f"step {i}: only the last step may be cut short")
-        for name in ("q", "p"):
+        for name in ("q", "p", "mixture"):
             values = getattr(s, name)
             if values is not None and (
                 len(values) != len(s.drafted) or any(not isinstance(v, (int, float)) or math.isnan(v) for v in values)
@@ -368,14 +430,23 @@ def check_invariants(trace: Trace) -> None:
         raise TraceFormatError("emitted tokens of all steps do not concatenate to output_ids")
 
 
-def acceptance_by_position(steps: list[Step]) -> list[tuple[int, int]]:
-    """For draft position k (0-based): (times a k-th token was verified, times it survived)."""
+def acceptance_by_position(steps: list[Step]) -> list[tuple[int, int, int]]:
+    """For draft position k (0-based): (times a k-th token was drafted and reached verification, times it
+    survived, times it was judged).
+
+    kept / drafted is the unconditional rate: the chance the k-th draft survives, which is what decides the
+    best draft length. kept / judged is the conditional rate: the chance it is accepted given every draft
+    before it was (drafts after a refused one are discarded unjudged). Drafts cut by the end of generation
+    (unverified) count in neither.
+    """
     counts: list[list[int]] = []
     for s in steps:
         for k in range(s.verified_drafts):
             while len(counts) <= k:
-                counts.append([0, 0])
+                counts.append([0, 0, 0])
             counts[k][0] += 1
             if k < s.accepted:
                 counts[k][1] += 1
-    return [(n, kept) for n, kept in counts]
+            if k < s.judged_drafts:
+                counts[k][2] += 1
+    return [(n, kept, judged) for n, kept, judged in counts]

@@ -7,8 +7,10 @@ with `render` and `charts`.
 
 The streaming handler `generate` is also the API endpoint ``/generate``; its parameter names
 mirror the CLI (`prompt`, `target`, `assistant`, `method`, `params`, `max_new_tokens`, `sample`,
-`temperature`, `top_p`, `top_k`, `seed`, `chat`, `dtype`) and its first output is the coloured
-HTML. In the page, a click first gathers the visible method controls into the hidden `params`
+`temperature`, `top_p`, `top_k`, `seed`, `chat`, `dtype`, then `check_plain`, appended so older clients
+keep working) and its first output is the coloured HTML. With `check_plain`, the same settings then
+run without drafting and the stats say how much faster the run was and whether its output is
+identical to plain `generate()` (if not: where, and why). In the page, a click first gathers the visible method controls into the hidden `params`
 JSON, then runs `generate`.
 """
 
@@ -32,7 +34,7 @@ from typing import Any, Callable, Iterator
 
 import gradio as gr
 
-from . import charts, render, teach
+from . import bench, charts, render, teach
 from .engine import LiveRun, RunRequest, prepare, user_message
 from .examples import EXAMPLES as EXAMPLE_SET
 from .errors import PlaygroundError
@@ -326,6 +328,15 @@ def max_prompt_chars() -> int:
     return 16 * get_settings().max_prompt_tokens
 
 
+def parse_flag(value: Any, name: str) -> bool:
+    """A boolean from the API: true/false, or the strings "true"/"false"; None means false."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise PlaygroundError(f"{name} must be true or false; got {_short(value)}")
+
+
 def build_request(prompt: str, target: str | None, assistant: str | None, method: str | None, params: Any,
                   max_new_tokens: float | None, sample: bool | None, temperature: float | None,
                   top_p: float | None, top_k: float | None, seed: float | None, chat: Any,
@@ -337,13 +348,6 @@ def build_request(prompt: str, target: str | None, assistant: str | None, method
             raise PlaygroundError(f"{name} must be text; got {_short(value)}")
         return check_text(value, name, limit).strip() or default
 
-    def flag(value: Any, name: str) -> bool:
-        if value is None or isinstance(value, bool):
-            return bool(value)
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-        raise PlaygroundError(f"{name} must be true or false; got {_short(value)}")
-
     if prompt is not None and not isinstance(prompt, str):
         raise PlaygroundError(f"prompt must be text; got {_short(prompt)}")
     check_text(prompt or "", "the prompt", max_prompt_chars())
@@ -354,7 +358,7 @@ def build_request(prompt: str, target: str | None, assistant: str | None, method
         assistant=text(assistant, "", "assistant", MAX_NAME_CHARS) or None,
         params=parse_params(params),
         max_new_tokens=parse_integer(max_new_tokens, 64, "max_new_tokens"),
-        sample=flag(sample, "sample"),
+        sample=parse_flag(sample, "sample"),
         temperature=parse_number(temperature, 1.0, "temperature"),
         top_p=parse_number(top_p, 1.0, "top_p"),
         top_k=parse_integer(top_k, 0, "top_k"),
@@ -592,6 +596,7 @@ def generate(
     seed: float = 0,
     chat: str = "auto",
     dtype: str = "auto",
+    check_plain: Any = False,
     request: gr.Request = None,  # type: ignore[assignment]
 ) -> Iterator[tuple[Any, ...]]:
     """Stream one generation: (tokens HTML, figures, acceptance chart, timing chart, status, trace file).
@@ -619,6 +624,7 @@ def generate(
     try:
         run_request = build_request(prompt, target, assistant, method, params, max_new_tokens, sample,
                                     temperature, top_p, top_k, seed, chat, dtype)
+        check = parse_flag(check_plain, "check_plain")
         yield (render.empty_tokens("Preparing…"), render.stats_html(None), *charts.figures([]),
                render.status_html(f"Preparing {run_request.target}…", "running"), no_file)
         prepared = None
@@ -654,7 +660,14 @@ def generate(
                 yield stream.html(), render.stats_html(live.trace.summary), fig_a, fig_t, gr.skip(), gr.skip()
         message, note = _done_message(live)
         path = _save_trace(live, key)
-        yield (stream.html(), render.stats_html(live.trace.summary), *charts.figures(live.trace.steps),
+        plain = None
+        if check and prepared.method.name != "baseline" and live.trace.finish_reason in ("eos", "length"):
+            yield (stream.html(), render.stats_html(live.trace.summary), gr.skip(), gr.skip(),
+                   render.status_html("Checking against plain generate() (the same settings without drafting)…",
+                                      "running"), gr.skip())
+            result = bench.check_against_plain(prepared, live.trace)
+            plain = (result.speedup, result.identical, result.verdict)
+        yield (stream.html(), render.stats_html(live.trace.summary, plain), *charts.figures(live.trace.steps),
                render.status_html(message, "done", note),
                gr.update(value=path, visible=True, label=f"Download trace ({Path(path).name})"))
     except Exception as exc:  # one clear message in the page; the server keeps serving
@@ -696,7 +709,7 @@ def build_ui() -> gr.Blocks:
         gr.Markdown(
             f"# {TITLE}\n"
             "Pick a target model and a drafting method, type a prompt and watch each token's fate as the target "
-            "verifies the drafts: accepted, rejected (struck through), corrected, bonus.",
+            "verifies the drafts: accepted, rejected (struck through), discarded after a rejection, corrected, bonus.",
             elem_id="pg-header",
         )
         with gr.Row(equal_height=False):
@@ -739,6 +752,10 @@ def build_ui() -> gr.Blocks:
                 with gr.Row():
                     generate_btn = gr.Button("Generate", variant="primary", elem_id="pg-generate")
                     stop_btn = gr.Button("Stop", variant="stop", elem_id="pg-stop")
+                check_plain = gr.Checkbox(
+                    value=False, label="Check against plain generate()", elem_id="pg-check-plain",
+                    info="After the run, the same settings without drafting: measured speedup, and whether the "
+                         "output is identical (if not, where and why).")
                 status = gr.HTML(initial_status(), elem_id="pg-status-box")
                 stats = gr.HTML(render.stats_html(None), elem_id="pg-stats-box")
                 gr.HTML(render.legend_html(), elem_id="pg-legend-box")
@@ -837,7 +854,7 @@ def build_ui() -> gr.Blocks:
         outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file]
         run_event = generate_btn.click(guarded(on_generate_click), [method, *param_components], [params_json, status, run_started],
                                        **private).then(
-            generate, api_inputs, outputs, api_name="generate", show_progress="minimal", show_progress_on=[status],
+            generate, [*api_inputs, check_plain], outputs, api_name="generate", show_progress="minimal", show_progress_on=[status],
             # The values reach `build_request` and the engine's checks as sent, so a bad one from the API
             # (a word for a number, a value off a slider's range) gets the same clear message in the
             # status as in the CLI, not Gradio's generic refusal.

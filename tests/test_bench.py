@@ -17,7 +17,7 @@ from playground.methods import MethodError
 
 from test_theory import baseline_trace, make_trace, method_trace
 
-SPEC_BENCH = Path(__file__).resolve().parents[2] / "shared" / "spec_bench" / "question.jsonl"
+SPEC_BENCH = bench.SPEC_BENCH_FILE  # the project's own copy
 
 REQUIRED_COLUMNS = ["method", "label", "category", "question_id", "new_tokens", "steps", "acceptance_rate",
                     "tokens_per_step", "tokens_per_s", "speedup", "draft_ms", "verify_ms", "theoretical_speedup",
@@ -57,7 +57,15 @@ def test_parse_methods_refuses_bad_input(text, message):
         bench.parse_methods(text)
 
 
-@pytest.mark.skipif(not SPEC_BENCH.exists(), reason="Spec-Bench questions not present")
+def test_spec_bench_ships_with_the_project_with_its_licence():
+    lines = SPEC_BENCH.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 480
+    assert "Apache License" in (SPEC_BENCH.parent / "LICENSE").read_text()
+    assert "hemingkx/Spec-Bench" in (SPEC_BENCH.parent / "README.md").read_text()
+    assert bench.load_prompts("spec-bench", ["rag"], limit=3) == bench.load_prompts(SPEC_BENCH, ["rag"], limit=3)
+    assert len(bench.load_prompts("spec-bench")) == 480
+
+
 def test_load_spec_bench_categories_and_limit_per_category():
     prompts = bench.load_prompts(SPEC_BENCH, ["summarization", "rag", "qa", "translation"], limit=2)
     assert [p.category for p in prompts] == ["summarization"] * 2 + ["rag"] * 2 + ["qa"] * 2 + ["translation"] * 2
@@ -144,7 +152,7 @@ def test_row_medians_and_paired_speedup():
     assert row["theoretical_speedup"] == pytest.approx(E / 1.2)
     assert row["draft_ms"] == pytest.approx(101) and row["verify_ms"] == pytest.approx(1150)
     assert row["instrumented_matches_plain"] is True
-    assert row["position_counts"] == [[4, 3], [4, 3], [3, 1], [3, 1]]
+    assert row["position_counts"] == [[4, 3, 4], [4, 3, 3], [3, 1, 2], [3, 1, 1]]  # (reached, kept, judged)
     base_row = bench.build_row(base_spec, prompt, base, base, None)
     assert base_row["speedup"] == 1.0 and base_row["theoretical_speedup"] == 1.0 and base_row["lossless_ok"] is True
 
@@ -165,8 +173,9 @@ def test_aggregate_pools_over_prompts_and_categories():
     assert rag["tokens_per_s"] == pytest.approx(24 / 1.8)
     assert rag["acceptance_rate"] == pytest.approx(16 / 28) and rag["tokens_per_step"] == pytest.approx(2.4)
     assert rag["draft_ms_per_step"] == pytest.approx(202 / 10) and rag["verify_ms_per_step"] == pytest.approx(2300 / 10)
-    assert rag["position_counts"] == [[8, 6], [8, 6], [6, 2], [6, 2]]
+    assert rag["position_counts"] == [[8, 6, 8], [8, 6, 6], [6, 2, 4], [6, 2, 2]]
     assert rag["position_acceptance"] == [0.75, 0.75, pytest.approx(1 / 3), pytest.approx(1 / 3)]
+    assert rag["position_acceptance_judged"] == [0.75, 1.0, 0.5, 1.0]
     assert rag["gamma"] == pytest.approx(4.0) and rag["empty_draft_fraction"] == pytest.approx(0.2)
     E = theory.expected_tokens_per_step(16 / 28, 4)
     assert rag["theoretical_speedup"] == pytest.approx(E / (4 * 0.05 + 1))

@@ -49,6 +49,21 @@ def test_timing_figure_values() -> None:
     assert list(traces["draft"]["y"]) == [2.0, 1.0, 0.0, 1.0]
     assert list(traces["verify"]["y"]) == [60.0, 58.0, 50.0, 61.0]
     assert list(traces["ms / token"]["y"]) == pytest.approx([62 / 3, 59 / 3, 50.0, 62.0], abs=0.01)
+    assert "other" not in traces  # schema-1 steps: no other time recorded
+
+
+def test_timing_figure_shows_the_other_phase_and_discarded_drafts() -> None:
+    timed = steps()
+    for s in timed:
+        s.other_ms = 3.0
+    timed[0] = Step(index=0, drafted=[1, 2, 3], accepted=1, rejected=[2], discarded=[3], emitted=[1, 9],
+                    draft_ms=2.0, verify_ms=60.0, other_ms=3.0)
+    traces = by_name(charts.timing_figure(timed))
+    assert list(traces["other"]["y"]) == [3.0] * 4
+    assert traces["ms / token"]["y"][0] == pytest.approx(65 / 2)  # draft + verify + other per new token
+    assert "draft vs verify vs other" in charts.timing_figure(timed).layout.title.text.lower()
+    bars = by_name(charts.acceptance_figure(timed))
+    assert list(bars["rejected"]["y"])[0] == 1 and list(bars["discarded"]["y"])[0] == 1
 
 
 def test_baseline_has_no_acceptance_line_and_says_why() -> None:

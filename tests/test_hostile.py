@@ -151,7 +151,7 @@ def generate_args(models: dict[str, str], **kw: Any) -> list[Any]:
     """The generate endpoint's inputs in order, for a short greedy float32 run on the tiny target."""
     args = {"prompt": PROMPT, "target": models["target"], "assistant": None, "method": "baseline", "params": {},
             "max_new_tokens": 4, "sample": False, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "seed": 0,
-            "chat": "auto", "dtype": "float32"}
+            "chat": "auto", "dtype": "float32", "check_plain": False}
     args.update(kw)
     return list(args.values())
 
@@ -262,8 +262,8 @@ ID_PAYLOAD = f'1" onmouseover="{PWN}" x="'
 def script_trace() -> dict[str, Any]:
     """A valid trace whose every text is a script payload (texts may hold anything: they must stay text)."""
     drafted, emitted = [5, 6, 7], [5, 9]
-    accepted, rejected, unverified = classify_step(drafted, emitted, cut=False)
-    steps = [Step(index=0, drafted=drafted, accepted=accepted, rejected=rejected, emitted=emitted,
+    accepted, rejected, discarded, unverified = classify_step(drafted, emitted, cut=False)
+    steps = [Step(index=0, drafted=drafted, accepted=accepted, rejected=rejected, discarded=discarded, emitted=emitted,
                   unverified=unverified, drafted_text=PAYLOADS[:3], emitted_text=PAYLOADS[3:5], q=[0.5, 0.2, 0.1],
                   p=[0.9, 0.1, 0.3]),
              Step(index=1, drafted=[], accepted=0, rejected=[], emitted=[4], emitted_text=[PAYLOADS[0]])]
@@ -414,7 +414,7 @@ def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
         "on_example": ["Edit code"],
         "on_generate_click": ["prompt_lookup", *params],
         "generate": run,
-        "show_code_for_settings": run,
+        "show_code_for_settings": run[:13],  # the same inputs as generate's, less check_plain
         "collect_params": ["prompt_lookup", *params],
         "replay_view": [None, 2],
         "replay_prev": [None, 2],

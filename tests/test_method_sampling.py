@@ -6,7 +6,9 @@ instrumented engine are then compared with it by a chi-square goodness-of-fit te
 fewer than 5 expected samples pooled). Seeds are fixed, so every test is deterministic.
 
 The tests can fail, and some are meant to: ensemble verification (lossy by design) is rejected by
-the same test, and so is the Gemma 4 drafter with sampling (Transformers drafts its argmax).
+the same test, and so is the Gemma 4 drafter with sampling (Transformers drafts its argmax). The
+three-token tests check each position's marginal; a fault that pairs q's rows with the wrong draft
+positions is injected into the real loop to show that they catch it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from playground.engine import LiveRun, PreparedRun, RunRequest, prepare
+from playground.engine import LiveRun, PreparedRun, RunRequest, exclusive, prepare
 from playground.models import ModelStore
 from tiny import build_word_tokenizer, save_small_llama, save_tiny_gemma4, save_tiny_gemma4_assistant
 
@@ -91,6 +93,18 @@ def sample_engine(prepared: PreparedRun, n: int, skip: int = 0,
         counts[key] = counts.get(key, 0) + 1
         traces.append(trace)
     return counts, traces
+
+
+def generate_seeded(prepared: PreparedRun, kwargs: dict, n: int) -> list[list[int]]:
+    """n plain generate() calls with these arguments, seeded 0..n-1, with the run's draft-length settings in
+    place (engine.exclusive): the new tokens of each."""
+    start = prepared.input_ids.shape[1]
+    outputs = []
+    with exclusive(prepared), torch.inference_mode():
+        for seed in range(n):
+            torch.manual_seed(seed)
+            outputs.append(prepared.target.model.generate(**kwargs)[0, start:].tolist())
+    return outputs
 
 
 def chi_square_p(expected: dict[tuple[int, ...], float], counts: dict[tuple[int, ...], int]) -> float:
@@ -180,13 +194,8 @@ def test_transformers_universal_sampling_is_biased_without_the_engine_workaround
     model.generation_config.num_assistant_tokens = 5
     model.generation_config.assistant_confidence_threshold = 0.0
     counts: dict[tuple[int, ...], int] = {}
-    start = prepared.input_ids.shape[1]
-    with torch.inference_mode():
-        for seed in range(500):
-            torch.manual_seed(seed)
-            out = prepared.target.model.generate(**kwargs)
-            key = tuple(out[0, start:].tolist())
-            counts[key] = counts.get(key, 0) + 1
+    for ids in generate_seeded(prepared, kwargs, 500):
+        counts[tuple(ids)] = counts.get(tuple(ids), 0) + 1
     assert chi_square_p(exact_distribution(prepared, 2), counts) < REJECT_P
 
 
@@ -207,3 +216,89 @@ def test_mtp_drafter_sampling_does_not_follow_the_target_and_is_marked_lossy(sto
     baseline = _prepare(store, small, length=3, target="gemma4", method="baseline")
     base_counts, _ = sample_engine(baseline, 400, skip=1, keep=1)
     assert chi_square_p(exact_distribution(baseline, 3, skip=1, keep=1), base_counts) > PASS_P
+
+
+# --------------------------------------------------------------------------- drafts of three tokens
+
+# Four new tokens: the first step drafts three (one place is left for the target's own token), so acceptance
+# chains run and q and p are paired row by row at draft positions 1 and 2, not only 0. Four-token continuations
+# are too many to test jointly with a few hundred runs, so each position's marginal distribution is tested
+# against its exact value (Bonferroni over the four positions).
+LONG = 4
+LONG_DRAFT = 3
+
+
+def position_p_values(prepared: PreparedRun, outputs: list[list[int]]) -> list[float]:
+    """Chi-square p-value of each position's marginal (an ended sequence counts as the empty continuation)."""
+    values = []
+    for position in range(LONG):
+        counts: dict[tuple[int, ...], int] = {}
+        for ids in outputs:
+            key = tuple(ids[position:])[:1]
+            counts[key] = counts.get(key, 0) + 1
+        values.append(chi_square_p(exact_distribution(prepared, LONG, skip=position, keep=1), counts))
+    return values
+
+
+def _assert_long_drafts_judged(traces: list, with_logits: bool) -> None:
+    steps = [s for t in traces for s in t.steps]
+    assert sum(s.draft_len == LONG_DRAFT for s in steps) > len(traces) / 10, "three-token drafts"
+    assert sum(s.accepted >= 1 for s in steps if s.draft_len >= 2) > len(traces) / 20, "position >= 1 judged"
+    if with_logits:
+        assert all(s.q is not None and len(s.q) == len(s.p) == s.draft_len for s in steps if s.drafted)
+
+
+@pytest.mark.parametrize("method, kw, n, with_logits", [
+    ("speculative", {"assistant": "drafter"}, 800, True),
+    ("prompt_lookup", {"params": {"prompt_lookup_num_tokens": LONG_DRAFT}}, 400, False),
+    ("early_exit", {"params": {"assistant_early_exit": 1}}, 500, True),
+    ("universal", {"assistant": "other_vocab"}, 500, True),
+])
+def test_three_token_drafts_follow_the_target_distribution(store, small, method, kw, n, with_logits) -> None:
+    kw = {**kw, "params": {"num_assistant_tokens": LONG_DRAFT, **kw.get("params", {})}}
+    if method == "prompt_lookup":
+        kw["params"].pop("num_assistant_tokens")
+    prepared = _prepare(store, small, length=LONG, method=method, **kw)
+    _, traces = sample_engine(prepared, n)
+    _assert_long_drafts_judged(traces, with_logits)
+    values = position_p_values(prepared, [t.output_ids for t in traces])
+    assert min(values) > PASS_P / LONG, values
+
+
+def test_the_three_token_test_rejects_ensemble_verification(store, small) -> None:
+    prepared = _prepare(store, small, length=LONG, method="speculative", assistant="drafter",
+                        params={"num_assistant_tokens": LONG_DRAFT, "assistant_ensemble_weight": 0.5})
+    _, traces = sample_engine(prepared, 300)
+    assert all(t.lossy for t in traces)
+    assert min(position_p_values(prepared, [t.output_ids for t in traces])) < REJECT_P
+
+
+def test_the_three_token_test_catches_q_rows_paired_with_the_wrong_draft_position(store, small) -> None:
+    """What the three-token tests are for: a fault injected into Transformers' real loop that pairs draft
+    position i >= 1 with q's row i - 1 (position 0 stays right) is rejected at a later position, while the
+    first position, which the fault does not touch, still passes."""
+    prepared = _prepare(store, small, length=LONG, method="speculative", assistant="drafter",
+                        params={"num_assistant_tokens": LONG_DRAFT})
+    model = prepared.target.model
+    factory = type(model)._get_candidate_generator
+
+    def misaligned_generator(*args, **kwargs):
+        generator = factory(model, *args, **kwargs)
+        get_candidates = generator.get_candidates
+
+        def shifted(*a, **k):
+            ids, logits = get_candidates(*a, **k)
+            if logits is not None and logits.shape[1] > 1:
+                logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
+            return ids, logits
+
+        generator.get_candidates = shifted
+        return generator
+
+    model._get_candidate_generator = misaligned_generator
+    try:
+        outputs = generate_seeded(prepared, prepared.generate_kwargs, 1200)
+    finally:
+        del model._get_candidate_generator
+    values = position_p_values(prepared, outputs)
+    assert values[0] > PASS_P and min(values[1:]) < REJECT_P, values

@@ -1,7 +1,8 @@
 """Every drafting method of the brief on tiny random checkpoints: the registry, the engine, the CLI.
 
-Lossless methods must reproduce plain `generate()` token for token (greedy, float32); every trace
-must satisfy the invariants. The statistical tests of sampling live in test_method_sampling.py,
+Every instrumented run must equal plain `generate()` with the same arguments; lossless methods must
+reproduce a baseline run (no drafting) token for token (greedy, float32); every trace must satisfy the
+invariants. test_lossless.py does the same on sliding-window models and checks the recorded p and q. The statistical tests of sampling live in test_method_sampling.py,
 the runs on the real bundled models in test_method_bundled.py.
 """
 
@@ -61,20 +62,27 @@ def _request(**kw) -> RunRequest:
 
 
 def _run(store: ModelStore, **kw) -> tuple[Trace, list[int]]:
-    """The instrumented run and plain generate() with the very same arguments."""
+    """The instrumented run, checked against plain generate() with the very same arguments (the instrumentation
+    changes nothing, seeded sampling included), and the reference a lossless greedy run must equal: a baseline
+    run, i.e. plain generate() of the same target and prompt with no drafting at all (for sampling runs, the
+    same call's output)."""
     kw.setdefault("prompt", PROMPT)
     kw.setdefault("dtype", "float32")
     kw.setdefault("max_new_tokens", 20)
     prepared = prepare(_request(**kw), store)
     trace = LiveRun(prepared).run()
-    reference, _ = plain_generate(prepared)
+    same_call, _ = plain_generate(prepared)
+    assert trace.output_ids == same_call, "the instrumented run must be the plain generate() call"
     check_invariants(trace)
     assert Trace.from_json(trace.to_json()) == trace
-    return trace, reference
+    if kw.get("sample"):
+        return trace, same_call
+    baseline = prepare(_request(**{**kw, "method": "baseline", "assistant": None, "params": {}}), store)
+    return trace, plain_generate(baseline)[0]
 
 
 def _assert_lossless(trace: Trace, reference: list[int]) -> None:
-    assert trace.output_ids == reference, "greedy drafting must reproduce plain greedy decoding"
+    assert trace.output_ids == reference, "greedy drafting must reproduce a baseline run (plain greedy decoding)"
     assert not trace.lossy
     for step in trace.steps[:-1]:
         assert len(step.emitted) == step.accepted + 1
@@ -369,6 +377,33 @@ def test_universal_sampling_uses_a_dedicated_copy_per_target(store, models) -> N
                     seed=1, max_new_tokens=12)
     greedy, reference = _run(store, target=models["target"], method="universal", assistant=models["other_tok"])
     _assert_lossless(greedy, reference)
+
+
+def test_universal_sampling_copy_is_released_when_its_target_is_evicted(models) -> None:
+    """Transformers' AssistantVocabTranslatorCache keeps every translator it made, and each refers to both
+    tokenizers and the pruned copy's embeddings: evicting the target must release the copy made for it."""
+    import gc
+    import weakref
+
+    from transformers.generation.candidate_generator import AssistantVocabTranslatorCache
+
+    own = ModelStore()
+    kw = dict(target=models["target2"], method="universal", assistant=models["other_tok"], sample=True, seed=1,
+              max_new_tokens=6)
+    first, _ = _run(own, **kw)
+    prepared = prepare(_request(prompt=PROMPT, **kw), own)
+    copy = prepared.assistant
+    held = [weakref.ref(x) for x in (copy, copy.model, copy.model.get_input_embeddings().weight, copy.tokenizer,
+                                     prepared.target.tokenizer)]
+    assert prepared.target.tokenizer in AssistantVocabTranslatorCache._cache
+    own.get(models["other_tok"], "float32")  # the shared assistant stays: only the copy goes with the target
+    del prepared, copy
+    own.evict(models["target2"])
+    gc.collect()
+    assert [ref() is None for ref in held] == [True] * len(held)
+    assert own.loaded() == [models["other_tok"]]
+    again, _ = _run(own, **kw)  # a reloaded target gets a fresh copy; the same seed gives the same output
+    assert again.output_ids == first.output_ids
 
 
 def test_universal_refuses_a_same_size_vocabulary_it_cannot_tell_apart(store, models) -> None:

@@ -159,7 +159,7 @@ def test_render_document_is_standalone() -> None:
     trace = Trace(method="prompt_lookup", target="bundled/<gemma>", prompt="p", steps=mixed_steps())
     doc = render.render_document(trace)
     assert doc.startswith("<!doctype html>") and render.CSS in doc and "bundled/&lt;gemma&gt;" in doc
-    assert len(parse(doc).tokens) == 10 + 6  # 10 tokens plus the 6 legend samples
+    assert len(parse(doc).tokens) == 10 + len(render.LEGEND)  # 10 tokens plus one legend sample per status
 
 
 def test_rendering_cost_is_linear_in_output_length() -> None:
@@ -241,3 +241,29 @@ def test_every_value_in_an_attribute_is_escaped_even_unvalidated():
         parser.feed(piece)
         assert not {n for n in parser.names if n.startswith("on")}, piece
         assert parser.tags <= {"span", "div", "p", "b"}, (parser.tags, piece)
+
+
+def test_drafts_after_the_rejected_one_are_discarded_not_rejected() -> None:
+    step = Step(index=0, drafted=[1, 2, 3, 4], accepted=1, rejected=[2], discarded=[3, 4], emitted=[1, 9],
+                drafted_text=["a", "b", "c", "d"], emitted_text=["a", "z"], q=[0.9, 0.5, 0.4, 0.3],
+                p=[0.8, 0.1, 0.6, 0.7], mixture=[0.83, 0.22, 0.54, 0.58], verify_ms=40.0, other_ms=2.0)
+    tokens = parse(render.render_step(step)).tokens
+    assert [a["data-status"] for a, _ in tokens] == ["accepted", "rejected", "discarded", "discarded", "correction"]
+    discarded = tokens[2][0]
+    assert "discarded draft 3/4" in discarded["title"] and "never judged" in discarded["title"]
+    assert "data-p" not in discarded, "p after a refused prefix was never used: not shown"
+    assert tokens[1][0]["data-v"] == "0.22" and "ensemble v = w·p + (1−w)·q = 0.220" in tokens[1][0]["title"]
+    assert "discarded" in render.legend_html() and "doubly warped" in render.legend_html()
+    text = render.narrate_step(step, "speculative")
+    assert "rejected 'b'" in text and "the 2 tokens after it 'cd' were discarded without being judged" in text
+    assert "the rest of the loop 2.0 ms" in text
+    detail = render.step_detail_html(step, "speculative")
+    assert "– discarded" in detail and "v 0.220" in detail and "other 2.0 ms" in detail
+
+
+def test_empty_draft_reason_comes_from_the_trace() -> None:
+    step = Step(index=4, drafted=[], accepted=0, rejected=[], emitted=[7], emitted_text=["x"],
+                no_draft_reason="the earlier match continues with end-of-sequence, which prompt lookup never drafts")
+    assert "end-of-sequence" in render.narrate_step(step, "prompt_lookup")
+    old = Step(index=4, drafted=[], accepted=0, rejected=[], emitted=[7], emitted_text=["x"])
+    assert "n-gram" not in render.narrate_step(old, "prompt_lookup"), "a schema-1 trace does not say why"

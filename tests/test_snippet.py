@@ -220,6 +220,15 @@ def test_resolved_command_prepares_the_same_generate_call(cases, store):
         assert again.input_ids.tolist() == case.prepared.input_ids.tolist()
 
 
+def test_cli_parser_defaults_are_the_request_defaults():
+    """cli_args leaves out what equals RunRequest's defaults: the parser must assume the same."""
+    parsed = vars(build_parser().parse_args(["run", "--prompt", "x"]))
+    for field in dataclasses.fields(RunRequest):
+        if field.default is not dataclasses.MISSING and field.name in parsed:
+            assert parsed[field.name] == field.default, field.name
+    assert _request_from_args(build_parser().parse_args(["run", "--prompt", "x"])) == RunRequest(prompt="x")
+
+
 def test_cli_command_quotes_awkward_prompts(tiny_models):
     prompt = "It's \"quoted\" $HOME `whoami`; echo hi\nsecond line\t--method baseline"
     request = dataclasses.replace(_request(tiny_models, method="prompt_lookup", params={"max_matching_ngram_size": 1}),

@@ -5,23 +5,15 @@ from __future__ import annotations
 import pytest
 
 from playground import theory
-from playground.trace import Step, Trace, acceptance_by_position, check_invariants
+from playground.trace import Step, Trace, acceptance_by_position, check_invariants, classify_step
 
 
-def step(i: int, drafted: list[int], emitted: list[int], draft_ms: float, verify_ms: float, cut: bool = False) -> Step:
-    accepted = 0
-    for d, e in zip(drafted, emitted):
-        if d != e:
-            break
-        accepted += 1
-    if cut:
-        rejected, unverified = [], drafted[accepted:]
-    else:
-        if accepted == len(emitted):
-            accepted -= 1
-        rejected, unverified = drafted[accepted:], []
-    return Step(index=i, drafted=drafted, accepted=accepted, rejected=rejected, emitted=emitted, unverified=unverified,
-                emitted_text=[f"<{t}>" for t in emitted], draft_ms=draft_ms, verify_ms=verify_ms)
+def step(i: int, drafted: list[int], emitted: list[int], draft_ms: float, verify_ms: float, cut: bool = False,
+         other_ms: float = 0.0) -> Step:
+    accepted, rejected, discarded, unverified = classify_step(drafted, emitted, cut)
+    return Step(index=i, drafted=drafted, accepted=accepted, rejected=rejected, discarded=discarded, emitted=emitted,
+                unverified=unverified, emitted_text=[f"<{t}>" for t in emitted], draft_ms=draft_ms, verify_ms=verify_ms,
+                other_ms=other_ms)
 
 
 def make_trace(method: str, steps: list[Step], elapsed_s: float, dtype: str = "float32") -> Trace:
@@ -105,8 +97,30 @@ def test_estimates_from_recorded_traces():
 
 def test_acceptance_by_position_on_recorded_trace():
     counts = acceptance_by_position(method_trace().steps)
-    assert counts == [(4, 3), (4, 3), (3, 1), (3, 1)]
+    # (reached verification, kept, judged): after a refusal the later drafts are discarded, not judged
+    assert counts == [(4, 3, 4), (4, 3, 3), (3, 1, 2), (3, 1, 1)]
     assert theory.position_rates(method_trace().steps) == [0.75, 0.75, pytest.approx(1 / 3), pytest.approx(1 / 3)]
+    assert theory.conditional_position_rates(method_trace().steps) == [0.75, 1.0, 0.5, 1.0]
+
+
+def test_other_time_and_setup_enter_the_prediction():
+    """A step costs draft + verify + other; set-up counts with the first step as what drafting cannot speed up."""
+    base_steps = [step(i, [], [100 + i], 0.0, 450 if i == 0 else 90, other_ms=10) for i in range(10)]
+    base = make_trace("baseline", base_steps, 1.5)
+    base.setup_ms = 50.0
+    run = method_trace()
+    run.setup_ms = 60.0
+    for s in run.steps:
+        s.other_ms = 20.0
+    assert theory.baseline_step_ms(base) == pytest.approx(100.0)  # verify + other of a baseline step
+    est = theory.estimate(run, base)
+    assert est.v == pytest.approx(1.5) and est.o == pytest.approx(0.2)
+    E = theory.expected_tokens_per_step(8 / 14, 4)
+    assert est.with_verify_cost == pytest.approx(E / (0.2 + 1.5 + 0.2))
+    assert est.empty_cost == pytest.approx(1.21)
+    assert est.prefill_share == pytest.approx((50 + 460) / (50 + 460 + 9 * 100))
+    assert est.prefill_ratio == pytest.approx((60 + 660) / (50 + 460))
+    assert any("rest of the loop" in line for line in theory.diagnose(run, base))
 
 
 def test_nothing_drafted_has_no_prediction():
@@ -162,8 +176,8 @@ def test_explain_gap():
            "c": 0.4, "gamma": 3}
     text = theory.explain_gap(far)
     assert text.startswith("Measured 0.50× vs Leviathan et al.'s 2.00× (-75%)")
-    assert "verifying costs 2.00 baseline steps, not 1 (×0.60)" in text  # the largest factor comes first
+    assert "verifying and the loop around it cost 2.00 baseline steps, not 1 (×0.60)" in text  # largest factor first
     assert text.index("×0.60") < text.index("×0.75")
     assert "τ = 1.50 measured vs 2.00 expected from α (×0.75)" in text
-    assert "re-tokenisation) and timing noise (×0.67)" in text  # 0.5 / (1.0 × 0.75)
+    assert "timing noise (every phase of the run is already counted above) (×0.67)" in text  # 0.5 / (1.0 × 0.75)
     assert "not cheap enough" in text

@@ -5,35 +5,36 @@ import json
 import pytest
 
 from playground.trace import (
-    ACCEPTED, BONUS, CORRECTION, REJECTED, TARGET, UNVERIFIED, Step, Trace, TraceFormatError,
+    ACCEPTED, BONUS, CORRECTION, DISCARDED, REJECTED, TARGET, UNVERIFIED, Step, Trace, TraceFormatError,
     acceptance_by_position, check_invariants, classify_step, summarize_steps,
 )
 
 
 def test_classify_partial_acceptance_then_correction():
-    assert classify_step([5, 6, 7, 8], [5, 6, 9], cut=False) == (2, [7, 8], [])
+    # only the first refused draft was judged; the one after it is discarded unjudged
+    assert classify_step([5, 6, 7, 8], [5, 6, 9], cut=False) == (2, [7], [8], [])
 
 
 def test_classify_full_acceptance_with_bonus():
-    assert classify_step([5, 6], [5, 6, 1], cut=False) == (2, [], [])
+    assert classify_step([5, 6], [5, 6, 1], cut=False) == (2, [], [], [])
 
 
 def test_classify_cut_by_accepted_eos_marks_rest_unverified():
     # EOS (2) was itself an accepted draft: the loop's n_matches would say 1, the truth is 2.
-    assert classify_step([5, 2, 7, 8], [5, 2], cut=True) == (2, [], [7, 8])
+    assert classify_step([5, 2, 7, 8], [5, 2], cut=True) == (2, [], [], [7, 8])
 
 
 def test_classify_no_draft():
-    assert classify_step([], [4], cut=False) == (0, [], [])
+    assert classify_step([], [4], cut=False) == (0, [], [], [])
 
 
 def test_classify_resampled_to_draft_is_a_correction_when_not_cut():
-    assert classify_step([5, 6, 7], [5, 6], cut=False) == (1, [6, 7], [])
+    assert classify_step([5, 6, 7], [5, 6], cut=False) == (1, [6], [7], [])
 
 
 def _step(i, drafted, emitted, cut=False, **kw):
-    a, r, u = classify_step(drafted, emitted, cut)
-    return Step(index=i, drafted=drafted, accepted=a, rejected=r, emitted=emitted, unverified=u,
+    a, r, d, u = classify_step(drafted, emitted, cut)
+    return Step(index=i, drafted=drafted, accepted=a, rejected=r, discarded=d, emitted=emitted, unverified=u,
                 drafted_text=[f"d{t}" for t in drafted], emitted_text=[f"e{t}" for t in emitted], **kw)
 
 
@@ -45,7 +46,7 @@ def _trace(steps):
 
 def test_token_statuses_keep_rejected_drafts_in_place():
     s = _step(0, [5, 6, 7], [5, 9])
-    assert [(tok, st) for tok, _, st, _ in s.token_statuses()] == [(5, ACCEPTED), (6, REJECTED), (7, REJECTED), (9, CORRECTION)]
+    assert [(tok, st) for tok, _, st, _ in s.token_statuses()] == [(5, ACCEPTED), (6, REJECTED), (7, DISCARDED), (9, CORRECTION)]
     bonus = _step(1, [5], [5, 8])
     assert [st for *_, st, _ in bonus.token_statuses()] == [ACCEPTED, BONUS]
     plain = _step(2, [], [3])
@@ -65,7 +66,12 @@ def test_summary_figures():
     assert s.acceptance_rate == pytest.approx(6 / 7)
     assert s.tokens_per_step == pytest.approx(9 / 4)
     assert s.tokens_per_s == pytest.approx(4.5)
-    assert acceptance_by_position(steps) == [(3, 3), (3, 3), (1, 0)]
+    assert s.rejected == 1 and s.discarded == 0
+    # (reached verification, kept, judged) per position
+    assert acceptance_by_position(steps) == [(3, 3, 3), (3, 3, 3), (1, 0, 1)]
+    refused_early = [_step(0, [1, 2, 3], [7]), _step(1, [1, 2, 3], [1, 2, 3, 4])]
+    assert acceptance_by_position(refused_early) == [(2, 1, 2), (2, 1, 1), (2, 1, 1)]
+    assert summarize_steps(refused_early, 1.0).discarded == 2
 
 
 def test_json_round_trip_restores_equal_objects():
@@ -197,3 +203,25 @@ def test_fields_added_later_are_checked_from_their_annotations():
     for bad in ({"ids": [INJECTION]}, {"ids": [10]}, {"ids": [], "other_ms": float("inf")}, {"ids": [], "note": 5}):
         with pytest.raises(TraceFormatError):
             _Reader(10).record(Later, bad, "x")
+
+
+def test_schema_1_traces_still_load_with_rejected_split_and_no_other_time():
+    old = _trace([_step(0, [1, 2, 3], [1, 9], draft_ms=2.0, verify_ms=5.0), _step(1, [], [4], verify_ms=3.0)]).to_dict()
+    old["schema_version"] = 1
+    for step in old["steps"]:  # schema 1 had no other_ms / discarded; rejected held every draft after the refusal
+        step["rejected"] = step["rejected"] + step.pop("discarded")
+        del step["other_ms"], step["mixture"]
+    del old["setup_ms"], old["summary"]["other_ms"], old["summary"]["setup_ms"]
+    assert old["steps"][0]["rejected"] == [2, 3]
+    back = Trace.from_dict(old)
+    assert back.schema_version == 2
+    assert back.steps[0].rejected == [2] and back.steps[0].discarded == [3]
+    assert back.setup_ms == 0 and all(s.other_ms == 0 for s in back.steps)
+    assert [st for *_, st, _ in back.steps[0].token_statuses()] == [ACCEPTED, REJECTED, DISCARDED, CORRECTION]
+
+
+def test_only_the_first_refused_draft_may_be_rejected():
+    t = _trace([_step(0, [1, 2, 3], [1, 9])])
+    t.steps[0].rejected, t.steps[0].discarded = [2, 3], []
+    with pytest.raises(TraceFormatError, match="first refused"):
+        check_invariants(t)

@@ -19,7 +19,7 @@ from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from playground.trace import Trace
 
 API_PARAMETERS = ["prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature",
-                  "top_p", "top_k", "seed", "chat", "dtype"]
+                  "top_p", "top_k", "seed", "chat", "dtype", "check_plain"]  # new parameters are appended
 
 
 @pytest.fixture(autouse=True)
@@ -44,6 +44,7 @@ def test_api_endpoint_mirrors_the_cli(demo: Any) -> None:
     assert "prompt" not in defaults and len(defaults) == len(API_PARAMETERS) - 1
     assert defaults["target"] == DEFAULT_TARGET and defaults["method"] == "prompt_lookup"
     assert defaults["dtype"] == "auto" and defaults["sample"] is False and defaults["params"] == {}
+    assert defaults["check_plain"] is False
 
 
 def test_method_change_shows_exactly_the_methods_params() -> None:
@@ -135,6 +136,27 @@ def test_generate_streams_and_finishes_with_a_trace(tiny_models: dict[str, str])
     # Streamed: token updates came before the last one, each extending the previous HTML.
     htmls = [o[0] for o in outputs if isinstance(o[0], str) and 'class="tok"' in o[0]]
     assert len(htmls) >= 2 and all(b.startswith(a) for a, b in zip(htmls, htmls[1:]))
+
+
+def test_check_against_plain_generate(tiny_models: dict[str, str]) -> None:
+    prompt = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,"
+    kw = dict(target=tiny_models["target"], params={"prompt_lookup_num_tokens": 4}, max_new_tokens=12, dtype="float32")
+    outputs = list(ui.generate(prompt, method="prompt_lookup", check_plain=True, **kw))
+    _, stats, *_, status, download = _final(outputs)
+    assert 'data-kind="done"' in status
+    assert 'data-testid="pg-plain-check" data-identical="true"' in stats and "identical to plain generate()" in stats
+    assert "× the speed of plain generate()" in stats
+    assert any("Checking against plain generate()" in str(o[4]) for o in outputs)
+    unchecked = _final(list(ui.generate(prompt, method="prompt_lookup", **kw)))[1]
+    assert "pg-plain-check" not in unchecked, "off by default"
+    # A lossy setting says so where the outputs part (the noisy assistant disagrees with the target).
+    lossy = _final(list(ui.generate(prompt, method="speculative", assistant=tiny_models["noisy"], sample=True, seed=3,
+                                    check_plain="true", target=tiny_models["target"], max_new_tokens=12,
+                                    dtype="float32", params={"assistant_ensemble_weight": 0.5})))[1]
+    assert "pg-plain-check" in lossy
+    assert 'data-identical="true"' in lossy or "a lossy setting (ensemble verification" in lossy
+    bad = _final(list(ui.generate(prompt, method="prompt_lookup", check_plain="maybe", **kw)))[4]
+    assert "check_plain must be true or false" in bad
 
 
 @pytest.mark.parametrize("chart_every_s, live_charts", [(0.0, True), (60.0, False)])

@@ -52,7 +52,7 @@ def spans(html_text: str) -> list[tuple[str, str]]:
 
 
 def hand_step() -> Step:
-    return Step(index=4, drafted=[1, 2, 3, 4], accepted=2, rejected=[3, 4], emitted=[1, 2, 9],
+    return Step(index=4, drafted=[1, 2, 3, 4], accepted=2, rejected=[3], discarded=[4], emitted=[1, 2, 9],
                 drafted_text=[" the", " cat", " sat", " on"], emitted_text=[" the", " cat", " lay"],
                 draft_ms=3.0, verify_ms=40.0, q=[0.9, 0.8, 0.7, 0.6], p=[0.95, 0.85, 0.12, 0.3])
 
@@ -63,7 +63,8 @@ def hand_step() -> Step:
 def test_narration_tells_the_step_in_words() -> None:
     text = render.narrate_step(hand_step(), "speculative")
     assert text.startswith("Step 5: the assistant drafted 4 tokens ' the cat sat on';")
-    assert "accepted 2 (' the cat'), rejected ' sat on'" in text and "put ' lay' in their place" in text
+    assert "accepted 2 (' the cat'), rejected ' sat'" in text and "put ' lay' in its place" in text
+    assert "the 1 token after it ' on' was discarded without being judged" in text
     assert "p = 0.120" in text and "q = 0.700" in text
     bonus = Step(index=0, drafted=[1, 2], accepted=2, rejected=[], emitted=[1, 2, 3], drafted_text=["a", "b"],
                  emitted_text=["a", "b", "c"])
@@ -71,7 +72,8 @@ def test_narration_tells_the_step_in_words() -> None:
     cut = Step(index=0, drafted=[1, 2, 3], accepted=1, rejected=[], emitted=[1], unverified=[2, 3],
                drafted_text=["a", "b", "c"], emitted_text=["a"])
     assert "never verified" in render.narrate_step(cut, "early_exit")
-    plain = Step(index=2, drafted=[], accepted=0, rejected=[], emitted=[5], emitted_text=["x"])
+    plain = Step(index=2, drafted=[], accepted=0, rejected=[], emitted=[5], emitted_text=["x"],
+                 no_draft_reason="no earlier n-gram matched the last tokens")
     assert "no earlier n-gram matched" in render.narrate_step(plain, "prompt_lookup")
     assert "nothing is drafted in plain decoding" in render.narrate_step(plain, "baseline")
 
@@ -81,7 +83,7 @@ def test_step_detail_shows_draft_verify_append() -> None:
     phases = re.findall(r'data-phase="(\d)"', detail)
     assert phases == ["1", "2", "3"]
     verify = detail.split('data-phase="2"')[1].split('data-phase="3"')[0]
-    assert [s for s, _ in re.findall(r'data-status="(\w+)"()', verify)] == ["accepted", "accepted", "rejected", "rejected"]
+    assert [s for s, _ in re.findall(r'data-status="(\w+)"()', verify)] == ["accepted", "accepted", "rejected", "discarded"]
     append = detail.split('data-phase="3"')[1]
     assert [s for s, _ in re.findall(r'data-status="(\w+)"()', append)] == ["accepted", "accepted", "correction"]
     assert "q 0.900" in detail and "p 0.120 ✗ refused" in detail

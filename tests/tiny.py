@@ -54,25 +54,35 @@ def llama_config(tokenizer: PreTrainedTokenizerFast, layers: int = 4, hidden: in
     )
 
 
-def save_tiny_llama(path: Path, seed: int, layers: int = 4, hidden: int = 64, tokenizer: PreTrainedTokenizerFast | None = None,
-                    perturb_from: Path | None = None, noise: float = 0.0) -> Path:
-    """Save a tiny Llama; with `perturb_from`, a noisy copy of that model (a partly agreeing drafter)."""
-    tokenizer = tokenizer or build_tokenizer()
-    torch.manual_seed(seed)
+def _new_or_noisy(model_class: Any, config: Any, perturb_from: Path | None, noise: float) -> Any:
+    """A fresh model with a sharpened LM head (more ties broken clearly), or a noisy copy of a saved one."""
     if perturb_from is not None:
-        model = LlamaForCausalLM.from_pretrained(perturb_from)
+        model = model_class.from_pretrained(perturb_from)
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(noise * torch.randn_like(p) * p.std())
-    else:
-        model = LlamaForCausalLM(llama_config(tokenizer, layers, hidden))
-        with torch.no_grad():  # sharper distributions than the default init: more ties broken clearly
-            model.lm_head.weight.mul_(8.0)
+        return model
+    model = model_class(config)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8.0)
+    return model
+
+
+def _save(model: Any, tokenizer: PreTrainedTokenizerFast, path: Path) -> Path:
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(path, safe_serialization=True)
     tokenizer.save_pretrained(path)
     return path
+
+
+def save_tiny_llama(path: Path, seed: int, layers: int = 4, hidden: int = 64, tokenizer: PreTrainedTokenizerFast | None = None,
+                    perturb_from: Path | None = None, noise: float = 0.0) -> Path:
+    """Save a tiny Llama; with `perturb_from`, a noisy copy of that model (a partly agreeing drafter)."""
+    tokenizer = tokenizer or build_tokenizer()
+    torch.manual_seed(seed)
+    config = None if perturb_from is not None else llama_config(tokenizer, layers, hidden)
+    return _save(_new_or_noisy(LlamaForCausalLM, config, perturb_from, noise), tokenizer, path)
 
 
 # --- small-vocabulary models (statistical tests over whole continuations) -------------------
@@ -217,3 +227,110 @@ def save_tiny_gemma4_assistant(path: Path, seed: int, tokenizer: PreTrainedToken
     model.save_pretrained(path, safe_serialization=True)
     tokenizer.save_pretrained(path)
     return path
+
+
+# --- Gemma 3 with a small sliding window (sliding-window caches under drafting) ---------------
+
+def gemma3_config(tokenizer: PreTrainedTokenizerFast, layers: int = 4, hidden: int = 64, sliding_window: int = 16) -> Any:
+    from transformers import Gemma3TextConfig
+
+    # Three sliding-window layers and one full-attention layer (Gemma 3 270M interleaves 5:1 with a window of 512).
+    return Gemma3TextConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16,
+        sliding_window=sliding_window, layer_types=["sliding_attention"] * (layers - 1) + ["full_attention"],
+        max_position_embeddings=512,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+
+
+def save_tiny_gemma3(path: Path, seed: int, tokenizer: PreTrainedTokenizerFast | None = None,
+                     sliding_window: int = 16, perturb_from: Path | None = None, noise: float = 0.0) -> Path:
+    """A tiny random Gemma 3 text model whose sliding window (16 tokens) a short prompt already crosses;
+    with `perturb_from`, a noisy copy of that model (a same-tokenizer drafter)."""
+    from transformers import Gemma3ForCausalLM
+
+    tokenizer = tokenizer or build_tokenizer()
+    torch.manual_seed(seed)
+    config = None if perturb_from is not None else gemma3_config(tokenizer, sliding_window=sliding_window)
+    return _save(_new_or_noisy(Gemma3ForCausalLM, config, perturb_from, noise), tokenizer, path)
+
+
+# --- every checkpoint at once: `python tests/tiny.py --out DIR` -------------------------------
+
+def write_tiny_checkpoints(root: Path) -> dict[str, Path]:
+    """Every kind of tiny checkpoint the tests use, under `root`: enough to try every method offline.
+
+    llama + llama_drafter: a same-tokenizer pair (the drafter is a noisy copy, so it partly agrees);
+    llama_other_tok: another tokenizer (the universal assistant); gemma3 (+ gemma3_drafter,
+    gemma3_other_tok): a sliding window of 16 tokens that prompts and generations cross (gemma3_other_tok as a
+    universal assistant past its window meets a Transformers defect, see tests/test_lossless.py); deepseek_mtp:
+    DeepSeek-V3 with its MTP layer's weights on disk; gemma4 + gemma4_assistant: the MTP drafter pair.
+    """
+    tok = build_tokenizer()
+    other_tok = build_other_tokenizer(320)
+    paths = {
+        "llama": save_tiny_llama(root / "llama", seed=0, tokenizer=tok),
+        "llama_other_tok": save_tiny_llama(root / "llama_other_tok", seed=3, tokenizer=other_tok),
+        "gemma3": save_tiny_gemma3(root / "gemma3", seed=0, tokenizer=tok),
+        "deepseek_mtp": save_tiny_deepseek_v3(root / "deepseek_mtp", seed=0, tokenizer=tok),
+        "gemma4": save_tiny_gemma4(root / "gemma4", seed=0, tokenizer=tok),
+        "gemma4_assistant": save_tiny_gemma4_assistant(root / "gemma4_assistant", seed=1, tokenizer=tok),
+    }
+    paths["llama_drafter"] = save_tiny_llama(root / "llama_drafter", seed=1, tokenizer=tok,
+                                             perturb_from=paths["llama"], noise=0.3)
+    paths["gemma3_drafter"] = save_tiny_gemma3(root / "gemma3_drafter", seed=1, tokenizer=tok,
+                                               perturb_from=paths["gemma3"], noise=0.3)
+    paths["gemma3_other_tok"] = save_tiny_gemma3(root / "gemma3_other_tok", seed=3, tokenizer=other_tok)
+    return paths
+
+
+# (method, target, assistant, method parameters): one command per method family on the checkpoints above.
+CLI_EXAMPLES: list[tuple[str, str, str | None, dict[str, Any]]] = [
+    ("baseline", "gemma3", None, {}),
+    ("speculative", "llama", "llama_drafter", {"num_assistant_tokens": 4}),
+    ("prompt_lookup", "gemma3", None, {"prompt_lookup_num_tokens": 4}),
+    ("early_exit", "gemma3", None, {"assistant_early_exit": 2, "num_assistant_tokens": 4}),
+    ("mtp", "deepseek_mtp", None, {}),
+    ("mtp_drafter", "gemma4", "gemma4_assistant", {"num_assistant_tokens": 3}),
+    ("universal", "gemma3", "llama_other_tok", {"num_assistant_tokens": 4}),
+]
+CLI_PROMPT = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,"
+
+
+def cli_example_args(paths: dict[str, Path], method: str, target: str, assistant: str | None,
+                     params: dict[str, Any]) -> list[str]:
+    """Arguments of `python -m playground run` for one example (float32, raw prompt)."""
+    args = ["--method", method, "--target", str(paths[target]), "--prompt", CLI_PROMPT, "--max-new-tokens", "24",
+            "--dtype", "float32", "--no-chat"]
+    if assistant:
+        args += ["--assistant", str(paths[assistant])]
+    for key, value in params.items():
+        args += ["--set", f"{key}={value}"]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import shlex
+
+    parser = argparse.ArgumentParser(description="Write the tests' tiny random checkpoints (no download) and print "
+                                                 "one `python -m playground run` command per method.")
+    parser.add_argument("--out", type=Path, required=True, help="directory to write the checkpoints into")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    paths = write_tiny_checkpoints(args.out.resolve())
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    print("\nTry every method (random weights: the text is gibberish, the traces are real):")
+    for example in CLI_EXAMPLES:
+        print(" ".join(["python", "-m", "playground", "run", *map(shlex.quote, cli_example_args(paths, *example))]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
