@@ -6,25 +6,29 @@ Bad input exits non-zero with a one-line reason on stderr; the trace can be writ
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from .methods import METHODS, parse_assignments
+from .methods import METHODS, MethodError, parse_assignments
 from .models import DEFAULT_TARGET
 
 if TYPE_CHECKING:
     from .engine import RunRequest
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+def add_run_arguments(parser: argparse.ArgumentParser, trace_out: bool = True) -> None:
     parser.add_argument("--target", default=DEFAULT_TARGET, help="catalogue key, Hub id or local directory")
     parser.add_argument("--assistant", default=None, help="assistant model (speculative, universal, mtp_drafter)")
     parser.add_argument("--method", default="baseline", choices=list(METHODS))
     parser.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
                         help="a method parameter under its generate() name, e.g. prompt_lookup_num_tokens=10")
-    prompt = parser.add_mutually_exclusive_group(required=True)
-    prompt.add_argument("--prompt", help="the prompt text")
+    parser.add_argument("--preset", metavar="NAME",
+                        help="one of the guide's examples (models, method, parameters, decoding, prompt); "
+                             "'list' lists them. --prompt/--prompt-file and --dtype may be given with it")
+    prompt = parser.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", help="the prompt text (required without --preset)")
     prompt.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
@@ -35,14 +39,20 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     chat = parser.add_mutually_exclusive_group()
     chat.add_argument("--chat", dest="chat", action="store_true", default=None, help="apply the chat template")
     chat.add_argument("--no-chat", dest="chat", action="store_false", help="raw prompt, no chat template")
+    parser.add_argument("--system", default=None, help="a system message before the prompt (chat template only)")
+    parser.add_argument("--chat-template-kwarg", dest="chat_template_kwargs", action="append", default=[],
+                        metavar="KEY=VALUE", help="a chat template variable, VALUE as JSON, e.g. enable_thinking=false")
     parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    parser.add_argument("--trace-out", type=Path, help="write the trace as JSON here")
+    if trace_out:
+        parser.add_argument("--trace-out", type=Path, help="write the trace as JSON here")
     parser.add_argument("--quiet", action="store_true", help="print only the summary line")
 
 
-def _read_prompt(args: argparse.Namespace) -> str:
+def _read_prompt(args: argparse.Namespace) -> str | None:
     if args.prompt is not None:
         return args.prompt
+    if args.prompt_file is None:
+        return None
     try:
         return args.prompt_file.read_text(encoding="utf-8")
     except OSError as exc:
@@ -60,21 +70,62 @@ def summary_line(trace) -> str:  # type: ignore[no-untyped-def]
     )
 
 
+# Options a preset sets itself; with --preset they must stay at their defaults.
+_PRESET_SETS = ("target", "assistant", "method", "assignments", "max_new_tokens", "sample", "temperature", "top_p",
+                "top_k", "seed", "chat", "system", "chat_template_kwargs")
+
+
+def _template_kwargs(items: list[str]) -> dict[str, Any]:
+    """`KEY=VALUE` chat template variables; VALUE is read as JSON (false, 3, "text"), else taken as text."""
+    out: dict[str, Any] = {}
+    for key, value in parse_assignments(items).items():
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
 def request_from_args(args: argparse.Namespace) -> "RunRequest":
     """The engine request a parsed `run` command line stands for."""
     from .engine import RunRequest
 
+    prompt = _read_prompt(args)
+    if args.preset:
+        from .presets import get_preset
+
+        defaults = vars(build_parser().parse_args(["run", "--prompt", ""]))
+        changed = [name for name in _PRESET_SETS if getattr(args, name) != defaults[name]]
+        if changed:
+            options = ", ".join("--" + ("set" if n == "assignments" else n.replace("_", "-")) for n in changed)
+            raise MethodError(f"--preset sets the models, method, parameters and decoding itself; drop {options} "
+                              "(or run without --preset)")
+        from .models import hub_reachable
+
+        preset = get_preset(args.preset)
+        reason = preset.unavailable(hub_reachable())
+        if reason:
+            raise MethodError(reason)
+        return RunRequest(**preset.request_fields(prompt, dtype=args.dtype))
+    if prompt is None:
+        raise MethodError("give --prompt, --prompt-file or --preset")
     return RunRequest(
-        prompt=_read_prompt(args), target=args.target, method=args.method, assistant=args.assistant,
+        prompt=prompt, target=args.target, method=args.method, assistant=args.assistant,
         params=parse_assignments(args.assignments), max_new_tokens=args.max_new_tokens, sample=args.sample,
         temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed, chat=args.chat,
-        dtype=args.dtype,
+        dtype=args.dtype, system=args.system, chat_template_kwargs=_template_kwargs(args.chat_template_kwargs),
     )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .engine import run, user_message
 
+    if args.preset == "list":
+        from .models import hub_reachable
+        from .presets import listing
+
+        print(listing(hub_reachable()))
+        return 0
     # Loading progress goes to an interactive terminal only: scripts get a single error line.
     show_progress = not args.quiet and sys.stderr.isatty()
     if not show_progress:
@@ -159,7 +210,78 @@ def build_parser() -> argparse.ArgumentParser:
     bench_parser = sub.add_parser("bench", help="benchmark drafting methods against baseline (CSV, JSON, HTML report)")
     add_bench_arguments(bench_parser)
     bench_parser.set_defaults(func=cmd_bench)
+    tune_parser = sub.add_parser("tune", help="predict every draft setting's outcome from one run, recommend one "
+                                              "(tune.json, tune.html)")
+    add_tune_arguments(tune_parser)
+    tune_parser.set_defaults(func=cmd_tune)
     return parser
+
+
+def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
+    add_run_arguments(parser, trace_out=False)
+    parser.add_argument("--prompts", default=None, help="'spec-bench' for Spec-Bench's questions (carried with the "
+                        "project), a Spec-Bench-style JSONL (first turn of each), or 'examples' for the project's "
+                        "example set; instead of --prompt / --prompt-file")
+    parser.add_argument("--categories", default=None, help="comma-separated categories to keep from --prompts")
+    parser.add_argument("--limit", type=int, default=None, help="at most this many prompts per category")
+    parser.add_argument("--max-draft", type=int, default=8, help="largest draft length to predict (K)")
+    parser.add_argument("--ngram-sizes", default="1,2,3,4", help="prompt lookup: max_matching_ngram_size values")
+    parser.add_argument("--schedules", default="constant,heuristic", help="draft-length schedules to predict")
+    parser.add_argument("--thresholds", default="0,0.2,0.4,0.6", help="assistant confidence thresholds to predict")
+    parser.add_argument("--verify", action="store_true",
+                        help="run the recommended setting and the default for real and report measured beside predicted")
+    parser.add_argument("--out", type=Path, default=Path("tune-out"), help="directory for tune.json and tune.html")
+
+
+def _numbers(text: str, kind: type, option: str) -> tuple:
+    from .tune import TuneError
+
+    try:
+        return tuple(kind(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise TuneError(f"{option} takes comma-separated numbers; got {text!r}") from None
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from . import tune, tune_report
+    from .bench import _quote, load_prompts
+    from .engine import user_message
+
+    progress = None if args.quiet else (lambda msg: print(f"… {msg}", file=sys.stderr, flush=True))
+    try:
+        if args.prompts is not None:
+            if args.prompt is not None or args.prompt_file is not None:
+                raise tune.TuneError("give either --prompts or --prompt / --prompt-file, not both")
+            categories = args.categories.split(",") if args.categories else None
+            prompts = [p.text for p in load_prompts(args.prompts, categories, args.limit)]
+            run = request_from_args(argparse.Namespace(**{**vars(args), "prompt": prompts[0], "prompt_file": None}))
+        else:
+            run = request_from_args(args)  # --prompt, --prompt-file or a preset's prompt
+            prompts = [run.prompt]
+        request = tune.TuneRequest(
+            run=run,
+            max_draft=args.max_draft, ngram_sizes=_numbers(args.ngram_sizes, int, "--ngram-sizes"),
+            schedules=tuple(x.strip() for x in args.schedules.split(",") if x.strip()),
+            thresholds=_numbers(args.thresholds, float, "--thresholds"))
+        result = tune.tune(request, prompts, progress=progress)
+        if args.verify:
+            tune.verify(result, progress=progress)
+        result.meta["command"] = "python -m playground tune " + " ".join(_quote(a) for a in (sys.argv[2:] if sys.argv[1:2] == ["tune"] else []))
+        data = result.to_dict()
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "tune.json").write_text(tune.to_json(data), encoding="utf-8")
+        (args.out / "tune.html").write_text(tune_report.render_report(data), encoding="utf-8")
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # one line for the user, whatever failed
+        print(f"error: {user_message(exc)}", file=sys.stderr)
+        return 2
+    print(tune_report.verdict(data))
+    for row in tune_report.table_rows(data, tune_report.best_rows(data, 5)):
+        print("  " + " | ".join(row[:7]) + ("  measured: " + " | ".join(row[7:]) if row[7] not in ("–", "") else ""))
+    print(f"wrote {args.out / 'tune.json'}, {args.out / 'tune.html'}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -74,6 +74,9 @@ class RunRequest:
     seed: int = 0
     chat: bool | None = None  # None: apply the chat template where the model is a chat model
     dtype: str = "auto"
+    system: str | None = None  # a system message before the prompt (chat template only)
+    # Extra variables for the chat template, e.g. {"enable_thinking": False} (plain JSON values only)
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def decoding(self) -> dict[str, Any]:
         base: dict[str, Any] = {"sample": self.sample, "max_new_tokens": self.max_new_tokens, "seed": self.seed}
@@ -144,14 +147,34 @@ def _chat_default(spec: str, loaded: LoadedModel) -> bool:
     return loaded.has_chat_template
 
 
-def render_prompt(loaded: LoadedModel, prompt: str, chat: bool) -> tuple[str, torch.Tensor]:
-    """Apply the chat template when asked; return the text the model sees and its ids."""
+def chat_messages(prompt: str, system: str | None = None) -> list[dict[str, str]]:
+    """The chat the template renders: an optional system message, then the prompt as the user's turn."""
+    return ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+
+
+def _check_chat_options(system: Any, template_kwargs: Any) -> None:
+    if system is not None and not isinstance(system, str):
+        raise RunError(f"the system message must be text; got {system!r}")
+    if not isinstance(template_kwargs, dict) or not all(
+            isinstance(k, str) and k.isidentifier() and (v is None or isinstance(v, (str, bool, int, float)))
+            for k, v in template_kwargs.items()):
+        raise RunError("chat template variables must map names to plain values (text, number, true/false), "
+                       f"e.g. {{\"enable_thinking\": false}}; got {template_kwargs!r}")
+
+
+def render_prompt(loaded: LoadedModel, prompt: str, chat: bool, system: str | None = None,
+                  template_kwargs: dict[str, Any] | None = None) -> tuple[str, torch.Tensor]:
+    """Apply the chat template when asked (with an optional system message and template variables such as
+    enable_thinking); return the text the model sees and its ids."""
     tok = loaded.tokenizer
     if chat:
         if not loaded.has_chat_template:
             raise RunError(f"{loaded.name} has no chat template; turn the chat toggle off")
-        text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+        text = tok.apply_chat_template(chat_messages(prompt, system), tokenize=False, add_generation_prompt=True,
+                                       **(template_kwargs or {}))
         ids = tok(text, add_special_tokens=False, return_tensors="pt").input_ids
+    elif system or template_kwargs:
+        raise RunError("a system message or chat template variables need the chat template: turn chat on")
     else:
         text = prompt
         ids = tok(text, return_tensors="pt").input_ids
@@ -265,6 +288,7 @@ def prepare(
 ) -> PreparedRun:
     """Validate the request, load the models and build the exact `generate()` arguments."""
     validate_request(req)
+    _check_chat_options(req.system, req.chat_template_kwargs)
     method = get_method(req.method)
     params = method.resolve_params(req.params)
     if method.needs_assistant and not req.assistant:
@@ -284,7 +308,7 @@ def prepare(
     method.validate(model_facts(target, assistant, req.sample), params)
 
     chat = _chat_default(req.target, target) if req.chat is None else bool(req.chat)
-    rendered, input_ids = render_prompt(target, req.prompt, chat)
+    rendered, input_ids = render_prompt(target, req.prompt, chat, req.system, req.chat_template_kwargs)
     settings = get_settings()
     n_prompt = input_ids.shape[1]
     if n_prompt > settings.max_prompt_tokens:
@@ -611,6 +635,8 @@ class LiveRun:
             method=prepared.method.name, target=req.target, prompt=req.prompt,
             assistant=req.assistant if prepared.assistant else None, params=dict(prepared.params),
             decoding=req.decoding(), chat=prepared.chat, lossy=prepared.lossy, env=environment(prepared),
+            system=req.system if prepared.chat else None,
+            chat_template_kwargs=dict(req.chat_template_kwargs) if prepared.chat else {},
             prompt_tokens=int(prepared.input_ids.shape[1]),
             vocab_size=int(prepared.target.model.config.get_text_config().vocab_size),
         )

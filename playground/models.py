@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterator, Literal
 import torch
 from huggingface_hub import constants as hub_constants
 from huggingface_hub import errors as hub_errors
-from huggingface_hub import get_safetensors_metadata, try_to_load_from_cache
+from huggingface_hub import get_safetensors_metadata, get_token, snapshot_download, try_to_load_from_cache
 from huggingface_hub.utils import get_session
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PretrainedConfig
@@ -90,6 +90,10 @@ class ModelEntry:
     chat: bool = False
     suggested_assistants: tuple[str, ...] = ()
     gguf: GgufSource | None = None
+    # Known size (billions of parameters, from the model card / config) and licence gate, so a preset can say
+    # what it needs before anything is downloaded; the store still measures the real size from safetensors headers.
+    params_b: float | None = None
+    gated: bool = False
 
 
 DEFAULT_TARGET = "bundled/gemma-3-270m"
@@ -97,9 +101,9 @@ DEFAULT_UNIVERSAL_ASSISTANT = "bundled/smollm2-135m-instruct"
 
 
 def _hub(hub_id: str, label: str, description: str, *, chat: bool = False,
-         assistants: tuple[str, ...] = ()) -> ModelEntry:
+         assistants: tuple[str, ...] = (), params_b: float | None = None, gated: bool = False) -> ModelEntry:
     return ModelEntry(key=hub_id, label=label, description=description, source="hub",
-                      hub_id=hub_id, chat=chat, suggested_assistants=assistants)
+                      hub_id=hub_id, chat=chat, suggested_assistants=assistants, params_b=params_b, gated=gated)
 
 
 CATALOGUE: dict[str, ModelEntry] = {
@@ -135,18 +139,35 @@ CATALOGUE: dict[str, ModelEntry] = {
         ),
         _hub("HuggingFaceTB/SmolLM2-360M-Instruct", "SmolLM2 360M Instruct",
              "Small chat model; pairs with SmolLM2 135M (same tokenizer).",
-             chat=True, assistants=("HuggingFaceTB/SmolLM2-135M-Instruct",)),
+             chat=True, assistants=("HuggingFaceTB/SmolLM2-135M-Instruct",), params_b=0.36),
         _hub("HuggingFaceTB/SmolLM2-135M-Instruct", "SmolLM2 135M Instruct",
-             "Tiny chat model; a fast assistant for the SmolLM2 family.", chat=True),
+             "Tiny chat model; a fast assistant for the SmolLM2 family.", chat=True, params_b=0.135),
+        _hub("HuggingFaceTB/SmolLM-1.7B", "SmolLM 1.7B",
+             "Base model of Transformers' assisted-decoding guide; SmolLM 135M shares its tokenizer.",
+             assistants=("HuggingFaceTB/SmolLM-135M",), params_b=1.71),
+        _hub("HuggingFaceTB/SmolLM-135M", "SmolLM 135M", "The guide's assistant for SmolLM 1.7B.", params_b=0.135),
         _hub("facebook/layerskip-llama3.2-1B", "LayerSkip Llama 3.2 1B",
-             "Llama 3.2 1B trained with LayerSkip: self-speculative decoding by early exit."),
+             "Llama 3.2 1B trained with LayerSkip: self-speculative decoding by early exit (gated).",
+             params_b=1.24, gated=True),
         _hub("meta-llama/Llama-3.2-1B", "Llama 3.2 1B",
-             "Base model (gated: accept the licence on the Hub and set HF_TOKEN)."),
+             "Base model (gated: accept the licence on the Hub and set HF_TOKEN).", params_b=1.24, gated=True),
         _hub("meta-llama/Llama-3.1-8B", "Llama 3.1 8B",
              "Base model, ~16 GB in bfloat16 (gated); Llama 3.2 1B shares its tokenizer.",
-             assistants=("meta-llama/Llama-3.2-1B",)),
+             assistants=("meta-llama/Llama-3.2-1B",), params_b=8.03, gated=True),
+        _hub("zai-org/GLM-4.5-Air", "GLM-4.5-Air",
+             "Mixture-of-experts model (106B parameters, 12B active) that ships a multi-token-prediction layer: "
+             "~212 GB in bfloat16, several GPUs.", params_b=106.0),
+        _hub("google/gemma-4-E4B-it", "Gemma 4 E4B Instruct",
+             "Gemma 4 chat model; its assistant checkpoint drafts from its KV cache (mtp_drafter).",
+             chat=True, assistants=("google/gemma-4-E4B-it-assistant",), params_b=8.0),
+        _hub("google/gemma-4-E4B-it-assistant", "Gemma 4 E4B assistant",
+             "The light MTP drafter for Gemma 4 E4B; not a model to run on its own.", params_b=0.08),
+        _hub("google/gemma-2-9b", "Gemma 2 9B", "Base model of the guide's universal-decoding example (gated).",
+             assistants=("double7/vicuna-68m",), params_b=9.24, gated=True),
+        _hub("double7/vicuna-68m", "Vicuna 68M", "A 68M Llama drafter with its own tokenizer (universal decoding).",
+             params_b=0.068),
         _hub("google/gemma-3-270m", "Gemma 3 270M (Hub)",
-             "Original bfloat16 weights of the bundled Gemma (gated)."),
+             "Original bfloat16 weights of the bundled Gemma (gated).", params_b=0.27, gated=True),
     )
 }
 
@@ -385,7 +406,11 @@ def _describe_error(spec: str, exc: BaseException, source: _Source, settings: Se
 
     if source.kind == "hub":
         if seen(hub_errors.GatedRepoError):
-            return f"{spec} is gated on the Hugging Face Hub: accept its licence there and set HF_TOKEN"
+            if get_token():
+                return (f"{spec} is gated on the Hugging Face Hub and the token in HF_TOKEN has no access to it: "
+                        "accept its licence on its Hub page with that token's account (approval can take a while)")
+            return (f"{spec} is gated on the Hugging Face Hub: accept its licence on its Hub page, then set HF_TOKEN "
+                    "to an access token of that account")
         if seen(hub_errors.RepositoryNotFoundError, hub_errors.RevisionNotFoundError):
             return f"no such model on the Hugging Face Hub: {spec}"
         if seen(*_NETWORK_ERRORS):
@@ -626,14 +651,16 @@ def load_model(spec: str, dtype: str = "auto", progress: Progress | None = None)
                 f"{spec} is a {config.model_type!r} model, not a causal language model")
         if source.path is not None:
             use_safetensors = _local_use_safetensors(source.path, spec, settings)
+        # On a GPU, a model larger than one device is spread over all of them (the size from safetensors headers).
+        device_map = (choose_device_map(estimate_param_bytes(spec, dtype), device, _free_device_bytes(device))
+                      if device.startswith("cuda") else None)
         model = AutoModelForCausalLM.from_pretrained(
             location,
             config=config,
             dtype=torch_dtype,
             trust_remote_code=trust_remote_code,
             use_safetensors=use_safetensors,
-            # Spread models larger than one GPU over the available devices.
-            device_map="auto" if device == "cuda" else None,
+            device_map=device_map,
         )
         tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=trust_remote_code)
     except ModelLoadError:
@@ -661,6 +688,37 @@ def load_model(spec: str, dtype: str = "auto", progress: Progress | None = None)
     return loaded
 
 
+# Room left on a device for the KV cache and activations when deciding whether a model fits on it.
+DEVICE_HEADROOM = 0.9
+
+
+def choose_device_map(needed_bytes: int | None, device: str, free_bytes: list[int]) -> str | None:
+    """`device_map` for from_pretrained: None on CPU; on a GPU the first device when the model fits in
+    DEVICE_HEADROOM of its free memory, else "auto" (Accelerate spreads it over every GPU, then CPU).
+    A model of unknown size gets "auto", which also places a small model on the first device."""
+    if not device.startswith("cuda"):
+        return None
+    if needed_bytes is not None and free_bytes and needed_bytes <= DEVICE_HEADROOM * free_bytes[0]:
+        return device
+    return "auto"
+
+
+def _free_device_bytes(device: str) -> list[int]:
+    """Free memory of each GPU (empty on CPU)."""
+    if not device.startswith("cuda"):
+        return []
+    return [torch.cuda.mem_get_info(index)[0] for index in range(torch.cuda.device_count())]
+
+
+def _cached_hub_param_count(hub_id: str) -> int | None:
+    """Parameters of a Hub model already in the local Hugging Face cache, from its safetensors headers."""
+    try:
+        folder = snapshot_download(hub_id, local_files_only=True)
+    except Exception:  # not cached (or a partial cache): unknown
+        return None
+    return _safetensors_param_count(Path(folder))
+
+
 def _safetensors_param_count(directory: Path) -> int | None:
     files = sorted(directory.glob("*.safetensors"))
     if not files:
@@ -675,7 +733,7 @@ def _safetensors_param_count(directory: Path) -> int | None:
 def estimate_param_bytes(spec: str, dtype: str = "auto") -> int | None:
     """Parameter bytes a model will need, from its safetensors headers, without loading it.
 
-    None when unknown (a bundled model not converted yet, a Hub model while offline).
+    None when unknown (a bundled model not converted yet, a Hub model that is neither reachable nor cached).
     """
     settings = get_settings()
     source = _resolve(spec, settings)
@@ -690,10 +748,13 @@ def estimate_param_bytes(spec: str, dtype: str = "auto") -> int | None:
         assert source.path is not None
         count = _safetensors_param_count(source.path)
     elif hub_reachable():
-        try:
+        try:  # the headers only (a ranged request per file), before anything is downloaded
             count = sum(get_safetensors_metadata(source.hub_id).parameter_count.values())
         except Exception:  # unknown size is fine: the load itself reports real errors
             logger.debug("no safetensors metadata for %s", spec, exc_info=True)
+    else:
+        assert source.hub_id is not None
+        count = _cached_hub_param_count(source.hub_id)
     return None if count is None else count * itemsize
 
 

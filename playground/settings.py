@@ -37,6 +37,9 @@ SETTINGS_DOC: list[tuple[str, str, str]] = [
     ("PLAYGROUND_RUN_TIMEOUT_S", "300", "Wall-clock limit for one run, in seconds."),
     ("PLAYGROUND_PRELOAD", "true", "Load the default models at start-up."),
     ("PLAYGROUND_CONCURRENCY", "1", "Generations running at once in the UI queue."),
+    ("PLAYGROUND_MCP", "false",
+     "Also serve the app as an MCP server (Gradio's mcp_server) at /gradio_api/mcp/, with the tools generate, "
+     "compare and bench."),
 ]
 
 
@@ -55,6 +58,7 @@ class Settings:
     run_timeout_s: float
     preload: bool
     concurrency: int
+    mcp: bool
 
 
 def _raw(name: str) -> str | None:
@@ -124,4 +128,5 @@ def get_settings() -> Settings:
         run_timeout_s=_float("PLAYGROUND_RUN_TIMEOUT_S", 300.0),
         preload=_bool("PLAYGROUND_PRELOAD", True),
         concurrency=_int("PLAYGROUND_CONCURRENCY", 1, minimum=1),
+        mcp=_bool("PLAYGROUND_MCP", False),
     )

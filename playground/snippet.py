@@ -19,6 +19,7 @@ playground code TRACE.json` prints the script for a saved trace (`script_for_tra
 
 from __future__ import annotations
 
+import json
 import shlex
 import textwrap
 from dataclasses import MISSING, dataclass, fields, replace
@@ -169,9 +170,14 @@ def python_snippet(prepared: PreparedRun) -> str:
 
     out += ["", f"prompt = {req.prompt!r}"]
     if prepared.chat:
+        template_args = "".join(f", {key}={value!r}" for key, value in req.chat_template_kwargs.items())
+        if req.system:
+            out += [f"system = {req.system!r}",
+                    'messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]']
+        else:
+            out.append('messages = [{"role": "user", "content": prompt}]')
         out += [
-            'messages = [{"role": "user", "content": prompt}]',
-            "text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)",
+            f"text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True{template_args})",
             'input_ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids.to(model.device)',
         ]
     else:
@@ -231,7 +237,8 @@ def request_from_trace(trace: Trace) -> RunRequest:
         params=dict(trace.params), max_new_tokens=int(d.get("max_new_tokens", trace.summary.new_tokens or 64)),
         sample=bool(d.get("sample", False)), temperature=float(d.get("temperature", 1.0)),
         top_p=float(d.get("top_p", 1.0)), top_k=int(d.get("top_k", 0)), seed=int(d.get("seed", 0)),
-        chat=trace.chat, dtype=str(trace.env.get("dtype") or "auto"),
+        chat=trace.chat, dtype=str(trace.env.get("dtype") or "auto"), system=trace.system,
+        chat_template_kwargs=dict(trace.chat_template_kwargs),
     )
 
 
@@ -255,7 +262,7 @@ _OPTIONS = {
     "target": "--target", "assistant": "--assistant", "method": "--method", "params": "--set",
     "max_new_tokens": "--max-new-tokens", "sample": "--sample", "temperature": "--temperature",
     "top_p": "--top-p", "top_k": "--top-k", "seed": "--seed", "chat": "--chat", "dtype": "--dtype",
-    "prompt": "--prompt",
+    "prompt": "--prompt", "system": "--system", "chat_template_kwargs": "--chat-template-kwarg",
 }
 _ALWAYS = ("target", "method", "prompt")
 
@@ -284,6 +291,9 @@ def cli_args(request: RunRequest) -> list[str]:
         if field == "params":
             for name, param_value in value.items():
                 args += [option, f"{name}={_cli_value(param_value)}"]
+        elif field == "chat_template_kwargs":
+            for name, template_value in value.items():
+                args += [option, f"{name}={json.dumps(template_value)}"]
         elif field == "sample":
             args += [option] if value else []
         elif field == "chat":

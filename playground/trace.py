@@ -156,6 +156,8 @@ class Trace:
     params: dict[str, Any] = field(default_factory=dict)
     decoding: dict[str, Any] = field(default_factory=dict)  # sample, temperature, top_p, top_k, seed, max_new_tokens
     chat: bool = False
+    system: str | None = None  # the system message rendered with the chat template, if any
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. {"enable_thinking": False}
     lossy: bool = False
     env: dict[str, Any] = field(default_factory=dict)
     prompt_tokens: int = 0

@@ -7,10 +7,12 @@ with `render` and `charts`.
 
 The streaming handler `generate` is also the API endpoint ``/generate``; its parameter names
 mirror the CLI (`prompt`, `target`, `assistant`, `method`, `params`, `max_new_tokens`, `sample`,
-`temperature`, `top_p`, `top_k`, `seed`, `chat`, `dtype`, then `check_plain`, appended so older clients
-keep working) and its first output is the coloured HTML. With `check_plain`, the same settings then
+`temperature`, `top_p`, `top_k`, `seed`, `chat`, `dtype`, then `check_plain` and `preset`, appended so older
+clients keep working) and its first output is the coloured HTML. With `check_plain`, the same settings then
 run without drafting and the stats say how much faster the run was and whether its output is
-identical to plain `generate()` (if not: where, and why). In the page, a click first gathers the visible method controls into the hidden `params`
+identical to plain `generate()` (if not: where, and why). A `preset` (a guide example's name) sets everything
+but the prompt and the precision. The guide-example picker lives in `ui_presets`, shareable links in `ui_links`,
+the MCP tools (PLAYGROUND_MCP=1) in `mcp_tools`. In the page, a click first gathers the visible method controls into the hidden `params`
 JSON, then runs `generate`.
 """
 
@@ -34,13 +36,14 @@ from typing import Any, Callable, Iterator
 
 import gradio as gr
 
-from . import bench, charts, render, teach
+from . import bench, charts, mcp_tools, render, teach, tune_tab, ui_links, ui_presets
 from .engine import LiveRun, RunRequest, prepare, user_message
 from .examples import EXAMPLES as EXAMPLE_SET
 from .errors import PlaygroundError
 from .gpu import gpu
 from .methods import METHODS, Method, Param, get_method
 from .models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, STORE, describe_precision, hub_reachable
+from .presets import get_preset
 from .settings import get_settings
 from .trace import TraceFormatError
 
@@ -340,7 +343,9 @@ def parse_flag(value: Any, name: str) -> bool:
 def build_request(prompt: str, target: str | None, assistant: str | None, method: str | None, params: Any,
                   max_new_tokens: float | None, sample: bool | None, temperature: float | None,
                   top_p: float | None, top_k: float | None, seed: float | None, chat: Any,
-                  dtype: str | None) -> RunRequest:
+                  dtype: str | None, preset: Any = None) -> RunRequest:
+    """The engine request for the API's (or the page's) values, checked; a `preset` (a guide example's name)
+    sets everything but the prompt (an empty one: the guide's) and the precision."""
     def text(value: Any, default: str, name: str, limit: int = MAX_WORD_CHARS) -> str:
         if value is None:
             return default
@@ -351,6 +356,12 @@ def build_request(prompt: str, target: str | None, assistant: str | None, method
     if prompt is not None and not isinstance(prompt, str):
         raise PlaygroundError(f"prompt must be text; got {_short(prompt)}")
     check_text(prompt or "", "the prompt", max_prompt_chars())
+    if preset is not None and preset != "":
+        chosen = get_preset(text(preset, "", "preset"))
+        reason = chosen.unavailable(hub_reachable())
+        if reason:
+            raise PlaygroundError(reason)
+        return RunRequest(**chosen.request_fields(prompt, dtype=text(dtype, "auto", "dtype")))
     return RunRequest(
         prompt=prompt or "",
         target=text(target, DEFAULT_TARGET, "target", MAX_NAME_CHARS),
@@ -482,6 +493,12 @@ def on_page_load() -> tuple[Any, ...]:
     return EXAMPLES[DEFAULT_EXAMPLE], DEFAULT_EXAMPLE, initial_status(), gr.update(active=PRELOAD.running)
 
 
+def restore_link(request: gr.Request) -> list[Any]:
+    """The settings of a shareable link (the page's URL query), validated as the API's values are."""
+    query = dict(request.query_params) if request is not None else {}
+    return ui_links.restore(query, build_request, list(param_specs()))
+
+
 # --------------------------------------------------------------------------- the streaming handler
 
 
@@ -581,6 +598,18 @@ def _done_message(live: LiveRun) -> tuple[str, str]:
     return message, note
 
 
+def _tool(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An agent's tool as an endpoint: its name, docstring and signature kept; failures become one-line errors."""
+    @functools.wraps(fn)
+    def tool(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            raise gr.Error(user_message(exc)) from exc
+
+    return gpu(tool)
+
+
 @gpu
 def generate(
     prompt: str,
@@ -597,9 +626,12 @@ def generate(
     chat: str = "auto",
     dtype: str = "auto",
     check_plain: Any = False,
+    preset: str | None = None,
     request: gr.Request = None,  # type: ignore[assignment]
 ) -> Iterator[tuple[Any, ...]]:
     """Stream one generation: (tokens HTML, figures, acceptance chart, timing chart, status, trace file).
+
+    Not an MCP tool (its outputs are the page's HTML): agents get `mcp_tools.generate`.
 
     Every failure becomes a message in the page (and a warning toast); the server keeps serving.
     """
@@ -623,7 +655,7 @@ def generate(
 
     try:
         run_request = build_request(prompt, target, assistant, method, params, max_new_tokens, sample,
-                                    temperature, top_p, top_k, seed, chat, dtype)
+                                    temperature, top_p, top_k, seed, chat, dtype, preset)
         check = parse_flag(check_plain, "check_plain")
         yield (render.empty_tokens("Preparing…"), render.stats_html(None), *charts.figures([]),
                render.status_html(f"Preparing {run_request.target}…", "running"), no_file)
@@ -706,6 +738,12 @@ def build_ui() -> gr.Blocks:
     # Gradio keeps a copy of every file it serves (each run's trace): without this they pile up for the
     # server's lifetime. Every 30 minutes, copies older than 2 hours are deleted.
     with gr.Blocks(title=TITLE, delete_cache=(1800, TRACE_FILES_KEPT_S)) as demo:
+        if settings.mcp:  # registered first, so the agents' tools keep their plain names (generate, compare, bench)
+            for tool in mcp_tools.TOOLS:
+                gr.api(_tool(tool), api_name=f"mcp_{tool.__name__}")
+            # The page's streaming handler stays an API endpoint but is no MCP tool (Gradio lists only functions
+            # whose `_mcp_type`, if set, is "tool"): its outputs are HTML for the page.
+            generate._mcp_type = "page"  # type: ignore[attr-defined]
         gr.Markdown(
             f"# {TITLE}\n"
             "Pick a target model and a drafting method, type a prompt and watch each token's fate as the target "
@@ -714,6 +752,8 @@ def build_ui() -> gr.Blocks:
         )
         with gr.Row(equal_height=False):
             with gr.Column(scale=2, min_width=320):
+                preset = ui_presets.picker(hub_reachable())
+                preset_info = gr.HTML("", elem_id="pg-preset-info")
                 target = gr.Dropdown(
                     choices=model_choices, value=DEFAULT_TARGET, label="Target model", allow_custom_value=True,
                     info="A catalogue model, a Hub id (owner/name) or a local directory.", elem_id="pg-target",
@@ -752,10 +792,14 @@ def build_ui() -> gr.Blocks:
                 with gr.Row():
                     generate_btn = gr.Button("Generate", variant="primary", elem_id="pg-generate")
                     stop_btn = gr.Button("Stop", variant="stop", elem_id="pg-stop")
+                    link_btn = gr.Button("Link to these settings", size="sm", elem_id="pg-link-make")
                 check_plain = gr.Checkbox(
                     value=False, label="Check against plain generate()", elem_id="pg-check-plain",
                     info="After the run, the same settings without drafting: measured speedup, and whether the "
                          "output is identical (if not, where and why).")
+                link_box = gr.Textbox(label="Shareable link (opening it restores these settings)", interactive=False,
+                                      buttons=["copy"], elem_id="pg-link", visible=True, lines=1)
+                link_status = gr.HTML("", elem_id="pg-link-status")
                 status = gr.HTML(initial_status(), elem_id="pg-status-box")
                 stats = gr.HTML(render.stats_html(None), elem_id="pg-stats-box")
                 gr.HTML(render.legend_html(), elem_id="pg-legend-box")
@@ -840,6 +884,9 @@ def build_ui() -> gr.Blocks:
                                    interactive=False, buttons=["copy"], wrap_lines=True, elem_id="pg-code-cli")
             with gr.Tab("All methods explained", id="methods", elem_id="pg-tab-methods"):
                 gr.HTML(teach.methods_table_html(), elem_id="pg-methods")
+            tune_tab.build_tune_tab(dict(prompt=prompt, target=target, assistant=assistant, method=method, dtype=dtype,
+                                         chat=chat, max_new_tokens=max_new_tokens, param_components=param_components),
+                                    collect_params, build_request)
 
         # Every handler below is reachable by fn_index with any JSON, not only what its controls send. Values
         # reach the handlers as sent (`preprocess=False`: no generic refusal by Gradio first), which check them
@@ -851,10 +898,13 @@ def build_ui() -> gr.Blocks:
         examples.change(guarded(on_example), examples, prompt, **private)
         api_inputs = [prompt, target, assistant, method, params_json, max_new_tokens, sample, temperature, top_p,
                       top_k, seed, chat, dtype]
+        controls = [target, assistant, method, sample, temperature, top_p, top_k, seed, chat, max_new_tokens]
+        ui_presets.wire(preset, preset_info, controls, prompt, param_components, list(specs))
+        ui_links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components, collect_params)
         outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file]
         run_event = generate_btn.click(guarded(on_generate_click), [method, *param_components], [params_json, status, run_started],
                                        **private).then(
-            generate, [*api_inputs, check_plain], outputs, api_name="generate", show_progress="minimal", show_progress_on=[status],
+            generate, [*api_inputs, check_plain, preset], outputs, api_name="generate", show_progress="minimal", show_progress_on=[status],
             # The values reach `build_request` and the engine's checks as sent, so a bad one from the API
             # (a word for a number, a value off a slider's range) gets the same clear message in the
             # status as in the CLI, not Gradio's generic refusal.
@@ -888,13 +938,16 @@ def build_ui() -> gr.Blocks:
         )
         race_btn.click(guarded(teach.play_race), [race_method, compare_state], race, **teach_private)
         code_btn.click(guarded(collect_params), [method, *param_components], params_json, **private).then(
-            teach.show_code_for_settings, api_inputs, [code_python, code_cli, code_status], **teach_private)
+            teach.show_code_for_settings, [*api_inputs, preset], [code_python, code_cli, code_status], **teach_private)
         stop_btn.click(stop, None, status, **private)
 
         timer = gr.Timer(1.0, active=PRELOAD.running)
         timer.tick(guarded(poll_preload), run_started, [status, timer], **private)
         # Fill the prompt after the page loads, so the API's `prompt` stays required.
-        demo.load(on_page_load, None, [prompt, examples, status, timer], **private)
+        # Then a shareable link's settings, checked by the API's request builder (ui_links.restore).
+        demo.load(on_page_load, None, [prompt, examples, status, timer], **private).then(
+            restore_link, None, [preset, preset_info, *controls, prompt, dtype, link_status, *param_components],
+            **private)
     demo.queue(default_concurrency_limit=settings.concurrency)
     return demo
 
@@ -922,5 +975,6 @@ def main() -> None:
     demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        mcp_server=get_settings().mcp,
         **launch_kwargs(),
     )

@@ -11,6 +11,12 @@ exceeds `--max-growth-mb`.
 
     python tests/soak.py                      # 50 runs of 24 new tokens on the bundled Gemma
     python tests/soak.py --runs 50 --max-new-tokens 24 --json artifacts/soak.json
+    python tests/soak.py --universal-sampling --alternate-dtypes --memory-budget-gb 2.5 --runs 12 --window 4
+
+`--universal-sampling` makes every run universal decoding with sampling (Gemma 3 270M drafted for by
+SmolLM2 135M), which gives the assistant a dedicated copy per target; `--alternate-dtypes` switches
+float32 / bfloat16 between runs and, with a memory budget that holds one set of models, makes the
+store evict and reload the target (and make a new copy) at every run: what leaked per copy shows.
 
 Not collected by pytest (the file name does not start with test_).
 """
@@ -37,14 +43,20 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from appserver import free_port, start_app, stop_app  # noqa: E402
 from playground.engine import WORKER_OS_THREAD_NAME  # noqa: E402
-from playground.models import DEFAULT_TARGET  # noqa: E402
+from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT  # noqa: E402
 from playground.ui import EXAMPLES  # noqa: E402
 
 METHODS = [("prompt_lookup", {"prompt_lookup_num_tokens": 5}), ("baseline", {})]
 
 
-def start_server(port: int, log: Path, gradio_tmp: Path) -> subprocess.Popen:
-    return start_app(port, log, {"GRADIO_TEMP_DIR": str(gradio_tmp), "PLAYGROUND_PRELOAD": "1"})
+UNIVERSAL_SAMPLING = [("universal", {"num_assistant_tokens": 5})]
+
+
+def start_server(port: int, log: Path, gradio_tmp: Path, budget_gb: float | None = None) -> subprocess.Popen:
+    env = {"GRADIO_TEMP_DIR": str(gradio_tmp), "PLAYGROUND_PRELOAD": "1"}
+    if budget_gb is not None:
+        env["PLAYGROUND_MEMORY_BUDGET_GB"] = str(budget_gb)
+    return start_app(port, log, env)
 
 
 def sample(proc: psutil.Process, gradio_tmp: Path) -> dict[str, Any]:
@@ -84,6 +96,11 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--target", default=DEFAULT_TARGET)
     parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--universal-sampling", action="store_true",
+                        help="every run: universal decoding with sampling (a dedicated assistant copy per target)")
+    parser.add_argument("--alternate-dtypes", action="store_true",
+                        help="switch float32 / bfloat16 between runs (with a small budget: a reload per run)")
+    parser.add_argument("--memory-budget-gb", type=float, default=None, help="PLAYGROUND_MEMORY_BUDGET_GB")
     parser.add_argument("--max-growth-mb", type=float, default=None, help="fail above this RSS growth")
     parser.add_argument("--json", type=Path, help="write every sample and the summary here")
     args = parser.parse_args()
@@ -94,7 +111,8 @@ def main() -> int:
     log = work / "server.log"
     port = free_port()
     started = time.perf_counter()
-    server = start_server(port, log, gradio_tmp)
+    server = start_server(port, log, gradio_tmp, args.memory_budget_gb)
+    methods = UNIVERSAL_SAMPLING if args.universal_sampling else METHODS
     proc = psutil.Process(server.pid)
     print(f"server pid {server.pid} on port {port}, log {log}", flush=True)
     failures: list[str] = []
@@ -104,22 +122,27 @@ def main() -> int:
         prompts = list(EXAMPLES.values())
         total = args.warmup + args.runs
         for i in range(total):
-            method, params = METHODS[i % len(METHODS)]
+            method, params = methods[i % len(methods)]
             prompt = prompts[i % len(prompts)]
+            dtype = ("float32", "bfloat16")[i % 2] if args.alternate_dtypes else args.dtype
+            extra: dict[str, Any] = {}
+            if method == "universal":
+                extra = {"assistant": DEFAULT_UNIVERSAL_ASSISTANT, "sample": True, "seed": i}
             t0 = time.perf_counter()
             outputs = client.predict(prompt=prompt, target=args.target, method=method, params=params,
-                                     max_new_tokens=args.max_new_tokens, dtype=args.dtype, api_name="/generate")
+                                     max_new_tokens=args.max_new_tokens, dtype=dtype, api_name="/generate", **extra)
             seconds = time.perf_counter() - t0
             kind, text = status_text(outputs)
             if kind != "done":
                 failures.append(f"run {i}: {text}")
-            s = {"run": i - args.warmup, "method": method, "seconds": round(seconds, 2), "status": kind,
+            s = {"run": i - args.warmup, "method": method, "dtype": dtype, "seconds": round(seconds, 2), "status": kind,
                  **wait_no_worker(proc, gradio_tmp)}
             if s["workers"]:
                 failures.append(f"run {i}: {s['workers']} worker threads left")
             label = "warm-up" if i < args.warmup else f"run {i - args.warmup + 1:3d}/{args.runs}"
             print(f"{label}  {method:13s} {seconds:5.2f} s  rss {s['rss_mb']:7.1f} MB  threads {s['threads']:3d}  "
-                  f"fds {s['open_files']:3d}  gradio files {s['gradio_files']:3d}  {kind}", flush=True)
+                  f"fds {s['open_files']:3d}  gradio files {s['gradio_files']:3d}  {kind}"
+                  + ("" if kind == "done" else f": {text.strip()[:300]}"), flush=True)
             if i >= args.warmup:
                 samples.append(s)
     finally:
@@ -132,7 +155,8 @@ def main() -> int:
     growth = rss_last - rss_first
     summary = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "target": args.target, "runs": args.runs, "warmup": args.warmup, "max_new_tokens": args.max_new_tokens,
+        "target": args.target, "methods": [m for m, _ in methods], "alternate_dtypes": args.alternate_dtypes,
+        "memory_budget_gb": args.memory_budget_gb, "runs": args.runs, "warmup": args.warmup, "max_new_tokens": args.max_new_tokens,
         "window": window,
         "rss_first_mb": round(rss_first, 1), "rss_last_mb": round(rss_last, 1), "rss_growth_mb": round(growth, 1),
         "rss_growth_per_run_kb": round(growth * 1024 / max(1, len(samples) - window), 1),

@@ -75,6 +75,8 @@ BAD_INPUT = [
     ("model too large for the memory budget", ["--target", "FRESH"], {"PLAYGROUND_MEMORY_BUDGET_GB": "0.00001"},
      "PLAYGROUND_MEMORY_BUDGET_GB"),
     ("public mode refuses local paths", [], {"PLAYGROUND_PUBLIC": "1"}, "public"),
+    ("--preset with options the preset sets", ["--preset", "early-exit-offline"], {},
+     "--preset sets the models, method, parameters and decoding itself; drop --target, --max-new-tokens"),
 ]
 
 

@@ -30,3 +30,10 @@ def test_ci_runs_the_readme_test_command():
     normalised = lambda s: re.sub(r"\s+-q\b", "", s.replace("python -m pip", "pip"))  # noqa: E731
     assert normalised(test_command).strip() in normalised(ci)
     assert any(b.strip() == "pip install -r requirements.txt && python app.py" for b in blocks)
+
+
+def test_readme_lists_every_guide_preset(monkeypatch):
+    from playground.presets import readme_table
+
+    monkeypatch.delenv("PLAYGROUND_MEMORY_BUDGET_GB", raising=False)  # the table states the default budget
+    assert readme_table() in README

@@ -151,7 +151,7 @@ def generate_args(models: dict[str, str], **kw: Any) -> list[Any]:
     """The generate endpoint's inputs in order, for a short greedy float32 run on the tiny target."""
     args = {"prompt": PROMPT, "target": models["target"], "assistant": None, "method": "baseline", "params": {},
             "max_new_tokens": 4, "sample": False, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "seed": 0,
-            "chat": "auto", "dtype": "float32", "check_plain": False}
+            "chat": "auto", "dtype": "float32", "check_plain": False, "preset": None}
     args.update(kw)
     return list(args.values())
 
@@ -414,7 +414,7 @@ def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
         "on_example": ["Edit code"],
         "on_generate_click": ["prompt_lookup", *params],
         "generate": run,
-        "show_code_for_settings": run[:13],  # the same inputs as generate's, less check_plain
+        "show_code_for_settings": [*run[:13], None],  # generate's inputs less check_plain, then the preset
         "collect_params": ["prompt_lookup", *params],
         "replay_view": [None, 2],
         "replay_prev": [None, 2],

@@ -1,11 +1,13 @@
 """The methods on the real bundled models (Gemma 3 270M, SmolLM2 135M Instruct), float32 for exact equality.
 
-Slow-ish (seconds per run on two cores) and they need the bundled conversions (cached after the
-first use): deselect with `-k "not bundled"` for a quick run.
+Slow-ish (seconds per run on two cores; the two sliding-window tests prefill 500-token prompts, tens of
+seconds each) and they need the bundled conversions (cached after the first use): deselect with
+`-k "not bundled"` for a quick run.
 """
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from playground.engine import LiveRun, RunRequest, plain_generate, prepare
@@ -68,3 +70,50 @@ def test_bundled_universal_greedy_and_sampling(store) -> None:
     mixed, _ = _run(store, method="universal", assistant=DEFAULT_UNIVERSAL_ASSISTANT, sample=True, seed=1,
                     max_new_tokens=8, params={"assistant_ensemble_weight": 0.7})
     assert mixed.lossy
+
+
+# --------------------------------------------------------------------------- Gemma 3 270M's sliding window (512)
+
+_FRUITS = ("apples", "pears", "plums", "grapes", "lemons", "cherries", "melons", "figs", "dates", "limes")
+_MARKET = [f"Day {i}: the market sold {_FRUITS[i % 10]}, {_FRUITS[i * 3 % 10]} and {_FRUITS[i * 7 % 10]}."
+           for i in range(1, 200)]
+WINDOW = 512
+
+
+def _market_prompt(tokenizer, tokens: int) -> str:
+    """The longest run of market-log words whose prompt stays within `tokens` tokens (a word or so short)."""
+    text = ""
+    for word in " ".join(_MARKET).split():
+        longer = f"{text} {word}".strip()
+        if len(tokenizer(longer).input_ids) > tokens:
+            return text
+        text = longer
+    raise AssertionError("not enough words")
+
+
+@pytest.mark.parametrize("prompt_tokens, new_tokens", [(508, 8), (518, 5)],
+                         ids=["bundled-generation-crosses-512", "bundled-prompt-beyond-512"])
+def test_bundled_lossless_methods_equal_a_baseline_run_across_the_sliding_window(store, prompt_tokens,
+                                                                                 new_tokens) -> None:
+    """Slow (a 500-token prefill per run): every lossless method the bundled models allow, float32 greedy, equals
+    plain generate() without drafting, while the sliding-window layers' cache is rolled back after rejections."""
+    target = store.get(DEFAULT_TARGET, "float32")
+    assert target.model.config.sliding_window == WINDOW
+    prompt = _market_prompt(target.tokenizer, prompt_tokens)
+    baseline = prepare(RunRequest(prompt=prompt, target=DEFAULT_TARGET, max_new_tokens=new_tokens, dtype="float32"),
+                       store)
+    n_prompt = baseline.input_ids.shape[1]
+    assert (n_prompt < WINDOW < n_prompt + new_tokens) if prompt_tokens < WINDOW else n_prompt > WINDOW
+    reference, _ = plain_generate(baseline)
+    assert len(reference) == new_tokens
+    for method, assistant, params in [
+        ("speculative", DEFAULT_TARGET, {"num_assistant_tokens": 4}),
+        ("prompt_lookup", None, {"prompt_lookup_num_tokens": 5}),
+        ("early_exit", None, {"assistant_early_exit": 12, "num_assistant_tokens": 3}),
+        ("universal", DEFAULT_UNIVERSAL_ASSISTANT, {"num_assistant_tokens": 4}),
+    ]:
+        trace = LiveRun(prepare(RunRequest(prompt=prompt, target=DEFAULT_TARGET, method=method, assistant=assistant,
+                                           params=params, max_new_tokens=new_tokens, dtype="float32"), store)).run()
+        check_invariants(trace)
+        assert trace.output_ids == reference, f"{method} differs from plain greedy decoding past the window"
+        assert trace.summary.accepted > 0, method

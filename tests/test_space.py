@@ -43,9 +43,9 @@ def _front_matter(readme: Path = REPO / "README.md") -> tuple[dict[str, Any], st
 
 def _pinned(package: str) -> str:
     for line in (REPO / "requirements.txt").read_text().splitlines():
-        match = re.match(rf"\s*{re.escape(package)}\s*==\s*([^\s;#]+)", line, re.I)
-        if match:
-            return match.group(1)
+        match = re.match(rf"\s*{re.escape(package)}(\[[\w,\s-]*\])?\s*==\s*([^\s;#]+)", line, re.I)
+        if match:  # gradio[mcp]==… pins gradio too
+            return match.group(2)
     raise AssertionError(f"requirements.txt does not pin {package}==…")
 
 

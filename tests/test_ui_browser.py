@@ -21,6 +21,8 @@ from typing import Any, Iterator
 import pytest
 from appserver import free_port, start_app, stop_app  # noqa: F401 (also used by test_ui_teach)
 
+from playground.trace import STATUSES
+
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
@@ -150,7 +152,7 @@ def test_generate_streams_coloured_tokens_and_charts(page: Any) -> None:
 
     seen = statuses(page)
     assert "accepted" in seen and "rejected" in seen and "correction" in seen
-    assert set(seen) <= {"accepted", "rejected", "correction", "bonus", "target", "unverified"}
+    assert set(seen) <= set(STATUSES)
     # The page updated as the steps came in, not once at the end.
     counts = page.evaluate("window.__counts")
     assert len(counts) >= 3 and counts == sorted(counts), counts
@@ -170,7 +172,7 @@ def test_generate_streams_coloured_tokens_and_charts(page: Any) -> None:
         assert page.locator(f"{chart} .barlayer .point").count() > 0
     # The legend explains every status.
     legend = page.eval_on_selector_all("#pg-legend-box .tok", "els => els.map(e => e.dataset.status)")
-    assert set(legend) == {"accepted", "rejected", "correction", "bonus", "target", "unverified"}
+    assert set(legend) == set(STATUSES)
 
     page.wait_for_timeout(500)  # let plotly finish its transitions
     ARTIFACTS.mkdir(exist_ok=True)
@@ -240,8 +242,8 @@ def test_generate_is_an_api_endpoint(app_url: str) -> None:
     info = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/generate"]
     names = [p["parameter_name"] for p in info["parameters"]]
     assert names == ["prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature",
-                     "top_p", "top_k", "seed", "chat", "dtype"]
-    assert [p["parameter_has_default"] for p in info["parameters"]] == [False] + [True] * 12
+                     "top_p", "top_k", "seed", "chat", "dtype", "check_plain", "preset"]
+    assert [p["parameter_has_default"] for p in info["parameters"]] == [False] + [True] * 14
 
     html_out, *_, status, trace_file = client.predict(
         prompt="Colours: red, green, blue, red, green, blue, red, green,", method="prompt_lookup",
@@ -251,6 +253,13 @@ def test_generate_is_an_api_endpoint(app_url: str) -> None:
     assert 'data-kind="done"' in status
     trace = Trace.from_json(Path(trace_file["value"]).read_bytes())
     assert trace.params["prompt_lookup_num_tokens"] == 3 and trace.summary.new_tokens == 12
+
+    # A guide example by name (appended last, so the call above, which does not name it, works as before).
+    *_, status, trace_file = client.predict(prompt="", preset="prompt-lookup-greedy-offline", api_name="/generate")
+    trace = Trace.from_json(Path(trace_file["value"]).read_bytes())
+    assert 'data-kind="done"' in status and trace.prompt == "Hugging Face is an open-source company"
+    assert trace.params == {"prompt_lookup_num_tokens": 5, "max_matching_ngram_size": 2}
+    assert trace.summary.new_tokens == 20 and trace.method == "prompt_lookup"
 
     # Errors come back as the alert, and the endpoint keeps answering.
     *_, status, _ = client.predict(prompt="hi", method="prompt_lookup", params={"no_such_param": 1},

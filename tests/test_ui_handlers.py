@@ -19,7 +19,7 @@ from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from playground.trace import Trace
 
 API_PARAMETERS = ["prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature",
-                  "top_p", "top_k", "seed", "chat", "dtype", "check_plain"]  # new parameters are appended
+                  "top_p", "top_k", "seed", "chat", "dtype", "check_plain", "preset"]  # new parameters are appended
 
 
 @pytest.fixture(autouse=True)

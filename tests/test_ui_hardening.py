@@ -307,7 +307,7 @@ def request(**kw: Any) -> dict[str, Any]:
     """The `generate` endpoint's arguments, with defaults for a short greedy float32 run."""
     args = {"prompt": PROMPT, "target": None, "assistant": None, "method": "baseline", "params": {},
             "max_new_tokens": 8, "sample": False, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "seed": 0,
-            "chat": "auto", "dtype": "float32"}
+            "chat": "auto", "dtype": "float32", "check_plain": False, "preset": None}
     args.update(kw)
     return args
 
@@ -395,6 +395,8 @@ BAD_INPUT: list[tuple[str, dict[str, Any], str]] = [
     ("sample that is not true or false", {"sample": "maybe"}, "sample must be true or false; got 'maybe'"),
     ("prompt that is not text", {"prompt": 42}, "prompt must be text; got 42"),
     ("model name that is not text", {"target": ["a", "b"]}, "target must be text; got ['a', 'b']"),
+    ("unknown preset", {"preset": "<b>no-such-example</b>"},
+     "unknown preset '<b>no-such-example</b>'; choose one of speculative-greedy"),
 ]
 
 def _fill(value: Any, models: dict[str, str]) -> Any:

@@ -143,38 +143,94 @@ def deepseek_v3_config(tokenizer: PreTrainedTokenizerFast, layers: int = 61, hid
     )
 
 
+def _save_with_mtp_layer(path: Path, twin: Any, main: Any, tokenizer: PreTrainedTokenizerFast, layer: int,
+                         hidden: int, seed: int, with_mtp: bool) -> Path:
+    """Save `main` (`layer` layers) with the MTP layer at `model.layers.{layer}.*` as DeepSeek and GLM ship it: the
+    decoder block of `twin` (one layer more, whose last layer is built as Transformers builds MTP blocks) plus
+    `enorm`, `hnorm`, `eh_proj` and `shared_head.norm`. Without `with_mtp` the config still declares the layer but
+    the weights are absent (like most converted checkpoints)."""
+    from safetensors.torch import save_file
+
+    with torch.no_grad():
+        twin.lm_head.weight.mul_(8.0)
+    state = {k: v.contiguous() for k, v in twin.state_dict().items()}
+    main.generation_config.eos_token_id = tokenizer.eos_token_id
+    main.generation_config.pad_token_id = tokenizer.pad_token_id
+    main.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    prefix = f"model.layers.{layer}."
+    if with_mtp:
+        gen = torch.Generator().manual_seed(seed + 1)
+        state[prefix + "enorm.weight"] = torch.ones(hidden)
+        state[prefix + "hnorm.weight"] = torch.ones(hidden)
+        state[prefix + "eh_proj.weight"] = torch.randn(hidden, 2 * hidden, generator=gen) * 0.2
+        state[prefix + "shared_head.norm.weight"] = torch.ones(hidden)
+    else:
+        state = {k: v for k, v in state.items() if not k.startswith(prefix)}
+    save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
+    return path
+
+
 def save_tiny_deepseek_v3(path: Path, seed: int, tokenizer: PreTrainedTokenizerFast | None = None,
                           with_mtp: bool = True, hidden: int = 16) -> Path:
-    """A tiny random DeepSeek-V3 checkpoint (61 layers, 1 MTP layer in its config).
-
-    With `with_mtp`, the safetensors also hold the MTP layer at `model.layers.61.*` as DeepSeek
-    ships it: a decoder block (taken from a 62-layer twin, whose layer 61 is MoE as Transformers
-    builds MTP blocks) plus `enorm`, `hnorm`, `eh_proj` and `shared_head.norm`. Without it, the
-    config still says num_mtp_layers=1 but the weights are absent (like most converted checkpoints).
-    """
-    from safetensors.torch import save_file
+    """A tiny random DeepSeek-V3 checkpoint (61 layers, 1 MTP layer in its config, at model.layers.61.*)."""
     from transformers import DeepseekV3ForCausalLM
 
     tokenizer = tokenizer or build_tokenizer()
     torch.manual_seed(seed)
     twin = DeepseekV3ForCausalLM(deepseek_v3_config(tokenizer, layers=62, hidden=hidden))
-    with torch.no_grad():
-        twin.lm_head.weight.mul_(8.0)
-    state = {k: v.contiguous() for k, v in twin.state_dict().items()}
     main = DeepseekV3ForCausalLM(deepseek_v3_config(tokenizer, hidden=hidden))
-    main.generation_config.eos_token_id = tokenizer.eos_token_id
-    main.generation_config.pad_token_id = tokenizer.pad_token_id
-    main.save_pretrained(path, safe_serialization=True)
+    return _save_with_mtp_layer(path, twin, main, tokenizer, 61, hidden, seed, with_mtp)
+
+
+# --- GLM-4.5-Air's architecture (Glm4Moe) with its MTP layer -----------------------------------
+
+GLM_45_AIR_LAYERS = 46  # Transformers finds GLM-4.5-Air's MTP weights by the key pattern `model.layers.46.*`
+
+
+def glm4_moe_config(tokenizer: PreTrainedTokenizerFast, layers: int = GLM_45_AIR_LAYERS, hidden: int = 16) -> Any:
+    from transformers import Glm4MoeConfig
+
+    # Dense main layers (first_k_dense_replace) keep it small; the MTP layer is MoE as Transformers builds it.
+    return Glm4MoeConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2, moe_intermediate_size=hidden,
+        num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2, head_dim=8, n_shared_experts=1,
+        n_routed_experts=4, num_experts_per_tok=2, first_k_dense_replace=GLM_45_AIR_LAYERS,
+        max_position_embeddings=512, num_mtp_layers=1, tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+
+
+def save_tiny_glm4_moe(path: Path, seed: int, tokenizer: PreTrainedTokenizerFast | None = None,
+                       hidden: int = 16) -> Path:
+    """A tiny random GLM-4.5-Air look-alike: Glm4MoeForCausalLM, 46 layers, its MTP layer at model.layers.46.*."""
+    from transformers import Glm4MoeForCausalLM
+
+    tokenizer = tokenizer or build_tokenizer()
+    torch.manual_seed(seed)
+    twin = Glm4MoeForCausalLM(glm4_moe_config(tokenizer, layers=GLM_45_AIR_LAYERS + 1, hidden=hidden))
+    main = Glm4MoeForCausalLM(glm4_moe_config(tokenizer, hidden=hidden))
+    return _save_with_mtp_layer(path, twin, main, tokenizer, GLM_45_AIR_LAYERS, hidden, seed, True)
+
+
+# --- Gemma 2 (the guide's universal-decoding target) -----------------------------------------
+
+def save_tiny_gemma2(path: Path, seed: int, tokenizer: PreTrainedTokenizerFast | None = None, hidden: int = 64) -> Path:
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    tokenizer = tokenizer or build_tokenizer()
+    torch.manual_seed(seed)
+    model = Gemma2ForCausalLM(Gemma2Config(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512, sliding_window=16,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    ))
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8.0)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(path, safe_serialization=True)
     tokenizer.save_pretrained(path)
-    if with_mtp:
-        gen = torch.Generator().manual_seed(seed + 1)
-        state["model.layers.61.enorm.weight"] = torch.ones(hidden)
-        state["model.layers.61.hnorm.weight"] = torch.ones(hidden)
-        state["model.layers.61.eh_proj.weight"] = torch.randn(hidden, 2 * hidden, generator=gen) * 0.2
-        state["model.layers.61.shared_head.norm.weight"] = torch.ones(hidden)
-    else:
-        state = {k: v for k, v in state.items() if not k.startswith("model.layers.61.")}
-    save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
     return path
 
 

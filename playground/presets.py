@@ -1,0 +1,308 @@
+"""The guide's own examples as named presets: one source for the page's picker, the CLI's `--preset`, the API's
+`preset` parameter and the README table.
+
+Each preset sets what the code in Transformers' assisted-decoding guide sets (models, method, decoding, the
+arguments of its `generate()` call, written out in `guide_call`) and says what it needs to run (the Hub, a token
+for gated models, memory). Where a preset cannot run without the Hub, its offline stand-in (`NAME-offline`, on the
+bundled models) is a preset too, with a line on what the stand-in shows and what it does not.
+
+The guide's calls leave some settings to Transformers' defaults; the playground always states them, with the
+values those defaults have (GenerationConfig's): draft length 20 with a constant schedule and a confidence
+threshold of 0.4, top-k 50 when sampling. Its code sets no length limit where generate()'s default applies
+(max_length=20, prompt included); a preset asks for 20 new tokens there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from .errors import PlaygroundError
+from .methods import get_method
+from .models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
+from .settings import get_settings
+
+GUIDE_URL = "https://huggingface.co/docs/transformers/main/en/assisted_decoding"
+GUIDE_PROMPT = "Hugging Face is an open-source company"
+OFFLINE_SUFFIX = "-offline"
+
+# What generate() uses where the guide's code sets nothing (transformers' GenerationConfig defaults).
+TRANSFORMERS_DRAFT_DEFAULTS: Mapping[str, Any] = MappingProxyType({
+    "num_assistant_tokens": 20, "num_assistant_tokens_schedule": "constant", "assistant_confidence_threshold": 0.4,
+})
+TRANSFORMERS_TOP_K = 50
+UNSET_LENGTH = 20  # new tokens asked for where the guide's code leaves the length to generate()'s default
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """How a method is shown on the bundled models when its guide models are out of reach."""
+
+    target: str | None  # None: no bundled model can run this method
+    assistant: str | None
+    shows: str
+    misses: str
+
+
+# One stand-in per method: the bundled Gemma 3 270M (a base model) and SmolLM2 135M Instruct (another tokenizer).
+STAND_INS: dict[str, StandIn] = {
+    "speculative": StandIn(
+        DEFAULT_TARGET, DEFAULT_TARGET,
+        shows="the draft → verify → accept loop and the exact generate() call; Gemma drafts for itself, so every "
+              "draft is accepted (a sanity check)",
+        misses="a real assistant's acceptance rate and any speedup: no smaller model shares Gemma's tokenizer offline"),
+    "prompt_lookup": StandIn(
+        DEFAULT_TARGET, None,
+        shows="the method exactly as the guide calls it, n-grams copied from the prompt",
+        misses="SmolLM 1.7B's own text (another, smaller target)"),
+    "early_exit": StandIn(
+        DEFAULT_TARGET, None,
+        shows="drafting with the first 4 of Gemma's 18 layers and verifying with all of them",
+        misses="LayerSkip training: Gemma's early layers were not trained to predict, so few drafts are accepted "
+               "and it runs slower than baseline"),
+    "universal": StandIn(
+        DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT,
+        shows="drafts re-tokenised between two different tokenizers (SmolLM2's 49k entries into Gemma's 262k)",
+        misses="the guide's 9B target: next to Gemma 270M, SmolLM2 135M is not cheap enough to pay off"),
+    "mtp": StandIn(
+        None, None, shows="",
+        misses="no bundled checkpoint ships multi-token-prediction layers; the offline Hub-cache tests run this "
+               "path on a tiny random GLM-4.5 mixture-of-experts model with an MTP layer"),
+    "mtp_drafter": StandIn(
+        None, None, shows="",
+        misses="no Gemma 4 model is bundled; the offline Hub-cache tests run this path on a tiny random Gemma 4 "
+               "with a Gemma 4 assistant"),
+}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One example of the guide: what its code sets, and what running it takes."""
+
+    name: str
+    title: str
+    section: str  # the guide's section
+    guide_call: str  # the guide's generate() call (or pipeline call), as written there
+    method: str
+    target: str
+    assistant: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    sample: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = UNSET_LENGTH
+    prompt: str = GUIDE_PROMPT
+    system: str | None = None
+    chat: bool = False
+    chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    device_map_auto: bool = False  # the guide loads the model with device_map="auto"
+    # Settings the playground must state where the guide's code leaves them to the checkpoint (declared, so the
+    # snippet test can tell a declared difference from drift).
+    playground_sets: tuple[str, ...] = ()
+    note: str = ""
+    stand_in_for: str | None = None  # for an offline stand-in: the guide preset it stands in for
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(m for m in (self.target, self.assistant) if m)
+
+    @property
+    def needs_hub(self) -> bool:
+        return any(CATALOGUE[m].source == "hub" for m in self.models)
+
+    @property
+    def gated(self) -> tuple[str, ...]:
+        return tuple(m for m in dict.fromkeys(self.models) if CATALOGUE[m].gated)
+
+    @property
+    def params_b(self) -> float | None:
+        """Parameters of the models it loads, in billions (known sizes from the catalogue); None if unknown."""
+        sizes = [CATALOGUE[m].params_b for m in dict.fromkeys(self.models)]
+        return None if None in sizes else sum(sizes)  # type: ignore[arg-type]
+
+    @property
+    def stand_in(self) -> str | None:
+        """The name of this preset's offline stand-in, if it needs the Hub and one exists."""
+        if not self.needs_hub or STAND_INS[self.method].target is None:
+            return None
+        return self.name + OFFLINE_SUFFIX
+
+    def needs(self) -> str:
+        """What running it takes, in one line (for the README table, the listing and the page)."""
+        parts = ["the Hugging Face Hub" if self.needs_hub else "nothing beyond the bundled models (offline)"]
+        if self.gated:
+            parts.append(f"HF_TOKEN with access to the gated {', '.join(self.gated)}")
+        if self.params_b is not None and self.needs_hub:
+            memory = f"~{self.params_b * 2:.0f} GB" if self.params_b >= 0.5 else f"~{self.params_b * 2000:.0f} MB"
+            parts.append(f"{memory} of weights in bfloat16")
+        budget = get_settings().memory_budget_gb
+        if self.params_b is not None and self.needs_hub and self.params_b * 2 > budget:
+            parts.append(f"PLAYGROUND_MEMORY_BUDGET_GB above {budget:g}")
+        if self.device_map_auto:
+            parts.append('several GPUs (device_map="auto")')
+        return "; ".join(parts)
+
+    def unavailable(self, online: bool) -> str | None:
+        """Why it cannot run here, in one line (None when it can), with its stand-in."""
+        if not self.needs_hub or online:
+            return None
+        stand_in = STAND_INS[self.method]
+        what = f"stand-in on the bundled models: {self.stand_in}" if self.stand_in else f"no stand-in: {stand_in.misses}"
+        return f"{self.title} needs the Hugging Face Hub, which is not reachable here; {what}"
+
+    def stand_in_text(self) -> str:
+        """What a stand-in shows and does not (for a stand-in preset or the guide preset it stands in for)."""
+        stand_in = STAND_INS[self.method]
+        if stand_in.target is None:
+            return stand_in.misses
+        return f"Shows {stand_in.shows}. Does not show {stand_in.misses}."
+
+    def request_fields(self, prompt: str | None = None, **overrides: Any) -> dict[str, Any]:
+        """Keyword arguments for `engine.RunRequest`: the guide's settings, the prompt replaced if one is given."""
+        fields = {
+            "prompt": prompt if prompt and prompt.strip() else self.prompt,
+            "target": self.target, "assistant": self.assistant, "method": self.method, "params": dict(self.params),
+            "max_new_tokens": self.max_new_tokens, "sample": self.sample, "temperature": self.temperature,
+            "top_p": 1.0, "top_k": self.top_k, "seed": 0, "chat": self.chat, "system": self.system,
+            "chat_template_kwargs": dict(self.chat_template_kwargs),
+        }
+        return {**fields, **overrides}
+
+    def offline(self) -> Preset:
+        """The same example on the bundled models (check `stand_in` first: not every method has one)."""
+        stand_in = STAND_INS[self.method]
+        assert stand_in.target is not None, f"{self.method} has no offline stand-in"
+        return replace(self, name=self.name + OFFLINE_SUFFIX, title=f"{self.title} — offline stand-in",
+                       target=stand_in.target, assistant=stand_in.assistant, device_map_auto=False,
+                       note=self.stand_in_text(), stand_in_for=self.name)
+
+
+_DRAFT_DEFAULTS = dict(TRANSFORMERS_DRAFT_DEFAULTS)
+_SMOL = dict(target="HuggingFaceTB/SmolLM-1.7B", assistant="HuggingFaceTB/SmolLM-135M")
+_SAMPLING = dict(sample=True, temperature=0.5, top_k=TRANSFORMERS_TOP_K)
+
+GUIDE_PRESETS: tuple[Preset, ...] = (
+    Preset("speculative-greedy", "Speculative decoding, greedy", "Speculative decoding (greedy search)",
+           "model.generate(**inputs, assistant_model=assistant_model)",
+           method="speculative", params=_DRAFT_DEFAULTS, **_SMOL),
+    Preset("speculative-pipeline", "Speculative decoding through the pipeline", "Speculative decoding (Pipeline)",
+           'pipeline("Hugging Face is an open-source company", max_new_tokens=50, do_sample=False)',
+           method="speculative", target="meta-llama/Llama-3.1-8B", assistant="meta-llama/Llama-3.2-1B",
+           params=_DRAFT_DEFAULTS, max_new_tokens=50,
+           note="pipeline(..., assistant_model=...) makes the same generate() call as the model does"),
+    Preset("speculative-sampling", "Speculative sampling", "Speculative decoding (sampling)",
+           "model.generate(**inputs, assistant_model=assistant_model, do_sample=True, temperature=0.5)",
+           method="speculative", params=_DRAFT_DEFAULTS, **_SMOL, **_SAMPLING),
+    Preset("prompt-lookup-greedy", "Prompt lookup, greedy", "Prompt lookup decoding (greedy decoding)",
+           "model.generate(**inputs, prompt_lookup_num_tokens=5)",
+           method="prompt_lookup", target=_SMOL["target"], params={"prompt_lookup_num_tokens": 5,
+                                                                   "max_matching_ngram_size": 2}),
+    Preset("prompt-lookup-sampling", "Prompt lookup, sampling", "Prompt lookup decoding (sampling)",
+           "model.generate(**inputs, prompt_lookup_num_tokens=5, do_sample=True, temperature=0.5)",
+           method="prompt_lookup", target=_SMOL["target"],
+           params={"prompt_lookup_num_tokens": 5, "max_matching_ngram_size": 2}, **_SAMPLING),
+    Preset("early-exit", "Self-speculative decoding (early exit)", "Self-speculative decoding",
+           "model.generate(**inputs, assistant_early_exit=4, do_sample=False, max_new_tokens=20)",
+           method="early_exit", target="facebook/layerskip-llama3.2-1B",
+           params={"assistant_early_exit": 4, **_DRAFT_DEFAULTS}, max_new_tokens=20),
+    Preset("mtp-layers", "Multi-token prediction layers (GLM-4.5-Air)", "Multi-token prediction (MTP)",
+           "model.generate(**inputs, use_mtp=True, do_sample=False, max_new_tokens=50)",
+           method="mtp", target="zai-org/GLM-4.5-Air", max_new_tokens=50, device_map_auto=True,
+           note='the guide loads GLM-4.5-Air with device_map="auto": ~212 GB of weights, far beyond one GPU or a '
+                "laptop"),
+    Preset("mtp-drafter", "MTP drafter (Gemma 4 assistant)", "Multi-token prediction (MTP drafter)",
+           "model.generate(**inputs, assistant_model=assistant_model, max_new_tokens=256)",
+           method="mtp_drafter", target="google/gemma-4-E4B-it", assistant="google/gemma-4-E4B-it-assistant",
+           prompt="Write a short joke about saving RAM.", system="You are a helpful assistant.", chat=True,
+           chat_template_kwargs={"enable_thinking": False}, max_new_tokens=256, playground_sets=("num_assistant_tokens",),
+           note="chat messages with a system message, thinking off (enable_thinking=False); the playground sets "
+                "the drafter's draft length (5), which the guide leaves to the assistant checkpoint"),
+    Preset("universal", "Universal assisted decoding", "Universal assisted decoding",
+           "model.generate(**inputs, assistant_model=assistant_model, tokenizer=tokenizer, "
+           "assistant_tokenizer=assistant_tokenizer)",
+           method="universal", target="google/gemma-2-9b", assistant="double7/vicuna-68m", params=_DRAFT_DEFAULTS),
+    Preset("static-ensemble", "Static ensemble verification", "Static ensemble verification",
+           "model.generate(**inputs, assistant_model=assistant_model, assistant_ensemble_weight=0.7, do_sample=True)",
+           method="speculative", params={**_DRAFT_DEFAULTS, "assistant_ensemble_weight": 0.7}, sample=True,
+           top_k=TRANSFORMERS_TOP_K, **_SMOL,
+           note="lossy by design: drafts are verified against 0.7·target + 0.3·draft"),
+    # The guide's dynamic draft-length settings, on the guide's speculative pair. Transformers reads them from the
+    # assistant's generation_config (passed to generate() they are ignored).
+    Preset("draft-length-heuristic", "Draft length: heuristic schedule", "Speculative decoding (draft length)",
+           'assistant_model.generation_config.num_assistant_tokens_schedule = "heuristic"',
+           method="speculative", params={**_DRAFT_DEFAULTS, "num_assistant_tokens_schedule": "heuristic"}, **_SMOL,
+           note="starts at 20 drafted tokens, +2 after a fully accepted draft, −1 otherwise (the default confidence "
+                "threshold of 0.4 still ends a draft early)"),
+    Preset("draft-length-confidence", "Draft length: confidence threshold", "Speculative decoding (draft length)",
+           "assistant_model.generation_config.assistant_confidence_threshold = 0.4",
+           method="speculative", params=_DRAFT_DEFAULTS, **_SMOL,
+           note="the assistant stops drafting when its own probability for a token falls below 0.4 "
+                "(Transformers' default; up to 20 tokens)"),
+)
+
+
+def _all_presets() -> dict[str, Preset]:
+    presets: dict[str, Preset] = {}
+    for preset in GUIDE_PRESETS:
+        presets[preset.name] = preset
+        if preset.stand_in:
+            presets[preset.stand_in] = preset.offline()
+    return presets
+
+
+PRESETS: dict[str, Preset] = _all_presets()
+
+
+def get_preset(name: str) -> Preset:
+    """The preset of that name; a PlaygroundError naming the known ones otherwise."""
+    try:
+        return PRESETS[name]
+    except (KeyError, TypeError):
+        raise PlaygroundError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
+
+
+def runnable(name: str, online: bool) -> Preset:
+    """The preset to run for `name` here: itself, or its offline stand-in where it needs the unreachable Hub."""
+    preset = get_preset(name)
+    if preset.needs_hub and not online and preset.stand_in:
+        return PRESETS[preset.stand_in]
+    return preset
+
+
+def listing(online: bool) -> str:
+    """Every preset, one block each: name, title, what it needs, and why it cannot run here (for the CLI)."""
+    lines = []
+    for preset in PRESETS.values():
+        lines.append(f"{preset.name}: {preset.title} [{preset.method}]")
+        lines.append(f"    guide: {preset.guide_call}")
+        lines.append(f"    needs: {preset.needs()}")
+        if preset.stand_in_for:
+            lines.append(f"    stands in for {preset.stand_in_for}: {preset.note}")
+        elif preset.note:
+            lines.append(f"    note: {preset.note}")
+        reason = preset.unavailable(online)
+        if reason:
+            lines.append(f"    here: {reason}")
+    return "\n".join(lines)
+
+
+def validate_presets() -> None:
+    """Every preset names catalogue models and a registry method whose parameters accept its values."""
+    for preset in PRESETS.values():
+        for model in preset.models:
+            assert model in CATALOGUE, f"{preset.name}: {model} is not in the catalogue"
+        get_method(preset.method).resolve_params(dict(preset.params))
+
+
+def readme_table() -> str:
+    """The README's presets table (tests/test_docs.py checks that README holds exactly this)."""
+    rows = ["| preset | guide example (`generate()` call) | models | needs | offline stand-in |",
+            "|---|---|---|---|---|"]
+    for preset in GUIDE_PRESETS:
+        models = " + ".join(f"`{m}`" for m in preset.models)
+        stand_in = f"`{preset.stand_in}`: {preset.offline().note}" if preset.stand_in else \
+            f"none: {STAND_INS[preset.method].misses}"
+        rows.append(f"| `{preset.name}` | {preset.title}: `{preset.guide_call}` | {models} | {preset.needs()} | "
+                    f"{stand_in} |")
+    return "\n".join(rows)

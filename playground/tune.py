@@ -1,0 +1,788 @@
+"""Tune: every draft setting's outcome from one greedy run, exactly; then the best one, measured.
+
+For greedy decoding a lossless method's trajectory is fixed by two things: the target's own greedy
+output y (one baseline run through the engine, the same `generate()` call a baseline run makes) and,
+at each position i, what the drafter would propose after `prompt + y[:i]`. A step at position i with
+draft d accepts the m leading drafts equal to y[i:], emits m + 1 tokens (fewer where the output
+ends) and moves on. We replay Transformers 5.24's loop on that record for every setting at once:
+
+* the draft length cap `min(num_assistant_tokens, max_length - cur_len - 1)` of
+  `AssistedCandidateGenerator._calculate_new_tokens` (no draft at all when it is 0);
+* the heuristic schedules of `update_candidate_strategy` (+2 when `n_matches` equals the draft
+  length, else −1, at least 1; `heuristic` and `heuristic_transient` are the same within one
+  `generate()` call, and the engine resets the persisted value after each run);
+* `ConfidenceCriteria`: the drafter stops *after* the first token whose probability is below the
+  threshold (0 = off); the drafter also stops after an EOS token;
+* the loop's cut of the emitted tokens at the length budget and at the first EOS (drafts past the
+  cut are unverified);
+* prompt lookup: `PromptLookupCandidateGenerator.get_candidates` replayed on the token sequence
+  (longest n-gram first, earliest occurrence whose continuation is non-empty, copy cut at the
+  sequence end and at the first EOS, no draft when one token of budget is left).
+
+Universal decoding re-tokenises every draft through text and re-aligns the assistant's own prompt
+each step; its proposals depend on the text of both tokenizers in ways we cannot replay exactly, so
+it gets no prediction (nor do sampling, ensemble verification and the MTP methods, and the adaptive
+confidence threshold Transformers switches on when scikit-learn is installed).
+
+Cost: a short calibration on this machine and context length (the target's forward for each
+verification width, the drafter's forward per token, both prefills) gives relative costs, and the
+baseline run their absolute level; each setting's time follows from its exact steps. Timings are predictions;
+`verify` runs settings for real and reports measured beside predicted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+
+from .engine import LiveRun, RunError, RunRequest, prepare
+from .methods import get_method
+from .models import STORE, ModelStore
+from .trace import Step, acceptance_by_position, classify_step, summarize_steps
+
+Progress = Callable[[str], None]
+
+# Methods with an exact replay, and where their drafts come from.
+TUNABLE = ("prompt_lookup", "speculative", "early_exit")
+SCHEDULES = ("constant", "heuristic", "heuristic_transient")
+NOT_EXACT = {
+    "universal": "universal decoding re-tokenises each draft through text and re-aligns the assistant's prompt "
+                 "every step; its drafts cannot be replayed exactly from one pass, so tune offers no prediction for it",
+    "mtp": "MTP layers draft from the target's hidden states of the previous verification; tune has no exact replay "
+           "for them",
+    "mtp_drafter": "the Gemma 4 drafter reads the target's KV cache of the previous verification; tune has no exact "
+                   "replay for it",
+    "baseline": "baseline drafts nothing: it is the reference every setting is compared with",
+}
+
+
+class TuneError(RunError):
+    """The tune request cannot run as given; the message is for the user."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One draft setting: a method and its full, resolved parameters."""
+
+    method: str
+    params: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def of(cls, method: str, params: dict[str, Any]) -> "Setting":
+        resolved = get_method(method).resolve_params(params)
+        return cls(method, tuple(sorted(resolved.items())))
+
+    @property
+    def values(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    @property
+    def label(self) -> str:
+        v = self.values
+        if self.method == "prompt_lookup":
+            return f"prompt_lookup(tokens={v['prompt_lookup_num_tokens']}, ngram={v['max_matching_ngram_size']})"
+        parts = [f"γ={v['num_assistant_tokens']}"]
+        if v["num_assistant_tokens_schedule"] != "constant":
+            parts.append(v["num_assistant_tokens_schedule"])
+        if v["assistant_confidence_threshold"]:
+            parts.append(f"conf≥{v['assistant_confidence_threshold']:g}")
+        return f"{self.method}({', '.join(parts)})"
+
+
+@dataclass
+class Outcome:
+    """What a run of one setting does: counts (exact for predictions) and time."""
+
+    steps: int
+    drafted: int
+    accepted: int
+    tokens_per_step: float | None
+    time_s: float | None
+    speedup: float | None
+    new_tokens: int = 0
+    unverified: int = 0
+    by_position: list[tuple[int, ...]] = field(default_factory=list)  # trace.acceptance_by_position's counts
+
+    def counts(self) -> tuple[int, int, int]:
+        return self.steps, self.drafted, self.accepted
+
+
+# --- the replay ---------------------------------------------------------------------------------
+
+DraftFor = Callable[[int], list[int]]
+
+
+def replay(y: Sequence[int], eos_ids: frozenset[int], draft_for: DraftFor,
+           after_step: Callable[[list[int], int], None] | None = None) -> list[Step]:
+    """The loop's steps for a run whose greedy output is `y`, given the draft proposed at each position.
+
+    `y` ends where the run ended (EOS or the length limit), so a step that reaches its end is cut there.
+    `after_step(drafted, emitted_count)` sees what `update_candidate_strategy` sees.
+    """
+    steps: list[Step] = []
+    i, n = 0, len(y)
+    while i < n:
+        drafted = draft_for(i)
+        matches = 0
+        while matches < len(drafted) and i + matches < n and drafted[matches] == y[i + matches]:
+            matches += 1
+        emitted = list(y[i:min(i + matches + 1, n)])
+        accepted, rejected, discarded, unverified = classify_step(drafted, emitted, i + len(emitted) == n)
+        steps.append(Step(index=len(steps), drafted=list(drafted), accepted=accepted, rejected=rejected,
+                          discarded=discarded, emitted=emitted, unverified=unverified))
+        if after_step is not None:
+            after_step(drafted, len(emitted))
+        i += len(emitted)
+    return steps
+
+
+def prompt_lookup_draft(seq: Sequence[int], num_tokens: int, max_ngram: int, max_length: int,
+                        eos_ids: frozenset[int], index: "NgramIndex | None" = None) -> list[int]:
+    """`PromptLookupCandidateGenerator.get_candidates` for the sequence `seq` (prompt + output so far).
+
+    With `index` (built over a longer sequence that starts with `seq`) the earliest occurrence is found
+    in O(1) instead of by scanning.
+    """
+    length = len(seq)
+    if max_length == length + 1:
+        return []
+    for size in range(min(max_ngram, length - 1), 0, -1):
+        tail = tuple(seq[length - size:])
+        if index is not None:
+            first = index.first(tail)
+            starts: Iterator[int] = iter([first] if first is not None else [])
+        else:
+            starts = (p for p in range(length - size + 1) if tuple(seq[p:p + size]) == tail)
+        for start in starts:
+            begin, end = start + size, min(start + size + num_tokens, length, max_length)
+            if begin < end:
+                chosen = list(seq[begin:end])
+                for j, token in enumerate(chosen):
+                    if token in eos_ids:
+                        return chosen[:j]
+                return chosen
+            # Only the earliest occurrence matters: a later one ends later and cannot have room either.
+            break
+    return []
+
+
+class NgramIndex:
+    """The earliest position of every n-gram (n ≤ max_n) of a token sequence."""
+
+    def __init__(self, seq: Sequence[int], max_n: int):
+        self._first: dict[tuple[int, ...], int] = {}
+        for size in range(1, max_n + 1):
+            for p in range(len(seq) - size + 1):
+                self._first.setdefault(tuple(seq[p:p + size]), p)
+
+    def first(self, ngram: tuple[int, ...]) -> int | None:
+        return self._first.get(ngram)
+
+
+def simulate_prompt_lookup(prompt_ids: Sequence[int], y: Sequence[int], max_new_tokens: int,
+                           eos_ids: frozenset[int], num_tokens: int, max_ngram: int,
+                           index: NgramIndex | None = None) -> list[Step]:
+    """Steps of a prompt-lookup run with these settings (no model needed)."""
+    seq = list(prompt_ids) + list(y)
+    max_length = len(prompt_ids) + max_new_tokens
+    index = index or NgramIndex(seq, max_ngram)
+    base = len(prompt_ids)
+    return replay(y, eos_ids, lambda i: prompt_lookup_draft(seq[:base + i], num_tokens, max_ngram, max_length,
+                                                            eos_ids, index))
+
+
+class Proposals:
+    """What a greedy drafter proposes after `prompt + y[:i]`: tokens (stopping after an EOS) and confidences."""
+
+    def __init__(self, extend: Callable[[int, int], None]):
+        self.tokens: dict[int, list[int]] = {}
+        self.confidence: dict[int, list[float]] = {}
+        self._extend = extend  # extend(i, length): make tokens[i] at least `length` long (or ending in EOS)
+        self.ends: set[int] = set()  # positions whose proposal ended with an EOS
+
+    def get(self, i: int, length: int) -> tuple[list[int], list[float]]:
+        if i not in self.ends and len(self.tokens.get(i, ())) < length:
+            self._extend(i, length)
+        return self.tokens[i][:length], self.confidence[i][:length]
+
+
+def simulate_drafter(y: Sequence[int], max_new_tokens: int, eos_ids: frozenset[int], proposals: Proposals,
+                     num_tokens: int, schedule: str, threshold: float) -> list[Step]:
+    """Steps of a model-drafted run (speculative, early exit) with these draft-length settings."""
+    state = {"length": int(num_tokens)}
+
+    def draft_for(i: int) -> list[int]:
+        limit = min(state["length"], max_new_tokens - i - 1)
+        if limit <= 0:
+            return []
+        tokens, confidence = proposals.get(i, limit)
+        out: list[int] = []
+        for token, conf in zip(tokens, confidence):
+            out.append(token)
+            if threshold > 0 and conf < threshold:  # ConfidenceCriteria: stop after the unsure token
+                break
+        return out
+
+    def after_step(drafted: list[int], emitted: int) -> None:
+        if schedule in ("heuristic", "heuristic_transient"):
+            state["length"] = state["length"] + 2 if emitted - 1 == len(drafted) else max(1, state["length"] - 1)
+
+    return replay(y, eos_ids, draft_for, after_step)
+
+
+# --- the drafter pass ---------------------------------------------------------------------------
+
+class _GreedyDrafter:
+    """Greedy continuations of a causal LM after each prefix `prompt + y[:i]`, sharing KV caches.
+
+    One cache walks along y; a branch copied from it follows the drafter's own continuation, and is
+    reused at the next position as long as the drafter agreed with y, so a drafter that agrees costs
+    about one forward per position.
+    """
+
+    def __init__(self, model: Any, prompt_ids: list[int], y: list[int], eos_ids: frozenset[int]):
+        self.model = model
+        self.prompt = prompt_ids
+        self.y = y
+        self.eos = eos_ids
+        self.proposals = Proposals(self._extend)
+        self._main_cache: Any = None
+        self._main_pos = -1  # y-position the main cache has consumed up to (prompt + y[:pos])
+        self._main_logits: torch.Tensor | None = None
+        self._branch: dict[str, Any] | None = None
+
+    def _forward(self, ids: list[int], cache: Any) -> tuple[torch.Tensor, Any]:
+        device = self.model.device
+        out = self.model(input_ids=torch.tensor([ids], device=device), cache=cache, use_cache=True)
+        return out.logits[0, -1].float(), out.cache
+
+    def _advance_main(self, i: int) -> None:
+        if self._main_pos < 0:
+            self._main_logits, self._main_cache = self._forward(self.prompt + self.y[:i], None)
+            self._main_pos = i
+        if i < self._main_pos:  # only for extensions asked for out of order: re-read the prefix
+            self._main_logits, self._main_cache = self._forward(self.prompt + self.y[:i], None)
+            self._main_pos = i
+        while self._main_pos < i:
+            self._main_logits, self._main_cache = self._forward([self.y[self._main_pos]], self._main_cache)
+            self._main_pos += 1
+
+    @staticmethod
+    def _pick(logits: torch.Tensor) -> tuple[int, float]:
+        token = int(torch.argmax(logits))
+        return token, float(torch.softmax(logits, dim=-1)[token])
+
+    def _branch_for(self, i: int) -> dict[str, Any]:
+        b = self._branch
+        if b is not None and b["start"] <= i:
+            offset = i - b["start"]
+            if len(b["tokens"]) >= offset and b["tokens"][:offset] == self.y[b["start"]:i]:
+                return b
+        self._advance_main(i)
+        token, conf = self._pick(self._main_logits)
+        b = {"start": i, "tokens": [token], "conf": [conf], "cache": copy.deepcopy(self._main_cache)}
+        self._branch = b
+        return b
+
+    def _extend(self, i: int, length: int) -> None:
+        b = self._branch_for(i)
+        offset = i - b["start"]
+        while len(b["tokens"]) - offset < length and b["tokens"][-1] not in self.eos:
+            logits, b["cache"] = self._forward([b["tokens"][-1]], b["cache"])
+            token, conf = self._pick(logits)
+            b["tokens"].append(token)
+            b["conf"].append(conf)
+        self.proposals.tokens[i] = b["tokens"][offset:]
+        self.proposals.confidence[i] = b["conf"][offset:]
+        if b["tokens"][-1] in self.eos:
+            self.proposals.ends.add(i)
+
+
+
+@contextlib.contextmanager
+def _held(models: Sequence[Any]) -> Iterator[None]:
+    """Hold each distinct model's generation lock (a model may be its own assistant)."""
+    locks = sorted({id(m.lock): m.lock for m in models}.items())
+    with contextlib.ExitStack() as stack:
+        for _, lock in locks:
+            stack.enter_context(lock)
+        stack.enter_context(torch.inference_mode())
+        yield
+
+
+@contextlib.contextmanager
+def _first_layers(model: Any, layers: int | None) -> Iterator[None]:
+    """Run `model` on its first `layers` layers, as `EarlyExitCandidateGenerator.get_candidates` does."""
+    if layers is None:
+        yield
+        return
+    base = getattr(model, model.base_model_prefix)
+    full = base.config.num_hidden_layers
+    base.config.num_hidden_layers = layers
+    try:
+        yield
+    finally:
+        base.config.num_hidden_layers = full
+
+
+def loop_eos_ids(model: Any) -> frozenset[int]:
+    """The EOS ids the assisted loop cuts at: the target's generation_config (the tokenizer's own EOS is not used)."""
+    eos = model.generation_config.eos_token_id
+    return frozenset() if eos is None else frozenset([eos] if isinstance(eos, int) else eos)
+
+
+def _in_worker(fn: Callable[[], Any]) -> Any:
+    """Run `fn` in a fresh thread, as the engine runs `generate()` (the main thread's OpenMP team was
+    measured several times slower on oversubscribed cores), and return its result."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, name="playground-tune", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+# --- cost -------------------------------------------------------------------------------------
+
+@dataclass
+class Calibration:
+    """Costs on this machine at this context length (seconds).
+
+    The calibration's forwards give *relative* costs (a verification of w tokens against one of 1, a
+    drafter token against a target step); the baseline run, made moments before under the same load,
+    gives the absolute level: its first step (the prefill) and its mean later step. On shared cores the
+    absolute speed of a forward drifts by several times within minutes, its ratios much less.
+    """
+
+    target_prefill_s: float
+    target_forward_s: dict[int, float]  # verification width -> one target forward (calibration)
+    drafter_prefill_s: float = 0.0
+    drafter_token_s: float = 0.0
+    baseline_first_step_s: float = 0.0  # the baseline run's first step (prefill + first token)
+    baseline_step_s: float = 0.0  # the baseline run's mean later step (forward + loop overhead)
+
+    def forward(self, width: int) -> float:
+        """The target's forward for `width` tokens; past the calibrated widths, a straight line through the last two."""
+        known = self.target_forward_s
+        if width in known:
+            return known[width]
+        top = max(known)
+        below = known.get(top - 1, known[top])
+        return known[top] + (width - top) * max(0.0, known[top] - below)
+
+    @property
+    def unit(self) -> float:
+        """Seconds of a baseline step per second of a calibrated one-token forward."""
+        return self.baseline_step_s / self.forward(1) if self.baseline_step_s and self.forward(1) else 1.0
+
+    def predict_s(self, steps: list[Step]) -> float:
+        """Predicted time of a run with these steps: a baseline step scaled by each step's relative cost."""
+        unit = self.unit
+        total = self.baseline_first_step_s or self.target_prefill_s
+        if any(s.drafted for s in steps):
+            total += self.drafter_prefill_s * unit
+        for k, s in enumerate(steps):
+            total += self.drafter_token_s * unit * len(s.drafted)
+            if k:
+                total += self.forward(len(s.drafted) + 1) * unit
+        return total
+
+
+def _time_forwards(model: Any, context: list[int], widths: Sequence[int], repeats: int) -> tuple[float, dict[int, float]]:
+    """(prefill time, median forward time per width) with a KV cache of `context`."""
+    device = model.device
+    start = time.perf_counter()
+    cache = model(input_ids=torch.tensor([context], device=device), use_cache=True).cache
+    prefill = time.perf_counter() - start
+    times: dict[int, float] = {}
+    for width in widths:
+        ids = torch.tensor([(context * width)[:width]], device=device)
+        samples = []
+        for _ in range(repeats):
+            # A fresh copy each time: cropping back would need the past recording that sliding-window layers
+            # only keep when asked before the prefill.
+            scratch = copy.deepcopy(cache)
+            start = time.perf_counter()
+            model(input_ids=ids, cache=scratch, use_cache=True)
+            samples.append(time.perf_counter() - start)
+        times[width] = statistics.median(samples)
+    return prefill, times
+
+
+# --- settings ---------------------------------------------------------------------------------
+
+def sweep_settings(method: str, max_draft: int, *, ngram_sizes: Sequence[int] = (1, 2, 3, 4),
+                   schedules: Sequence[str] = ("constant", "heuristic"),
+                   thresholds: Sequence[float] = (0.0, 0.2, 0.4, 0.6),
+                   fixed: dict[str, Any] | None = None) -> list[Setting]:
+    """Every setting to predict: draft lengths 1..max_draft crossed with the method's other knobs, plus its default."""
+    if method not in TUNABLE:
+        raise TuneError(NOT_EXACT.get(method, f"tune cannot predict {method}"))
+    if max_draft < 1:
+        raise TuneError(f"--max-draft must be at least 1; got {max_draft}")
+    fixed = dict(fixed or {})
+    settings: list[Setting] = []
+    if method == "prompt_lookup":
+        for size in ngram_sizes:
+            for tokens in range(1, max_draft + 1):
+                settings.append(Setting.of(method, {**fixed, "prompt_lookup_num_tokens": tokens,
+                                                    "max_matching_ngram_size": size}))
+    else:
+        for schedule in schedules:
+            if schedule not in SCHEDULES:
+                raise TuneError(f"unknown schedule {schedule!r}; choose from {', '.join(SCHEDULES)}")
+            for threshold in thresholds:
+                for tokens in range(1, max_draft + 1):
+                    settings.append(Setting.of(method, {**fixed, "num_assistant_tokens": tokens,
+                                                        "num_assistant_tokens_schedule": schedule,
+                                                        "assistant_confidence_threshold": threshold}))
+    default = default_setting(method, fixed)
+    if default not in settings:
+        settings.append(default)
+    return list(dict.fromkeys(settings))
+
+
+def default_setting(method: str, fixed: dict[str, Any] | None = None) -> Setting:
+    """The method's default setting in the playground (the registry's defaults, plus fixed parameters)."""
+    keep = {k: v for k, v in (fixed or {}).items() if k not in _SWEPT}
+    return Setting.of(method, keep)
+
+
+_SWEPT = ("prompt_lookup_num_tokens", "max_matching_ngram_size", "num_assistant_tokens",
+          "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+
+
+def _refusal(setting: Setting) -> str | None:
+    """Why one setting of a tunable method gets no prediction (None: it gets one)."""
+    values = setting.values
+    if values.get("assistant_ensemble_weight"):
+        return "ensemble verification is lossy: its output is not the target's greedy output the replay starts from"
+    if values.get("assistant_confidence_threshold") and setting.method == "speculative":
+        from transformers.utils import is_sklearn_available
+
+        if is_sklearn_available():
+            return ("with scikit-learn installed Transformers re-fits the confidence threshold from each step's "
+                    "outcomes (an ROC curve), which tune does not replay")
+    return None
+
+
+# --- one prompt -------------------------------------------------------------------------------
+
+@dataclass
+class Row:
+    setting: Setting
+    predicted: Outcome | None
+    refused: str | None = None
+    measured: Outcome | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.setting.method, "label": self.setting.label, "params": self.setting.values,
+                "predicted": asdict(self.predicted) if self.predicted else None,
+                "measured": asdict(self.measured) if self.measured else None, "refused": self.refused}
+
+
+@dataclass
+class PromptTune:
+    """Every setting's predicted outcome on one prompt."""
+
+    prompt: str
+    prompt_tokens: int
+    new_tokens: int
+    finish_reason: str
+    baseline_s: float
+    drafter_pass_s: float
+    calibration: Calibration
+    rows: list[Row]
+    env: dict[str, Any] = field(default_factory=dict)
+
+    def predicted(self) -> list[Row]:
+        return [r for r in self.rows if r.predicted is not None]
+
+    def best(self) -> Row | None:
+        rows = self.predicted()
+        return max(rows, key=lambda r: (r.predicted.speedup or 0.0, -r.predicted.steps)) if rows else None
+
+    def row(self, setting: Setting) -> Row | None:
+        return next((r for r in self.rows if r.setting == setting), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best()
+        return {"prompt": self.prompt, "prompt_tokens": self.prompt_tokens, "new_tokens": self.new_tokens,
+                "finish_reason": self.finish_reason, "baseline_s": self.baseline_s,
+                "drafter_pass_s": self.drafter_pass_s, "calibration": asdict(self.calibration),
+                "best": best.setting.label if best else None, "rows": [r.to_dict() for r in self.rows]}
+
+
+def outcome_of(steps: list[Step], time_s: float | None, baseline_s: float | None) -> Outcome:
+    summary = summarize_steps(steps, time_s or 0.0)
+    speedup = baseline_s / time_s if time_s and baseline_s else None
+    return Outcome(steps=summary.steps, drafted=summary.drafted, accepted=summary.accepted,
+                   tokens_per_step=summary.tokens_per_step, time_s=time_s, speedup=speedup,
+                   new_tokens=summary.new_tokens, unverified=summary.unverified,
+                   by_position=acceptance_by_position(steps))
+
+
+@dataclass
+class TuneRequest:
+    """What to tune: a run request (greedy; its method's non-swept parameters fixed) and the sweep."""
+
+    run: RunRequest
+    max_draft: int = 8
+    ngram_sizes: tuple[int, ...] = (1, 2, 3, 4)
+    schedules: tuple[str, ...] = ("constant", "heuristic")
+    thresholds: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6)
+    calibration_repeats: int = 3
+
+    def settings(self) -> list[Setting]:
+        return sweep_settings(self.run.method, self.max_draft, ngram_sizes=self.ngram_sizes,
+                              schedules=self.schedules, thresholds=self.thresholds, fixed=self.run.params)
+
+
+def _check(request: TuneRequest) -> None:
+    run = request.run
+    if run.sample:
+        raise TuneError("tune is exact for greedy decoding only: turn sampling off")
+    if run.method not in TUNABLE:
+        raise TuneError(NOT_EXACT.get(run.method, f"tune cannot predict {run.method}"))
+    if not 1 <= request.max_draft <= 64:
+        raise TuneError(f"the largest draft length must be between 1 and 64; got {request.max_draft}")
+    if run.params.get("assistant_ensemble_weight"):
+        raise TuneError("ensemble verification is lossy: its output is not the target's greedy output the replay "
+                        "starts from; set assistant_ensemble_weight to 0")
+    if request.run.method == "prompt_lookup" and not all(1 <= n <= 10 for n in request.ngram_sizes):
+        raise TuneError("n-gram sizes must be between 1 and 10")
+
+
+def _with(run: RunRequest, **changes: Any) -> RunRequest:
+    return RunRequest(**{**run.__dict__, **changes})
+
+
+def run_baseline(run: RunRequest, store: ModelStore, progress: Progress | None = None) -> Any:
+    """The target's greedy output through the engine: the same `generate()` call a baseline run makes."""
+    base = _with(run, method="baseline", assistant=None, params={})
+    LiveRun(prepare(_with(base, max_new_tokens=1), store, progress)).run()  # warm-up
+    return LiveRun(prepare(base, store, progress)).run()
+
+
+def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progress | None = None) -> PromptTune:
+    """One baseline pass, one drafter pass, a calibration; every setting's predicted outcome."""
+    _check(request)
+    run = request.run
+    settings = request.settings()
+    method_run = prepare(_with(run, params={k: v for k, v in run.params.items() if k not in _SWEPT}), store, progress)
+    if progress:
+        progress("baseline pass")
+    baseline = run_baseline(run, store, progress)
+    if baseline.finish_reason not in ("eos", "length"):
+        raise TuneError(f"the baseline run ended by {baseline.finish_reason}; tune needs a run that ends by EOS or length")
+    y = list(baseline.output_ids)
+    prompt_ids = method_run.input_ids[0].tolist()
+    target = method_run.target
+    eos = loop_eos_ids(target.model)
+    max_new = int(run.max_new_tokens)
+    baseline_s = baseline.summary.elapsed_s
+    drafter_model = method_run.assistant.model if method_run.assistant is not None else target.model
+    layers = int(method_run.params["assistant_early_exit"]) if run.method == "early_exit" else None
+    widths = range(1, request.max_draft + 2)
+    steps_by_setting: dict[Setting, list[Step]] = {}
+    refused: dict[Setting, str] = {}
+    for s in settings:
+        reason = _refusal(s)
+        if reason:
+            refused[s] = reason
+
+    def drafter_pass_and_calibrate() -> tuple[float, Calibration]:
+        with _held(method_run.models()):
+            start = time.perf_counter()
+            if run.method == "prompt_lookup":
+                index = NgramIndex(prompt_ids + y, max(request.ngram_sizes + (get_method(run.method).defaults()
+                                                                              ["max_matching_ngram_size"],)))
+                for s in settings:
+                    v = s.values
+                    steps_by_setting[s] = simulate_prompt_lookup(prompt_ids, y, max_new, eos,
+                                                                 v["prompt_lookup_num_tokens"],
+                                                                 v["max_matching_ngram_size"], index)
+            else:
+                with _first_layers(drafter_model, layers):
+                    drafter = _GreedyDrafter(drafter_model, prompt_ids, y, eos)
+                    for i in range(len(y)):
+                        drafter.proposals.get(i, min(request.max_draft, max(0, max_new - i - 1)) or 1)
+                    for s in settings:
+                        if s in refused:
+                            continue
+                        v = s.values
+                        steps_by_setting[s] = simulate_drafter(y, max_new, eos, drafter.proposals,
+                                                               v["num_assistant_tokens"],
+                                                               v["num_assistant_tokens_schedule"],
+                                                               float(v["assistant_confidence_threshold"]))
+            pass_s = time.perf_counter() - start
+            context = (prompt_ids + y)[: len(prompt_ids) + len(y) // 2]
+            prefill, forwards = _time_forwards(target.model, context, widths, request.calibration_repeats)
+            calibration = Calibration(target_prefill_s=prefill, target_forward_s=forwards)
+            if run.method != "prompt_lookup":
+                with _first_layers(drafter_model, layers):
+                    d_prefill, d_forward = _time_forwards(drafter_model, context, (1,), request.calibration_repeats)
+                calibration.drafter_prefill_s, calibration.drafter_token_s = d_prefill, d_forward[1]
+        return pass_s, calibration
+
+    if progress:
+        progress("drafter pass and calibration")
+    pass_s, calibration = _in_worker(drafter_pass_and_calibrate)
+    n = len(y)
+    first = baseline.steps[0] if baseline.steps else None
+    first_s = (baseline.setup_ms + first.draft_ms + first.verify_ms + first.other_ms) / 1000 if first else 0.0
+    calibration.baseline_first_step_s = first_s
+    calibration.baseline_step_s = (baseline_s - first_s) / (n - 1) if n > 1 else 0.0
+    rows = []
+    for s in settings:
+        if s in refused:
+            rows.append(Row(s, None, refused[s]))
+            continue
+        steps = steps_by_setting[s]
+        rows.append(Row(s, outcome_of(steps, calibration.predict_s(steps), baseline_s)))
+    return PromptTune(prompt=run.prompt, prompt_tokens=len(prompt_ids), new_tokens=n,
+                      finish_reason=baseline.finish_reason, baseline_s=baseline_s, drafter_pass_s=pass_s,
+                      calibration=calibration, rows=rows, env=dict(baseline.env))
+
+
+# --- several prompts, the recommendation, and measuring it ---------------------------------------
+
+@dataclass
+class TuneResult:
+    """Tune over several prompts: per prompt, overall, the recommended setting and (optionally) measured runs."""
+
+    request: TuneRequest
+    prompts: list[PromptTune]
+    meta: dict[str, Any] = field(default_factory=dict)
+    measured: dict[Setting, Outcome] = field(default_factory=dict)  # overall, for settings run for real
+    measured_baseline_s: float | None = None
+
+    def overall(self) -> list[Row]:
+        """One row per setting over all prompts: summed counts, summed predicted time, Σ baseline / Σ time."""
+        total_base = sum(p.baseline_s for p in self.prompts)
+        rows: list[Row] = []
+        for first in self.prompts[0].rows:
+            per = [p.row(first.setting) for p in self.prompts]
+            if any(r is None or r.predicted is None for r in per):
+                reason = next((r.refused for r in per if r is not None and r.refused), "not predicted on every prompt")
+                rows.append(Row(first.setting, None, reason, self.measured.get(first.setting)))
+                continue
+            outs = [r.predicted for r in per]  # type: ignore[union-attr]
+            rows.append(Row(first.setting, _sum_outcomes(outs, total_base), None, self.measured.get(first.setting)))
+        return rows
+
+    def best(self) -> Row | None:
+        rows = [r for r in self.overall() if r.predicted is not None]
+        return max(rows, key=lambda r: (r.predicted.speedup or 0.0, -r.predicted.steps)) if rows else None
+
+    def default(self) -> Setting:
+        return default_setting(self.request.run.method, self.request.run.params)
+
+    def losses(self) -> list[dict[str, Any]]:
+        """For each prompt: its own best setting, and how much it loses with the overall best instead."""
+        best = self.best()
+        out = []
+        for p in self.prompts:
+            own = p.best()
+            with_best = p.row(best.setting) if best else None
+            own_speed = own.predicted.speedup if own and own.predicted else None
+            best_speed = with_best.predicted.speedup if with_best and with_best.predicted else None
+            loss = (1 - best_speed / own_speed) if own_speed and best_speed else None
+            out.append({"prompt": p.prompt[:80], "own_best": own.setting.label if own else None,
+                        "own_best_speedup": own_speed, "overall_best_speedup": best_speed, "loss": loss})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best()
+        return {"meta": self.meta, "recommended": best.setting.label if best else None,
+                "recommended_params": best.setting.values if best else None,
+                "default": self.default().label, "measured_baseline_s": self.measured_baseline_s,
+                "rows": [r.to_dict() for r in self.overall()], "losses": self.losses(),
+                "prompts": [p.to_dict() for p in self.prompts]}
+
+
+def to_json(data: dict[str, Any]) -> str:
+    """tune.json: the result as `TuneResult.to_dict` gives it."""
+    return json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False)
+
+
+def _sum_outcomes(outs: list[Outcome], baseline_s: float | None) -> Outcome:
+    steps = sum(o.steps for o in outs)
+    new_tokens = sum(o.new_tokens for o in outs)
+    times = [o.time_s for o in outs]
+    time_s = sum(t for t in times if t is not None) if all(t is not None for t in times) else None
+    width = max((len(o.by_position) for o in outs), default=0)
+    by_position = [tuple(map(sum, zip(*(o.by_position[k] for o in outs if k < len(o.by_position)))))
+                   for k in range(width)]
+    return Outcome(steps=steps, drafted=sum(o.drafted for o in outs), accepted=sum(o.accepted for o in outs),
+                   tokens_per_step=new_tokens / steps if steps else None, time_s=time_s,
+                   speedup=baseline_s / time_s if baseline_s and time_s else None, new_tokens=new_tokens,
+                   unverified=sum(o.unverified for o in outs), by_position=by_position)
+
+
+def tune(request: TuneRequest, prompts: Sequence[str], store: ModelStore = STORE,
+         progress: Progress | None = None) -> TuneResult:
+    """Tune over several prompts (the same request with each prompt)."""
+    if not prompts:
+        raise TuneError("no prompts to tune on")
+    results = []
+    for k, prompt in enumerate(prompts, 1):
+        if progress:
+            progress(f"prompt {k}/{len(prompts)}")
+        results.append(tune_prompt(TuneRequest(**{**request.__dict__, "run": _with(request.run, prompt=prompt)}),
+                                   store, progress))
+    return TuneResult(request=request, prompts=results, meta={"env": results[0].env,
+                                                              "method": request.run.method,
+                                                              "target": request.run.target,
+                                                              "assistant": request.run.assistant,
+                                                              "max_new_tokens": request.run.max_new_tokens,
+                                                              "max_draft": request.max_draft,
+                                                              "prompts": len(prompts)})
+
+
+def run_setting(run: RunRequest, setting: Setting, store: ModelStore = STORE,
+                progress: Progress | None = None) -> Any:
+    """A real run of one setting through the engine (its trace)."""
+    return LiveRun(prepare(_with(run, method=setting.method, params=setting.values), store, progress)).run()
+
+
+def verify(result: TuneResult, store: ModelStore = STORE, progress: Progress | None = None,
+           settings: Sequence[Setting] | None = None) -> TuneResult:
+    """Run the recommended setting and the default for real on every prompt (baseline beside them, warm)."""
+    best = result.best()
+    chosen = list(dict.fromkeys(settings or ([best.setting] if best else []) + [result.default()]))
+    base_total = 0.0
+    steps: dict[Setting, list[Outcome]] = {s: [] for s in chosen}
+    for p in result.prompts:
+        run = _with(result.request.run, prompt=p.prompt)
+        if progress:
+            progress(f"measuring on: {p.prompt[:40]!r}")
+        base_s = run_baseline(run, store).summary.elapsed_s
+        base_total += base_s
+        for s in chosen:
+            trace = run_setting(run, s, store)
+            measured = outcome_of(trace.steps, trace.summary.elapsed_s, base_s)
+            row = p.row(s)
+            if row is not None:
+                row.measured = measured
+            steps[s].append(measured)
+    result.measured_baseline_s = base_total
+    for s, outs in steps.items():
+        result.measured[s] = _sum_outcomes(outs, base_total)
+    return result

@@ -1,0 +1,170 @@
+"""Tables, charts and the self-contained HTML report of a tune (from its plain JSON form; no torch here).
+
+Every builder takes the dict `tune.TuneResult.to_dict()` writes to tune.json, so the report, the CLI and
+the page's Tune view draw the same things.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.offline
+
+from .bench_charts import _CSS, _color, _e, _f, _layout, _table
+
+# The parameter a sweep varies on the x axis; the others name a series.
+DRAFT_LENGTH_PARAMS = ("prompt_lookup_num_tokens", "num_assistant_tokens")
+
+
+def _draft_length(params: dict[str, Any]) -> int:
+    return next(int(params[k]) for k in DRAFT_LENGTH_PARAMS if k in params)
+
+
+def _series_name(row: dict[str, Any]) -> str:
+    p = row["params"]
+    if row["method"] == "prompt_lookup":
+        return f"n-gram ≤ {p['max_matching_ngram_size']}"
+    name = p.get("num_assistant_tokens_schedule", "constant")
+    if p.get("assistant_confidence_threshold"):
+        name += f", conf ≥ {p['assistant_confidence_threshold']:g}"
+    return name
+
+
+def _series(rows: list[dict[str, Any]], key: str) -> dict[str, list[tuple[int, float]]]:
+    out: dict[str, list[tuple[int, float]]] = {}
+    for r in rows:
+        value = (r.get("predicted") or {}).get(key)
+        if value is not None:
+            out.setdefault(_series_name(r), []).append((_draft_length(r["params"]), value))
+    return {name: sorted(points) for name, points in out.items()}
+
+
+def _line_figure(rows: list[dict[str, Any]], key: str, title: str, y_title: str, one: float | None = None) -> go.Figure:
+    fig = go.Figure()
+    for i, (name, points) in enumerate(_series(rows, key).items()):
+        fig.add_trace(go.Scatter(x=[x for x, _ in points], y=[y for _, y in points], mode="lines+markers",
+                                 name=name, line=dict(color=_color(i))))
+    if one is not None:
+        fig.add_hline(y=one, line_dash="dot", line_color="#7f7f7f", annotation_text="baseline")
+    return _layout(fig, title, xaxis_title="draft length (γ, or tokens copied)", yaxis_title=y_title)
+
+
+def speedup_figure(data: dict[str, Any]) -> go.Figure:
+    return _line_figure(data["rows"], "speedup", "Predicted speedup per setting", "speedup over baseline", one=1.0)
+
+
+def tokens_per_step_figure(data: dict[str, Any]) -> go.Figure:
+    return _line_figure(data["rows"], "tokens_per_step", "Tokens per step (exact)", "tokens per target forward")
+
+
+def position_figure(data: dict[str, Any]) -> go.Figure:
+    """Acceptance by draft position for the recommended and the default setting."""
+    fig = go.Figure()
+    wanted = [data.get("recommended"), data.get("default")]
+    for i, row in enumerate(r for r in data["rows"] if r["label"] in wanted):
+        counts = (row.get("predicted") or {}).get("by_position") or []
+        rates = [c[1] / c[0] if c[0] else None for c in counts]  # kept / verified
+        fig.add_trace(go.Bar(x=[k + 1 for k in range(len(rates))], y=rates, name=row["label"], marker_color=_color(i)))
+    return _layout(fig, "Acceptance by draft position (exact)", xaxis_title="draft position",
+                   yaxis_title="share of verified drafts kept", yaxis_range=[0, 1.05], barmode="group")
+
+
+def figures(data: dict[str, Any]) -> dict[str, go.Figure]:
+    return {"speedup": speedup_figure(data), "tokens_per_step": tokens_per_step_figure(data),
+            "positions": position_figure(data)}
+
+
+def best_rows(data: dict[str, Any], count: int = 10) -> list[dict[str, Any]]:
+    """The recommended and default settings first, then the fastest predicted ones."""
+    predicted = [r for r in data["rows"] if r.get("predicted")]
+    ranked = sorted(predicted, key=lambda r: -(r["predicted"].get("speedup") or 0))
+    first = [r for r in predicted if r["label"] in (data.get("recommended"), data.get("default"))]
+    return list({r["label"]: r for r in first + ranked}.values())[:count]
+
+
+def _fields(outcome: dict[str, Any] | None) -> list[str]:
+    if not outcome:
+        return ["–"] * 6
+    return [str(outcome["steps"]), str(outcome["drafted"]), str(outcome["accepted"]),
+            _f(outcome.get("tokens_per_step")), _f(outcome.get("time_s"), ".2f", " s"),
+            _f(outcome.get("speedup"), ".2f", "×")]
+
+
+TABLE_HEADERS = ["setting", "steps", "drafted", "accepted", "tokens/step", "time", "speedup",
+                 "measured steps", "drafted", "accepted", "tokens/step", "time", "speedup"]
+
+
+def table_rows(data: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> list[list[str]]:
+    """Predicted beside measured, one row per setting (plain strings)."""
+    out = []
+    for r in rows if rows is not None else data["rows"]:
+        if r.get("predicted") is None:
+            out.append([r["label"], f"no prediction: {r.get('refused')}"] + [""] * 11)
+            continue
+        mark = " ★" if r["label"] == data.get("recommended") else (" (default)" if r["label"] == data.get("default") else "")
+        out.append([r["label"] + mark] + _fields(r["predicted"]) + _fields(r.get("measured")))
+    return out
+
+
+def verdict(data: dict[str, Any]) -> str:
+    """One paragraph: what to use, how sure the prediction is, and what was measured."""
+    rows = {r["label"]: r for r in data["rows"]}
+    best = rows.get(data.get("recommended") or "")
+    if best is None:
+        return "No setting could be predicted."
+    p = best["predicted"]
+    text = (f"Recommended: {best['label']}, predicted {p['speedup']:.2f}× baseline "
+            f"({p['tokens_per_step']:.2f} tokens per target forward, {p['accepted']}/{p['drafted']} drafts accepted "
+            f"over {data['meta'].get('prompts', 1)} prompt(s)).")
+    if p["speedup"] < 1.0:
+        text += (" No setting is predicted to beat baseline here: each target forward already costs about as much as "
+                 "the drafting and wider verification that would replace it.")
+    default = rows.get(data.get("default") or "")
+    if default and default is not best and default.get("predicted"):
+        text += f" The default, {default['label']}, is predicted at {default['predicted']['speedup']:.2f}×."
+    measured = [(r["label"], r["predicted"]["speedup"], r["measured"]["speedup"]) for r in data["rows"]
+                if r.get("measured") and r.get("predicted") and r["measured"].get("speedup")]
+    for label, predicted, real in measured:
+        text += f" Measured {label}: {real:.2f}× (predicted {predicted:.2f}×)."
+    text += (" Steps, drafted and accepted counts are exact for greedy decoding; times come from a short calibration "
+             "on this machine and are estimates.")
+    return text
+
+
+def losses_rows(data: dict[str, Any]) -> list[list[str]]:
+    return [[_e(x["prompt"]), _e(x["own_best"]), _f(x["own_best_speedup"], ".2f", "×"),
+             _f(x["overall_best_speedup"], ".2f", "×"), _f(x["loss"], ".1%")] for x in data["losses"]]
+
+
+def render_report(data: dict[str, Any]) -> str:
+    """The self-contained HTML report (plotly.js inlined) of a tune."""
+    meta = data["meta"]
+    env = meta.get("env", {})
+    parts = [f"<h1>Tune: {_e(meta.get('method'))} on {_e(meta.get('target'))}</h1>",
+             f"<p class='small'>{meta.get('prompts')} prompt(s) · max {meta.get('max_new_tokens')} new tokens · "
+             f"draft lengths 1…{meta.get('max_draft')} · assistant {_e(meta.get('assistant') or '–')} · "
+             f"{_e(env.get('dtype'))} · {_e(env.get('device'))}, {env.get('threads')} threads · torch "
+             f"{_e(env.get('torch'))}, transformers {_e(env.get('transformers'))}</p>"]
+    if meta.get("command"):
+        parts.append(f"<pre>{_e(meta['command'])}</pre>")
+    parts.append(f"<h2>Verdict</h2><div class='verdict'>{_e(verdict(data))}</div>")
+    body = [[_e(c) for c in row] for row in table_rows(data, best_rows(data))]
+    parts.append("<h2>Best settings, predicted beside measured</h2>" + _table(TABLE_HEADERS, body))
+    for fig in figures(data).values():
+        parts.append(f"<div class='chart'>{fig.to_html(full_html=False, include_plotlyjs=False)}</div>")
+    if len(data["losses"]) > 1:
+        parts.append("<h2>Per prompt: its own best, and what the overall best costs it</h2>"
+                     + _table(["prompt", "own best", "its speedup", "with the overall best", "loss"],
+                              losses_rows(data)))
+    body = [[_e(c) for c in row] for row in table_rows(data)]
+    parts.append("<h2>Every setting</h2>" + _table(TABLE_HEADERS, body))
+    parts.append("<p class='small'>How the prediction works: one baseline run gives the target's greedy output; "
+                 "one drafter pass records what the drafter proposes after every prefix of it; Transformers' loop "
+                 "(draft cap, schedule, confidence stop, EOS and length cuts) is replayed on that record for every "
+                 "setting. Time = the baseline run's first step + for each later step the baseline's mean step scaled by the "
+                 "calibrated cost of a forward at that verification width (against one token), plus the drafter's "
+                 "calibrated cost per drafted token on the same scale.</p>")
+    js = plotly.offline.get_plotlyjs()
+    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Assisted decoding tune</title>"
+            f"<style>{_CSS}</style><script>{js}</script></head><body>" + "".join(parts) + "</body></html>")

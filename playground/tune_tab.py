@@ -1,0 +1,121 @@
+"""The page's Tune view: every draft setting's predicted outcome from one run, the best one, and a button to measure it.
+
+Built by `build_tune_tab` inside the page's tabs; it reads the page's prompt, target, assistant, method,
+precision, chat toggle and method parameters. The work is done by `tune` (through its plain functions)
+and drawn by `tune_report`; this module only wires Gradio to them.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Callable
+
+import gradio as gr
+
+from . import render, tune, tune_report
+from .bench_charts import follow_the_page
+from .engine import RunRequest, user_message
+from .gpu import gpu
+
+BuildRequest = Callable[..., RunRequest]  # ui.build_request: the page's values -> a validated RunRequest
+MAX_EXTRA_PROMPTS = 8
+
+
+def _prompts(prompt: str, more: str | None) -> list[str]:
+    extra = [line.strip() for line in (more or "").splitlines() if line.strip()]
+    if len(extra) > MAX_EXTRA_PROMPTS:
+        raise tune.TuneError(f"at most {MAX_EXTRA_PROMPTS} more prompts, one per line; got {len(extra)}")
+    return [prompt or ""] + extra
+
+
+def result_html(data: dict[str, Any]) -> str:
+    """The verdict and the best settings, predicted beside measured."""
+    rows = tune_report.table_rows(data, tune_report.best_rows(data))
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in tune_report.TABLE_HEADERS)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    losses = ""
+    if len(data["losses"]) > 1:
+        lhead = "".join(f"<th>{h}</th>" for h in ("prompt", "own best", "its speedup", "with the overall best", "loss"))
+        lbody = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>"  # cells escaped by losses_rows
+                        for row in tune_report.losses_rows(data))
+        losses = f'<table class="pg-table" data-testid="pg-tune-losses"><tr>{lhead}</tr>{lbody}</table>'
+    return (f'<p data-testid="pg-tune-verdict">{html.escape(tune_report.verdict(data))}</p>'
+            f'<table class="pg-table" data-testid="pg-tune-table"><tr>{head}</tr>{body}</table>{losses}')
+
+
+def _views(result: tune.TuneResult, message: str) -> tuple[Any, ...]:
+    data = result.to_dict()
+    figs = [follow_the_page(f) for f in tune_report.figures(data).values()]
+    return (render.status_html(message, "done"), result_html(data), *figs, result)
+
+
+def _failed(exc: BaseException, state: Any = None) -> tuple[Any, ...]:
+    return (render.status_html(user_message(exc), "error"), gr.skip(), gr.skip(), gr.skip(), gr.skip(), state)
+
+
+@gpu(duration=300)  # a baseline run, a drafter pass and a calibration per prompt
+def run_tune(build_request: BuildRequest, prompt: str, target: str | None, assistant: str | None,
+             method: str | None, params: Any, dtype: str | None, chat: Any, max_new_tokens: Any, max_draft: Any,
+             more_prompts: str | None) -> tuple[Any, ...]:
+    """Tune the page's settings on its prompt (and any more given); outputs: status, table, 3 charts, result."""
+    try:
+        run = build_request(prompt, target, assistant, method, params, max_new_tokens, False, None, None, None,
+                            None, chat, dtype)
+        draft = int(max_draft)
+        result = tune.tune(tune.TuneRequest(run=run, max_draft=draft), _prompts(run.prompt, more_prompts))
+    except Exception as exc:  # one clear line for the user; the server keeps serving
+        return _failed(exc)
+    best = result.best()
+    return _views(result, f"Predicted {len(result.overall())} settings on {len(result.prompts)} prompt(s)"
+                  + (f"; recommended: {best.setting.label}" if best else ""))
+
+
+@gpu(duration=300)
+def run_verify(result: tune.TuneResult | None) -> tuple[Any, ...]:
+    """Run the recommended setting and the default for real; the table then shows measured beside predicted."""
+    if result is None:
+        return _failed(tune.TuneError("press Tune first: there is no recommendation to measure yet"))
+    try:
+        tune.verify(result)
+    except Exception as exc:
+        return _failed(exc, result)
+    return _views(result, "Measured the recommended setting and the default (baseline run beside them)")
+
+
+def build_tune_tab(page: dict[str, Any], collect_params: Callable[..., dict[str, Any]],
+                   build_request: BuildRequest) -> None:
+    """The Tune tab (call inside the page's `gr.Tabs`). `page` holds the page's prompt, target, assistant,
+    method, dtype, chat, max_new_tokens components and its `param_components`; `collect_params` and
+    `build_request` are the page's own (the method's parameters, the validated request)."""
+    with gr.Tab("Tune", id="tune", elem_id="pg-tab-tune"):
+        gr.Markdown(
+            "For greedy decoding, one baseline run and one pass of the drafter give the exact outcome of **every** "
+            "draft setting of the method chosen on the left (draft lengths, schedules and confidence thresholds, "
+            "or prompt lookup's n-gram sizes): steps, drafts accepted, tokens per step. A short calibration turns "
+            "them into predicted times. Then measure the recommendation for real. Greedy only (the sampling toggle is "
+            "not used here); the page's other method parameters stay as set.")
+        with gr.Row():
+            max_draft = gr.Slider(1, 16, value=8, step=1, label="Largest draft length to predict (K)",
+                                  elem_id="pg-tune-max-draft")
+            more = gr.Textbox(label="More prompts (optional, one per line)", lines=2, elem_id="pg-tune-prompts")
+        with gr.Row():
+            tune_btn = gr.Button("Tune", variant="primary", elem_id="pg-tune-run")
+            verify_btn = gr.Button("Measure the recommended setting and the default", elem_id="pg-tune-verify")
+        status = gr.HTML(render.status_html("Choose a method on the left and press Tune.", "idle"),
+                         elem_id="pg-tune-status")
+        table = gr.HTML("", elem_id="pg-tune-table")
+        with gr.Row():
+            speed = gr.Plot(show_label=False, elem_id="pg-tune-speedup")
+            per_step = gr.Plot(show_label=False, elem_id="pg-tune-tokens")
+        positions = gr.Plot(show_label=False, elem_id="pg-tune-positions")
+        result = gr.State(None)
+        params = gr.JSON(value={}, visible=False)
+
+    outputs = [status, table, speed, per_step, positions, result]
+    private = dict(api_visibility="private", show_progress="minimal", show_progress_on=[status], concurrency_limit=1)
+    tune_btn.click(collect_params, [page["method"], *page["param_components"]], params, queue=False,
+                   api_visibility="private", show_progress="hidden").then(
+        lambda *values: run_tune(build_request, *values),
+        [page["prompt"], page["target"], page["assistant"], page["method"], params, page["dtype"], page["chat"],
+         page["max_new_tokens"], max_draft, more], outputs, **private)
+    verify_btn.click(run_verify, result, outputs, **private)

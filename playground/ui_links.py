@@ -1,0 +1,113 @@
+"""Shareable links: the page's settings as URL query parameters, and a page opened from such a link restored.
+
+The query uses the API's parameter names (`prompt`, `target`, `assistant`, `method`, `params`, `max_new_tokens`,
+`sample`, `temperature`, `top_p`, `top_k`, `seed`, `chat`, `dtype`, or `preset`). A link's values are untrusted:
+they pass through the same request builder as the API (`build`, i.e. `ui.build_request`) and the registry's
+parameter checks before any control is set; a link that fails is not applied and the reason is shown as text.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Mapping
+from urllib.parse import urlencode
+
+import gradio as gr
+
+from . import render, ui_presets
+from .engine import RunRequest, user_message, validate_request
+from .methods import get_method
+from .presets import get_preset
+
+FIELDS = ("prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature", "top_p",
+          "top_k", "seed", "chat", "dtype")
+DTYPES = ("auto", "float32", "bfloat16")  # the page's precision choices
+MAX_LINK_PROMPT_CHARS = 4000  # longer prompts make links that browsers and chat apps cut off
+
+Build = Callable[..., RunRequest]
+
+# The browser turns the query string into the address shown and copied (no server-side notion of the page's URL,
+# which differs behind a Space's proxy).
+TO_ADDRESS_JS = """(query) => {
+  if (!query || !query.startsWith("?")) return query;
+  const url = window.location.origin + window.location.pathname + query;
+  window.history.replaceState(null, "", url);
+  return url;
+}"""
+
+
+def query_for(preset: str | None, prompt: str | None, target: str | None, assistant: str | None, method: str,
+              params: Mapping[str, Any], max_new_tokens: Any, sample: bool, temperature: Any, top_p: Any, top_k: Any,
+              seed: Any, chat: str, dtype: str) -> str:
+    """`?…` for these settings: a preset's name (plus prompt and precision where they differ), or every setting."""
+    prompt = (prompt or "")[:MAX_LINK_PROMPT_CHARS]
+    if preset:
+        chosen = get_preset(preset)
+        values: dict[str, Any] = {"preset": preset}
+        if prompt and prompt != chosen.prompt:
+            values["prompt"] = prompt
+        if dtype and dtype != "auto":
+            values["dtype"] = dtype
+    else:
+        values = {"prompt": prompt, "target": target or "", "assistant": assistant or "", "method": method,
+                  "params": json.dumps(dict(params), separators=(",", ":")), "max_new_tokens": max_new_tokens,
+                  "sample": "true" if sample else "false", "temperature": temperature, "top_p": top_p, "top_k": top_k,
+                  "seed": seed, "chat": chat, "dtype": dtype}
+        values = {k: v for k, v in values.items() if v not in ("", None)}
+    return "?" + urlencode({k: _text(v) for k, v in values.items()})
+
+
+def _text(value: Any) -> str:
+    return repr(value) if isinstance(value, float) and not value.is_integer() else str(
+        int(value) if isinstance(value, float) else value)
+
+
+def restore(query: Mapping[str, str], build: Build, param_names: list[str]) -> list[Any]:
+    """Updates for [picker, preset info, target, assistant, method, sample, temperature, top_p, top_k, seed, chat,
+    max_new_tokens, prompt, dtype, link status, *parameters] from a link's query; nothing changes without one.
+    A preset that needs the unreachable Hub fills in its offline stand-in, as the picker does."""
+    given = {k: query[k] for k in (*FIELDS, "preset") if k in query}
+    if not given:
+        return [gr.skip()] * (15 + len(param_names))
+    try:
+        if "preset" in given:
+            get_preset(given["preset"])  # a known name, or the error below
+            request = build(given.get("prompt", ""), *([None] * 11), given.get("dtype"))
+        else:
+            request = build(given.get("prompt", ""), *(given.get(k) for k in FIELDS[1:]))
+            get_method(request.method).resolve_params(request.params)
+        validate_request(request if request.prompt.strip() else RunRequest(**{**request.__dict__, "prompt": "…"}))
+        if request.dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {request.dtype!r}: use {', '.join(DTYPES)}")
+    except Exception as exc:  # a bad link: say why, as text, and leave the page as it is
+        message = f"This link's settings were not applied: {user_message(exc)}"
+        return [gr.skip()] * 14 + [render.status_html(message, "error")] + [gr.skip()] * len(param_names)
+    status = render.status_html("Settings restored from the link.", "done")
+    if "preset" in given:
+        filled = ui_presets.on_preset(given["preset"], param_names)  # picker, info, 10 controls, prompt, params
+        prompt = request.prompt if request.prompt.strip() else filled[12]
+        return [*filled[:12], prompt, request.dtype, status, *filled[13:]]
+    values = get_method(request.method).resolve_params(request.params)
+    return [
+        None, "", request.target, request.assistant, request.method, request.sample, request.temperature,
+        request.top_p, request.top_k, request.seed, ui_presets.CHAT_VALUE[request.chat], request.max_new_tokens,
+        request.prompt, request.dtype, status, *[values[p] if p in values else gr.skip() for p in param_names],
+    ]
+
+
+def wire(button: gr.Button, link: gr.Textbox, picker: Any, prompt: Any, controls: list[Any], dtype: Any,
+         param_components: list[Any], collect: Callable[..., dict[str, Any]]) -> None:
+    """The link button: the settings (controls = target … max_new_tokens) become a URL, shown in `link` and put in
+    the address bar."""
+    private = dict(queue=False, api_visibility="private", show_progress="hidden")
+
+    def make(preset: str | None, prompt_text: str, *values: Any) -> str:
+        (target, assistant, method, sample, temperature, top_p, top_k, seed, chat, length, dtype_value,
+         *param_values) = values
+        return query_for(ui_presets.known(preset), prompt_text, target, assistant, method,
+                         collect(method, *param_values), length, sample, temperature, top_p, top_k, seed, chat,
+                         dtype_value)
+
+    # The query string lands in the link box first; the browser then turns it into the full address.
+    button.click(make, [picker, prompt, *controls, dtype, *param_components], link, **private).then(
+        None, link, link, js=TO_ADDRESS_JS, **private)

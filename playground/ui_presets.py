@@ -1,0 +1,90 @@
+"""The page's guide-example picker: choosing a preset fills the controls with the guide's settings.
+
+Kept apart from `ui.py`: the picker's handlers only read `presets` and the method registry. A preset that needs
+the Hub, picked where the Hub is out of reach, fills in its offline stand-in instead and says why. Editing any
+control the preset set (other than the prompt and precision) clears the picker, so a run then follows the controls.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import gradio as gr
+
+from .methods import get_method
+from .models import hub_reachable
+from .presets import GUIDE_URL, PRESETS, Preset, get_preset, runnable
+
+CHAT_VALUE = {True: "on", False: "off", None: "auto"}
+
+
+def choices(online: bool) -> list[tuple[str, str]]:
+    """(label, name) for the picker; Hub presets say so where the Hub is out of reach."""
+    out = []
+    for preset in PRESETS.values():
+        label = preset.title
+        if preset.needs_hub and not online:
+            label += " (needs the Hub: picks its offline stand-in)" if preset.stand_in else " (needs the Hub)"
+        out.append((label, preset.name))
+    return out
+
+
+def describe(preset: Preset, reason: str | None = None) -> str:
+    """The picker's info box: the guide's call, what it needs, what a stand-in shows (markup from our data only)."""
+    lines = []
+    if reason:
+        lines.append(f"<p class='pg-preset-reason'>{html.escape(reason)}</p>")
+    lines.append(f"<p><b>{html.escape(preset.title)}</b> — <a href='{GUIDE_URL}' target='_blank' rel='noopener'>"
+                 f"guide</a>, {html.escape(preset.section)}: <code>{html.escape(preset.guide_call)}</code></p>")
+    if preset.system or preset.chat_template_kwargs:
+        extras = ", ".join(f"{k}={v!r}" for k, v in preset.chat_template_kwargs.items())
+        lines.append(f"<p>Chat: system message “{html.escape(preset.system or '')}”"
+                     f"{html.escape(', ' + extras) if extras else ''}.</p>")
+    lines.append(f"<p>Needs: {html.escape(preset.needs())}.</p>")
+    if preset.note:
+        lines.append(f"<p>{html.escape(preset.note)}</p>")
+    return "".join(lines)
+
+
+def on_preset(name: str | None, param_names: list[str], online: bool | None = None) -> list[Any]:
+    """Updates for [picker, info, target, assistant, method, sample, temperature, top_p, top_k, seed, chat,
+    max_new_tokens, prompt, *parameter controls] when a preset is picked."""
+    if not name:
+        return [gr.skip(), ""] + [gr.skip()] * (11 + len(param_names))
+    requested = get_preset(name)
+    online = hub_reachable() if online is None else online
+    chosen = runnable(name, online)
+    reason = requested.unavailable(online)
+    if reason and chosen is requested:  # no stand-in: leave the controls as they are
+        return [gr.update(value=None), describe(requested, reason)] + [gr.skip()] * (11 + len(param_names))
+    f = chosen.request_fields()
+    values = get_method(chosen.method).resolve_params(f["params"])
+    return [
+        gr.update(value=chosen.name), describe(chosen, reason),
+        f["target"], f["assistant"], f["method"], f["sample"], f["temperature"], f["top_p"], f["top_k"], f["seed"],
+        CHAT_VALUE[f["chat"]], f["max_new_tokens"], f["prompt"],
+        *[values[p] if p in values else gr.skip() for p in param_names],
+    ]
+
+
+def wire(picker: gr.Dropdown, info: gr.HTML, controls: list[Any], prompt: gr.Textbox, param_components: list[Any],
+         param_names: list[str]) -> None:
+    """Connect the picker: picking fills `controls` (target … max_new_tokens), the prompt and the parameters;
+    a user's edit of a control or parameter clears it."""
+    outputs = [picker, info, *controls, prompt, *param_components]
+    private = dict(queue=False, api_visibility="private", show_progress="hidden")
+    picker.input(lambda name: on_preset(name, param_names), picker, outputs, **private)
+    for component in [*controls, *param_components]:
+        component.input(lambda: (None, ""), None, [picker, info], **private)
+
+
+def picker(online: bool) -> gr.Dropdown:
+    return gr.Dropdown(choices=choices(online), value=None, label="Guide example (preset)", elem_id="pg-preset",
+                       info="The examples of Transformers' assisted-decoding guide: picking one sets the models, "
+                            "method, parameters, decoding and prompt as the guide's code does.")
+
+
+def known(name: Any) -> str | None:
+    """A preset name from an untrusted source, if it names one (for links); None otherwise."""
+    return name if isinstance(name, str) and name in PRESETS else None

@@ -1,0 +1,265 @@
+"""Tune's predictions are exact: every predicted step count, drafted and accepted count equals a real run's.
+
+Float32, greedy, real tiny models (a target, a noisy copy as same-tokenizer drafter, and variants whose
+EOS is a token the target emits mid-way), and the bundled Gemma 3 270M in the `bundled` tests. Timing
+predictions are never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from playground.engine import RunRequest
+from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
+from playground.tune import (
+    NgramIndex, Setting, TuneError, TuneRequest, prompt_lookup_draft, run_baseline, run_setting, tune, tune_prompt,
+    verify,
+)
+
+PROMPTS = ("def add(a, b):", "The quick brown fox jumps")
+
+
+@pytest.fixture(scope="module")
+def eos_models(tiny_models, store, one_torch_thread, tmp_path_factory) -> dict[str, str]:
+    """The tiny target and drafter with an extra EOS: a token the target's greedy output first emits mid-way."""
+    base = run_baseline(RunRequest(prompt=PROMPTS[0], target=tiny_models["target"], max_new_tokens=40,
+                                   dtype="float32", chat=False), store)
+    y = base.output_ids
+    firsts = [i for i, t in enumerate(y) if t not in y[:i] and 6 <= i <= 30]
+    assert firsts, "the tiny target's output should hold a token first emitted mid-way"
+    stop = y[firsts[-1]]
+    root = tmp_path_factory.mktemp("eos")
+    out = {}
+    for name in ("target", "noisy"):
+        model = AutoModelForCausalLM.from_pretrained(tiny_models[name])
+        tokenizer = AutoTokenizer.from_pretrained(tiny_models[name])
+        model.generation_config.eos_token_id = [stop, tokenizer.eos_token_id]
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+        out[name] = str(root / name)
+    return out
+
+
+def _request(target: str, method: str, prompt: str, assistant: str | None = None, params: dict | None = None,
+             max_new_tokens: int = 40, **sweep) -> TuneRequest:
+    run = RunRequest(prompt=prompt, target=target, method=method, assistant=assistant, params=params or {},
+                     max_new_tokens=max_new_tokens, dtype="float32", chat=False)
+    return TuneRequest(run=run, calibration_repeats=1, **sweep)
+
+
+def _assert_exact(request: TuneRequest, store, settings: list[Setting] | None = None) -> int:
+    """Run settings for real and compare (steps, drafted, accepted) with the prediction; return how many."""
+    result = tune_prompt(request, store)
+    rows = [r for r in result.rows if settings is None or r.setting in settings]
+    assert rows
+    for row in rows:
+        assert row.predicted is not None, row.refused
+        trace = run_setting(request.run, row.setting, store)
+        assert trace.output_ids == result_output(request, store)
+        measured = (trace.summary.steps, trace.summary.drafted, trace.summary.accepted)
+        assert measured == row.predicted.counts(), row.setting.label
+        assert row.predicted.new_tokens == trace.summary.new_tokens
+    return len(rows)
+
+
+_BASELINES: dict[tuple, list[int]] = {}
+
+
+def result_output(request: TuneRequest, store) -> list[int]:
+    key = (request.run.target, request.run.prompt, request.run.max_new_tokens)
+    if key not in _BASELINES:
+        _BASELINES[key] = run_baseline(request.run, store).output_ids
+    return _BASELINES[key]
+
+
+@pytest.mark.parametrize("which", ["tiny", "eos"])
+def test_prompt_lookup_predictions_equal_real_runs(which, tiny_models, eos_models, store, one_torch_thread) -> None:
+    target = (tiny_models if which == "tiny" else eos_models)["target"]
+    for prompt in PROMPTS:
+        request = _request(target, "prompt_lookup", prompt, max_draft=6, ngram_sizes=(1, 2, 3))
+        assert _assert_exact(request, store) == 6 * 3 + 1  # every swept pair, plus the default (10 tokens, n=2)
+
+
+@pytest.mark.parametrize("which", ["tiny", "eos"])
+def test_speculative_predictions_equal_real_runs(which, tiny_models, eos_models, store, one_torch_thread) -> None:
+    models = tiny_models if which == "tiny" else eos_models
+    request = _request(models["target"], "speculative", PROMPTS[0], assistant=models["noisy"], max_draft=5,
+                       schedules=("constant", "heuristic"), thresholds=(0.0, 0.5))
+    assert _assert_exact(request, store) == 2 * 2 * 5  # the default (γ=5, constant, no threshold) is among them
+
+
+def test_early_exit_predictions_equal_real_runs(tiny_models, eos_models, store, one_torch_thread) -> None:
+    for target in (tiny_models["target"], eos_models["target"]):
+        request = _request(target, "early_exit", PROMPTS[1], params={"assistant_early_exit": 2}, max_draft=4,
+                           schedules=("constant", "heuristic"), thresholds=(0.0, 0.3))
+        assert _assert_exact(request, store) == 2 * 2 * 4 + 1
+
+
+def test_a_short_budget_cuts_drafts_as_the_loop_does(tiny_models, store, one_torch_thread) -> None:
+    """With 3 new tokens the draft cap (budget − 1) and the cut at the length limit decide every step."""
+    for method, assistant in (("speculative", tiny_models["noisy"]), ("prompt_lookup", None)):
+        request = _request(tiny_models["target"], method, PROMPTS[1], assistant=assistant, max_new_tokens=3,
+                           max_draft=4, schedules=("heuristic",), thresholds=(0.0,), ngram_sizes=(1,))
+        _assert_exact(request, store)
+
+
+def test_prompt_lookup_draft_follows_transformers_rules() -> None:
+    eos = frozenset({99})
+    seq = [5, 6, 7, 8, 5, 6]
+    # the longest n-gram first ([5, 6]), its earliest occurrence, copy up to num_tokens and the sequence end
+    assert prompt_lookup_draft(seq, 3, 2, 100, eos) == [7, 8, 5]
+    assert prompt_lookup_draft(seq, 3, 2, 100, eos, NgramIndex(seq + [1, 2], 2)) == [7, 8, 5]
+    assert prompt_lookup_draft([5, 6, 99, 4, 5, 6], 3, 2, 100, eos) == []  # EOS first: cut to nothing
+    assert prompt_lookup_draft([5, 6, 7, 99, 5, 6], 3, 2, 100, eos) == [7]
+    assert prompt_lookup_draft(seq, 3, 2, len(seq) + 1, eos) == []  # one token of budget left: no draft
+    assert prompt_lookup_draft([1, 2, 3], 3, 2, 100, eos) == []  # nothing matches
+
+
+def test_several_prompts_give_an_overall_best_and_each_prompt_s_loss(tiny_models, store, one_torch_thread) -> None:
+    request = _request(tiny_models["target"], "prompt_lookup", PROMPTS[0], max_draft=4, ngram_sizes=(1, 2))
+    result = tune(request, list(PROMPTS), store)
+    best = result.best()
+    assert best is not None and best.predicted.speedup is not None
+    losses = result.losses()
+    assert len(losses) == 2
+    for loss, prompt in zip(losses, result.prompts):
+        assert loss["own_best"] == prompt.best().setting.label
+        assert loss["loss"] is not None and 0 <= loss["loss"] < 1
+    overall = {r.setting: r for r in result.overall()}
+    for setting, row in overall.items():
+        assert row.predicted.steps == sum(p.row(setting).predicted.steps for p in result.prompts)
+    verify(result, store)
+    for setting in (best.setting, result.default()):
+        measured = result.measured[setting]
+        assert measured.counts() == overall[setting].predicted.counts()
+        assert measured.time_s and measured.speedup
+    data = result.to_dict()
+    assert data["recommended"] == best.setting.label
+    assert {"method", "params", "predicted", "measured"} <= set(data["rows"][0])
+    assert set(data["rows"][0]["predicted"]) >= {"steps", "drafted", "accepted", "tokens_per_step", "time_s", "speedup"}
+
+
+def test_methods_without_an_exact_replay_are_refused(tiny_models, store) -> None:
+    with pytest.raises(TuneError, match="re-tokenises"):
+        tune_prompt(_request(tiny_models["target"], "universal", PROMPTS[0], assistant=tiny_models["other"]), store)
+    with pytest.raises(TuneError, match="greedy"):
+        request = _request(tiny_models["target"], "prompt_lookup", PROMPTS[0])
+        request.run.sample = True
+        tune_prompt(request, store)
+    with pytest.raises(TuneError, match="lossy"):
+        tune_prompt(_request(tiny_models["target"], "speculative", PROMPTS[0], assistant=tiny_models["noisy"],
+                             params={"assistant_ensemble_weight": 0.5}), store)
+
+
+# --- the CLI and the page's Tune view ------------------------------------------------------------
+
+def test_cli_tune_writes_json_and_report_and_verifies(tiny_models, tmp_path, capsys, one_torch_thread) -> None:
+    from playground.cli import main
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("\n".join(json.dumps({"question_id": i, "category": c, "turns": [p]})
+                                 for i, (c, p) in enumerate([("code", PROMPTS[0]), ("story", PROMPTS[1]),
+                                                             ("code", "def mul(a, b):")])), encoding="utf-8")
+    out = tmp_path / "out"
+    code = main(["tune", "--target", tiny_models["target"], "--method", "prompt_lookup", "--prompts", str(prompts),
+                 "--categories", "code", "--max-new-tokens", "20", "--max-draft", "3", "--ngram-sizes", "1,2",
+                 "--dtype", "float32", "--no-chat", "--verify", "--quiet", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    data = json.loads((out / "tune.json").read_text(encoding="utf-8"))
+    assert data["meta"]["prompts"] == 2  # the two "code" prompts
+    assert len(data["rows"]) == 3 * 2 + 1
+    measured = [r for r in data["rows"] if r["measured"]]
+    assert {r["label"] for r in measured} == {data["recommended"], data["default"]}
+    for row in measured:
+        assert {k: row["measured"][k] for k in ("steps", "drafted", "accepted")} == \
+            {k: row["predicted"][k] for k in ("steps", "drafted", "accepted")}
+    report = (out / "tune.html").read_text(encoding="utf-8")
+    assert "Predicted speedup per setting" in report and data["recommended"] in report
+    assert "Recommended:" in capsys.readouterr().out
+
+
+def test_cli_tune_refuses_bad_input_with_one_line(tiny_models, tmp_path, capsys) -> None:
+    from playground.cli import main
+
+    assert main(["tune", "--target", tiny_models["target"], "--method", "universal", "--assistant",
+                 tiny_models["other"], "--prompt", "x", "--out", str(tmp_path)]) == 2
+    assert "re-tokenises" in capsys.readouterr().err
+    assert main(["tune", "--method", "prompt_lookup", "--out", str(tmp_path)]) == 2
+    assert "give --prompt" in capsys.readouterr().err
+    assert main(["tune", "--method", "prompt_lookup", "--prompt", "x", "--ngram-sizes", "two", "--out", str(tmp_path)]) == 2
+    assert "--ngram-sizes takes comma-separated numbers" in capsys.readouterr().err
+    assert not (tmp_path / "tune.json").exists()
+
+
+def test_tune_tab_handlers_run_a_tiny_tune_and_measure_it(tiny_models, one_torch_thread) -> None:
+    from playground import tune_tab, ui
+
+    params = {"prompt_lookup_num_tokens": 10, "max_matching_ngram_size": 2}
+    status, table, speed, per_step, positions, result = tune_tab.run_tune(
+        ui.build_request, PROMPTS[0], tiny_models["target"], None, "prompt_lookup", params, "float32", "off", 20, 3,
+        PROMPTS[1] + "\n")
+    assert 'data-kind="done"' in status and "recommended" in status
+    assert len(result.prompts) == 2 and "★" in table and 'data-testid="pg-tune-losses"' in table
+    assert speed.data and per_step.data and positions.data
+    status, table, *_, again = tune_tab.run_verify(result)
+    assert 'data-kind="done"' in status and again is result
+    assert "Measured " in table and result.measured
+
+
+def test_tune_tab_handlers_say_what_is_wrong(tiny_models) -> None:
+    from playground import tune_tab, ui
+
+    status, *_ = tune_tab.run_tune(ui.build_request, PROMPTS[0], tiny_models["target"], tiny_models["other"],
+                                   "universal", {}, "float32", "off", 20, 3, "")
+    assert 'data-kind="error"' in status and "re-tokenises" in status
+    status, *_ = tune_tab.run_tune(ui.build_request, PROMPTS[0], tiny_models["target"], None, "prompt_lookup", {},
+                                   "float32", "off", 20, 3, "\n".join(["more"] * 9))
+    assert 'data-kind="error"' in status and "at most 8" in status
+    status, *_ = tune_tab.run_verify(None)
+    assert 'data-kind="error"' in status and "press Tune first" in status
+
+
+def test_the_page_has_a_private_tune_tab() -> None:
+    from playground import ui
+
+    demo = ui.build_ui()
+    assert list(demo.get_api_info()["named_endpoints"]) == ["/generate"]
+    config = demo.get_config_file()
+    assert any(c.get("props", {}).get("elem_id") == "pg-tab-tune" for c in config["components"])
+
+
+# --- the bundled Gemma 3 270M ---------------------------------------------------------------------
+
+LIST_PROMPT = ("Repeat the list exactly. List: apples, pears, plums, grapes, lemons, cherries, melons. "
+               "Repeated list: apples, pears,")
+
+
+def test_tune_bundled_prompt_lookup_and_self_speculation(store) -> None:
+    """Gemma 3 270M: prompt lookup, Gemma as its own assistant (every draft accepted) and early exit at layer 12."""
+    request = _request(DEFAULT_TARGET, "prompt_lookup", LIST_PROMPT, max_new_tokens=12, max_draft=3,
+                       ngram_sizes=(1, 3))
+    _assert_exact(request, store, [Setting.of("prompt_lookup", {"prompt_lookup_num_tokens": 3,
+                                                                "max_matching_ngram_size": 3}),
+                                   Setting.of("prompt_lookup", {})])
+    request = _request(DEFAULT_TARGET, "speculative", LIST_PROMPT, assistant=DEFAULT_TARGET, max_new_tokens=10,
+                       max_draft=3, schedules=("heuristic",), thresholds=(0.9,))
+    _assert_exact(request, store, [Setting.of("speculative", {"num_assistant_tokens": 2,
+                                                              "num_assistant_tokens_schedule": "heuristic",
+                                                              "assistant_confidence_threshold": 0.9})])
+    request = _request(DEFAULT_TARGET, "early_exit", LIST_PROMPT, params={"assistant_early_exit": 12},
+                       max_new_tokens=8, max_draft=3, schedules=("constant",), thresholds=(0.3,))
+    _assert_exact(request, store, [Setting.of("early_exit", {"assistant_early_exit": 12, "num_assistant_tokens": 3,
+                                                             "assistant_confidence_threshold": 0.3})])
+
+
+def test_tune_bundled_universal_is_refused(store) -> None:
+    with pytest.raises(TuneError, match="re-tokenises"):
+        tune_prompt(_request(DEFAULT_TARGET, "universal", LIST_PROMPT, assistant=DEFAULT_UNIVERSAL_ASSISTANT), store)
+
+
+def test_tune_refuses_a_bad_draft_range() -> None:
+    with pytest.raises(TuneError, match="between 1 and 64"):
+        tune_prompt(TuneRequest(run=RunRequest(prompt="x", method="prompt_lookup"), max_draft=0))
+
