@@ -886,7 +886,7 @@ def build_ui() -> gr.Blocks:
                 gr.HTML(teach.methods_table_html(), elem_id="pg-methods")
             tune_tab.build_tune_tab(dict(prompt=prompt, target=target, assistant=assistant, method=method, dtype=dtype,
                                          chat=chat, max_new_tokens=max_new_tokens, param_components=param_components),
-                                    collect_params, build_request)
+                                    guarded(collect_params), build_request)
 
         # Every handler below is reachable by fn_index with any JSON, not only what its controls send. Values
         # reach the handlers as sent (`preprocess=False`: no generic refusal by Gradio first), which check them
@@ -900,7 +900,7 @@ def build_ui() -> gr.Blocks:
                       top_k, seed, chat, dtype]
         controls = [target, assistant, method, sample, temperature, top_p, top_k, seed, chat, max_new_tokens]
         ui_presets.wire(preset, preset_info, controls, prompt, param_components, list(specs))
-        ui_links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components, collect_params)
+        ui_links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components, guarded(collect_params))
         outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file]
         run_event = generate_btn.click(guarded(on_generate_click), [method, *param_components], [params_json, status, run_started],
                                        **private).then(
