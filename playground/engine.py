@@ -35,7 +35,8 @@ from transformers.generation.streamers import BaseStreamer
 from .errors import PlaygroundError
 from .methods import EmptyDraft, Method, MethodError, ModelFacts, get_method
 from .models import (
-    CATALOGUE, DEFAULT_TARGET, HUB_ID_RE, STORE, LoadedModel, ModelStore, describe_precision, same_vocabulary,
+    CATALOGUE, DEFAULT_TARGET, HUB_ID_RE, STORE, LoadedModel, ModelStore, default_device, describe_precision,
+    same_vocabulary,
 )
 from .settings import get_settings
 from .trace import Step, Trace, classify_step
@@ -109,6 +110,11 @@ class PreparedRun:
         return [m for m in (self.target, self.assistant) if m is not None]
 
 
+SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed accepts
+MIN_TEMPERATURE = 0.01  # logits / temperature must stay finite (float32 and bfloat16 top out near 3e38)
+MAX_TOP_K = 2**31 - 1
+
+
 def validate_request(req: RunRequest) -> None:
     settings = get_settings()
     if not isinstance(req.prompt, str) or not req.prompt.strip():
@@ -117,13 +123,21 @@ def validate_request(req: RunRequest) -> None:
         raise RunError(
             f"max new tokens must be between 1 and {settings.max_new_tokens} (PLAYGROUND_MAX_NEW_TOKENS); got {req.max_new_tokens}"
         )
+    if not SEED_RANGE[0] <= req.seed <= SEED_RANGE[1]:
+        raise RunError(f"seed must be a whole number from 0 to 2^64 − 1 (or down to −2^63); got {req.seed}")
     if req.sample:
         if not req.temperature > 0:
             raise RunError(f"temperature must be above 0 when sampling (use greedy for deterministic output); got {req.temperature}")
+        if req.temperature < MIN_TEMPERATURE:
+            raise RunError(f"temperature must be at least {MIN_TEMPERATURE} when sampling (below it the scaled logits "
+                           f"overflow and sampling has no valid probabilities; use greedy instead); got {req.temperature}")
         if not 0 < req.top_p <= 1:
             raise RunError(f"top-p must be in (0, 1]; got {req.top_p}")
-        if req.top_k < 0:
-            raise RunError(f"top-k must be 0 (off) or positive; got {req.top_k}")
+        if not 0 <= req.top_k <= MAX_TOP_K:
+            raise RunError(f"top-k must be 0 (off) or a positive whole number up to {MAX_TOP_K}; got {req.top_k}")
+    if req.dtype == "float16" and default_device() == "cpu":
+        raise RunError("float16 does not work on CPU: its range overflows in models such as the bundled Gemma, which "
+                       "then emits only padding; use bfloat16 or float32 (or auto)")
 
 
 def _chat_default(spec: str, loaded: LoadedModel) -> bool:

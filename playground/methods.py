@@ -7,6 +7,8 @@ Nothing here imports torch: a method is data plus two small functions (check, bu
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
@@ -45,12 +47,16 @@ class Param:
             if isinstance(value, bool):
                 raise ValueError
             number = float(value)
+            if not math.isfinite(number):  # NaN, infinities, "1e400"
+                raise ValueError
             if self.kind == "int":
                 if number != int(number):
                     raise ValueError
                 number = int(number)
-        except (TypeError, ValueError):
-            raise MethodError(f"{self.name} must be {'an integer' if self.kind == 'int' else 'a number'}; got {value!r}") from None
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an int too large for a float
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+            raise MethodError(f"{self.name} must be {'an integer' if self.kind == 'int' else 'a finite number'}; "
+                              f"got {shown}") from None
         if self.off_value is not None and number == self.off_value:
             return number
         lo, hi = self.minimum, self.maximum

@@ -47,7 +47,7 @@ import gguf as gguf_package
 import numpy as np
 from huggingface_hub import constants as hub_constants
 from huggingface_hub import errors as hub_errors
-from huggingface_hub import get_safetensors_metadata, get_token, snapshot_download
+from huggingface_hub import get_safetensors_metadata, get_token, snapshot_download, try_to_load_from_cache
 from huggingface_hub.utils import get_session
 from safetensors import safe_open
 
@@ -813,6 +813,10 @@ def load_model(spec: str, dtype: str = "auto", progress: Progress | None = None)
     else:
         assert source.hub_id is not None
         location = source.hub_id
+        # Without the Hub, Transformers takes tens of seconds to give up, holding the generation slot that
+        # other visitors wait for; the probe answers within seconds (and once per process).
+        if not hub_reachable() and not isinstance(try_to_load_from_cache(location, "config.json"), str):
+            raise ModelLoadError(f"could not load {spec}: could not reach the Hugging Face Hub (offline?)")
 
     report(f"Loading {spec} ({str(torch_dtype).removeprefix('torch.')})…")
     try:

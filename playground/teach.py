@@ -35,6 +35,7 @@ from . import bench, bench_charts, charts, render, theory
 from .errors import PlaygroundError
 from .gpu import gpu
 from .methods import METHODS, get_method
+from .settings import get_settings
 from .trace import Trace, TraceFormatError, short_repr, summarize_steps
 
 if TYPE_CHECKING:  # the engine and snippet (torch, Transformers) are imported by the handlers that use them
@@ -43,6 +44,8 @@ if TYPE_CHECKING:  # the engine and snippet (torch, Transformers) are imported b
 MAX_TRACE_BYTES = 20 * 1024 * 1024
 REPLAY_WINDOW_STEPS = 200  # steps drawn around the replay's current one (text and charts)
 MAX_NAME_SHOWN = 60  # characters of a visitor's file or model name echoed in a message
+COMPARE_TOKENS = 32  # new tokens per run when the request names none
+MAX_COMPARE_REPEATS = 5  # as the page's slider
 MAX_BASELINES = 8  # baseline traces remembered per session (for diagnoses of later runs)
 RACE_MAX_S = 10.0  # a race replay lasts at most this long …
 RACE_MIN_S = 2.5  # … and at least this long (shorter races are slowed down, and say so)
@@ -112,8 +115,10 @@ def replay_view(trace: Trace | None, value: Any) -> tuple[Any, ...]:
 
 
 def slider_for(trace: Trace | None) -> Any:
+    """The replay slider for a trace: 1 … its steps. Gradio refuses a slider whose minimum is its maximum, so a
+    one-step trace (a one-token run) gets 1 … 2, fixed at 1 and not movable (the handlers clamp to the steps)."""
     n = len(trace.steps) if trace is not None and trace.steps else 1
-    return gr.update(minimum=1, maximum=n, value=n, step=1, interactive=n > 1)
+    return gr.update(minimum=1, maximum=max(n, 2), value=n, step=1, interactive=n > 1)
 
 
 def _steps_in(trace: Trace | None) -> int:
@@ -280,34 +285,50 @@ def code_view(request: RunRequest, note: str = "") -> tuple[str, str, str]:
     return view.python, view.cli, render.status_html(message, "done")
 
 
+class ClientGone(BaseException):
+    """Raised inside work run by `in_thread` once its handler's client has gone (not an `Exception`, so the
+    work's own error handling, which keeps measuring other methods, does not swallow it)."""
+
+
 def in_thread(work: Callable[[Callable[[str], None]], Any], name: str,
               idle_message: Callable[[], str | None] | None = None) -> Iterator[tuple[str, Any]]:
     """Run `work(progress)` in a thread; yield ("progress", message) while it runs, then ("done", result).
 
     `idle_message` supplies a message when the work reports nothing new (e.g. a start-up load it waits on).
+    When this generator is closed (Gradio does so when the client disconnects) the work's next call of
+    `progress` raises `ClientGone`: a Compare run stops between its generations, as generation stops.
     """
     messages: "queue.Queue[str]" = queue.Queue()
     box: dict[str, Any] = {}
+    gone = threading.Event()  # the handler was closed (its client left): the work ends at its next report
+
+    def progress(message: str) -> None:
+        if gone.is_set():
+            raise ClientGone(f"{name}: the client went away")
+        messages.put(message)
 
     def run() -> None:
         try:
-            box["result"] = work(messages.put)
+            box["result"] = work(progress)
         except BaseException as exc:  # re-raised in the handler's thread
             box["error"] = exc
 
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     last = ""
-    while thread.is_alive():
-        thread.join(POLL_S)
-        latest = None
-        while not messages.empty():
-            latest = messages.get_nowait()
-        if latest is None and idle_message is not None:
-            latest = idle_message()
-        if latest and latest != last:
-            last = latest
-            yield "progress", latest
+    try:
+        while thread.is_alive():
+            thread.join(POLL_S)
+            latest = None
+            while not messages.empty():
+                latest = messages.get_nowait()
+            if latest is None and idle_message is not None:
+                latest = idle_message()
+            if latest and latest != last:
+                last = latest
+                yield "progress", latest
+    finally:  # also when Gradio closes this generator because the client disconnected
+        gone.set()
     if "error" in box:
         raise box["error"]
     yield "done", box.get("result")
@@ -388,7 +409,7 @@ def compare_specs(methods: Sequence[str], target: str, assistant: str | None, cu
 
     chosen = [m for m in dict.fromkeys(methods or []) if m != "baseline"]
     if not chosen:
-        raise ValueError("choose at least one method to compare with baseline")
+        raise PlaygroundError("choose at least one method to compare with baseline")
     current = METHODS.get(current_method or "")
     specs = [bench.make_spec("baseline")]
     for name in chosen:
@@ -500,14 +521,21 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
     from .models import DEFAULT_TARGET
 
     try:
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise ValueError("the prompt is empty: type something for the model to continue")
-        target = (target or DEFAULT_TARGET).strip()
-        specs = compare_specs(list(methods or []), target, assistant, method, *param_values)
-        tokens = int(max_new_tokens or 32)
-        reps = int(repeats or 1)
-        chat_value = ui.parse_chat(chat)
-        dtype = (dtype or "auto").strip()
+        # The page's own checks (`ui.build_request`) on the shared settings: types, sizes, finite numbers, text.
+        request = ui.build_request(prompt, target, assistant, method, None, max_new_tokens or COMPARE_TOKENS, False,
+                                   None, None, None, None, chat, dtype)
+        if not request.prompt.strip():
+            raise PlaygroundError("the prompt is empty: type something for the model to continue")
+        if not isinstance(methods, list) or not all(isinstance(m, str) for m in methods):
+            raise PlaygroundError(f"methods must be a list of method names; got {short_repr(methods, MAX_NAME_SHOWN)}")
+        prompt, target, dtype, chat_value = request.prompt, request.target, request.dtype, request.chat
+        tokens = request.max_new_tokens
+        if not 2 <= tokens <= get_settings().max_new_tokens:
+            raise PlaygroundError(f"new tokens per run must be between 2 and {get_settings().max_new_tokens}; got {tokens}")
+        reps = ui.parse_integer(repeats, 1, "repeats")
+        if not 1 <= reps <= MAX_COMPARE_REPEATS:
+            raise PlaygroundError(f"repeats must be between 1 and {MAX_COMPARE_REPEATS}; got {reps}")
+        specs = compare_specs(methods, target, request.assistant, request.method, *param_values)
         yield _compare_outputs(render.status_html(f"Preparing {target}…", "running"))
 
         def work(progress: Callable[[str], None]) -> tuple[bench.CompareResult, list[tuple[str, str]]]:
@@ -524,7 +552,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
                         raise
                     skipped.append((spec.label, user_message(exc)))
             if len(ok) < 2:
-                raise ValueError("none of the chosen methods can run with this target: "
+                raise PlaygroundError("none of the chosen methods can run with this target: "
                                  + "; ".join(f"{label}: {why}" for label, why in skipped))
             result = bench.compare_on_prompt(prompt, ok, target=target, max_new_tokens=tokens, dtype=dtype,
                                              chat=chat_value, repeats=reps, warmup=True, measure_overhead=False,
@@ -553,8 +581,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
                                figs["step_cost"], diagnoses_html(result), race_choice, state,
                                remember_baseline(baselines, state.baseline))
     except Exception as exc:
-        message = user_message(exc) if not isinstance(exc, ValueError) else str(exc)
-        yield _compare_outputs(render.status_html(message, "error"))
+        yield _compare_outputs(render.status_html(user_message(exc), "error"))
 
 
 # --------------------------------------------------------------------------- race
@@ -608,7 +635,7 @@ def play_race(choice: str | None, state: CompareState | None) -> Iterator[str]:
     if state is None or state.baseline is None or not state.traces:
         yield render.status_html("Run a comparison first: the race replays its baseline and method traces.", "error")
         return
-    method = state.traces.get(choice or "") or next(iter(state.traces.values()))
+    method = state.traces.get(choice if isinstance(choice, str) else "") or next(iter(state.traces.values()))
     start = time.monotonic()
     for t_play, frame in race_frames(state.baseline, method):
         delay = start + t_play - time.monotonic()

@@ -125,7 +125,7 @@ def build_tune_tab(page: dict[str, Any], collect_params: Callable[..., dict[str,
     outputs = [status, table, speed, per_step, positions, result]
     private = dict(api_visibility="private", show_progress="minimal", show_progress_on=[status], concurrency_limit=1)
     tune_btn.click(collect_params, [page["method"], *page["param_components"]], params, queue=False,
-                   api_visibility="private", show_progress="hidden").then(
+                   api_visibility="private", show_progress="hidden", preprocess=False).then(
         lambda *values: run_tune(build_request, *values),
         [page["prompt"], page["target"], page["assistant"], page["method"], params, page["dtype"], page["chat"],
          page["max_new_tokens"], max_draft, more], outputs, **private)

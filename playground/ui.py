@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import html
+import inspect
 import json
 import logging
 import math
@@ -44,6 +45,7 @@ from .models import (CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, STO
                      hub_reachable)
 from .presets import get_preset
 from .settings import get_settings
+from .trace import TraceFormatError
 
 # The engine imports torch and Transformers (seconds): handlers import it when they run, so the
 # page is served while the start-up load imports them.
@@ -172,7 +174,7 @@ def collect_params(method_name: str, *values: Any) -> dict[str, Any]:
     """The chosen method's parameters (only those), named as `generate()` names them."""
     method = get_method(method_name)
     by_name = dict(zip(param_specs(), values))
-    return {p.name: by_name[p.name] for p in method.params}
+    return parse_params({p.name: by_name.get(p.name) for p in method.params})  # the client's values, checked
 
 
 def on_generate_click(method_name: str, *values: Any) -> tuple[dict[str, Any], str, bool]:
@@ -190,20 +192,99 @@ def on_example(name: str | None) -> Any:
     return EXAMPLES.get(name or "", gr.skip())
 
 
+# --------------------------------------------------------------------------- refusals
+
+
+def refusal(exc: BaseException) -> str:
+    """One line for a visitor whose request was refused: our message (cut short), never an exception's text."""
+    if isinstance(exc, (PlaygroundError, TraceFormatError)):
+        message = str(exc)
+    else:  # a value no control of the page sends; the log keeps the details
+        logger.warning("refused a request: %s: %s", type(exc).__name__, str(exc)[:200])
+        message = "this request cannot be handled: one of its values is not what the page's controls send"
+    return message if len(message) <= 300 else message[:300] + "…"
+
+
+def guarded(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """The page handler, answering any refusal or failure with our one-line message in a toast (`gr.Error`,
+    escaped: toasts render HTML) instead of Gradio's generic "Error" or a Python exception's text."""
+    if inspect.isgeneratorfunction(handler):
+        @functools.wraps(handler)
+        def streaming(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            try:
+                yield from handler(*args, **kwargs)
+            except gr.Error:
+                raise
+            except Exception as exc:
+                raise gr.Error(html.escape(refusal(exc)), print_exception=False) from None
+        return streaming
+
+    @functools.wraps(handler)
+    def plain(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return handler(*args, **kwargs)
+        except gr.Error:
+            raise
+        except Exception as exc:
+            raise gr.Error(html.escape(refusal(exc)), print_exception=False) from None
+    return plain
+
+
 # --------------------------------------------------------------------------- requests
 
 
+# Bounds on what a client sends (the API and the queue reach every handler with any JSON): refused with
+# our message before any work, and never echoed in full.
+MAX_NAME_CHARS = 1024  # a model name: a Hub id is under 100 characters, a local path rarely near this
+MAX_WORD_CHARS = 64  # a method, a precision, a chat setting, a parameter name
+MAX_PARAMS = 32  # method parameters in `params` (a method has at most a handful)
+MAX_PARAM_VALUE_CHARS = 100  # a parameter's value given as text
+MAX_PARAMS_JSON_CHARS = 10_000  # `params` given as a JSON string
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    """A visitor's value for a message: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def check_text(value: str, name: str, limit: int) -> str:
+    """A string from a client: at most `limit` characters and valid text (no lone surrogates)."""
+    if len(value) > limit:
+        raise PlaygroundError(f"{name} is {len(value)} characters long; at most {limit} are accepted")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PlaygroundError(f"{name} is not valid text (it holds a lone surrogate)") from None
+    return value
+
+
 def parse_params(params: Any) -> dict[str, Any]:
-    """`params` as given to the API: a JSON object, or a string holding one."""
+    """`params` as given to the API: a flat JSON object of method parameters, or a string holding one."""
     if params is None or params == "":
         return {}
+    example = 'params must be a JSON object, e.g. {"prompt_lookup_num_tokens": 5}'
     if isinstance(params, str):
+        check_text(params, "params", MAX_PARAMS_JSON_CHARS)
         try:
             params = json.loads(params)
-        except json.JSONDecodeError as exc:
-            raise PlaygroundError(f"params must be a JSON object, e.g. {{\"prompt_lookup_num_tokens\": 5}}: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, too many digits, nested too deep
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deep or numbers too long"
+            raise PlaygroundError(f"{example}: {reason}") from None
     if not isinstance(params, dict):
-        raise PlaygroundError("params must be a JSON object, e.g. {\"prompt_lookup_num_tokens\": 5}")
+        raise PlaygroundError(example)
+    if len(params) > MAX_PARAMS:
+        raise PlaygroundError(f"params has {len(params)} entries; a method takes at most {MAX_PARAMS}")
+    for key, value in params.items():
+        check_text(key, "a parameter name", MAX_WORD_CHARS)
+        if isinstance(value, str):
+            check_text(value, key, MAX_PARAM_VALUE_CHARS)
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63:
+            raise PlaygroundError(f"{key} is far too large; got a number of {value.bit_length()} bits")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise PlaygroundError(f"{key} must be a finite number; got {value}")
+        elif value is not None and not isinstance(value, (str, int, float)):
+            raise PlaygroundError(f"{key} must be a number or a word; got {_short(value)}")
     return params
 
 
@@ -211,14 +292,49 @@ def parse_chat(chat: Any) -> bool | None:
     """"auto" (the model decides) / "on" / "off"; booleans and None are accepted too."""
     if chat is None or isinstance(chat, bool):
         return chat
-    value = str(chat).strip().lower()
+    if not isinstance(chat, str):
+        raise PlaygroundError(f"chat must be auto, on or off; got {_short(chat)}")
+    value = check_text(chat, "chat", MAX_WORD_CHARS).strip().lower()
     if value in ("auto", ""):
         return None
     if value in ("on", "true", "yes", "1"):
         return True
     if value in ("off", "false", "no", "0"):
         return False
-    raise PlaygroundError(f"chat must be auto, on or off; got {chat!r}")
+    raise PlaygroundError(f"chat must be auto, on or off; got {_short(chat)}")
+
+
+def parse_number(value: Any, default: float, name: str) -> float:
+    """A number from a client: finite, not absurdly large, our message otherwise."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**64:
+        raise PlaygroundError(f"{name} is far too large; got a number of {value.bit_length()} bits")
+    if isinstance(value, bool):
+        raise PlaygroundError(f"{name} must be a number; got {value}")
+    try:
+        x = float(check_text(value, name, MAX_WORD_CHARS) if isinstance(value, str) else value)
+    except (TypeError, ValueError, OverflowError):
+        raise PlaygroundError(f"{name} must be a number; got {_short(value)}") from None
+    if not math.isfinite(x):  # NaN and infinities, also "1e400"
+        raise PlaygroundError(f"{name} must be a finite number; got {_short(value)}")
+    return x
+
+
+def parse_integer(value: Any, default: int, name: str) -> int:
+    """A whole number from a client (ints stay exact: a 64-bit seed must not be rounded)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        parse_number(value, default, name)  # the size check
+        return value  # exact (a float would round a 64-bit seed)
+    x = parse_number(value, default, name)
+    if x != int(x):
+        raise PlaygroundError(f"{name} must be a whole number; got {_short(value)}")
+    return int(x)
+
+
+def max_prompt_chars() -> int:
+    """Characters a prompt may have before it is tokenised at all (a token is rarely over 16 characters)."""
+    return 16 * get_settings().max_prompt_tokens
 
 
 def parse_flag(value: Any, name: str) -> bool:
@@ -227,7 +343,7 @@ def parse_flag(value: Any, name: str) -> bool:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise PlaygroundError(f"{name} must be true or false; got {value!r}")
+    raise PlaygroundError(f"{name} must be true or false; got {_short(value)}")
 
 
 def build_request(prompt: str, target: str | None, assistant: str | None, method: str | None, params: Any,
@@ -238,29 +354,16 @@ def build_request(prompt: str, target: str | None, assistant: str | None, method
     sets everything but the prompt (an empty one: the guide's) and the precision."""
     from .engine import RunRequest
 
-    def number(value: Any, default: float, name: str) -> float:
-        if value is None or value == "":
-            return default
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise PlaygroundError(f"{name} must be a number; got {value!r}") from None
-
-    def integer(value: Any, default: int, name: str) -> int:
-        x = number(value, default, name)
-        if not math.isfinite(x) or x != int(x):
-            raise PlaygroundError(f"{name} must be a whole number; got {value!r}")
-        return int(x)
-
-    def text(value: Any, default: str, name: str) -> str:
+    def text(value: Any, default: str, name: str, limit: int = MAX_WORD_CHARS) -> str:
         if value is None:
             return default
         if not isinstance(value, str):
-            raise PlaygroundError(f"{name} must be text; got {value!r}")
-        return value.strip() or default
+            raise PlaygroundError(f"{name} must be text; got {_short(value)}")
+        return check_text(value, name, limit).strip() or default
 
     if prompt is not None and not isinstance(prompt, str):
-        raise PlaygroundError(f"prompt must be text; got {prompt!r}")
+        raise PlaygroundError(f"prompt must be text; got {_short(prompt)}")
+    check_text(prompt or "", "the prompt", max_prompt_chars())
     if preset is not None and preset != "":
         chosen = get_preset(text(preset, "", "preset"))
         reason = chosen.unavailable(hub_reachable())
@@ -269,16 +372,16 @@ def build_request(prompt: str, target: str | None, assistant: str | None, method
         return RunRequest(**chosen.request_fields(prompt, dtype=text(dtype, "auto", "dtype")))
     return RunRequest(
         prompt=prompt or "",
-        target=text(target, DEFAULT_TARGET, "target"),
+        target=text(target, DEFAULT_TARGET, "target", MAX_NAME_CHARS),
         method=text(method, DEFAULT_METHOD, "method"),
-        assistant=text(assistant, "", "assistant") or None,
+        assistant=text(assistant, "", "assistant", MAX_NAME_CHARS) or None,
         params=parse_params(params),
-        max_new_tokens=integer(max_new_tokens, 64, "max_new_tokens"),
+        max_new_tokens=parse_integer(max_new_tokens, 64, "max_new_tokens"),
         sample=parse_flag(sample, "sample"),
-        temperature=number(temperature, 1.0, "temperature"),
-        top_p=number(top_p, 1.0, "top_p"),
-        top_k=integer(top_k, 0, "top_k"),
-        seed=integer(seed, 0, "seed"),
+        temperature=parse_number(temperature, 1.0, "temperature"),
+        top_p=parse_number(top_p, 1.0, "top_p"),
+        top_k=parse_integer(top_k, 0, "top_k"),
+        seed=parse_integer(seed, 0, "seed"),
         chat=parse_chat(chat),
         dtype=text(dtype, "auto", "dtype"),
     )
@@ -844,20 +947,23 @@ def build_ui() -> gr.Blocks:
                 gr.HTML(teach.methods_table_html(), elem_id="pg-methods")
             tune_tab.build_tune_tab(dict(prompt=prompt, target=target, assistant=assistant, method=method, dtype=dtype,
                                          chat=chat, max_new_tokens=max_new_tokens, param_components=param_components),
-                                    collect_params, build_request)
+                                    guarded(collect_params), build_request)
 
-        private = dict(queue=False, api_visibility="private", show_progress="hidden")
-        method.change(on_method_change, [method, target, assistant],
+        # Every handler below is reachable by fn_index with any JSON, not only what its controls send. Values
+        # reach the handlers as sent (`preprocess=False`: no generic refusal by Gradio first), which check them
+        # and answer a bad one with our message (`guarded`: a toast; the heavy ones: their status box).
+        private = dict(queue=False, api_visibility="private", show_progress="hidden", preprocess=False)
+        method.change(guarded(on_method_change), [method, target, assistant],
                       [method_summary, lecture, assistant, *param_components], **private)
-        sample.change(on_sample_change, sample, [temperature, top_p, top_k], **private)
-        examples.change(on_example, examples, prompt, **private)
+        sample.change(guarded(on_sample_change), sample, [temperature, top_p, top_k], **private)
+        examples.change(guarded(on_example), examples, prompt, **private)
         api_inputs = [prompt, target, assistant, method, params_json, max_new_tokens, sample, temperature, top_p,
                       top_k, seed, chat, dtype]
         controls = [target, assistant, method, sample, temperature, top_p, top_k, seed, chat, max_new_tokens]
         ui_presets.wire(preset, preset_info, controls, prompt, param_components, list(specs))
-        ui_links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components, collect_params)
+        ui_links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components, guarded(collect_params))
         outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file]
-        run_event = generate_btn.click(on_generate_click, [method, *param_components], [params_json, status, run_started],
+        run_event = generate_btn.click(guarded(on_generate_click), [method, *param_components], [params_json, status, run_started],
                                        **private).then(
             generate, [*api_inputs, check_plain, preset], outputs, api_name="generate", show_progress="minimal", show_progress_on=[status],
             # The values reach `build_request` and the engine's checks as sent, so a bad one from the API
@@ -868,33 +974,36 @@ def build_ui() -> gr.Blocks:
         # After each run: replay it, place it on the theory curves with its diagnosis, show its code.
         replay_views = [replay_tokens, replay_detail, replay_acceptance, replay_timing, replay_stats]
         replay_outputs = [replay_trace, replay_status, replay_slider, *replay_views]
-        teach_private = dict(api_visibility="private", show_progress="hidden")
+        teach_private = dict(api_visibility="private", show_progress="hidden", preprocess=False)
         run_event.then(after_run, baselines,
                        [last_run, *replay_outputs, theory_plot, diagnosis, baselines, code_python, code_cli, code_status],
                        **teach_private)
-        replay_slider.change(teach.replay_view, [replay_trace, replay_slider], replay_views, **private)
-        replay_prev_btn.click(teach.replay_prev, [replay_trace, replay_slider], replay_slider, **private)
-        replay_next_btn.click(teach.replay_next, [replay_trace, replay_slider], replay_slider, **private)
+        replay_slider.change(guarded(teach.replay_view), [replay_trace, replay_slider], replay_views, **private)
+        replay_prev_btn.click(guarded(teach.replay_prev), [replay_trace, replay_slider], replay_slider, **private)
+        replay_next_btn.click(guarded(teach.replay_next), [replay_trace, replay_slider], replay_slider, **private)
         replay_playing = gr.State(False)
         play_outputs = [replay_slider, replay_timer, replay_play_btn, replay_playing]
-        replay_play_btn.click(teach.replay_play, [replay_trace, replay_slider, replay_playing], play_outputs, **private)
-        replay_timer.tick(teach.replay_tick, [replay_trace, replay_slider, replay_playing], play_outputs, **private)
+        replay_play_btn.click(guarded(teach.replay_play), [replay_trace, replay_slider, replay_playing], play_outputs, **private)
+        replay_timer.tick(guarded(teach.replay_tick), [replay_trace, replay_slider, replay_playing], play_outputs, **private)
         replay_last_btn.click(teach.replay_last, last_run, replay_outputs, **private)
-        replay_upload.upload(teach.on_trace_upload, replay_upload, replay_outputs, **private)
+        # In the queue: parsing and checking a trace of up to MAX_TRACE_BYTES is the heaviest thing a click here does.
+        replay_upload.upload(teach.on_trace_upload, replay_upload, replay_outputs, api_visibility="private",
+                             show_progress="hidden")
         compare_btn.click(
             teach.compare, [prompt, target, assistant, method, dtype, chat, compare_methods, compare_tokens,
                             compare_repeats, baselines, *param_components],
             [compare_status, compare_table, compare_speed, compare_cost, compare_diag, race_method, compare_state,
              baselines], api_visibility="private", show_progress="minimal", show_progress_on=[compare_status],
+            preprocess=False,
             concurrency_limit=1,
         )
-        race_btn.click(teach.play_race, [race_method, compare_state], race, **teach_private)
-        code_btn.click(collect_params, [method, *param_components], params_json, **private).then(
+        race_btn.click(guarded(teach.play_race), [race_method, compare_state], race, **teach_private)
+        code_btn.click(guarded(collect_params), [method, *param_components], params_json, **private).then(
             teach.show_code_for_settings, [*api_inputs, preset], [code_python, code_cli, code_status], **teach_private)
         stop_btn.click(stop, None, status, **private)
 
         timer = gr.Timer(1.0, active=PRELOAD.running)
-        timer.tick(poll_preload, run_started, [status, timer], **private)
+        timer.tick(guarded(poll_preload), run_started, [status, timer], **private)
         # Fill the prompt after the page loads, so the API's `prompt` stays required.
         # Then a shareable link's settings, checked by the API's request builder (ui_links.restore).
         demo.load(on_page_load, None, [prompt, examples, status, timer], **private).then(
