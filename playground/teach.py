@@ -518,7 +518,6 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
     """
     from . import ui
     from .engine import RunRequest, prepare, user_message
-    from .models import DEFAULT_TARGET
 
     try:
         # The page's own checks (`ui.build_request`) on the shared settings: types, sizes, finite numbers, text.
