@@ -374,30 +374,39 @@ def exclusive(prepared: PreparedRun) -> Iterator[None]:
                 setattr(config, key, value)
 
 
-def plain_generate(prepared: PreparedRun) -> tuple[list[int], float]:
-    """The same `generate()` call with no instrumentation: the reference for output and overhead.
+def in_worker_thread(fn: Callable[[], Any], name: str) -> Any:
+    """Run `fn` in a fresh thread, as `LiveRun` runs `generate()`, and return its result (or raise its error).
 
-    Run in a fresh worker thread, as `LiveRun` runs it, so that an overhead figure compares the
-    instrumentation alone: on oversubscribed cores the main thread's OpenMP team was measured
-    several times slower than a worker thread's.
+    On oversubscribed cores the main thread's OpenMP team was measured several times slower than a worker
+    thread's, so every timed run happens in a worker thread.
     """
     box: dict[str, Any] = {}
 
     def work() -> None:
         try:
-            with exclusive(prepared), torch.inference_mode():
-                start = time.perf_counter()
-                out = prepared.target.model.generate(**prepared.generate_kwargs)
-                box["result"] = (out[0, prepared.input_ids.shape[1]:].tolist(), time.perf_counter() - start)
+            box["result"] = fn()
         except BaseException as exc:  # re-raised in the caller's thread
             box["error"] = exc
 
-    thread = threading.Thread(target=work, name="playground-plain-generate", daemon=True)
+    thread = threading.Thread(target=work, name=name, daemon=True)
     thread.start()
     thread.join()
     if "error" in box:
         raise box["error"]
     return box["result"]
+
+
+def plain_generate(prepared: PreparedRun) -> tuple[list[int], float]:
+    """The same `generate()` call with no instrumentation: the reference for output and overhead (in a
+    worker thread, as `LiveRun` runs it, so an overhead figure compares the instrumentation alone)."""
+
+    def work() -> tuple[list[int], float]:
+        with exclusive(prepared), torch.inference_mode():
+            start = time.perf_counter()
+            out = prepared.target.model.generate(**prepared.generate_kwargs)
+            return out[0, prepared.input_ids.shape[1]:].tolist(), time.perf_counter() - start
+
+    return in_worker_thread(work, "playground-plain-generate")
 
 
 # --- raw records pushed by the worker ------------------------------------------------------

@@ -36,14 +36,13 @@ import contextlib
 import copy
 import json
 import statistics
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from .engine import LiveRun, RunError, RunRequest, prepare
+from .engine import LiveRun, RunError, RunRequest, in_worker_thread, prepare
 from .methods import get_method
 from .models import STORE, ModelStore
 from .trace import Step, acceptance_by_position, classify_step, summarize_steps
@@ -333,31 +332,6 @@ def _first_layers(model: Any, layers: int | None) -> Iterator[None]:
         base.config.num_hidden_layers = full
 
 
-def loop_eos_ids(model: Any) -> frozenset[int]:
-    """The EOS ids the assisted loop cuts at: the target's generation_config (the tokenizer's own EOS is not used)."""
-    eos = model.generation_config.eos_token_id
-    return frozenset() if eos is None else frozenset([eos] if isinstance(eos, int) else eos)
-
-
-def _in_worker(fn: Callable[[], Any]) -> Any:
-    """Run `fn` in a fresh thread, as the engine runs `generate()` (the main thread's OpenMP team was
-    measured several times slower on oversubscribed cores), and return its result."""
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["result"] = fn()
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=work, name="playground-tune", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
-
-
 # --- cost -------------------------------------------------------------------------------------
 
 @dataclass
@@ -594,7 +568,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
     y = list(baseline.output_ids)
     prompt_ids = method_run.input_ids[0].tolist()
     target = method_run.target
-    eos = loop_eos_ids(target.model)
+    eos = method_run.eos_ids  # the set the assisted loop cuts at
     max_new = int(run.max_new_tokens)
     baseline_s = baseline.summary.elapsed_s
     drafter_model = method_run.assistant.model if method_run.assistant is not None else target.model
@@ -643,7 +617,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
 
     if progress:
         progress("drafter pass and calibration")
-    pass_s, calibration = _in_worker(drafter_pass_and_calibrate)
+    pass_s, calibration = in_worker_thread(drafter_pass_and_calibrate, "playground-tune")
     n = len(y)
     first = baseline.steps[0] if baseline.steps else None
     first_s = (baseline.setup_ms + first.draft_ms + first.verify_ms + first.other_ms) / 1000 if first else 0.0
