@@ -503,14 +503,21 @@ class _Recorder:
         self.sync()
         return time.perf_counter()
 
-    def begin_step(self) -> float:
-        """A new step begins: close the previous step's `other` phase (or the setup)."""
-        now = self._stamp()
+    def _close_phase(self, now: float) -> bool:
+        """Record the time since the last mark: the setup (no step yet) or the last step's `other` phase.
+        False when the current step's tokens are not decided yet (there is nothing to close)."""
         if self._step_start is None:
             self.out.put(_Setup((now - self.started) * 1000))
         elif self._decided is not None:
             self.out.put(_Other((now - self._decided) * 1000))
-        else:  # another forward before this step's tokens were decided: still the same step
+        else:
+            return False
+        return True
+
+    def begin_step(self) -> float:
+        """A new step begins: close the previous step's `other` phase (or the setup)."""
+        now = self._stamp()
+        if not self._close_phase(now):  # another forward before this step's tokens were decided: same step
             return self._step_start
         self._decided = None
         self._step_start = now
@@ -519,10 +526,7 @@ class _Recorder:
     def finish(self) -> float:
         """`generate()` returned: close the last step's `other` phase (or the setup, if no step ran)."""
         now = self._stamp()
-        if self._step_start is None:
-            self.out.put(_Setup((now - self.started) * 1000))
-        elif self._decided is not None:
-            self.out.put(_Other((now - self._decided) * 1000))
+        self._close_phase(now)
         return now
 
     # assisted decoding: patch the generator instance Transformers builds
