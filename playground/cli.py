@@ -59,6 +59,17 @@ def _read_prompt(args: argparse.Namespace) -> str | None:
         raise SystemExit(f"error: cannot read prompt file: {exc.strerror}") from None
 
 
+def _failed(exc: BaseException) -> int:
+    """A command failed: one `error: …` line on stderr; exit status 130 when interrupted, else 2."""
+    from .engine import user_message
+
+    if isinstance(exc, KeyboardInterrupt):
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    print(f"error: {user_message(exc)}", file=sys.stderr)
+    return 2
+
+
 def summary_line(trace) -> str:  # type: ignore[no-untyped-def]
     s = trace.summary
     acc = "n/a" if s.acceptance_rate is None else f"{s.acceptance_rate:.1%}"
@@ -118,7 +129,7 @@ def request_from_args(args: argparse.Namespace) -> "RunRequest":
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .engine import run, user_message
+    from .engine import run
 
     if args.preset == "list":
         from .models import hub_reachable
@@ -137,12 +148,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         request = request_from_args(args)
         progress = (lambda msg: print(f"… {msg}", file=sys.stderr, flush=True)) if show_progress else None
         trace = run(request, progress=progress)
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # one line for the user, whatever failed
-        print(f"error: {user_message(exc)}", file=sys.stderr)
-        return 2
+    except (KeyboardInterrupt, Exception) as exc:  # one line for the user, whatever failed
+        return _failed(exc)
     if not args.quiet:
         print(trace.output_text)
     print(summary_line(trace))
@@ -245,7 +252,6 @@ def _numbers(text: str, kind: type, option: str) -> tuple:
 def cmd_tune(args: argparse.Namespace) -> int:
     from . import tune, tune_report
     from .bench import _quote, load_prompts
-    from .engine import user_message
 
     progress = None if args.quiet else (lambda msg: print(f"… {msg}", file=sys.stderr, flush=True))
     try:
@@ -271,12 +277,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "tune.json").write_text(tune.to_json(data), encoding="utf-8")
         (args.out / "tune.html").write_text(tune_report.render_report(data), encoding="utf-8")
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # one line for the user, whatever failed
-        print(f"error: {user_message(exc)}", file=sys.stderr)
-        return 2
+    except (KeyboardInterrupt, Exception) as exc:  # one line for the user, whatever failed
+        return _failed(exc)
     print(tune_report.verdict(data))
     for row in tune_report.table_rows(data, tune_report.best_rows(data, 5)):
         print("  " + " | ".join(row[:7]) + ("  measured: " + " | ".join(row[7:]) if row[7] not in ("–", "") else ""))
