@@ -228,3 +228,13 @@ def theory_figure(alpha: float | None = None, tau: float | None = None, gamma: f
         layout["annotations"] = [dict(text=note, x=0.02, y=0.97, xref="paper", yref="paper", xanchor="left",
                                       showarrow=False, font=dict(color=TEXT, size=12))]
     return go.Figure(data=traces, layout=layout, _validate=False)
+
+
+def follow_the_page(fig: go.Figure) -> go.Figure:
+    """Restyle a report figure (white page) for the page, which may be light or dark: transparent backgrounds
+    and the mid-grey text and grid of the run charts, which read on both."""
+    fig.update_layout(paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)", font_color=TEXT,
+                      title_font_color=TEXT, legend_bgcolor="rgba(0,0,0,0)")
+    fig.update_xaxes(gridcolor=GRID, zerolinecolor=GRID, linecolor=GRID)
+    fig.update_yaxes(gridcolor=GRID, zerolinecolor=GRID, linecolor=GRID)
+    return fig

@@ -1,12 +1,14 @@
-"""Command line: `python -m playground run …` for headless runs and scripts.
+"""Command line: `python -m playground run|show|code|bench|tune …` for headless runs and scripts.
 
-Bad input exits non-zero with a one-line reason on stderr; the trace can be written as JSON.
+Bad input exits non-zero with a one-line reason on stderr (`_failed`, one error path for every command);
+the trace can be written as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -212,8 +214,6 @@ def build_parser() -> argparse.ArgumentParser:
     code_parser = sub.add_parser("code", help="print the Python script that reproduces a saved trace")
     code_parser.add_argument("trace", type=Path)
     code_parser.set_defaults(func=cmd_code)
-    from .bench import add_bench_arguments, cmd_bench
-
     bench_parser = sub.add_parser("bench", help="benchmark drafting methods against baseline (CSV, JSON, HTML report)")
     add_bench_arguments(bench_parser)
     bench_parser.set_defaults(func=cmd_bench)
@@ -222,6 +222,80 @@ def build_parser() -> argparse.ArgumentParser:
     add_tune_arguments(tune_parser)
     tune_parser.set_defaults(func=cmd_tune)
     return parser
+
+
+def _command_line(command: str) -> str:
+    """This process's `python -m playground COMMAND …` line (shell-quoted) for a report, or "" when it was not
+    started from the command line (a test or a script calling `main`)."""
+    if sys.argv[1:2] != [command]:
+        return ""
+    return f"python -m playground {command} " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+
+
+def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prompts", default="examples",
+                        help="'spec-bench' for Spec-Bench's 480 questions (carried with the project), a Spec-Bench-style "
+                             "JSONL (question_id, category, turns; the first turn is the prompt), or 'examples' for the "
+                             "project's small example set (default)")
+    parser.add_argument("--categories", default=None, help="comma-separated categories to keep, e.g. summarization,rag")
+    parser.add_argument("--limit", type=int, default=None, help="at most this many prompts per category")
+    parser.add_argument("--methods", default="prompt_lookup",
+                        help="comma-separated methods with parameters, e.g. "
+                             "prompt_lookup:prompt_lookup_num_tokens=5,speculative:num_assistant_tokens=5 "
+                             "(baseline always runs; method:assistant=MODEL gives one method its own assistant)")
+    parser.add_argument("--target", default=DEFAULT_TARGET, help="catalogue key, Hub id or local directory")
+    parser.add_argument("--assistant", default=None, help="assistant for the methods that need one")
+    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--repeats", type=int, default=3, help="measured runs of each method per prompt (medians)")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    chat = parser.add_mutually_exclusive_group()
+    chat.add_argument("--chat", dest="chat", action="store_true", default=None, help="apply the chat template")
+    chat.add_argument("--no-chat", dest="chat", action="store_false", help="raw prompts, no chat template")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch CPU threads for the run (default: torch's choice). On cores shared with other "
+                             "work, 1 thread gives far steadier timings than an oversubscribed OpenMP team")
+    parser.add_argument("--no-overhead", dest="overhead", action="store_false",
+                        help="skip the plain generate() runs that measure instrumentation overhead")
+    parser.add_argument("--no-traces", dest="save_traces", action="store_false", help="do not write traces/")
+    parser.add_argument("--out", default="bench-out", type=Path, help="directory for results.csv, results.json, report.html")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run the benchmark, write its files, print the summary table; 3 when a run failed or broke losslessness."""
+    from .bench import BenchError, load_prompts, parse_methods, results_table, run_bench, write_outputs
+
+    progress = None if args.quiet else (lambda msg: print(f"… {msg}", file=sys.stderr, flush=True))
+    try:
+        specs = parse_methods(args.methods, args.assistant)
+        categories = args.categories.split(",") if args.categories else None
+        prompts = load_prompts(None if args.prompts == "examples" else args.prompts, categories, args.limit)
+        if args.repeats < 1:
+            raise BenchError(f"--repeats must be at least 1; got {args.repeats}")
+        if args.threads is not None:
+            if args.threads < 1:
+                raise BenchError(f"--threads must be at least 1; got {args.threads}")
+            import torch
+
+            torch.set_num_threads(args.threads)
+        if progress:
+            progress(f"{len(prompts)} prompts × {len(specs)} methods ({', '.join(s.label for s in specs)}) × "
+                     f"{args.repeats} repeats" + (" (+ plain generate() runs for the overhead)" if args.overhead else ""))
+        result = run_bench(prompts, specs, target=args.target, max_new_tokens=args.max_new_tokens, dtype=args.dtype,
+                           chat=args.chat, repeats=args.repeats, measure_overhead=args.overhead, progress=progress,
+                           command=_command_line("bench"))
+        paths = write_outputs(result, args.out, save_traces=args.save_traces)
+    except (KeyboardInterrupt, Exception) as exc:  # one line for the user, whatever failed
+        return _failed(exc)
+    print(results_table([a for a in result.aggregates if a.category == "all"] or result.aggregates))
+    overhead = result.overhead()
+    if overhead["median_ratio"] is not None:
+        print(f"instrumentation overhead: median ratio instrumented/plain = {overhead['median_ratio']:.3f} "
+              f"over {overhead['runs']} runs")
+    print(f"wrote {paths['csv']}, {paths['json']}, {paths['html']}")
+    for r in result.errors:
+        print(f"error: {r.label} on {r.category}/{r.question_id}: {r.error or r.lossless_note}", file=sys.stderr)
+    return 3 if result.errors else 0
 
 
 def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
@@ -251,7 +325,7 @@ def _numbers(text: str, kind: type, option: str) -> tuple:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from . import tune, tune_report
-    from .bench import _quote, load_prompts
+    from .bench import load_prompts
 
     progress = None if args.quiet else (lambda msg: print(f"… {msg}", file=sys.stderr, flush=True))
     try:
@@ -272,7 +346,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         result = tune.tune(request, prompts, progress=progress)
         if args.verify:
             tune.verify(result, progress=progress)
-        result.meta["command"] = "python -m playground tune " + " ".join(_quote(a) for a in (sys.argv[2:] if sys.argv[1:2] == ["tune"] else []))
+        result.meta["command"] = _command_line("tune") or "python -m playground tune "
         data = result.to_dict()
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "tune.json").write_text(tune.to_json(data), encoding="utf-8")

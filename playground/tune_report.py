@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import plotly.graph_objects as go
-import plotly.offline
 
-from .bench_charts import _CSS, _color, _e, _f, _layout, _table
+from .report_html import color, escape, figure_html, fmt, page, style_figure, table
 
 # The parameter a sweep varies on the x axis; the others name a series.
 DRAFT_LENGTH_PARAMS = ("prompt_lookup_num_tokens", "num_assistant_tokens")
@@ -44,10 +43,10 @@ def _line_figure(rows: list[dict[str, Any]], key: str, title: str, y_title: str,
     fig = go.Figure()
     for i, (name, points) in enumerate(_series(rows, key).items()):
         fig.add_trace(go.Scatter(x=[x for x, _ in points], y=[y for _, y in points], mode="lines+markers",
-                                 name=name, line=dict(color=_color(i))))
+                                 name=name, line=dict(color=color(i))))
     if one is not None:
         fig.add_hline(y=one, line_dash="dot", line_color="#7f7f7f", annotation_text="baseline")
-    return _layout(fig, title, xaxis_title="draft length (γ, or tokens copied)", yaxis_title=y_title)
+    return style_figure(fig, title, xaxis_title="draft length (γ, or tokens copied)", yaxis_title=y_title)
 
 
 def speedup_figure(data: dict[str, Any]) -> go.Figure:
@@ -65,8 +64,8 @@ def position_figure(data: dict[str, Any]) -> go.Figure:
     for i, row in enumerate(r for r in data["rows"] if r["label"] in wanted):
         counts = (row.get("predicted") or {}).get("by_position") or []
         rates = [c[1] / c[0] if c[0] else None for c in counts]  # kept / verified
-        fig.add_trace(go.Bar(x=[k + 1 for k in range(len(rates))], y=rates, name=row["label"], marker_color=_color(i)))
-    return _layout(fig, "Acceptance by draft position (exact)", xaxis_title="draft position",
+        fig.add_trace(go.Bar(x=[k + 1 for k in range(len(rates))], y=rates, name=row["label"], marker_color=color(i)))
+    return style_figure(fig, "Acceptance by draft position (exact)", xaxis_title="draft position",
                    yaxis_title="share of verified drafts kept", yaxis_range=[0, 1.05], barmode="group")
 
 
@@ -87,8 +86,8 @@ def _fields(outcome: dict[str, Any] | None) -> list[str]:
     if not outcome:
         return ["–"] * 6
     return [str(outcome["steps"]), str(outcome["drafted"]), str(outcome["accepted"]),
-            _f(outcome.get("tokens_per_step")), _f(outcome.get("time_s"), ".2f", " s"),
-            _f(outcome.get("speedup"), ".2f", "×")]
+            fmt(outcome.get("tokens_per_step")), fmt(outcome.get("time_s"), ".2f", " s"),
+            fmt(outcome.get("speedup"), ".2f", "×")]
 
 
 TABLE_HEADERS = ["setting", "steps", "drafted", "accepted", "tokens/step", "time", "speedup",
@@ -133,38 +132,36 @@ def verdict(data: dict[str, Any]) -> str:
 
 
 def losses_rows(data: dict[str, Any]) -> list[list[str]]:
-    return [[_e(x["prompt"]), _e(x["own_best"]), _f(x["own_best_speedup"], ".2f", "×"),
-             _f(x["overall_best_speedup"], ".2f", "×"), _f(x["loss"], ".1%")] for x in data["losses"]]
+    return [[escape(x["prompt"]), escape(x["own_best"]), fmt(x["own_best_speedup"], ".2f", "×"),
+             fmt(x["overall_best_speedup"], ".2f", "×"), fmt(x["loss"], ".1%")] for x in data["losses"]]
 
 
 def render_report(data: dict[str, Any]) -> str:
     """The self-contained HTML report (plotly.js inlined) of a tune."""
     meta = data["meta"]
     env = meta.get("env", {})
-    parts = [f"<h1>Tune: {_e(meta.get('method'))} on {_e(meta.get('target'))}</h1>",
+    parts = [f"<h1>Tune: {escape(meta.get('method'))} on {escape(meta.get('target'))}</h1>",
              f"<p class='small'>{meta.get('prompts')} prompt(s) · max {meta.get('max_new_tokens')} new tokens · "
-             f"draft lengths 1…{meta.get('max_draft')} · assistant {_e(meta.get('assistant') or '–')} · "
-             f"{_e(env.get('dtype'))} · {_e(env.get('device'))}, {env.get('threads')} threads · torch "
-             f"{_e(env.get('torch'))}, transformers {_e(env.get('transformers'))}</p>"]
+             f"draft lengths 1…{meta.get('max_draft')} · assistant {escape(meta.get('assistant') or '–')} · "
+             f"{escape(env.get('dtype'))} · {escape(env.get('device'))}, {env.get('threads')} threads · torch "
+             f"{escape(env.get('torch'))}, transformers {escape(env.get('transformers'))}</p>"]
     if meta.get("command"):
-        parts.append(f"<pre>{_e(meta['command'])}</pre>")
-    parts.append(f"<h2>Verdict</h2><div class='verdict'>{_e(verdict(data))}</div>")
-    body = [[_e(c) for c in row] for row in table_rows(data, best_rows(data))]
-    parts.append("<h2>Best settings, predicted beside measured</h2>" + _table(TABLE_HEADERS, body))
+        parts.append(f"<pre>{escape(meta['command'])}</pre>")
+    parts.append(f"<h2>Verdict</h2><div class='verdict'>{escape(verdict(data))}</div>")
+    body = [[escape(c) for c in row] for row in table_rows(data, best_rows(data))]
+    parts.append("<h2>Best settings, predicted beside measured</h2>" + table(TABLE_HEADERS, body))
     for fig in figures(data).values():
-        parts.append(f"<div class='chart'>{fig.to_html(full_html=False, include_plotlyjs=False)}</div>")
+        parts.append(f"<div class='chart'>{figure_html(fig)}</div>")
     if len(data["losses"]) > 1:
         parts.append("<h2>Per prompt: its own best, and what the overall best costs it</h2>"
-                     + _table(["prompt", "own best", "its speedup", "with the overall best", "loss"],
+                     + table(["prompt", "own best", "its speedup", "with the overall best", "loss"],
                               losses_rows(data)))
-    body = [[_e(c) for c in row] for row in table_rows(data)]
-    parts.append("<h2>Every setting</h2>" + _table(TABLE_HEADERS, body))
+    body = [[escape(c) for c in row] for row in table_rows(data)]
+    parts.append("<h2>Every setting</h2>" + table(TABLE_HEADERS, body))
     parts.append("<p class='small'>How the prediction works: one baseline run gives the target's greedy output; "
                  "one drafter pass records what the drafter proposes after every prefix of it; Transformers' loop "
                  "(draft cap, schedule, confidence stop, EOS and length cuts) is replayed on that record for every "
                  "setting. Time = the baseline run's first step + for each later step the baseline's mean step scaled by the "
                  "calibrated cost of a forward at that verification width (against one token), plus the drafter's "
                  "calibrated cost per drafted token on the same scale.</p>")
-    js = plotly.offline.get_plotlyjs()
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Assisted decoding tune</title>"
-            f"<style>{_CSS}</style><script>{js}</script></head><body>" + "".join(parts) + "</body></html>")
+    return page("Assisted decoding tune", "".join(parts))

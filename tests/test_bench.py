@@ -13,6 +13,7 @@ from playground.bench import BenchPrompt, Measurement
 from playground.cli import main as cli_main
 from playground.engine import LiveRun, RunRequest, prepare
 from playground.methods import MethodError
+from playground.timeline import race_timeline
 
 from test_theory import baseline_trace, make_trace, method_trace
 
@@ -117,7 +118,7 @@ def test_errors_flag_float32_violations_only():
     row32 = bench.build_row(spec, prompt, run, base, check32)
     check16 = bench.check_lossless(run.traces[0].output_ids, base.traces[0].output_ids, dtype="bfloat16")
     row16 = bench.build_row(spec, prompt, run, base, check16)
-    assert row32["lossless_ok"] is False and row32["first_divergence"] == 0
+    assert row32.lossless_ok is False and row32.first_divergence == 0
     result32 = bench.BenchResult({}, [bench.build_row(base_spec, prompt, base, base, None), row32], [], {}, {})
     result16 = bench.BenchResult({}, [bench.build_row(base_spec, prompt, base, base, None), row16], [], {}, {})
     assert len(result32.errors) == 1 and result16.errors == []
@@ -140,20 +141,20 @@ def test_row_medians_and_paired_speedup():
     base = Measurement(base_spec, traces=b, plain_s=[1.0, 1.5, 1.2], plain_ids=[t.output_ids for t in b])
     run = Measurement(spec, traces=m, plain_s=[0.5, 1.0, 0.5], plain_ids=[t.output_ids for t in m])
     row = bench.build_row(spec, prompt, run, base, None)
-    assert row["elapsed_s"] == pytest.approx(0.6)  # median of 0.6, 1.0, 0.4
-    assert row["tokens_per_s"] == pytest.approx(12 / 0.6)
-    assert row["speedup"] == pytest.approx(2.0)  # paired ratios 2.0, 1.5, 3.0 -> median 2.0
-    assert row["overhead"] == pytest.approx(1.0)  # 0.6/0.5, 1.0/1.0, 0.4/0.5 -> median 1.0
-    assert row["speedup_plain"] == pytest.approx(2.0)  # 1.0/0.5, 1.5/1.0, 1.2/0.5 -> median of 2.0, 1.5, 2.4
-    assert row["acceptance_rate"] == pytest.approx(8 / 14) and row["tokens_per_step"] == pytest.approx(12 / 5)
-    assert row["gamma"] == pytest.approx(4.0) and row["c"] == pytest.approx(0.05) and row["verify_cost"] == pytest.approx(1.5)
+    assert row.elapsed_s == pytest.approx(0.6)  # median of 0.6, 1.0, 0.4
+    assert row.tokens_per_s == pytest.approx(12 / 0.6)
+    assert row.speedup == pytest.approx(2.0)  # paired ratios 2.0, 1.5, 3.0 -> median 2.0
+    assert row.overhead == pytest.approx(1.0)  # 0.6/0.5, 1.0/1.0, 0.4/0.5 -> median 1.0
+    assert row.speedup_plain == pytest.approx(2.0)  # 1.0/0.5, 1.5/1.0, 1.2/0.5 -> median of 2.0, 1.5, 2.4
+    assert row.acceptance_rate == pytest.approx(8 / 14) and row.tokens_per_step == pytest.approx(12 / 5)
+    assert row.gamma == pytest.approx(4.0) and row.c == pytest.approx(0.05) and row.verify_cost == pytest.approx(1.5)
     E = theory.expected_tokens_per_step(8 / 14, 4)
-    assert row["theoretical_speedup"] == pytest.approx(E / 1.2)
-    assert row["draft_ms"] == pytest.approx(101) and row["verify_ms"] == pytest.approx(1150)
-    assert row["instrumented_matches_plain"] is True
-    assert row["position_counts"] == [[4, 3, 4], [4, 3, 3], [3, 1, 2], [3, 1, 1]]  # (reached, kept, judged)
+    assert row.theoretical_speedup == pytest.approx(E / 1.2)
+    assert row.draft_ms == pytest.approx(101) and row.verify_ms == pytest.approx(1150)
+    assert row.instrumented_matches_plain is True
+    assert row.position_counts == [[4, 3, 4], [4, 3, 3], [3, 1, 2], [3, 1, 1]]  # (reached, kept, judged)
     base_row = bench.build_row(base_spec, prompt, base, base, None)
-    assert base_row["speedup"] == 1.0 and base_row["theoretical_speedup"] == 1.0 and base_row["lossless_ok"] is True
+    assert base_row.speedup == 1.0 and base_row.theoretical_speedup == 1.0 and base_row.lossless_ok is True
 
 
 def test_aggregate_pools_over_prompts_and_categories():
@@ -164,25 +165,25 @@ def test_aggregate_pools_over_prompts_and_categories():
         base = Measurement(base_spec, traces=[_retimed(baseline_trace(12), b_s)])
         run = Measurement(spec, traces=[_retimed(method_trace(), m_s)])
         rows += [bench.build_row(base_spec, prompt, base, base, None), bench.build_row(spec, prompt, run, base, None)]
-    aggs = {(a["label"], a["category"]): a for a in bench.aggregate(rows)}
+    aggs = {(a.label, a.category): a for a in bench.aggregate(rows)}
     assert set(aggs) == {(label, c) for label in ("baseline", "prompt_lookup") for c in ("rag", "qa", "all")}
     rag = aggs[("prompt_lookup", "rag")]
-    assert rag["prompts"] == 2 and rag["new_tokens"] == 24 and rag["steps"] == 10
-    assert rag["speedup"] == pytest.approx((24 / 1.8) / (24 / 2.4))  # Σ tokens / Σ time, method over baseline
-    assert rag["tokens_per_s"] == pytest.approx(24 / 1.8)
-    assert rag["acceptance_rate"] == pytest.approx(16 / 28) and rag["tokens_per_step"] == pytest.approx(2.4)
-    assert rag["draft_ms_per_step"] == pytest.approx(202 / 10) and rag["verify_ms_per_step"] == pytest.approx(2300 / 10)
-    assert rag["position_counts"] == [[8, 6, 8], [8, 6, 6], [6, 2, 4], [6, 2, 2]]
-    assert rag["position_acceptance"] == [0.75, 0.75, pytest.approx(1 / 3), pytest.approx(1 / 3)]
-    assert rag["position_acceptance_judged"] == [0.75, 1.0, 0.5, 1.0]
-    assert rag["gamma"] == pytest.approx(4.0) and rag["empty_draft_fraction"] == pytest.approx(0.2)
+    assert rag.prompts == 2 and rag.new_tokens == 24 and rag.steps == 10
+    assert rag.speedup == pytest.approx((24 / 1.8) / (24 / 2.4))  # Σ tokens / Σ time, method over baseline
+    assert rag.tokens_per_s == pytest.approx(24 / 1.8)
+    assert rag.acceptance_rate == pytest.approx(16 / 28) and rag.tokens_per_step == pytest.approx(2.4)
+    assert rag.draft_ms_per_step == pytest.approx(202 / 10) and rag.verify_ms_per_step == pytest.approx(2300 / 10)
+    assert rag.position_counts == [[8, 6, 8], [8, 6, 6], [6, 2, 4], [6, 2, 2]]
+    assert rag.position_acceptance == [0.75, 0.75, pytest.approx(1 / 3), pytest.approx(1 / 3)]
+    assert rag.position_acceptance_judged == [0.75, 1.0, 0.5, 1.0]
+    assert rag.gamma == pytest.approx(4.0) and rag.empty_draft_fraction == pytest.approx(0.2)
     E = theory.expected_tokens_per_step(16 / 28, 4)
-    assert rag["theoretical_speedup"] == pytest.approx(E / (4 * 0.05 + 1))
-    assert rag["with_verify_cost"] == pytest.approx(E / (4 * 0.05 + 1.5))
+    assert rag.theoretical_speedup == pytest.approx(E / (4 * 0.05 + 1))
+    assert rag.with_verify_cost == pytest.approx(E / (4 * 0.05 + 1.5))
     everything = aggs[("prompt_lookup", "all")]
-    assert everything["speedup"] == pytest.approx((36 / 2.6) / (36 / 4.8))
-    assert aggs[("baseline", "all")]["speedup"] == pytest.approx(1.0)
-    assert everything["explanation"]
+    assert everything.speedup == pytest.approx((36 / 2.6) / (36 / 4.8))
+    assert aggs[("baseline", "all")].speedup == pytest.approx(1.0)
+    assert everything.explanation
 
 
 def test_csv_has_the_required_columns_in_order(tmp_path):
@@ -203,7 +204,7 @@ def test_csv_has_the_required_columns_in_order(tmp_path):
 
 
 def test_race_timeline_cumulates_step_times():
-    tl = bench.race_timeline(baseline_trace(4), method_trace())
+    tl = race_timeline(baseline_trace(4), method_trace())
     base, run = tl["lanes"]
     assert [(p["t_ms"], p["tokens"]) for p in base["points"]] == [(0, 0), (500, 1), (600, 2), (700, 3), (800, 4)]
     assert [(p["t_ms"], p["tokens"]) for p in run["points"]] == [(0, 0), (640, 3), (810, 8), (911, 9), (1081, 10),
@@ -231,18 +232,18 @@ def test_compare_on_prompt_real_tiny_models(store, tiny_models):
     seen: list[str] = []
     result = bench.compare_on_prompt(bench.EXAMPLE_PROMPTS[0]["turns"][0], specs[1:], target=tiny_models["target"],
                                      max_new_tokens=10, dtype="float32", repeats=2, store=store, progress=seen.append)
-    assert [r["method"] for r in result.rows] == ["baseline", "prompt_lookup", "speculative"]  # baseline added
-    assert all(r["repeats"] == 2 and r["lossless_ok"] is True and r["instrumented_matches_plain"] for r in result.rows)
+    assert [r.method for r in result.rows] == ["baseline", "prompt_lookup", "speculative"]  # baseline added
+    assert all(r.repeats == 2 and r.lossless_ok is True and r.instrumented_matches_plain for r in result.rows)
     assert any("warm-up" in s for s in seen) and any("rep 2/2" in s for s in seen)
     assert set(result.traces) == {s.label for s in specs}
     assert result.diagnoses["baseline"][0].startswith("Baseline")
     assert result.diagnoses[specs[2].label][0].startswith("This run was")
     spec_row = result.rows[2]
-    assert spec_row["gamma"] is not None and spec_row["gamma"] > 1  # draft length 3 honoured (no 0.4 threshold cut)
-    tl = bench.race_timeline(result.traces["baseline"], result.traces[specs[1].label])
-    assert tl["lanes"][1]["new_tokens"] == result.rows[1]["new_tokens"]
+    assert spec_row.gamma is not None and spec_row.gamma > 1  # draft length 3 honoured (no 0.4 threshold cut)
+    tl = race_timeline(result.traces["baseline"], result.traces[specs[1].label])
+    assert tl["lanes"][1]["new_tokens"] == result.rows[1].new_tokens
     from playground import charts
-    from playground.bench_charts import compare_figures, figures
+    from playground.bench import compare_figures, figures
 
     shown = compare_figures(result)
     assert {"speedup_vs_theory", "position_acceptance", "step_cost", "throughput"} <= set(shown)
@@ -283,3 +284,36 @@ def test_bench_cli_end_to_end(tmp_path, tiny_models, capsys):
     assert "<script src=" not in html and "<script type='text/javascript'>" in html  # plotly.js inlined, no CDN
     assert "Instrumentation overhead" in html and "Lossless check" in html
     assert len(list((out / "traces").glob("*.json"))) == 4
+
+
+# --- typed records --------------------------------------------------------------------------------------
+
+def _two_rows():
+    spec, base_spec = bench.make_spec("prompt_lookup"), bench.make_spec("baseline")
+    prompt = BenchPrompt(1, "qa", "p")
+    base = Measurement(base_spec, traces=[baseline_trace(12)], plain_s=[1.0], plain_ids=[baseline_trace(12).output_ids])
+    run = Measurement(spec, traces=[method_trace()], plain_s=[0.5], plain_ids=[method_trace().output_ids])
+    check = bench.check_lossless(run.traces[0].output_ids, base.traces[0].output_ids, dtype="bfloat16")
+    return [bench.build_row(base_spec, prompt, base, base, None), bench.build_row(spec, prompt, run, base, check)]
+
+
+def test_rows_and_aggregates_round_trip_through_json():
+    rows = _two_rows()
+    assert list(rows[1].to_dict())[: len(bench.CSV_COLUMNS)] == bench.CSV_COLUMNS  # JSON keys in the CSV's order
+    again = [bench.BenchRow.from_dict(json.loads(json.dumps(r.to_dict()))) for r in rows]
+    assert again == rows and again[1].divergence.index == 0 and again[1].lossless_severity == "near-tie"
+    aggs = bench.aggregate(rows)
+    assert [bench.Aggregate.from_dict(json.loads(json.dumps(a.to_dict()))) for a in aggs] == aggs
+
+
+def test_rows_refuse_contradictions_and_unknown_fields():
+    row = _two_rows()[1].to_dict()
+    with pytest.raises(bench.BenchError, match="more tokens accepted than drafted"):
+        bench.BenchRow.from_dict({**row, "accepted": row["drafted"] + 1})
+    with pytest.raises(bench.BenchError, match="unknown field"):
+        bench.BenchRow.from_dict({**row, "speed": 2})
+    with pytest.raises(bench.BenchError, match="a failed run has no figures"):
+        bench.BenchRow.from_dict({**row, "error": "out of memory"})
+    agg = bench.aggregate(_two_rows())[1].to_dict()
+    with pytest.raises(bench.BenchError, match="pools no prompt"):
+        bench.Aggregate.from_dict({**agg, "prompts": 0})

@@ -1,0 +1,224 @@
+"""The measuring loop: several methods against baseline on one prompt (`compare_on_prompt`), and the whole
+benchmark over many prompts (`run_bench`).
+
+Fair by construction: one warm-up of every method, then baseline and each method run on the **same prompt in
+the same run**, interleaved (the order rotates every repeat), repeated, and medians reported.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+from .. import theory
+from ..trace import Trace
+from .aggregation import ALL, Aggregate, aggregate
+from .lossless import LosslessCheck, checked_against
+from .prompts import BenchPrompt
+from .rows import BenchRow, Measurement, build_row
+from .specs import BenchError, MethodSpec, make_spec
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class CompareResult:
+    prompt: BenchPrompt
+    rows: list[BenchRow]
+    aggregates: list[Aggregate]
+    traces: dict[str, Trace]  # label -> representative trace (the repeat with the median time)
+    diagnoses: dict[str, list[str]]
+    checks: dict[str, LosslessCheck]
+
+
+def _median_index(values: list[float]) -> int:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    return order[(len(order) - 1) // 2]
+
+
+def _representative(traces: list[Trace]) -> Trace:
+    """The repeat with the median elapsed time."""
+    return traces[_median_index([t.summary.elapsed_s for t in traces])]
+
+
+def _request(spec: MethodSpec, prompt: str, *, target: str, max_new_tokens: int, dtype: str, chat: bool | None) -> Any:
+    from ..engine import RunRequest
+
+    return RunRequest(prompt=prompt, target=target, method=spec.method, assistant=spec.assistant,
+                      params=dict(spec.params), max_new_tokens=max_new_tokens, dtype=dtype, chat=chat)
+
+
+def compare_on_prompt(
+    prompt: str | BenchPrompt,
+    specs: Sequence[MethodSpec],
+    *,
+    target: str | None = None,
+    max_new_tokens: int = 48,
+    dtype: str = "auto",
+    chat: bool | None = None,
+    repeats: int = 1,
+    warmup: bool = True,
+    measure_overhead: bool = True,
+    store: Any = None,
+    progress: Progress | None = None,
+    prompt_label: str = "",
+) -> CompareResult:
+    """Run baseline and `specs` on one prompt, interleaved and repeated; rows, aggregates, traces, diagnoses.
+
+    Baseline is added first if missing. `warmup` runs every method once (16 tokens) before
+    measuring. Each repeat runs every method once, in an order rotated by one per repeat; with
+    `measure_overhead` each method also runs as plain `generate()` next to its instrumented run
+    (alternating which goes first). A method that fails records its error in its row.
+    """
+    from ..engine import LiveRun, plain_generate, prepare, user_message
+    from ..models import DEFAULT_TARGET, STORE
+
+    store = store if store is not None else STORE
+    target = target or DEFAULT_TARGET
+    bp = prompt if isinstance(prompt, BenchPrompt) else BenchPrompt("", "", prompt)
+    if repeats < 1:
+        raise BenchError(f"repeats must be at least 1; got {repeats}")
+    specs = list(specs)
+    if not any(s.method == "baseline" for s in specs):
+        specs.insert(0, make_spec("baseline"))
+    report = progress or (lambda _msg: None)
+
+    prepared: dict[str, Any] = {}
+    for spec in specs:  # load and validate everything before measuring anything
+        prepared[spec.label] = prepare(_request(spec, bp.text, target=target, max_new_tokens=max_new_tokens,
+                                                dtype=dtype, chat=chat), store, progress)
+    if warmup:
+        for spec in specs:
+            report(f"{prompt_label}warm-up {spec.label}")
+            try:
+                req = _request(spec, bp.text, target=target, max_new_tokens=min(16, max_new_tokens), dtype=dtype, chat=chat)
+                LiveRun(prepare(req, store)).run()
+            except Exception:  # the measured run will report it
+                pass
+
+    results = {s.label: Measurement(s) for s in specs}
+    for r in range(repeats):
+        order = specs[r % len(specs):] + specs[: r % len(specs)]
+        for spec in order:
+            m = results[spec.label]
+            if m.error:
+                continue
+            try:
+                runs = ("instrumented", "plain") if r % 2 == 0 else ("plain", "instrumented")
+                for kind in runs:
+                    if kind == "instrumented":
+                        m.traces.append(LiveRun(prepared[spec.label]).run())
+                    elif measure_overhead:
+                        ids, seconds = plain_generate(prepared[spec.label])
+                        m.plain_ids.append(ids)
+                        m.plain_s.append(seconds)
+            except Exception as exc:  # keep measuring the others; the row says what failed
+                m.error = user_message(exc)
+                report(f"{prompt_label}{spec.label}: error: {m.error}")
+                continue
+            t = m.traces[-1]
+            base = results[specs[0].label].traces
+            sp = theory.measured_speedup(t, base[-1]) if base and spec.method != "baseline" else None
+            acc = "" if t.summary.acceptance_rate is None else f", α={t.summary.acceptance_rate:.2f}"
+            report(f"{prompt_label}rep {r + 1}/{repeats} {spec.label}: {t.summary.new_tokens} tok in "
+                   f"{t.summary.elapsed_s:.2f} s, {t.summary.tokens_per_s or 0:.1f} tok/s, "
+                   f"τ={t.summary.tokens_per_step or 0:.2f}{acc}" + (f", ×{sp:.2f} vs baseline" if sp else ""))
+
+    base_m = results[specs[0].label]
+    checks: dict[str, LosslessCheck] = {}
+    rows: list[BenchRow] = []
+    traces: dict[str, Trace] = {}
+    diagnoses: dict[str, list[str]] = {}
+    base_rep = _representative(base_m.traces) if base_m.traces else None
+    for spec in specs:
+        m = results[spec.label]
+        check = None
+        if m.traces and base_m.traces and spec.method != "baseline":
+            check = checked_against(prepared[specs[0].label], m.traces[0], base_m.traces[0])
+            checks[spec.label] = check
+            if check.severity in ("error", "near-tie"):
+                report(f"{prompt_label}{spec.label}: {check.note}")
+        rows.append(build_row(spec, bp, m, base_m, check))
+        if m.traces:
+            rep = _representative(m.traces)
+            traces[spec.label] = rep
+            diagnoses[spec.label] = theory.diagnose(rep, base_rep if spec.method != "baseline" else None)
+    return CompareResult(prompt=bp, rows=rows, aggregates=aggregate(rows), traces=traces, diagnoses=diagnoses,
+                         checks=checks)
+
+
+# --- the whole benchmark --------------------------------------------------------------------------
+
+@dataclass
+class BenchResult:
+    meta: dict[str, Any]
+    rows: list[BenchRow]
+    aggregates: list[Aggregate]
+    diagnoses: dict[str, dict[str, list[str]]]  # prompt id -> label -> sentences
+    traces: dict[str, dict[str, Trace]]  # prompt id -> label -> representative trace
+
+    @property
+    def errors(self) -> list[BenchRow]:
+        """Rows that failed to run or broke losslessness in float32."""
+        return [r for r in self.rows if r.is_error]
+
+    def overhead(self) -> dict[str, Any]:
+        """Instrumented / plain `generate()` time: the median over every pair of runs, and per method."""
+        ratios = [x for r in self.rows for x in (r.overhead_ratios or [])]
+        per = {}
+        for label in dict.fromkeys(r.label for r in self.rows):
+            vals = [x for r in self.rows if r.label == label for x in (r.overhead_ratios or [])]
+            if vals:
+                per[label] = statistics.median(vals)
+        return {"median_ratio": statistics.median(ratios) if ratios else None, "runs": len(ratios), "per_method": per}
+
+
+def run_bench(prompts: Sequence[BenchPrompt], specs: Sequence[MethodSpec], *, target: str | None = None,
+              max_new_tokens: int = 48, dtype: str = "auto", chat: bool | None = None, repeats: int = 1,
+              measure_overhead: bool = True, store: Any = None, progress: Progress | None = None,
+              command: str = "") -> BenchResult:
+    """Every prompt through `compare_on_prompt`; one warm-up (on the first prompt) for the whole run."""
+    from ..models import DEFAULT_TARGET
+
+    target = target or DEFAULT_TARGET
+    report = progress or (lambda _msg: None)
+    rows: list[BenchRow] = []
+    diagnoses: dict[str, dict[str, list[str]]] = {}
+    traces: dict[str, dict[str, Trace]] = {}
+    env: dict[str, Any] = {}
+    started = time.perf_counter()
+    for i, p in enumerate(prompts):
+        label = f"[{i + 1}/{len(prompts)} {p.category} #{p.question_id}] "
+        result = compare_on_prompt(p, specs, target=target, max_new_tokens=max_new_tokens, dtype=dtype, chat=chat,
+                                   repeats=repeats, warmup=(i == 0), measure_overhead=measure_overhead, store=store,
+                                   progress=report, prompt_label=label)
+        rows.extend(result.rows)
+        key = f"{p.category}/{p.question_id}"
+        diagnoses[key] = result.diagnoses
+        traces[key] = result.traces
+        if not env and result.traces:
+            first = next(iter(result.traces.values()))
+            env = dict(first.env)
+            env["chat"] = first.chat
+        running = [a for a in aggregate(rows) if a.category == ALL or len({r.category for r in rows}) == 1]
+        summary = ", ".join(f"{a.label} ×{a.speedup:.2f}" for a in running if not a.is_baseline and a.speedup)
+        report(f"{label}done ({time.perf_counter() - started:.0f} s so far){': ' + summary if summary else ''}")
+    meta = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "target": target,
+        "methods": [asdict(s) for s in specs],
+        "prompts": len(prompts),
+        "categories": list(dict.fromkeys(p.category for p in prompts)),
+        "max_new_tokens": max_new_tokens,
+        "repeats": repeats,
+        "dtype_requested": dtype,
+        "env": env,
+        "host": {"machine": platform.machine(), "processor": platform.processor(), "python": platform.python_version()},
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+    return BenchResult(meta=meta, rows=rows, aggregates=aggregate(rows), diagnoses=diagnoses, traces=traces)
