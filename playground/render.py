@@ -78,7 +78,7 @@ CSS = """
   text-decoration-color: #3d9ae0; text-decoration-thickness: 3px; text-underline-offset: 3px; }
 .tok[data-status="bonus"] { background: rgba(204,121,167,.32); box-shadow: inset 0 0 0 1px rgba(204,121,167,.95); }
 .tok[data-status="bonus"]::after { content: "★"; font-size: .7em; vertical-align: super; line-height: 0;
-  color: #CC79A7; margin-left: 1px; user-select: none; }
+  color: #CC79A7; margin-inline-start: 1px; user-select: none; }
 .tok[data-status="target"] { }
 .tok[data-status="unverified"] { outline: 1px dashed #E69F00; outline-offset: -1px; font-style: italic; opacity: .7; }
 .tok .ws { opacity: .65; }
