@@ -327,7 +327,7 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
                                       interactive=False, elem_id="pg-race-method", scale=3)
             race_btn = gr.Button("▶ Play race", elem_id="pg-race-play", scale=1)
         race = gr.HTML(race_placeholder(), elem_id="pg-race-box")
-    compare_state = gr.State(None)
+        compare_state = gr.State(None)
 
     compare_btn.click(
         compare, [*settings, compare_methods, compare_tokens, compare_repeats, baselines, *param_components],

@@ -192,9 +192,9 @@ def build_replay() -> ReplayTab:
             replay_acceptance = gr.Plot(charts.acceptance_figure([]), show_label=False,
                                         elem_id="pg-replay-chart-acceptance")
             replay_timing = gr.Plot(charts.timing_figure([]), show_label=False, elem_id="pg-replay-chart-timing")
-    last_run = gr.State(None)
-    replay_trace = gr.State(None)
-    replay_playing = gr.State(False)
+        last_run = gr.State(None)
+        replay_trace = gr.State(None)
+        replay_playing = gr.State(False)
 
     replay_views = [replay_tokens, replay_detail, replay_acceptance, replay_timing, replay_stats]
     replay_outputs = [replay_trace, replay_status, replay_slider, *replay_views]
