@@ -235,16 +235,16 @@ def test_the_session_hash_never_becomes_a_path(server: Server, models: dict[str,
 
 
 def test_after_a_run_the_replay_reads_only_the_servers_own_file(server: Server, models: dict[str, str]) -> None:
-    """The replay after a run takes no file from the client (only its session): it shows that session's run."""
+    """The replay after a run takes nothing from the client: the run's trace is in the session's own `gr.State`."""
     session = uuid.uuid4().hex[:11]
-    outcome = PROBE.send(server, "after-run with no run", "after_run", [None], session=session)
+    outcome = PROBE.send(server, "after-run with no run", "after_run", [None, None], session=session)
     assert outcome.success and "The last run" not in outcome.text()
     assert server.call("generate", generate_args(models), session=session).success
-    outcome = server.call("after_run", [None], session=session)
+    outcome = server.call("after_run", [None, None], session=session)
     assert outcome.success and "The last run: baseline" in outcome.text(), outcome
     # A failed run after it: nothing to replay (the previous file went when the run started).
     assert server.call("generate", generate_args(models, prompt=""), session=session).success
-    outcome = server.call("after_run", [None], session=session)
+    outcome = server.call("after_run", [None, None], session=session)
     assert outcome.success and "The last run" not in outcome.text()
 
 
@@ -530,7 +530,7 @@ def test_a_one_step_trace_and_a_one_token_run_replay(server: Server, models: dic
         assert PROBE.send(server, f"one-step trace: {name}", name, data, session=session).success
     assert PROBE.send(server, "one-token run", "generate", generate_args(models, max_new_tokens=1),
                       "Done: 1 tokens", session=session).success
-    outcome = PROBE.send(server, "one-token run replayed", "after_run", [None], "The last run", session=session)
+    outcome = PROBE.send(server, "one-token run replayed", "after_run", [None, None], "The last run", session=session)
     assert outcome.success
 
 
@@ -543,7 +543,7 @@ def test_replaying_one_step_of_a_huge_trace_is_bounded(server: Server) -> None:
         outcome = PROBE.send(server, f"huge trace: step {step}", "replay_view", [None, step], session=session)
         assert outcome.success and len(json.dumps(outcome.data)) < 2_000_000
         assert f"Step {step}:" in outcome.text()
-    from playground.teach import REPLAY_WINDOW_STEPS
+    from playground.app.replay_tab import REPLAY_WINDOW_STEPS
 
     assert f"{40_000 - REPLAY_WINDOW_STEPS} earlier steps not shown" in outcome.text()
 

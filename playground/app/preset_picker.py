@@ -1,6 +1,6 @@
 """The page's guide-example picker: choosing a preset fills the controls with the guide's settings.
 
-Kept apart from `ui.py`: the picker's handlers only read `presets` and the method registry. A preset that needs
+Kept apart from the page: the picker's handlers only read `presets` and the method registry. A preset that needs
 the Hub, picked where the Hub is out of reach, fills in its offline stand-in instead and says why. Editing any
 control the preset set (other than the prompt and precision) clears the picker, so a run then follows the controls.
 """
@@ -12,9 +12,9 @@ from typing import Any
 
 import gradio as gr
 
-from .methods import get_method
-from .models import hub_reachable
-from .presets import GUIDE_URL, PRESETS, Preset, get_preset, runnable
+from ..methods import get_method
+from ..models import hub_reachable
+from ..presets import GUIDE_URL, PRESETS, Preset, get_preset, runnable
 
 CHAT_VALUE = {True: "on", False: "off", None: "auto"}
 

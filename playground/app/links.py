@@ -2,7 +2,7 @@
 
 The query uses the API's parameter names (`prompt`, `target`, `assistant`, `method`, `params`, `max_new_tokens`,
 `sample`, `temperature`, `top_p`, `top_k`, `seed`, `chat`, `dtype`, or `preset`). A link's values are untrusted:
-they pass through the same request builder as the API (`build`, i.e. `ui.build_request`) and the registry's
+they pass through the same request builder as the API (`build`, i.e. `request.build_request`) and the registry's
 parameter checks before any control is set; a link that fails is not applied and the reason is shown as text.
 """
 
@@ -14,9 +14,10 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from . import render, ui_presets
-from .methods import get_method
-from .presets import get_preset
+from .. import render
+from . import preset_picker
+from ..methods import get_method
+from ..presets import get_preset
 
 FIELDS = ("prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature", "top_p",
           "top_k", "seed", "chat", "dtype")
@@ -24,7 +25,7 @@ DTYPES = ("auto", "float32", "bfloat16")  # the page's precision choices
 MAX_LINK_PROMPT_CHARS = 4000  # longer prompts make links that browsers and chat apps cut off
 
 if TYPE_CHECKING:  # the engine (torch, Transformers) is imported when a link is restored
-    from .engine import RunRequest
+    from ..engine import RunRequest
 
 Build = Callable[..., "RunRequest"]
 
@@ -68,7 +69,7 @@ def restore(query: Mapping[str, str], build: Build, param_names: list[str]) -> l
     """Updates for [picker, preset info, target, assistant, method, sample, temperature, top_p, top_k, seed, chat,
     max_new_tokens, prompt, dtype, link status, *parameters] from a link's query; nothing changes without one.
     A preset that needs the unreachable Hub fills in its offline stand-in, as the picker does."""
-    from .engine import RunRequest, user_message, validate_request
+    from ..engine import RunRequest, user_message, validate_request
 
     given = {k: query[k] for k in (*FIELDS, "preset") if k in query}
     if not given:
@@ -88,13 +89,13 @@ def restore(query: Mapping[str, str], build: Build, param_names: list[str]) -> l
         return [gr.skip()] * 14 + [render.status_html(message, "error")] + [gr.skip()] * len(param_names)
     status = render.status_html("Settings restored from the link.", "done")
     if "preset" in given:
-        filled = ui_presets.on_preset(given["preset"], param_names)  # picker, info, 10 controls, prompt, params
+        filled = preset_picker.on_preset(given["preset"], param_names)  # picker, info, 10 controls, prompt, params
         prompt = request.prompt if request.prompt.strip() else filled[12]
         return [*filled[:12], prompt, request.dtype, status, *filled[13:]]
     values = get_method(request.method).resolve_params(request.params)
     return [
         None, "", request.target, request.assistant, request.method, request.sample, request.temperature,
-        request.top_p, request.top_k, request.seed, ui_presets.CHAT_VALUE[request.chat], request.max_new_tokens,
+        request.top_p, request.top_k, request.seed, preset_picker.CHAT_VALUE[request.chat], request.max_new_tokens,
         request.prompt, request.dtype, status, *[values[p] if p in values else gr.skip() for p in param_names],
     ]
 
@@ -108,7 +109,7 @@ def wire(button: gr.Button, link: gr.Textbox, picker: Any, prompt: Any, controls
     def make(preset: str | None, prompt_text: str, *values: Any) -> str:
         (target, assistant, method, sample, temperature, top_p, top_k, seed, chat, length, dtype_value,
          *param_values) = values
-        return query_for(ui_presets.known(preset), prompt_text, target, assistant, method,
+        return query_for(preset_picker.known(preset), prompt_text, target, assistant, method,
                          collect(method, *param_values), length, sample, temperature, top_p, top_k, seed, chat,
                          dtype_value)
 

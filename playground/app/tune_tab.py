@@ -12,20 +12,20 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import gradio as gr
 
-from . import render, tune_report
-from .bench_charts import follow_the_page
-from .gpu import gpu
+from .. import render, tune_report
+from ..bench_charts import follow_the_page
+from ..gpu import gpu
 
 if TYPE_CHECKING:  # torch comes in with the first tune, not when the page is built
-    from . import tune
-    from .engine import RunRequest
+    from .. import tune
+    from ..engine import RunRequest
 
-BuildRequest = Callable[..., "RunRequest"]  # ui.build_request: the page's values -> a validated RunRequest
+BuildRequest = Callable[..., "RunRequest"]  # request.build_request: the page's values -> a validated RunRequest
 MAX_EXTRA_PROMPTS = 8
 
 
 def _prompts(prompt: str, more: str | None) -> list[str]:
-    from . import tune
+    from .. import tune
 
     extra = [line.strip() for line in (more or "").splitlines() if line.strip()]
     if len(extra) > MAX_EXTRA_PROMPTS:
@@ -55,7 +55,7 @@ def _views(result: tune.TuneResult, message: str) -> tuple[Any, ...]:
 
 
 def _failed(exc: BaseException, state: Any = None) -> tuple[Any, ...]:
-    from .engine import user_message
+    from ..engine import user_message
 
     return (render.status_html(user_message(exc), "error"), gr.skip(), gr.skip(), gr.skip(), gr.skip(), state)
 
@@ -65,7 +65,7 @@ def run_tune(build_request: BuildRequest, prompt: str, target: str | None, assis
              method: str | None, params: Any, dtype: str | None, chat: Any, max_new_tokens: Any, max_draft: Any,
              more_prompts: str | None) -> tuple[Any, ...]:
     """Tune the page's settings on its prompt (and any more given); outputs: status, table, 3 charts, result."""
-    from . import tune
+    from .. import tune
 
     try:
         run = build_request(prompt, target, assistant, method, params, max_new_tokens, False, None, None, None,
@@ -82,7 +82,7 @@ def run_tune(build_request: BuildRequest, prompt: str, target: str | None, assis
 @gpu(duration=300)
 def run_verify(result: tune.TuneResult | None) -> tuple[Any, ...]:
     """Run the recommended setting and the default for real; the table then shows measured beside predicted."""
-    from . import tune
+    from .. import tune
 
     if result is None:
         return _failed(tune.TuneError("press Tune first: there is no recommendation to measure yet"))

@@ -1,0 +1,211 @@
+"""The "Step through a run" tab: replay a trace (the last run's, or an uploaded file) one verification step at a time.
+
+`load_trace_file` (a clear `TraceFormatError` message for anything that is not a trace), `replay_view(trace, k)`:
+the coloured text of steps[:k+1] with step k outlined, the step told in words (draft → verify → append), the
+charts of the first k+1 steps with step k marked, the figures. Everything that draws is in `render` and `charts`,
+so a saved trace replays exactly like the run that made it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from .. import charts, render
+from ..errors import PlaygroundError
+from ..trace import Trace, TraceFormatError, short_repr, summarize_steps
+from .guard import PRIVATE, guarded
+from .run_request import MAX_NAME_SHOWN
+
+MAX_TRACE_BYTES = 20 * 1024 * 1024
+REPLAY_WINDOW_STEPS = 200  # steps drawn around the replay's current one (text and charts)
+
+
+def load_trace_file(path: str | Path | None) -> Trace:
+    """A trace from an uploaded file; `TraceFormatError` with a message for the page otherwise."""
+    if not path:
+        raise TraceFormatError("no file was uploaded")
+    p = Path(path)
+    size = p.stat().st_size
+    if size > MAX_TRACE_BYTES:
+        raise TraceFormatError(f"the file is {size / 1e6:.1f} MB; a trace file is at most {MAX_TRACE_BYTES // 10**6} MB")
+    try:
+        return Trace.from_json(p.read_bytes())
+    except TraceFormatError:
+        raise
+    except Exception as exc:  # a JSON document shaped like a trace but holding nonsense
+        raise TraceFormatError(f"malformed trace: {exc}") from None
+
+
+def describe_trace(trace: Trace, source: str) -> str:
+    s = trace.summary
+    assistant = f" with {trace.assistant}" if trace.assistant else ""
+    return (f"{source}: {trace.method} on {trace.target}{assistant} · {s.new_tokens} tokens in {s.steps} verification "
+            f"steps · move the slider or use ◀ ▶ to step through it")
+
+
+def step_number(value: Any, n: int) -> int:
+    """The slider's step (1-based) as sent by a client: a whole number, clamped to 1 … n; else our message."""
+    if value is None or value == "":
+        return n
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise PlaygroundError(f"the step must be a number from 1 to {n}; got {short_repr(value, MAX_NAME_SHOWN)}")
+    return min(max(int(value), 1), n)
+
+
+def replay_view(trace: Trace | None, value: Any) -> tuple[Any, ...]:
+    """(coloured text, step in words, acceptance chart, timing chart, figures) for slider position `value`
+    (1-based: the first `value` steps, the last of them outlined).
+
+    Text and charts show at most REPLAY_WINDOW_STEPS steps up to the current one, so one move of the
+    slider costs the same on a trace of any length; the figures count every step up to it.
+    """
+    if trace is None or not trace.steps:
+        empty = render.empty_tokens("Generate something, or load a trace file, to step through it here.")
+        return (empty, "", *charts.figures([]), render.stats_html(None))
+    n = len(trace.steps)
+    k = step_number(value, n) - 1
+    first = max(0, k + 1 - REPLAY_WINDOW_STEPS)
+    window = trace.steps[first: k + 1]
+    tokens = render.render_tokens(window, current=k - first, earlier=first)
+    detail = render.step_detail_html(trace.steps[k], trace.method, k)
+    fig_a, fig_t = charts.figures(window, current=k, total_steps=n if not first else None)
+    shown = trace.steps[: k + 1]
+    elapsed = (trace.setup_ms + sum(s.time_ms for s in shown)) / 1000.0
+    stats = render.stats_html(summarize_steps(shown, elapsed, trace.setup_ms))
+    return tokens, detail, fig_a, fig_t, stats
+
+
+def slider_for(trace: Trace | None) -> Any:
+    """The replay slider for a trace: 1 … its steps. Gradio refuses a slider whose minimum is its maximum, so a
+    one-step trace (a one-token run) gets 1 … 2, fixed at 1 and not movable (the handlers clamp to the steps)."""
+    n = len(trace.steps) if trace is not None and trace.steps else 1
+    return gr.update(minimum=1, maximum=max(n, 2), value=n, step=1, interactive=n > 1)
+
+
+def _steps_in(trace: Trace | None) -> int:
+    return len(trace.steps) if trace is not None and trace.steps else 1
+
+
+def replay_prev(trace: Trace | None, value: Any) -> Any:
+    return gr.update(value=max(1, step_number(value, _steps_in(trace)) - 1))
+
+
+def replay_next(trace: Trace | None, value: Any) -> Any:
+    n = _steps_in(trace)
+    return gr.update(value=min(n, step_number(value, n) + 1))
+
+
+PLAY_EVERY_S = 1.0  # one verification step per second: time to read the sentence under the text
+PLAY, PAUSE = "▶ Play", "⏸ Pause"
+
+
+def replay_play(trace: Trace | None, value: Any, playing: bool) -> tuple[Any, Any, Any, bool]:
+    """Play / Pause: (slider, timer, button, playing). Playing from the last step starts over at step 1."""
+    if playing is True or trace is None or len(trace.steps) < 2:
+        return gr.skip(), gr.update(active=False), gr.update(value=PLAY), False
+    at_end = step_number(value, len(trace.steps)) >= len(trace.steps)
+    return (gr.update(value=1) if at_end else gr.skip()), gr.update(active=True), gr.update(value=PAUSE), True
+
+
+def replay_tick(trace: Trace | None, value: Any, playing: bool) -> tuple[Any, Any, Any, bool]:
+    """One step forward while playing; at the last step the play ends by itself."""
+    if playing is not True or trace is None or not trace.steps:
+        return gr.skip(), gr.update(active=False), gr.update(value=PLAY), False
+    n = len(trace.steps)
+    step = min(n, step_number(value, n) + 1)
+    if step >= n:
+        return gr.update(value=step), gr.update(active=False), gr.update(value=PLAY), False
+    return gr.update(value=step), gr.skip(), gr.skip(), True
+
+
+def replay_load(trace: Trace | None, source: str) -> tuple[Any, ...]:
+    """(trace state, status, slider, *replay_view) for a freshly loaded trace, at its last step."""
+    if trace is None:
+        return (None, render.status_html("Nothing to replay yet: generate something first.", "idle"),
+                slider_for(None), *replay_view(None, 1))
+    return (trace, render.status_html(describe_trace(trace, source), "done"), slider_for(trace),
+            *replay_view(trace, len(trace.steps)))
+
+
+def replay_last(trace: Trace | None) -> tuple[Any, ...]:
+    return replay_load(trace, "The last run")
+
+
+def on_trace_upload(path: Any) -> tuple[Any, ...]:
+    """Load an uploaded trace; a file that is not one gets a clear message (and the replay is left as it was).
+
+    `path` is where Gradio stored the upload (it refuses paths outside its own upload folder before this
+    runs); the file's content is untrusted and checked field by field by `Trace.from_dict`.
+    """
+    from ..engine import user_message
+
+    name = Path(path).name if isinstance(path, str) and path else "the file"
+    if len(name) > MAX_NAME_SHOWN:
+        name = name[:MAX_NAME_SHOWN] + "…"
+    try:
+        if path is not None and not isinstance(path, str):
+            raise TraceFormatError(f"expected an uploaded file; got {short_repr(path, MAX_NAME_SHOWN)}")
+        trace = load_trace_file(path)
+        return replay_load(trace, f"Loaded {name}")
+    except Exception as exc:  # TraceFormatError, OSError, or anything else: one line, never a traceback
+        reason = (str(exc) if isinstance(exc, TraceFormatError) else "the file could not be read"
+                  if isinstance(exc, OSError) else user_message(exc))
+        message = f"Cannot replay {name}: {reason}. Load a trace JSON saved by this playground (Download trace)."
+        return (gr.skip(), render.status_html(message, "error"), *([gr.skip()] * 6))
+
+
+
+@dataclass
+class ReplayTab:
+    """What the page wires to the replay from outside: the last run's state and the views a loaded trace fills."""
+
+    last_run: gr.State
+    outputs: list[Any]  # replay_load's: trace state, status, slider, *replay_view
+
+
+def build_replay() -> ReplayTab:
+    """The tab (call inside the page's `gr.Tabs`) and its events."""
+    with gr.Tab("Step through a run", id="replay", elem_id="pg-tab-replay"):
+        with gr.Row():
+            with gr.Column(scale=3):
+                replay_status = gr.HTML(replay_load(None, "")[1], elem_id="pg-replay-status")
+            with gr.Column(scale=1, min_width=200):
+                replay_last_btn = gr.Button("Replay the last run", size="sm", elem_id="pg-replay-last")
+                replay_upload = gr.UploadButton("Load a trace file (JSON)…", file_types=[".json"],
+                                                type="filepath", size="sm", elem_id="pg-replay-upload")
+        replay_slider = gr.Slider(1, 2, value=1, step=1, label="Verification step", interactive=False,
+                                  elem_id="pg-replay-slider")
+        with gr.Row():
+            replay_prev_btn = gr.Button("◀ Previous step", size="sm", elem_id="pg-replay-prev")
+            replay_next_btn = gr.Button("Next step ▶", size="sm", elem_id="pg-replay-next")
+            replay_play_btn = gr.Button(PLAY, size="sm", variant="primary", elem_id="pg-replay-play")
+        replay_timer = gr.Timer(PLAY_EVERY_S, active=False)
+        replay_detail = gr.HTML("", elem_id="pg-replay-step")
+        replay_tokens = gr.HTML(replay_view(None, 1)[0], elem_id="pg-replay-output", max_height=420)
+        replay_stats = gr.HTML(render.stats_html(None), elem_id="pg-replay-stats")
+        with gr.Row():
+            replay_acceptance = gr.Plot(charts.acceptance_figure([]), show_label=False,
+                                        elem_id="pg-replay-chart-acceptance")
+            replay_timing = gr.Plot(charts.timing_figure([]), show_label=False, elem_id="pg-replay-chart-timing")
+        last_run = gr.State(None)
+        replay_trace = gr.State(None)
+        replay_playing = gr.State(False)
+
+    replay_views = [replay_tokens, replay_detail, replay_acceptance, replay_timing, replay_stats]
+    replay_outputs = [replay_trace, replay_status, replay_slider, *replay_views]
+    replay_slider.change(guarded(replay_view), [replay_trace, replay_slider], replay_views, **PRIVATE)
+    replay_prev_btn.click(guarded(replay_prev), [replay_trace, replay_slider], replay_slider, **PRIVATE)
+    replay_next_btn.click(guarded(replay_next), [replay_trace, replay_slider], replay_slider, **PRIVATE)
+    play_outputs = [replay_slider, replay_timer, replay_play_btn, replay_playing]
+    replay_play_btn.click(guarded(replay_play), [replay_trace, replay_slider, replay_playing], play_outputs, **PRIVATE)
+    replay_timer.tick(guarded(replay_tick), [replay_trace, replay_slider, replay_playing], play_outputs, **PRIVATE)
+    replay_last_btn.click(replay_last, last_run, replay_outputs, **PRIVATE)
+    # In the queue: parsing and checking a trace of up to MAX_TRACE_BYTES is the heaviest thing a click here does.
+    replay_upload.upload(on_trace_upload, replay_upload, replay_outputs, api_visibility="private",
+                         show_progress="hidden")
+    return ReplayTab(last_run=last_run, outputs=replay_outputs)
