@@ -13,15 +13,17 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import gradio as gr
 
 from .. import render
+from ..i18n import t
 from .background import in_thread
 from .guard import PRIVATE, PRIVATE_QUEUED, guarded
+from .language import L
 from .run_request import build_request, collect_params
 
 if TYPE_CHECKING:  # the engine and snippet (torch, Transformers) are imported by the handlers that use them
     from ..engine import RunRequest
 
 
-def code_view(request: RunRequest, note: str = "") -> tuple[str, str, str]:
+def code_view(request: RunRequest, note: str = "", lang: str = "en") -> tuple[str, str, str]:
     """(python script, CLI command, status HTML) for a request; a message instead where it cannot be shown."""
     from ..engine import user_message
     from ..snippet import show_code
@@ -29,8 +31,8 @@ def code_view(request: RunRequest, note: str = "") -> tuple[str, str, str]:
     try:
         view = show_code(request)
     except Exception as exc:
-        return gr.skip(), gr.skip(), render.status_html(f"Cannot show the code: {user_message(exc)}", "error")
-    message = note or f"The code for {request.method} on {request.target}."
+        return gr.skip(), gr.skip(), render.status_html(t("code.cannot", lang, reason=user_message(exc)), "error")
+    message = note or t("code.for", lang, method=request.method, target=request.target)
     return view.python, view.cli, render.status_html(message, "done")
 
 
@@ -62,17 +64,19 @@ class CodeTab:
     outputs: list[Any]  # python code, CLI command, status
 
 
+def initial_status(lang: str = "en") -> str:
+    return render.status_html(t("code.initial", lang), "idle")
+
+
 def build_code(method: Any, param_components: Sequence[Any], params_json: Any, settings: Sequence[Any]) -> CodeTab:
     """The tab (call inside the page's `gr.Tabs`) and its button. `settings` are `generate`'s inputs from the page
     (the API's 13, then the preset); `params_json` receives the method's parameters gathered from its controls."""
-    with gr.Tab("Show the code", id="code", elem_id="pg-tab-code"):
-        code_status = gr.HTML(render.status_html(
-            "After each run the code that reproduces it appears here; or press the button for the current "
-            "settings (this loads their models).", "idle"), elem_id="pg-code-status")
-        code_btn = gr.Button("Show code for these settings", size="sm", elem_id="pg-code-show")
-        code_python = gr.Code("", language="python", label="Transformers script", interactive=False,
+    with gr.Tab(L("ui.tab.code"), id="code", elem_id="pg-tab-code"):
+        code_status = gr.HTML(initial_status(), elem_id="pg-code-status")
+        code_btn = gr.Button(L("ui.code.show"), size="sm", elem_id="pg-code-show")
+        code_python = gr.Code("", language="python", label=L("ui.code.python"), interactive=False,
                               buttons=["copy"], elem_id="pg-code-python")
-        code_cli = gr.Code("", language="shell", label="The same run from the command line", lines=2,
+        code_cli = gr.Code("", language="shell", label=L("ui.code.cli"), lines=2,
                            interactive=False, buttons=["copy"], wrap_lines=True, elem_id="pg-code-cli")
     outputs = [code_python, code_cli, code_status]
     code_btn.click(guarded(collect_params), [method, *param_components], params_json, **PRIVATE).then(

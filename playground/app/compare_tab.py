@@ -24,6 +24,7 @@ from ..settings import get_settings
 from ..trace import Trace, short_repr
 from .background import in_thread
 from .guard import PRIVATE_QUEUED, guarded
+from .language import L
 from .run_request import DEFAULT_METHOD, MAX_NAME_SHOWN, build_request, collect_params, parse_integer, suggest_assistant
 from .theory_tab import remember_baseline
 
@@ -300,21 +301,18 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
     """The tab (call inside the page's `gr.Tabs`) and its events. `settings` are the page's prompt, target,
     assistant, method, dtype and chat controls; `baselines` is the session's baseline traces (Compare adds its own)."""
     max_tokens = get_settings().max_new_tokens
-    with gr.Tab("Compare methods", id="compare", elem_id="pg-tab-compare"):
-        gr.Markdown(
-            "Baseline and the chosen methods on the prompt above, with the target, precision and parameters "
-            "set on the left. Every method is warmed up first, then all run interleaved on the same prompt; "
-            "speedups are tokens/s over baseline's in the same run.")
+    with gr.Tab(L("ui.tab.compare"), id="compare", elem_id="pg-tab-compare"):
+        gr.Markdown(L("ui.compare.intro"))
         with gr.Row():
             compare_methods = gr.CheckboxGroup(
                 [(m.title, name) for name, m in METHODS.items() if name != "baseline"], value=[DEFAULT_METHOD],
-                label="Methods to compare with baseline", elem_id="pg-compare-methods", scale=3)
+                label=L("ui.compare.methods"), elem_id="pg-compare-methods", scale=3)
             with gr.Column(scale=1, min_width=220):
                 compare_tokens = gr.Slider(2, max_tokens, value=min(32, max_tokens),
-                                           step=1, label="New tokens per run", elem_id="pg-compare-tokens")
-                compare_repeats = gr.Slider(1, 5, value=1, step=1, label="Repeats (medians are shown)",
+                                           step=1, label=L("ui.compare.tokens"), elem_id="pg-compare-tokens")
+                compare_repeats = gr.Slider(1, 5, value=1, step=1, label=L("ui.compare.repeats"),
                                             elem_id="pg-compare-repeats")
-        compare_btn = gr.Button("Compare", variant="primary", elem_id="pg-compare-run")
+        compare_btn = gr.Button(L("ui.compare.run"), variant="primary", elem_id="pg-compare-run")
         compare_status = gr.HTML(render.status_html("Choose methods and press Compare.", "idle"),
                                  elem_id="pg-compare-status")
         compare_table = gr.HTML("", elem_id="pg-compare-table")
@@ -323,9 +321,9 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
             compare_cost = gr.Plot(show_label=False, elem_id="pg-compare-cost")
         compare_diag = gr.HTML("", elem_id="pg-compare-diagnosis")
         with gr.Row():
-            race_method = gr.Dropdown(choices=[], value=None, label="Race replay: baseline against",
+            race_method = gr.Dropdown(choices=[], value=None, label=L("ui.compare.race_against"),
                                       interactive=False, elem_id="pg-race-method", scale=3)
-            race_btn = gr.Button("▶ Play race", elem_id="pg-race-play", scale=1)
+            race_btn = gr.Button(L("ui.compare.race_play"), elem_id="pg-race-play", scale=1)
         race = gr.HTML(race_placeholder(), elem_id="pg-race-box")
         compare_state = gr.State(None)
 

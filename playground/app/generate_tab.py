@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 import gradio as gr
 
 from .. import bench, charts, render
-from ..examples import EXAMPLES as EXAMPLE_SET
+from ..examples import BY_NAME, localized_examples
+from ..i18n import LANGUAGES, t, tn
 from ..gpu import gpu
 from ..methods import METHODS, get_method
 from ..models import CATALOGUE, DEFAULT_TARGET, describe_precision, hub_reachable
@@ -32,6 +33,7 @@ from ..settings import get_settings
 from . import links, preload, preset_picker, trace_files
 from .background import in_thread
 from .guard import PRIVATE, guarded
+from .language import L, language_of
 from .methods_tab import lecture_html
 from .run_request import (CHAT_CHOICES, DEFAULT_METHOD, DTYPES, build_request, collect_params, param_component,
                       param_specs, param_update, parse_flag, suggest_assistant)
@@ -48,30 +50,29 @@ if TYPE_CHECKING:  # the engine (torch, Transformers) is imported by the handler
 UPDATE_EVERY_S = 0.04
 CHART_EVERY_S = 1.5
 
-EXAMPLES: dict[str, str] = {e.name: e.text for e in EXAMPLE_SET}
+# Every language's example prompts by name (the names differ between languages, so one lookup serves all).
+EXAMPLES: dict[str, str] = {e.name: e.text for lang in LANGUAGES for e in localized_examples(lang)}
 DEFAULT_EXAMPLE = "Edit code"
+
+
+def example_names(lang: str) -> list[str]:
+    return [e.name for e in localized_examples(lang)]
 
 
 # --------------------------------------------------------------------------- the settings' handlers
 
 
-_ASSISTANT_INFO = {
-    "same_tokenizer": "A smaller model with the same tokenizer as the target. Offline, pick the target itself: "
-                      "every draft is accepted (a sanity check).",
-    "different_tokenizer": "Any small model; its drafts are re-tokenised. Offline pair: SmolLM2 135M Instruct.",
-    "gemma4_assistant": "A Gemma 4 assistant checkpoint that reads the target's cache.",
-}
-
-
-def on_method_change(method_name: str, target: str | None, assistant: str | None) -> list[Any]:
-    """Explanation, assistant field and parameter controls for the chosen method."""
-    method = get_method(method_name)
+def on_method_change(method_name: str, target: str | None, assistant: str | None,
+                     request: gr.Request = None) -> list[Any]:  # type: ignore[assignment]
+    """Explanation, assistant field and parameter controls for the chosen method (in the visitor's language)."""
+    lang = language_of(request)
+    method = get_method(method_name).localized(lang)
     by_name = {p.name: p for p in method.params}
-    updates: list[Any] = [method.summary, lecture_html(method)]
+    updates: list[Any] = [method.summary, lecture_html(method, lang)]
     if method.needs_assistant:
         suggested = suggest_assistant(method, target, assistant)
         preload.PRELOAD.convert_assistant(suggested)  # a bundled one is converted while the user sets up the run
-        updates.append(gr.update(visible=True, value=suggested, info=_ASSISTANT_INFO.get(method.assistant, "")))
+        updates.append(gr.update(visible=True, value=suggested, info=t(f"ui.assistant.info.{method.assistant}", lang)))
     else:
         updates.append(gr.update(visible=False))
     updates.extend(param_update(by_name.get(name)) for name in param_specs())
@@ -88,7 +89,7 @@ def on_sample_change(sample: bool) -> list[Any]:
     return [gr.update(visible=bool(sample)) for _ in range(3)]
 
 
-def on_example(name: str | None) -> Any:
+def on_example(name: str | None) -> Any:  # any language's example name
     return EXAMPLES.get(name or "", gr.skip())
 
 
@@ -114,7 +115,7 @@ def stop(request: gr.Request = None) -> str:  # type: ignore[assignment]
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(_session_key(request))
     if session is None:
-        return render.status_html("Nothing is running.", "idle")
+        return render.status_html(t("status.nothing_running", language_of(request)), "idle")
     session.stop.set()
     if session.live is not None:
         session.live.stop()
@@ -124,11 +125,25 @@ def stop(request: gr.Request = None) -> str:  # type: ignore[assignment]
 # --------------------------------------------------------------------------- page load
 
 
-def on_page_load() -> tuple[Any, ...]:
+def on_page_load(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
     """Fill in the default example (here rather than as the textbox's initial value, so the API's
-    `prompt` stays a required parameter) and show the loading state."""
-    return (EXAMPLES[DEFAULT_EXAMPLE], DEFAULT_EXAMPLE, preload.initial_status(),
-            gr.update(active=preload.PRELOAD.running))
+    `prompt` stays a required parameter) and show the loading state; in the visitor's language."""
+    lang = language_of(request)
+    example = BY_NAME[DEFAULT_EXAMPLE].localized(lang)
+    examples = gr.update(choices=example_names(lang), value=example.name) if lang != "en" else example.name
+    return (example.text, examples, preload.initial_status(lang), gr.update(active=preload.PRELOAD.running))
+
+
+def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    """The main view's server-written parts in the visitor's language (a page in English keeps them as built):
+    the method picker's titles, the method's summary and lecture, the legend, the empty output, stats and charts."""
+    lang = language_of(request)
+    if lang == "en":
+        return tuple(gr.skip() for _ in range(8))
+    method = get_method(method_name if method_name in METHODS else DEFAULT_METHOD).localized(lang)
+    return (gr.update(choices=[(m.localized(lang).title, name) for name, m in METHODS.items()]), method.summary,
+            lecture_html(method, lang), render.legend_html(lang), render.empty_tokens(lang=lang),
+            render.stats_html(None, lang=lang), *charts.figures([], lang=lang))
 
 
 def restore_link(request: gr.Request) -> list[Any]:
@@ -150,20 +165,17 @@ def _prepare_in_thread(request: RunRequest, session: _Session) -> Iterator[tuple
         yield ("ready" if kind == "done" else kind), value
 
 
-def _done_message(live: LiveRun) -> tuple[str, str]:
+def _done_message(live: LiveRun, lang: str = "en") -> tuple[str, str]:
     trace = live.trace
     s = trace.summary
-    reasons = {
-        "eos": "the model ended its text",
-        "length": "reached max new tokens",
-        "stopped": "stopped: kept what was produced",
-        "timeout": "stopped by the run time limit (PLAYGROUND_RUN_TIMEOUT_S)",
-    }
-    message = f"Done: {s.new_tokens} tokens in {s.steps} steps, {s.elapsed_s:.2f} s ({reasons.get(trace.finish_reason, trace.finish_reason)})."
+    known = ("eos", "length", "stopped", "timeout")
+    reason = t(f"status.finish.{trace.finish_reason}", lang) if trace.finish_reason in known else trace.finish_reason
+    message = t("status.done", lang, tokens=tn("status.tokens", s.new_tokens, lang),
+                steps=tn("status.steps", s.steps, lang), s=f"{s.elapsed_s:.2f}", reason=reason)
     note = f"{trace.env.get('precision', trace.env.get('dtype', ''))}"
     if trace.lossy:
-        reason = get_method(trace.method).lossy_reason(trace.params, bool(trace.decoding.get("sample")))
-        note += f" · lossy: {reason or 'the output is not the target alone'}"
+        lossy = get_method(trace.method).lossy_reason(trace.params, bool(trace.decoding.get("sample")))
+        note += t("status.lossy", lang, reason=lossy or t("status.lossy_default", lang))
     return message, note
 
 
@@ -197,11 +209,12 @@ def generate(
     from ..engine import LiveRun, user_message
 
     key = _session_key(request)
+    lang = language_of(request)
     session = _Session()
     with _SESSIONS_LOCK:
         _SESSIONS[key] = session
     trace_files.drop_session_trace(key)
-    stream = render.TokenStream()
+    stream = render.TokenStream(lang)
     live: LiveRun | None = None
     no_file = gr.update(value=None, visible=False)
 
@@ -209,17 +222,18 @@ def generate(
         message = user_message(exc)
         gr.Warning(html.escape(message))  # toasts render HTML: the visitor's input must stay text, as in the status box
         steps = live.trace.steps if live is not None else []
-        tokens = stream.html() if len(stream) else render.empty_tokens("No output.")
-        fig_a, fig_t = charts.figures(steps)
-        stats = render.stats_html(live.trace.summary if live is not None else None)
+        tokens = stream.html() if len(stream) else render.empty_tokens(t("status.no_output", lang), lang)
+        fig_a, fig_t = charts.figures(steps, lang=lang)
+        stats = render.stats_html(live.trace.summary if live is not None else None, lang=lang)
         return tokens, stats, fig_a, fig_t, render.status_html(message, "error"), no_file, None
 
     try:
         run_request = build_request(prompt, target, assistant, method, params, max_new_tokens, sample,
                                     temperature, top_p, top_k, seed, chat, dtype, preset)
         check = parse_flag(check_plain, "check_plain")
-        yield (render.empty_tokens("Preparing…"), render.stats_html(None), *charts.figures([]),
-               render.status_html(f"Preparing {run_request.target}…", "running"), no_file, None)
+        yield (render.empty_tokens(t("status.preparing_short", lang), lang), render.stats_html(None, lang=lang),
+               *charts.figures([], lang=lang),
+               render.status_html(t("status.preparing", lang, target=run_request.target), "running"), no_file, None)
         prepared = None
         for kind, value in _prepare_in_thread(run_request, session):
             if kind == "progress":
@@ -229,15 +243,17 @@ def generate(
                 prepared = value
         assert prepared is not None
         if session.stop.is_set():
-            yield (render.empty_tokens("Stopped before generation started."), gr.skip(), gr.skip(), gr.skip(),
-                   render.status_html("Stopped before generation started.", "idle"), no_file, None)
+            stopped = t("status.stopped_before", lang)
+            yield (render.empty_tokens(stopped, lang), gr.skip(), gr.skip(), gr.skip(),
+                   render.status_html(stopped, "idle"), no_file, None)
             return
         live = LiveRun(prepared)
         session.live = live
         status = render.status_html(
-            f"Generating with {prepared.method.title} on {run_request.target}…", "running",
+            t("status.generating", lang, method=prepared.method.localized(lang).title, target=run_request.target),
+            "running",
             describe_precision(run_request.dtype, prepared.target.device))
-        yield (render.empty_tokens("Waiting for the first token…"), gr.skip(), gr.skip(), gr.skip(), status, gr.skip(),
+        yield (render.empty_tokens(t("render.waiting", lang), lang), gr.skip(), gr.skip(), gr.skip(), status, gr.skip(),
                gr.skip())
         last_update, last_chart = 0.0, time.perf_counter()
         with contextlib.closing(iter(live)) as steps:  # closing it (client gone) ends the worker
@@ -249,23 +265,23 @@ def generate(
                 last_update = now
                 if now - last_chart >= CHART_EVERY_S:
                     last_chart = now
-                    fig_a, fig_t = charts.figures(live.trace.steps)
+                    fig_a, fig_t = charts.figures(live.trace.steps, lang=lang)
                 else:
                     fig_a = fig_t = gr.skip()
-                yield (stream.html(), render.stats_html(live.trace.summary), fig_a, fig_t, gr.skip(), gr.skip(),
+                yield (stream.html(), render.stats_html(live.trace.summary, lang=lang), fig_a, fig_t, gr.skip(), gr.skip(),
                        gr.skip())
-        message, note = _done_message(live)
+        message, note = _done_message(live, lang)
         path = trace_files.save_trace(live.trace, key)
         plain = None
         if check and prepared.method.name != "baseline" and live.trace.finish_reason in ("eos", "length"):
-            yield (stream.html(), render.stats_html(live.trace.summary), gr.skip(), gr.skip(),
-                   render.status_html("Checking against plain generate() (the same settings without drafting)…",
-                                      "running"), gr.skip(), gr.skip())
+            yield (stream.html(), render.stats_html(live.trace.summary, lang=lang), gr.skip(), gr.skip(),
+                   render.status_html(t("status.checking_plain", lang), "running"), gr.skip(), gr.skip())
             result = bench.check_against_plain(prepared, live.trace)
             plain = (result.speedup, result.identical, result.verdict)
-        yield (stream.html(), render.stats_html(live.trace.summary, plain), *charts.figures(live.trace.steps),
-               render.status_html(message, "done", note),
-               gr.update(value=path, visible=True, label=f"Download trace ({Path(path).name})"), live.trace)
+        yield (stream.html(), render.stats_html(live.trace.summary, plain, lang=lang),
+               *charts.figures(live.trace.steps, lang=lang), render.status_html(message, "done", note),
+               gr.update(value=path, visible=True, label=t("status.download", lang, name=Path(path).name)),
+               live.trace)
     except Exception as exc:  # one clear message in the page; the server keeps serving
         yield error_outputs(exc)
     finally:
@@ -317,60 +333,59 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
             preset = preset_picker.picker(hub_reachable())
             preset_info = gr.HTML("", elem_id="pg-preset-info")
             target = gr.Dropdown(
-                choices=model_choices, value=DEFAULT_TARGET, label="Target model", allow_custom_value=True,
-                info="A catalogue model, a Hub id (owner/name) or a local directory.", elem_id="pg-target",
+                choices=model_choices, value=DEFAULT_TARGET, label=L("ui.target.label"), allow_custom_value=True,
+                info=L("ui.target.info"), elem_id="pg-target",
             )
             method = gr.Dropdown(
                 choices=[(m.title, name) for name, m in METHODS.items()], value=DEFAULT_METHOD,
-                label="Drafting method", elem_id="pg-method",
+                label=L("ui.method.label"), elem_id="pg-method",
             )
             method_summary = gr.Markdown(default_method.summary, elem_id="pg-method-summary")
-            with gr.Accordion("How it works", open=False):
+            with gr.Accordion(L("ui.how_it_works"), open=False):
                 lecture = gr.HTML(lecture_html(default_method))
             assistant = gr.Dropdown(
-                choices=model_choices, value=None, label="Assistant model", allow_custom_value=True,
+                choices=model_choices, value=None, label=L("ui.assistant.label"), allow_custom_value=True,
                 visible=default_method.needs_assistant, elem_id="pg-assistant",
             )
             default_params = {p.name for p in default_method.params}
             param_components = [param_component(p, name in default_params) for name, p in specs.items()]
-            with gr.Accordion("Decoding", open=False):
-                sample = gr.Checkbox(value=False, label="Sample (instead of greedy)", elem_id="pg-sample")
-                temperature = gr.Slider(0.05, 2.0, value=1.0, step=0.05, label="Temperature", visible=False)
-                top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p", visible=False)
-                top_k = gr.Slider(0, 200, value=0, step=1, label="Top-k", info="0 = off", visible=False)
-                seed = gr.Number(value=0, precision=0, label="Seed")
-                chat = gr.Radio(list(CHAT_CHOICES), value="auto", label="Chat template",
-                                info="auto: applied for instruct models, not for base models.")
-            dtype = gr.Radio(list(DTYPES), value="auto", label="Precision",
+            with gr.Accordion(L("ui.decoding"), open=False):
+                sample = gr.Checkbox(value=False, label=L("ui.sample"), elem_id="pg-sample")
+                temperature = gr.Slider(0.05, 2.0, value=1.0, step=0.05, label=L("ui.temperature"), visible=False)
+                top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label=L("ui.top_p"), visible=False)
+                top_k = gr.Slider(0, 200, value=0, step=1, label=L("ui.top_k"), info=L("ui.top_k.info"), visible=False)
+                seed = gr.Number(value=0, precision=0, label=L("ui.seed"))
+                chat = gr.Radio(list(CHAT_CHOICES), value="auto", label=L("ui.chat.label"),
+                                info=L("ui.chat.info"))
+            dtype = gr.Radio(list(DTYPES), value="auto", label=L("ui.dtype.label"),
                              info=f"auto here: {describe_precision('auto')}", elem_id="pg-dtype")
-            max_new_tokens = gr.Slider(1, settings.max_new_tokens, value=64, step=1, label="Max new tokens",
+            max_new_tokens = gr.Slider(1, settings.max_new_tokens, value=64, step=1, label=L("ui.max_new_tokens"),
                                        elem_id="pg-max-new-tokens")
             params_json = gr.JSON(value={}, visible=False, label="params")
 
         with gr.Column(scale=3, min_width=420):
-            prompt = gr.Textbox(value=None, label="Prompt", lines=7, max_lines=20, elem_id="pg-prompt",
-                                placeholder="Type a prompt, or pick an example below.")
-            examples = gr.Radio(list(EXAMPLES), value=None, label="Example prompts", elem_id="pg-examples")
+            prompt = gr.Textbox(value=None, label=L("ui.prompt.label"), lines=7, max_lines=20, elem_id="pg-prompt",
+                                placeholder=L("ui.prompt.placeholder"))
+            examples = gr.Radio(example_names("en"), value=None, label=L("ui.examples"), elem_id="pg-examples")
             with gr.Row():
-                generate_btn = gr.Button("Generate", variant="primary", elem_id="pg-generate")
-                stop_btn = gr.Button("Stop", variant="stop", elem_id="pg-stop")
-                link_btn = gr.Button("Link to these settings", size="sm", elem_id="pg-link-make")
+                generate_btn = gr.Button(L("ui.generate"), variant="primary", elem_id="pg-generate")
+                stop_btn = gr.Button(L("ui.stop"), variant="stop", elem_id="pg-stop")
+                link_btn = gr.Button(L("ui.link.make"), size="sm", elem_id="pg-link-make")
             check_plain = gr.Checkbox(
-                value=False, label="Check against plain generate()", elem_id="pg-check-plain",
-                info="After the run, the same settings without drafting: measured speedup, and whether the "
-                     "output is identical (if not, where and why).")
-            link_box = gr.Textbox(label="Shareable link (opening it restores these settings)", interactive=False,
+                value=False, label=L("ui.check_plain.label"), elem_id="pg-check-plain",
+                info=L("ui.check_plain.info"))
+            link_box = gr.Textbox(label=L("ui.link.box"), interactive=False,
                                   buttons=["copy"], elem_id="pg-link", visible=True, lines=1)
             link_status = gr.HTML("", elem_id="pg-link-status")
             status = gr.HTML(preload.initial_status(), elem_id="pg-status-box")
             stats = gr.HTML(render.stats_html(None), elem_id="pg-stats-box")
-            gr.HTML(render.legend_html(), elem_id="pg-legend-box")
+            legend = gr.HTML(render.legend_html(), elem_id="pg-legend-box")
             tokens = gr.HTML(render.empty_tokens(), elem_id="pg-output", max_height=560, autoscroll=True)
             with gr.Row():
                 acceptance_plot = gr.Plot(charts.acceptance_figure([]), show_label=False,
                                           elem_id="pg-chart-acceptance")
                 timing_plot = gr.Plot(charts.timing_figure([]), show_label=False, elem_id="pg-chart-timing")
-            trace_file = gr.DownloadButton("Download trace (JSON)", value=None, visible=False,
+            trace_file = gr.DownloadButton(L("ui.download"), value=None, visible=False,
                                            elem_id="pg-download", size="sm")
     run_trace = gr.State(None)
     run_started = gr.State(False)  # set by the first click: from then on the status box is the run's
@@ -401,6 +416,8 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
     # Fill the prompt after the page loads, so the API's `prompt` stays required.
     # Then a shareable link's settings, checked by the API's request builder (links.restore).
     demo.load(on_page_load, None, [prompt, examples, status, timer], **PRIVATE).then(
+        localize_view, method, [method, method_summary, lecture, legend, tokens, stats, acceptance_plot, timing_plot],
+        **PRIVATE).then(
         restore_link, None, [preset, preset_info, *controls, prompt, dtype, link_status, *param_components],
         **PRIVATE)
     return GenerateView(prompt=prompt, target=target, assistant=assistant, method=method, dtype=dtype, chat=chat,

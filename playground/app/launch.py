@@ -15,6 +15,7 @@ import gradio as gr
 from .. import render
 from ..models import DEFAULT_TARGET
 from ..settings import get_settings
+from . import language
 from .page import build_ui
 from .preload import PRELOAD
 from .replay_tab import MAX_TRACE_BYTES
@@ -35,7 +36,7 @@ PAGE_CSS = """
 
 def launch_kwargs() -> dict[str, Any]:
     """What `launch()` needs besides the server address: styles, title and the upload limit."""
-    return {"css": render.CSS + PAGE_CSS, "theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate"),
+    return {"css": render.CSS + PAGE_CSS + language.CSS, "head": language.HEAD, "i18n": language.L, "theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate"),
             # The only upload is a trace file: refuse anything larger before it reaches the disk.
             "max_file_size": MAX_TRACE_BYTES}
 

@@ -15,7 +15,9 @@ from typing import Any
 import gradio as gr
 
 from .. import render
+from ..i18n import t
 from ..models import CATALOGUE, DEFAULT_TARGET, STORE, ensure_converted
+from .language import language_of
 from .run_request import DEFAULT_METHOD
 
 logger = logging.getLogger(__name__)
@@ -122,20 +124,20 @@ class Preload:
 PRELOAD = Preload()
 
 
-def initial_status() -> str:
+def initial_status(lang: str = "en") -> str:
+    """The status box while the page opens: the start-up load's progress, or ready (in the page's language)."""
     if PRELOAD.running:
         elapsed = time.monotonic() - (PRELOAD.started or time.monotonic())
-        return render.status_html(PRELOAD.message, "running",
-                                  f"({elapsed:.0f} s since start-up; you can click Generate now, it waits for the load)")
+        return render.status_html(PRELOAD.message, "running", t("status.preload_note", lang, s=f"{elapsed:.0f}"))
     if PRELOAD.error:
         return render.status_html(PRELOAD.message, "error")
     loaded = STORE.loaded()
     if loaded:
-        return render.status_html(f"Ready. Loaded: {', '.join(loaded)}.", "idle")
-    return render.status_html("Ready. The first run loads its models.", "idle")
+        return render.status_html(t("status.ready_loaded", lang, models=", ".join(loaded)), "idle")
+    return render.status_html(t("status.ready", lang), "idle")
 
 
-def poll_preload(run_started: bool = False) -> tuple[Any, Any]:
+def poll_preload(run_started: bool = False, request: gr.Request = None) -> tuple[Any, Any]:  # type: ignore[assignment]
     """The timer's tick while the start-up load runs: show its progress in the status box.
 
     Once this page has clicked Generate, the box belongs to the run: a tick that lands after the run
@@ -144,4 +146,4 @@ def poll_preload(run_started: bool = False) -> tuple[Any, Any]:
     """
     if run_started:
         return gr.skip(), gr.update(active=False)
-    return initial_status(), gr.update(active=PRELOAD.running)
+    return initial_status(language_of(request)), gr.update(active=PRELOAD.running)

@@ -15,6 +15,7 @@ import gradio as gr
 from ..methods import get_method
 from ..models import hub_reachable
 from ..presets import GUIDE_URL, PRESETS, Preset, get_preset, runnable
+from .language import L
 
 CHAT_VALUE = {True: "on", False: "off", None: "auto"}
 
@@ -80,9 +81,8 @@ def wire(picker: gr.Dropdown, info: gr.HTML, controls: list[Any], prompt: gr.Tex
 
 
 def picker(online: bool) -> gr.Dropdown:
-    return gr.Dropdown(choices=choices(online), value=None, label="Guide example (preset)", elem_id="pg-preset",
-                       info="The examples of Transformers' assisted-decoding guide: picking one sets the models, "
-                            "method, parameters, decoding and prompt as the guide's code does.")
+    return gr.Dropdown(choices=choices(online), value=None, label=L("ui.preset.label"), elem_id="pg-preset",
+                       info=L("ui.preset.info"))
 
 
 def known(name: Any) -> str | None:

@@ -17,8 +17,10 @@ import gradio as gr
 
 from .. import charts, render
 from ..errors import PlaygroundError
+from ..i18n import t, tn
 from ..trace import Trace, TraceFormatError, short_repr, summarize_steps
 from .guard import PRIVATE, guarded
+from .language import L, language_of
 from .run_request import MAX_NAME_SHOWN
 
 MAX_TRACE_BYTES = 20 * 1024 * 1024
@@ -41,11 +43,11 @@ def load_trace_file(path: str | Path | None) -> Trace:
         raise TraceFormatError(f"malformed trace: {exc}") from None
 
 
-def describe_trace(trace: Trace, source: str) -> str:
+def describe_trace(trace: Trace, source: str, lang: str = "en") -> str:
     s = trace.summary
-    assistant = f" with {trace.assistant}" if trace.assistant else ""
-    return (f"{source}: {trace.method} on {trace.target}{assistant} · {s.new_tokens} tokens in {s.steps} verification "
-            f"steps · move the slider or use ◀ ▶ to step through it")
+    assistant = t("replay.with_assistant", lang, assistant=trace.assistant) if trace.assistant else ""
+    return t("replay.describe", lang, source=source, method=trace.method, target=trace.target, assistant=assistant,
+             tokens=tn("status.tokens", s.new_tokens, lang), steps=tn("replay.steps", s.steps, lang))
 
 
 def step_number(value: Any, n: int) -> int:
@@ -57,26 +59,28 @@ def step_number(value: Any, n: int) -> int:
     return min(max(int(value), 1), n)
 
 
-def replay_view(trace: Trace | None, value: Any) -> tuple[Any, ...]:
+def replay_view(trace: Trace | None, value: Any, request: gr.Request = None,  # type: ignore[assignment]
+                lang: str | None = None) -> tuple[Any, ...]:
     """(coloured text, step in words, acceptance chart, timing chart, figures) for slider position `value`
     (1-based: the first `value` steps, the last of them outlined).
 
     Text and charts show at most REPLAY_WINDOW_STEPS steps up to the current one, so one move of the
     slider costs the same on a trace of any length; the figures count every step up to it.
     """
+    lang = lang or language_of(request)
     if trace is None or not trace.steps:
-        empty = render.empty_tokens("Generate something, or load a trace file, to step through it here.")
-        return (empty, "", *charts.figures([]), render.stats_html(None))
+        empty = render.empty_tokens(t("replay.empty", lang), lang)
+        return (empty, "", *charts.figures([], lang=lang), render.stats_html(None, lang=lang))
     n = len(trace.steps)
     k = step_number(value, n) - 1
     first = max(0, k + 1 - REPLAY_WINDOW_STEPS)
     window = trace.steps[first: k + 1]
-    tokens = render.render_tokens(window, current=k - first, earlier=first)
-    detail = render.step_detail_html(trace.steps[k], trace.method, k)
-    fig_a, fig_t = charts.figures(window, current=k, total_steps=n if not first else None)
+    tokens = render.render_tokens(window, current=k - first, earlier=first, lang=lang)
+    detail = render.step_detail_html(trace.steps[k], trace.method, k, lang=lang)
+    fig_a, fig_t = charts.figures(window, current=k, total_steps=n if not first else None, lang=lang)
     shown = trace.steps[: k + 1]
     elapsed = (trace.setup_ms + sum(s.time_ms for s in shown)) / 1000.0
-    stats = render.stats_html(summarize_steps(shown, elapsed, trace.setup_ms))
+    stats = render.stats_html(summarize_steps(shown, elapsed, trace.setup_ms), lang=lang)
     return tokens, detail, fig_a, fig_t, stats
 
 
@@ -123,20 +127,21 @@ def replay_tick(trace: Trace | None, value: Any, playing: bool) -> tuple[Any, An
     return gr.update(value=step), gr.skip(), gr.skip(), True
 
 
-def replay_load(trace: Trace | None, source: str) -> tuple[Any, ...]:
-    """(trace state, status, slider, *replay_view) for a freshly loaded trace, at its last step."""
+def replay_load(trace: Trace | None, source: str, lang: str = "en") -> tuple[Any, ...]:
+    """(trace state, status, slider, *replay_view) for a freshly loaded trace, at its last step (in `lang`)."""
     if trace is None:
-        return (None, render.status_html("Nothing to replay yet: generate something first.", "idle"),
-                slider_for(None), *replay_view(None, 1))
-    return (trace, render.status_html(describe_trace(trace, source), "done"), slider_for(trace),
-            *replay_view(trace, len(trace.steps)))
+        return (None, render.status_html(t("replay.nothing", lang), "idle"),
+                slider_for(None), *replay_view(None, 1, lang=lang))
+    return (trace, render.status_html(describe_trace(trace, source, lang), "done"), slider_for(trace),
+            *replay_view(trace, len(trace.steps), lang=lang))
 
 
-def replay_last(trace: Trace | None) -> tuple[Any, ...]:
-    return replay_load(trace, "The last run")
+def replay_last(trace: Trace | None, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    lang = language_of(request)
+    return replay_load(trace, t("replay.last_run", lang), lang)
 
 
-def on_trace_upload(path: Any) -> tuple[Any, ...]:
+def on_trace_upload(path: Any, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
     """Load an uploaded trace; a file that is not one gets a clear message (and the replay is left as it was).
 
     `path` is where Gradio stored the upload (it refuses paths outside its own upload folder before this
@@ -144,18 +149,19 @@ def on_trace_upload(path: Any) -> tuple[Any, ...]:
     """
     from ..engine import user_message
 
-    name = Path(path).name if isinstance(path, str) and path else "the file"
+    lang = language_of(request)
+    name = Path(path).name if isinstance(path, str) and path else t("replay.the_file", lang)
     if len(name) > MAX_NAME_SHOWN:
         name = name[:MAX_NAME_SHOWN] + "…"
     try:
         if path is not None and not isinstance(path, str):
             raise TraceFormatError(f"expected an uploaded file; got {short_repr(path, MAX_NAME_SHOWN)}")
         trace = load_trace_file(path)
-        return replay_load(trace, f"Loaded {name}")
+        return replay_load(trace, t("replay.loaded", lang, name=name), lang)
     except Exception as exc:  # TraceFormatError, OSError, or anything else: one line, never a traceback
         reason = (str(exc) if isinstance(exc, TraceFormatError) else "the file could not be read"
                   if isinstance(exc, OSError) else user_message(exc))
-        message = f"Cannot replay {name}: {reason}. Load a trace JSON saved by this playground (Download trace)."
+        message = t("replay.cannot", lang, name=name, reason=reason)
         return (gr.skip(), render.status_html(message, "error"), *([gr.skip()] * 6))
 
 
@@ -170,19 +176,19 @@ class ReplayTab:
 
 def build_replay() -> ReplayTab:
     """The tab (call inside the page's `gr.Tabs`) and its events."""
-    with gr.Tab("Step through a run", id="replay", elem_id="pg-tab-replay"):
+    with gr.Tab(L("ui.tab.replay"), id="replay", elem_id="pg-tab-replay"):
         with gr.Row():
             with gr.Column(scale=3):
                 replay_status = gr.HTML(replay_load(None, "")[1], elem_id="pg-replay-status")
             with gr.Column(scale=1, min_width=200):
-                replay_last_btn = gr.Button("Replay the last run", size="sm", elem_id="pg-replay-last")
-                replay_upload = gr.UploadButton("Load a trace file (JSON)…", file_types=[".json"],
+                replay_last_btn = gr.Button(L("ui.replay.last"), size="sm", elem_id="pg-replay-last")
+                replay_upload = gr.UploadButton(L("ui.replay.upload"), file_types=[".json"],
                                                 type="filepath", size="sm", elem_id="pg-replay-upload")
-        replay_slider = gr.Slider(1, 2, value=1, step=1, label="Verification step", interactive=False,
+        replay_slider = gr.Slider(1, 2, value=1, step=1, label=L("ui.replay.slider"), interactive=False,
                                   elem_id="pg-replay-slider")
         with gr.Row():
-            replay_prev_btn = gr.Button("◀ Previous step", size="sm", elem_id="pg-replay-prev")
-            replay_next_btn = gr.Button("Next step ▶", size="sm", elem_id="pg-replay-next")
+            replay_prev_btn = gr.Button(L("ui.replay.prev"), size="sm", elem_id="pg-replay-prev")
+            replay_next_btn = gr.Button(L("ui.replay.next"), size="sm", elem_id="pg-replay-next")
             replay_play_btn = gr.Button(PLAY, size="sm", variant="primary", elem_id="pg-replay-play")
         replay_timer = gr.Timer(PLAY_EVERY_S, active=False)
         replay_detail = gr.HTML("", elem_id="pg-replay-step")

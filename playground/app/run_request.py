@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
+from .language import L
 from ..errors import PlaygroundError
 from ..methods import METHODS, Method, Param, get_method
 from ..models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, hub_reachable
@@ -58,7 +59,9 @@ def param_update(p: Param | None) -> dict[str, Any]:
 
 def param_component(p: Param, visible: bool) -> gr.components.Component:
     """The control for one parameter: a dropdown for a choice, a slider when bounded, else a number box."""
-    common = dict(label=p.label, info=p.help, visible=visible, interactive=True, elem_id=f"pg-param-{p.name}")
+    # Labels through Gradio's I18n: the browser shows them in the page's language (`language.L`).
+    common = dict(label=L(f"param.{p.name}.label"), info=L(f"param.{p.name}.help"), visible=visible,
+                  interactive=True, elem_id=f"pg-param-{p.name}")
     if p.kind == "choice":
         return gr.Dropdown(choices=list(p.choices), value=p.default, **common)
     if p.minimum is not None and p.maximum is not None:

@@ -15,6 +15,7 @@ import gradio as gr
 from .. import render, tune_report
 from ..bench_charts import follow_the_page
 from ..gpu import gpu
+from .language import L
 
 if TYPE_CHECKING:  # torch comes in with the first tune, not when the page is built
     from .. import tune
@@ -98,20 +99,15 @@ def build_tune_tab(page: dict[str, Any], collect_params: Callable[..., dict[str,
     """The Tune tab (call inside the page's `gr.Tabs`). `page` holds the page's prompt, target, assistant,
     method, dtype, chat, max_new_tokens components and its `param_components`; `collect_params` and
     `build_request` are the page's own (the method's parameters, the validated request)."""
-    with gr.Tab("Tune", id="tune", elem_id="pg-tab-tune"):
-        gr.Markdown(
-            "For greedy decoding, one baseline run and one pass of the drafter give the exact outcome of **every** "
-            "draft setting of the method chosen on the left (draft lengths, schedules and confidence thresholds, "
-            "or prompt lookup's n-gram sizes): steps, drafts accepted, tokens per step. A short calibration turns "
-            "them into predicted times. Then measure the recommendation for real. Greedy only (the sampling toggle is "
-            "not used here); the page's other method parameters stay as set.")
+    with gr.Tab(L("ui.tab.tune"), id="tune", elem_id="pg-tab-tune"):
+        gr.Markdown(L("ui.tune.intro"))
         with gr.Row():
-            max_draft = gr.Slider(1, 16, value=8, step=1, label="Largest draft length to predict (K)",
+            max_draft = gr.Slider(1, 16, value=8, step=1, label=L("ui.tune.max_draft"),
                                   elem_id="pg-tune-max-draft")
-            more = gr.Textbox(label="More prompts (optional, one per line)", lines=2, elem_id="pg-tune-prompts")
+            more = gr.Textbox(label=L("ui.tune.more"), lines=2, elem_id="pg-tune-prompts")
         with gr.Row():
-            tune_btn = gr.Button("Tune", variant="primary", elem_id="pg-tune-run")
-            verify_btn = gr.Button("Measure the recommended setting and the default", elem_id="pg-tune-verify")
+            tune_btn = gr.Button(L("ui.tune.run"), variant="primary", elem_id="pg-tune-run")
+            verify_btn = gr.Button(L("ui.tune.verify"), elem_id="pg-tune-verify")
         status = gr.HTML(render.status_html("Choose a method on the left and press Tune.", "idle"),
                          elem_id="pg-tune-status")
         table = gr.HTML("", elem_id="pg-tune-table")
