@@ -32,11 +32,15 @@ PROMPTS = {
     "ar": "القاهرة هي عاصمة مصر. الرياض هي عاصمة السعودية. القاهرة هي عاصمة",
 }
 
-# Each token span's box, in the output's logical order (the DOM order is the order of generation).
+# Each token span's boxes, in the output's logical order (the DOM order is the order of generation): a span that
+# wraps has one box per line, so its first and last boxes are kept ("top"/"left"/"right" of the first, "end_*" of
+# the last), and consecutive tokens are compared where one ends and the next begins.
 TOKEN_BOXES = """() => Array.from(document.querySelectorAll('#pg-output .tok')).map(e => {
-  const r = e.getBoundingClientRect();
-  return {text: e.textContent, status: e.dataset.status, left: r.left, right: r.right, top: Math.round(r.top),
-          width: r.width};
+  const rects = Array.from(e.getClientRects()).filter(r => r.width > 0);
+  const first = rects[0] || e.getBoundingClientRect(), last = rects[rects.length - 1] || first;
+  return {text: e.textContent, status: e.dataset.status, left: first.left, right: first.right,
+          top: Math.round(first.top), width: rects.length ? first.width : 0, end_left: last.left,
+          end_right: last.right, end_top: Math.round(last.top)};
 })"""
 
 
@@ -96,11 +100,11 @@ def in_reading_order(boxes: list[dict[str, Any]], rtl: bool) -> list[tuple[str, 
     script = (lambda c: "\u0600" <= c <= "\u06ff") if rtl else (lambda c: "\u0400" <= c <= "\u04ff")
     wrong = []
     for a, b in zip(boxes, boxes[1:]):
-        if a["top"] != b["top"] or not a["width"] or not b["width"]:
+        if a["end_top"] != b["top"] or not a["width"] or not b["width"]:
             continue
         if not (any(map(script, a["text"])) and any(map(script, b["text"]))):
             continue
-        if (b["right"] > a["left"] + 1) if rtl else (b["left"] < a["right"] - 1):
+        if (b["right"] > a["end_left"] + 1) if rtl else (b["left"] < a["end_right"] - 1):
             wrong.append((a["text"], b["text"]))
     return wrong
 
@@ -129,7 +133,7 @@ def test_page_in_the_browsers_language(browser: Any, app_url: str, lang: str, lo
         assert len(words) == 24
         # The coloured spans are in reading order: left to right in Russian, right to left in Arabic.
         assert not in_reading_order(boxes, rtl=lang == "ar")
-        ordered = [b for a, b in zip(boxes, boxes[1:]) if a["top"] == b["top"] and a["width"] and b["width"]]
+        ordered = [b for a, b in zip(boxes, boxes[1:]) if a["end_top"] == b["top"] and a["width"] and b["width"]]
         assert ordered, "no two tokens on one line: nothing was checked"
         # The output box takes its direction from the text; the charts stay left to right.
         direction = page.evaluate("() => getComputedStyle(document.querySelector('#pg-output .pg-tokens')).direction")
@@ -152,8 +156,8 @@ def test_arabic_tokens_are_spans_ordered_right_to_left(browser: Any, app_url: st
         boxes = generate(page, "ar")
         arabic = [b for b in boxes if any("\u0600" <= c <= "\u06ff" for c in b["text"]) and b["width"]]
         assert len(arabic) >= 3
-        pairs = [(a, b) for a, b in zip(arabic, arabic[1:]) if a["top"] == b["top"]]
-        assert pairs and all(a["left"] >= b["right"] - 1 for a, b in pairs)
+        pairs = [(a, b) for a, b in zip(arabic, arabic[1:]) if a["end_top"] == b["top"]]
+        assert pairs and all(a["end_left"] >= b["right"] - 1 for a, b in pairs)
         first = page.locator("#pg-output .tok").filter(has_text=arabic[0]["text"]).first
         first.hover()
         assert first.get_attribute("title")

@@ -9,12 +9,12 @@ Two halves, one choice:
   supported language, else the browser's ``Accept-Language``. Gradio forwards the page's query to every event, so
   each handler sees the same choice.
 - The picker (`picker`) reloads the page with ``?lang=<code>`` (keeping the rest of the query, a shared link's
-  settings included). Gradio's `I18n` follows the browser's `navigator.language` and cannot be switched from the
-  server at run time, so `HEAD` (a script that runs before Gradio starts) makes a ``?lang=`` the browser's language
-  for the page, and otherwise picks the first supported language of the browser's list the way the server does:
-  labels and server text then always agree. It also keeps ``<html dir>`` in step with ``<html lang>`` (which Gradio
-  sets from its locale, and changes when Gradio's own Settings → Language is used): Gradio sets ``lang`` but never
-  ``dir``.
+  settings included). Gradio's `I18n` takes the browser's language and cannot be switched from the server; its own
+  Settings → Language switches it in the browser through the frontend's `changeLocale`. `HEAD` (which Gradio adds
+  to the page once it has started) calls that same function when ``?lang=`` names another language than the one
+  Gradio chose, so labels and server text agree; and it keeps ``<html dir>`` in step with ``<html lang>`` (Gradio
+  sets ``lang`` from its locale but never ``dir``), also after Gradio's own language setting is used (that one
+  switches the labels only; the picker switches everything).
 """
 
 from __future__ import annotations
@@ -45,22 +45,22 @@ L = gr.I18n(**{lang: {**strings, **_registry_labels(lang)} for lang, strings in 
 HEAD = """<script>(function () {
   var supported = %(supported)s, rtl = %(rtl)s;
   function code(tag) { var c = String(tag || "").split(/[-_]/)[0].toLowerCase(); return supported.indexOf(c) >= 0 ? c : null; }
-  var chosen = code(new URLSearchParams(window.location.search).get("lang"));
-  if (!chosen) {
-    var list = navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language];
-    for (var i = 0; i < list.length && !chosen; i++) { chosen = code(list[i]); }
+  var asked = code(new URLSearchParams(window.location.search).get("lang"));
+  var root = document.documentElement, pending = !!asked;
+  function follow() {
+    var shown = code(root.lang);
+    if (pending && shown && shown !== asked) { switchTo(asked); return; }
+    if (shown === asked) { pending = false; }
+    root.dir = rtl.indexOf(shown || asked || "en") >= 0 ? "rtl" : "ltr";
   }
-  chosen = chosen || "en";
-  try {
-    Object.defineProperty(Navigator.prototype, "language", {get: function () { return chosen; }, configurable: true});
-    Object.defineProperty(Navigator.prototype, "languages", {get: function () { return [chosen]; }, configurable: true});
-  } catch (e) {}
-  var root = document.documentElement;
-  function follow() { root.dir = rtl.indexOf(code(root.lang) || chosen) >= 0 ? "rtl" : "ltr"; }
-  root.lang = chosen;
-  follow();
+  function switchTo(lang) {
+    var core = performance.getEntriesByType("resource").map(function (e) { return e.name; })
+      .filter(function (n) { return /\/assets\/core-[^\/]+\.js$/.test(n); })[0];
+    if (core) { import(core).then(function (m) { if (m.changeLocale) { m.changeLocale(lang); } }); }
+  }
   new MutationObserver(follow).observe(root, {attributes: true, attributeFilter: ["lang"]});
-})();</script>""" % {"supported": json.dumps(list(i18n.LANGUAGES)), "rtl": json.dumps(sorted(i18n.RTL))}
+  follow();
+})();</script>""" % {"supported": json.dumps(list(i18n.LANGUAGES)), "rtl": json.dumps(sorted(i18n.RTL))} % {"supported": json.dumps(list(i18n.LANGUAGES)), "rtl": json.dumps(sorted(i18n.RTL))}
 
 # The picker's change: the same page with ?lang=<code>, the rest of its query kept.
 PICK_JS = """(code) => { const url = new URL(window.location.href); url.searchParams.set("lang", code);
