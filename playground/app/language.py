@@ -55,7 +55,7 @@ HEAD = """<script>(function () {
   }
   function switchTo(lang) {
     var core = performance.getEntriesByType("resource").map(function (e) { return e.name; })
-      .filter(function (n) { return /\/assets\/core-[^\/]+\.js$/.test(n); })[0];
+      .filter(function (n) { return new RegExp("/assets/core-[^/]+[.]js$").test(n); })[0];
     if (core) { import(core).then(function (m) { if (m.changeLocale) { m.changeLocale(lang); } }); }
   }
   new MutationObserver(follow).observe(root, {attributes: true, attributeFilter: ["lang"]});
