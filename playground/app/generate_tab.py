@@ -136,14 +136,16 @@ def on_page_load(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore
 
 def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
     """The main view's server-written parts in the visitor's language (a page in English keeps them as built):
-    the method picker's titles, the method's summary and lecture, the legend, the empty output, stats and charts."""
+    the method picker's titles, the method's summary and lecture, the legend, the empty output, stats and charts,
+    the precision's note."""
     lang = language_of(request)
     if lang == "en":
-        return tuple(gr.skip() for _ in range(8))
+        return tuple(gr.skip() for _ in range(9))
     method = get_method(method_name if method_name in METHODS else DEFAULT_METHOD).localized(lang)
     return (gr.update(choices=[(m.localized(lang).title, name) for name, m in METHODS.items()]), method.summary,
             lecture_html(method, lang), render.legend_html(lang), render.empty_tokens(lang=lang),
-            render.stats_html(None, lang=lang), *charts.figures([], lang=lang))
+            render.stats_html(None, lang=lang), *charts.figures([], lang=lang),
+            gr.update(info=t("ui.dtype.info", lang, what=describe_precision("auto"))))
 
 
 def restore_link(request: gr.Request) -> list[Any]:
@@ -358,7 +360,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
                 chat = gr.Radio(list(CHAT_CHOICES), value="auto", label=L("ui.chat.label"),
                                 info=L("ui.chat.info"))
             dtype = gr.Radio(list(DTYPES), value="auto", label=L("ui.dtype.label"),
-                             info=f"auto here: {describe_precision('auto')}", elem_id="pg-dtype")
+                             info=t("ui.dtype.info", what=describe_precision("auto")), elem_id="pg-dtype")
             max_new_tokens = gr.Slider(1, settings.max_new_tokens, value=64, step=1, label=L("ui.max_new_tokens"),
                                        elem_id="pg-max-new-tokens")
             params_json = gr.JSON(value={}, visible=False, label="params")
@@ -416,7 +418,8 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
     # Fill the prompt after the page loads, so the API's `prompt` stays required.
     # Then a shareable link's settings, checked by the API's request builder (links.restore).
     demo.load(on_page_load, None, [prompt, examples, status, timer], **PRIVATE).then(
-        localize_view, method, [method, method_summary, lecture, legend, tokens, stats, acceptance_plot, timing_plot],
+        localize_view, method,
+        [method, method_summary, lecture, legend, tokens, stats, acceptance_plot, timing_plot, dtype],
         **PRIVATE).then(
         restore_link, None, [preset, preset_info, *controls, prompt, dtype, link_status, *param_components],
         **PRIVATE)
