@@ -151,7 +151,7 @@ def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ..
 def restore_link(request: gr.Request) -> list[Any]:
     """The settings of a shareable link (the page's URL query), validated as the API's values are."""
     query = dict(request.query_params) if request is not None else {}
-    return links.restore(query, build_request, list(param_specs()))
+    return links.restore(query, build_request, list(param_specs()), language_of(request))
 
 
 # --------------------------------------------------------------------------- the streaming handler

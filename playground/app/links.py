@@ -16,6 +16,7 @@ import gradio as gr
 
 from .. import render
 from . import preset_picker
+from ..i18n import t
 from ..methods import get_method
 from ..presets import get_preset
 
@@ -33,6 +34,8 @@ Build = Callable[..., "RunRequest"]
 # which differs behind a Space's proxy).
 TO_ADDRESS_JS = """(query) => {
   if (!query || !query.startsWith("?")) return query;
+  const lang = new URLSearchParams(window.location.search).get("lang");  // the page's language travels along
+  if (lang) query += "&lang=" + encodeURIComponent(lang);
   const url = window.location.origin + window.location.pathname + query;
   window.history.replaceState(null, "", url);
   return url;
@@ -65,7 +68,7 @@ def _text(value: Any) -> str:
         int(value) if isinstance(value, float) else value)
 
 
-def restore(query: Mapping[str, str], build: Build, param_names: list[str]) -> list[Any]:
+def restore(query: Mapping[str, str], build: Build, param_names: list[str], lang: str = "en") -> list[Any]:
     """Updates for [picker, preset info, target, assistant, method, sample, temperature, top_p, top_k, seed, chat,
     max_new_tokens, prompt, dtype, link status, *parameters] from a link's query; nothing changes without one.
     A preset that needs the unreachable Hub fills in its offline stand-in, as the picker does."""
@@ -85,9 +88,9 @@ def restore(query: Mapping[str, str], build: Build, param_names: list[str]) -> l
         if request.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {request.dtype!r}: use {', '.join(DTYPES)}")
     except Exception as exc:  # a bad link: say why, as text, and leave the page as it is
-        message = f"This link's settings were not applied: {user_message(exc)}"
+        message = t("link.not_applied", lang, reason=user_message(exc))
         return [gr.skip()] * 14 + [render.status_html(message, "error")] + [gr.skip()] * len(param_names)
-    status = render.status_html("Settings restored from the link.", "done")
+    status = render.status_html(t("link.restored", lang), "done")
     if "preset" in given:
         filled = preset_picker.on_preset(given["preset"], param_names)  # picker, info, 10 controls, prompt, params
         prompt = request.prompt if request.prompt.strip() else filled[12]
