@@ -75,7 +75,6 @@ html[dir="rtl"] .js-plotly-plot, html[dir="rtl"] .cm-editor, html[dir="rtl"] .cm
 html[dir="rtl"] pre, html[dir="rtl"] input[type="number"], html[dir="rtl"] .pg-stat .pg-value { direction: ltr; }
 html[dir="rtl"] .pg-lecture dd { margin: 0 0 4px 0; }
 textarea, input[type="text"] { unicode-bidi: plaintext; }
-#pg-language { max-width: 14em; margin-inline-start: auto; }
 """
 
 
@@ -94,7 +93,7 @@ def language_of(request: gr.Request = None) -> str:  # type: ignore[assignment]
 def picker() -> gr.Dropdown:
     """The visible language picker (its label in every language, so anyone can find it); call inside the page."""
     return gr.Dropdown(choices=[(name, code) for code, name in i18n.LANGUAGES.items()], value=i18n.DEFAULT_LANGUAGE,
-                       label="Language · Язык · اللغة", elem_id="pg-language", interactive=True, min_width=160, scale=1,
+                       label="Language · Язык · اللغة", elem_id="pg-language", interactive=True, min_width=220, scale=0,
                        container=True)
 
 
