@@ -19,12 +19,13 @@ import gradio as gr
 from .. import bench, bench_charts, render
 from ..errors import PlaygroundError
 from ..gpu import gpu
+from ..i18n import t
 from ..methods import METHODS, get_method
 from ..settings import get_settings
 from ..trace import Trace, short_repr
 from .background import in_thread
 from .guard import PRIVATE_QUEUED, guarded
-from .language import L
+from .language import L, language_of
 from .run_request import DEFAULT_METHOD, MAX_NAME_SHOWN, build_request, collect_params, parse_integer, suggest_assistant
 from .theory_tab import remember_baseline
 
@@ -235,7 +236,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
 
 
 def race_frames(baseline: Trace, method: Trace, max_s: float = RACE_MAX_S, min_s: float = RACE_MIN_S,
-                fps: float = RACE_FPS) -> Iterator[tuple[float, str]]:
+                fps: float = RACE_FPS, lang: str = "en") -> Iterator[tuple[float, str]]:
     """(seconds into the replay, race HTML) frames: each lane shows the steps whose recorded end time
     (cumulative draft + verify ms, `bench.race_timeline`) has passed; one frame per change, at most
     `fps` a second; the replay lasts the recorded time, clamped to [min_s, max_s]."""
@@ -257,11 +258,11 @@ def race_frames(baseline: Trace, method: Trace, max_s: float = RACE_MAX_S, min_s
     b, m = timeline["lanes"]
     ratio = timeline.get("time_ratio")
     if ratio and ratio >= 1.0:
-        verdict = (f"{m['label']} finished first: {m['total_ms'] / 1000:.2f} s against baseline's "
-                   f"{b['total_ms'] / 1000:.2f} s ({ratio:.2f}× faster).")
+        verdict = t("race.method_first", lang, method=m["label"], method_s=f"{m['total_ms'] / 1000:.2f}",
+                    base_s=f"{b['total_ms'] / 1000:.2f}", x=f"{ratio:.2f}")
     elif ratio:
-        verdict = (f"Baseline finished first: {b['total_ms'] / 1000:.2f} s against {m['label']}'s "
-                   f"{m['total_ms'] / 1000:.2f} s ({m['label']} ran at {ratio:.2f}× baseline's speed).")
+        verdict = t("race.baseline_first", lang, method=m["label"], method_s=f"{m['total_ms'] / 1000:.2f}",
+                    base_s=f"{b['total_ms'] / 1000:.2f}", x=f"{ratio:.2f}")
     else:
         verdict = ""
     slots = max(1, int(play_s * fps))
@@ -274,26 +275,27 @@ def race_frames(baseline: Trace, method: Trace, max_s: float = RACE_MAX_S, min_s
         if counts == last and i != slots:
             continue
         last = counts
-        yield t_play, render.race_html(lanes, t_ms / 1000.0, replay_speed, verdict if i == slots else "")
+        yield t_play, render.race_html(lanes, t_ms / 1000.0, replay_speed, verdict if i == slots else "", lang)
 
 
-def play_race(choice: str | None, state: CompareState | None) -> Iterator[str]:
-    """Stream the race of baseline against the chosen method at the recorded pace."""
+def play_race(choice: str | None, state: CompareState | None,
+              request: gr.Request = None) -> Iterator[str]:  # type: ignore[assignment]
+    """Stream the race of baseline against the chosen method at the recorded pace (in the visitor's language)."""
+    lang = language_of(request)
     if state is None or state.baseline is None or not state.traces:
-        yield render.status_html("Run a comparison first: the race replays its baseline and method traces.", "error")
+        yield render.status_html(t("race.no_comparison", lang), "error")
         return
     method = state.traces.get(choice if isinstance(choice, str) else "") or next(iter(state.traces.values()))
     start = time.monotonic()
-    for t_play, frame in race_frames(state.baseline, method):
+    for t_play, frame in race_frames(state.baseline, method, lang=lang):
         delay = start + t_play - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         yield frame
 
 
-def race_placeholder() -> str:
-    return render.status_html("Run a comparison, then press Play race: baseline and the chosen method write their "
-                              "text side by side at the pace their traces recorded.", "idle")
+def race_placeholder(lang: str = "en") -> str:
+    return render.status_html(t("race.placeholder", lang), "idle")
 
 
 
