@@ -295,7 +295,6 @@ def race_placeholder() -> str:
                               "text side by side at the pace their traces recorded.", "idle")
 
 
-
 def build_compare(settings: Sequence[Any], param_components: Sequence[Any], baselines: gr.State) -> None:
     """The tab (call inside the page's `gr.Tabs`) and its events. `settings` are the page's prompt, target,
     assistant, method, dtype and chat controls; `baselines` is the session's baseline traces (Compare adds its own)."""

@@ -18,7 +18,6 @@ from ..trace import Trace
 MAX_BASELINES = 8  # baseline traces remembered per session (for diagnoses of later runs)
 
 
-
 def _same_run_settings(a: Trace, b: Trace) -> bool:
     keys = ("sample", "max_new_tokens", "temperature", "top_p", "top_k", "seed")
     return (a.prompt == b.prompt and a.target == b.target and a.chat == b.chat
@@ -90,7 +89,6 @@ def theory_view(trace: Trace | None, baseline: Trace | None = None) -> tuple[Any
             f'<ul class="pg-diagnosis">{items}</ul>'
             + (f'<p class="pg-note">{html.escape(source)}</p>' if source else "") + "</div>")
     return fig, body
-
 
 
 @dataclass
