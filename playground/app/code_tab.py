@@ -56,7 +56,6 @@ def show_code_for_settings(*inputs: Any) -> Iterator[tuple[Any, Any, str]]:
         yield gr.skip(), gr.skip(), render.status_html(f"Cannot show the code: {user_message(exc)}", "error")
 
 
-
 @dataclass
 class CodeTab:
     """The views a run fills: the script, the command, and the status above them."""

@@ -298,7 +298,6 @@ def race_placeholder(lang: str = "en") -> str:
     return render.status_html(t("race.placeholder", lang), "idle")
 
 
-
 def build_compare(settings: Sequence[Any], param_components: Sequence[Any], baselines: gr.State) -> None:
     """The tab (call inside the page's `gr.Tabs`) and its events. `settings` are the page's prompt, target,
     assistant, method, dtype and chat controls; `baselines` is the session's baseline traces (Compare adds its own)."""

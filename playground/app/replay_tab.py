@@ -165,7 +165,6 @@ def on_trace_upload(path: Any, request: gr.Request = None) -> tuple[Any, ...]:  
         return (gr.skip(), render.status_html(message, "error"), *([gr.skip()] * 6))
 
 
-
 @dataclass
 class ReplayTab:
     """What the page wires to the replay from outside: the last run's state and the views a loaded trace fills."""

@@ -88,13 +88,11 @@ def suggest_assistant(method: Method, target: str | None, current: str | None) -
     return None
 
 
-
 def collect_params(method_name: str, *values: Any) -> dict[str, Any]:
     """The chosen method's parameters (only those), named as `generate()` names them."""
     method = get_method(method_name)
     by_name = dict(zip(param_specs(), values))
     return parse_params({p.name: by_name.get(p.name) for p in method.params})  # the client's values, checked
-
 
 
 # --------------------------------------------------------------------------- requests

@@ -20,7 +20,6 @@ from .language import L
 MAX_BASELINES = 8  # baseline traces remembered per session (for diagnoses of later runs)
 
 
-
 def _same_run_settings(a: Trace, b: Trace) -> bool:
     keys = ("sample", "max_new_tokens", "temperature", "top_p", "top_k", "seed")
     return (a.prompt == b.prompt and a.target == b.target and a.chat == b.chat
@@ -77,7 +76,6 @@ def theory_view(trace: Trace | None, baseline: Trace | None = None, lang: str = 
             f'<ul class="pg-diagnosis">{items}</ul>'
             + (f'<p class="pg-note">{html.escape(source)}</p>' if source else "") + "</div>")
     return fig, body
-
 
 
 @dataclass
