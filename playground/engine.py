@@ -17,6 +17,7 @@ verify and other (see `trace.Step`), so setup + Σ phases = elapsed.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import platform
 import queue
@@ -39,8 +40,9 @@ from .models import (
     same_vocabulary,
 )
 from .settings import get_settings
-from .trace import Step, Trace, classify_step
+from .trace import Step, Trace, TraceFormatError, classify_step
 
+logger = logging.getLogger(__name__)
 # Sampling draws from torch's global generator: one seeded sampling run at a time.
 _RNG_LOCK = threading.Lock()
 
@@ -815,9 +817,15 @@ def run(req: RunRequest, store: ModelStore = STORE, progress: Callable[[str], No
     return live.trace
 
 
-def user_message(exc: BaseException) -> str:
-    """One line for the user from any failure: our own messages verbatim, others summarised."""
-    if isinstance(exc, (PlaygroundError, MethodError)):
+def user_message(exc: BaseException, failed: str = "this request") -> str:
+    """One line for the user from any failure: our own messages verbatim. Anything else is a bug or the machine,
+    not the user's input: one plain sentence saying so (`failed`: what failed), never the exception's text (it may
+    quote the input at length); the full traceback goes to the server's log."""
+    if isinstance(exc, (PlaygroundError, MethodError, TraceFormatError)):
         return str(exc)
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return f"{type(exc).__name__}: {text}"
+    logger.error("%s failed unexpectedly", failed, exc_info=exc)
+    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+        return (f"{failed} ran out of memory on this machine, which is not a fault in your input; the playground "
+                f"keeps serving, so try fewer new tokens or a smaller model")
+    return (f"{failed} failed inside the playground, not because of your input; the playground keeps serving, "
+            f"and its log has the details")

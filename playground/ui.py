@@ -706,7 +706,7 @@ def generate(
     no_file = gr.update(value=None, visible=False)
 
     def error_outputs(exc: BaseException) -> tuple[Any, ...]:
-        message = user_message(exc)
+        message = user_message(exc, "the run")
         gr.Warning(html.escape(message))  # toasts render HTML: the visitor's input must stay text, as in the status box
         steps = live.trace.steps if live is not None else []
         tokens = stream.html() if len(stream) else render.empty_tokens("No output.")
@@ -947,7 +947,7 @@ def build_ui() -> gr.Blocks:
                 gr.HTML(teach.methods_table_html(), elem_id="pg-methods")
             tune_tab.build_tune_tab(dict(prompt=prompt, target=target, assistant=assistant, method=method, dtype=dtype,
                                          chat=chat, max_new_tokens=max_new_tokens, param_components=param_components),
-                                    guarded(collect_params), build_request)
+                                    guarded(collect_params), build_request, guarded)
 
         # Every handler below is reachable by fn_index with any JSON, not only what its controls send. Values
         # reach the handlers as sent (`preprocess=False`: no generic refusal by Gradio first), which check them
@@ -960,8 +960,9 @@ def build_ui() -> gr.Blocks:
         api_inputs = [prompt, target, assistant, method, params_json, max_new_tokens, sample, temperature, top_p,
                       top_k, seed, chat, dtype]
         controls = [target, assistant, method, sample, temperature, top_p, top_k, seed, chat, max_new_tokens]
-        ui_presets.wire(preset, preset_info, controls, prompt, param_components, list(specs))
-        ui_links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components, guarded(collect_params))
+        ui_presets.wire(preset, preset_info, controls, prompt, param_components, list(specs), guarded)
+        ui_links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components, guarded(collect_params),
+                      guarded)
         outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file]
         run_event = generate_btn.click(guarded(on_generate_click), [method, *param_components], [params_json, status, run_started],
                                        **private).then(
@@ -1007,7 +1008,7 @@ def build_ui() -> gr.Blocks:
         # Fill the prompt after the page loads, so the API's `prompt` stays required.
         # Then a shareable link's settings, checked by the API's request builder (ui_links.restore).
         demo.load(on_page_load, None, [prompt, examples, status, timer], **private).then(
-            restore_link, None, [preset, preset_info, *controls, prompt, dtype, link_status, *param_components],
+            guarded(restore_link), None, [preset, preset_info, *controls, prompt, dtype, link_status, *param_components],
             **private)
     demo.queue(default_concurrency_limit=settings.concurrency)
     return demo
