@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import gradio as gr
+from gradio import utils as gradio_utils
 
 from . import bench, bench_charts, charts, render, theory
 from .errors import PlaygroundError
@@ -170,25 +171,55 @@ def replay_last(trace: Trace | None) -> tuple[Any, ...]:
     return replay_load(trace, "The last run")
 
 
-def on_trace_upload(path: Any) -> tuple[Any, ...]:
+class TraceUpload(gr.UploadButton):
+    """The trace upload button, whose value reaches `on_trace_upload` as the client sent it: Gradio's own check of
+    the file model would refuse a value that is not an upload with its generic "Error"; ours says why. Gradio still
+    refuses, before any handler runs, a file record that names a path outside its upload folder."""
+
+    is_template = True  # Gradio's mark for a subclass of a built-in component: the page draws an UploadButton
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.data_model = None
+
+
+MAX_UPLOAD_PATH_CHARS = 4096  # longer than any path Gradio's upload folder makes
+
+
+def uploaded_path(upload: Any) -> Path:
+    """Where Gradio stored a trace upload, from the value a client sent (a file record). Only a file inside Gradio's
+    upload folder is ever read: text, a record without a path, or a path elsewhere (/etc/passwd) is refused first."""
+    path = upload.get("path") if isinstance(upload, dict) else None
+    if not isinstance(path, str) or not path or len(path) > MAX_UPLOAD_PATH_CHARS:
+        raise TraceFormatError(f"expected an uploaded file; got {short_repr(upload, MAX_NAME_SHOWN)}")
+    try:
+        folder = Path(gradio_utils.get_upload_folder()).resolve()
+        resolved = Path(path).resolve()
+    except (ValueError, OSError):  # a NUL byte, a lone surrogate, a loop of links
+        raise TraceFormatError("expected an uploaded file; got a path that is not one") from None
+    if folder not in resolved.parents:
+        raise TraceFormatError("expected a file uploaded to this page; got a path elsewhere on the server")
+    return resolved
+
+
+def on_trace_upload(upload: Any) -> tuple[Any, ...]:
     """Load an uploaded trace; a file that is not one gets a clear message (and the replay is left as it was).
 
-    `path` is where Gradio stored the upload (it refuses paths outside its own upload folder before this
-    runs); the file's content is untrusted and checked field by field by `Trace.from_dict`.
+    `upload` is the file record as the client sent it (`TraceUpload`, no preprocessing): only a file in Gradio's
+    upload folder is read (`uploaded_path`), and its content is untrusted, checked field by field by
+    `Trace.from_dict`.
     """
     from .engine import user_message
 
-    name = Path(path).name if isinstance(path, str) and path else "the file"
-    if len(name) > MAX_NAME_SHOWN:
-        name = name[:MAX_NAME_SHOWN] + "…"
+    name = "the file"
     try:
-        if path is not None and not isinstance(path, str):
-            raise TraceFormatError(f"expected an uploaded file; got {short_repr(path, MAX_NAME_SHOWN)}")
+        path = uploaded_path(upload)
+        name = path.name if len(path.name) <= MAX_NAME_SHOWN else path.name[:MAX_NAME_SHOWN] + "…"
         trace = load_trace_file(path)
         return replay_load(trace, f"Loaded {name}")
     except Exception as exc:  # TraceFormatError, OSError, or anything else: one line, never a traceback
         reason = (str(exc) if isinstance(exc, TraceFormatError) else "the file could not be read"
-                  if isinstance(exc, OSError) else user_message(exc))
+                  if isinstance(exc, OSError) else user_message(exc, "reading the trace"))
         message = f"Cannot replay {name}: {reason}. Load a trace JSON saved by this playground (Download trace)."
         return (gr.skip(), render.status_html(message, "error"), *([gr.skip()] * 6))
 

@@ -884,8 +884,8 @@ def build_ui() -> gr.Blocks:
                         replay_status = gr.HTML(teach.replay_load(None, "")[1], elem_id="pg-replay-status")
                     with gr.Column(scale=1, min_width=200):
                         replay_last_btn = gr.Button("Replay the last run", size="sm", elem_id="pg-replay-last")
-                        replay_upload = gr.UploadButton("Load a trace file (JSON)…", file_types=[".json"],
-                                                        type="filepath", size="sm", elem_id="pg-replay-upload")
+                        replay_upload = teach.TraceUpload("Load a trace file (JSON)…", file_types=[".json"],
+                                                          type="filepath", size="sm", elem_id="pg-replay-upload")
                 replay_slider = gr.Slider(1, 2, value=1, step=1, label="Verification step", interactive=False,
                                           elem_id="pg-replay-slider")
                 with gr.Row():
@@ -989,7 +989,7 @@ def build_ui() -> gr.Blocks:
         replay_last_btn.click(teach.replay_last, last_run, replay_outputs, **private)
         # In the queue: parsing and checking a trace of up to MAX_TRACE_BYTES is the heaviest thing a click here does.
         replay_upload.upload(teach.on_trace_upload, replay_upload, replay_outputs, api_visibility="private",
-                             show_progress="hidden")
+                             show_progress="hidden", preprocess=False)
         compare_btn.click(
             teach.compare, [prompt, target, assistant, method, dtype, chat, compare_methods, compare_tokens,
                             compare_repeats, baselines, *param_components],
