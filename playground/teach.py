@@ -68,8 +68,9 @@ def load_trace_file(path: str | Path | None) -> Trace:
     size = p.stat().st_size
     if size > MAX_TRACE_BYTES:
         raise TraceFormatError(f"the file is {size / 1e6:.1f} MB; a trace file is at most {MAX_TRACE_BYTES // 10**6} MB")
+    data = p.read_bytes()  # an OSError here: the caller says the file could not be read
     try:
-        return Trace.from_json(p.read_bytes())
+        return Trace.from_json(data)
     except TraceFormatError:
         raise
     except Exception as exc:  # a JSON document shaped like a trace but holding nonsense
@@ -199,6 +200,8 @@ def uploaded_path(upload: Any) -> Path:
         raise TraceFormatError("expected an uploaded file; got a path that is not one") from None
     if folder not in resolved.parents:
         raise TraceFormatError("expected a file uploaded to this page; got a path elsewhere on the server")
+    if not resolved.is_file():
+        raise TraceFormatError("expected an uploaded file; got a path in the upload folder that is not a file")
     return resolved
 
 
