@@ -190,6 +190,8 @@ MAX_UPLOAD_PATH_CHARS = 4096  # longer than any path Gradio's upload folder make
 def uploaded_path(upload: Any) -> Path:
     """Where Gradio stored a trace upload, from the value a client sent (a file record). Only a file inside Gradio's
     upload folder is ever read: text, a record without a path, or a path elsewhere (/etc/passwd) is refused first."""
+    if isinstance(upload, list) and len(upload) == 1:  # the page's upload button sends its one file in a list
+        upload = upload[0]
     path = upload.get("path") if isinstance(upload, dict) else None
     if not isinstance(path, str) or not path or len(path) > MAX_UPLOAD_PATH_CHARS:
         raise TraceFormatError(f"expected an uploaded file; got {short_repr(upload, MAX_NAME_SHOWN)}")

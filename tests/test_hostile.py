@@ -625,6 +625,7 @@ def test_a_value_that_is_not_an_upload_gets_our_message_and_no_file_is_read(serv
         assert outcome.success and outcome.alert() and "Loaded" not in outcome.text(), (what, outcome)
     # The page's own upload still loads.
     assert "Loaded t.json" in server.call("on_trace_upload", [upload]).text()
+    assert "Loaded t.json" in server.call("on_trace_upload", [[upload]]).text()  # as the page sends it
 
 
 def test_a_file_record_naming_a_path_outside_the_upload_folder_is_refused_by_gradio(server: Server) -> None:
