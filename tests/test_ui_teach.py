@@ -147,11 +147,18 @@ def test_play_steps_through_the_run_and_stops_at_the_end(runs: dict[str, Any]) -
     assert replay_tab.replay_play(None, 1, False)[3] is False
 
 
-def test_uploading_a_trace_replays_it(runs: dict[str, Any], tmp_path: Path) -> None:
+def uploaded(path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The file record the page sends for a file Gradio stored in its upload folder (here: the file's folder)."""
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(path.parent.parent))
+    return {"path": str(path), "orig_name": path.name, "meta": {"_type": "gradio.FileData"}}
+
+
+def test_uploading_a_trace_replays_it(runs: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     trace = runs["lookup"][1]
-    path = tmp_path / "shared.json"
+    path = tmp_path / "upload" / "shared.json"
+    path.parent.mkdir()
     trace.save(path)
-    loaded, status, slider, tokens, *_ = replay_tab.on_trace_upload(str(path))
+    loaded, status, slider, tokens, *_ = replay_tab.on_trace_upload(uploaded(path, monkeypatch))
     assert loaded.to_dict() == trace.to_dict()
     assert "Loaded shared.json" in status and slider["maximum"] == len(trace.steps)
     assert len(spans(tokens)) == len(spans(render.render_trace(trace)))
@@ -164,12 +171,39 @@ def test_uploading_a_trace_replays_it(runs: dict[str, Any], tmp_path: Path) -> N
     (json.dumps({"method": "baseline", "steps": [{"index": 0}], "schema_version": 1, "target": "t", "prompt": "p"}),
      "malformed trace"),
 ])
-def test_a_file_that_is_not_a_trace_gets_a_clear_message(tmp_path: Path, content: str, message: str) -> None:
-    path = tmp_path / "broken.json"
+def test_a_file_that_is_not_a_trace_gets_a_clear_message(tmp_path: Path, content: str, message: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "upload" / "broken.json"
+    path.parent.mkdir()
     path.write_text(content)
-    state, status, *rest = replay_tab.on_trace_upload(str(path))
+    state, status, *rest = replay_tab.on_trace_upload(uploaded(path, monkeypatch))
     assert 'role="alert"' in status and "Cannot replay broken.json" in status and message in status
     assert all(isinstance(x, dict) and x.get("__type__") == "update" for x in [state, *rest])  # views kept as they were
+
+
+@pytest.mark.parametrize(("upload", "message"), [
+    ("/etc/passwd", "expected an uploaded file; got '/etc/passwd'"),
+    ({"orig_name": "x.json"}, "expected an uploaded file"),
+    ({"path": "/etc/passwd"}, "expected a file uploaded to this page; got a path elsewhere on the server"),
+    ({"path": "UPLOAD/../../outside.json"}, "got a path elsewhere on the server"),
+    ({"path": "/tmp/\x00x"}, "got a path that is not one"),
+    ({"path": "x" * 100_000}, "expected an uploaded file"),
+])
+def test_only_files_in_the_upload_folder_are_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upload: Any,
+                                                 message: str) -> None:
+    """A client sends the file record: a value that is not one, or a path outside Gradio's upload folder (a trace
+    file there too, which would load), is refused before any file is opened."""
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps({"hello": "world"}))
+    folder = tmp_path / "uploads" / "abc"
+    folder.mkdir(parents=True)
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "uploads"))
+    if isinstance(upload, dict) and isinstance(upload.get("path"), str):
+        upload = {**upload, "path": upload["path"].replace("UPLOAD", str(folder))}
+    state, status, *rest = replay_tab.on_trace_upload(upload)
+    assert 'role="alert"' in status and message in html.unescape(status), status
+    assert "not a playground trace" not in status  # the file outside was never read
+    assert len(status) < 1000
 
 
 # --------------------------------------------------------------------------- theory

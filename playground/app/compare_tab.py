@@ -229,7 +229,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
                                figs["step_cost"], diagnoses_html(result), race_choice, state,
                                remember_baseline(baselines, state.baseline))
     except Exception as exc:
-        yield _compare_outputs(render.status_html(user_message(exc), "error"))
+        yield _compare_outputs(render.status_html(user_message(exc, "the comparison"), "error"))
 
 
 # --------------------------------------------------------------------------- race

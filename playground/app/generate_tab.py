@@ -221,7 +221,7 @@ def generate(
     no_file = gr.update(value=None, visible=False)
 
     def error_outputs(exc: BaseException) -> tuple[Any, ...]:
-        message = user_message(exc)
+        message = user_message(exc, "the run")
         gr.Warning(html.escape(message))  # toasts render HTML: the visitor's input must stay text, as in the status box
         steps = live.trace.steps if live is not None else []
         tokens = stream.html() if len(stream) else render.empty_tokens(t("status.no_output", lang), lang)
@@ -399,8 +399,9 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
     api_inputs = [prompt, target, assistant, method, params_json, max_new_tokens, sample, temperature, top_p,
                   top_k, seed, chat, dtype]
     controls = [target, assistant, method, sample, temperature, top_p, top_k, seed, chat, max_new_tokens]
-    preset_picker.wire(preset, preset_info, controls, prompt, param_components, list(specs))
-    links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components, guarded(collect_params))
+    preset_picker.wire(preset, preset_info, controls, prompt, param_components, list(specs), guarded)
+    links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components, guarded(collect_params),
+               guarded)
     outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file, run_trace]
     run_event = generate_btn.click(guarded(on_generate_click), [method, *param_components],
                                    [params_json, status, run_started], **PRIVATE).then(
@@ -421,7 +422,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
         localize_view, method,
         [method, method_summary, lecture, legend, tokens, stats, acceptance_plot, timing_plot, dtype],
         **PRIVATE).then(
-        restore_link, None, [preset, preset_info, *controls, prompt, dtype, link_status, *param_components],
+        guarded(restore_link), None, [preset, preset_info, *controls, prompt, dtype, link_status, *param_components],
         **PRIVATE)
     return GenerateView(prompt=prompt, target=target, assistant=assistant, method=method, dtype=dtype, chat=chat,
                         max_new_tokens=max_new_tokens, preset=preset, params_json=params_json,

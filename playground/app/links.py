@@ -19,11 +19,13 @@ from . import preset_picker
 from ..i18n import t
 from ..methods import get_method
 from ..presets import get_preset
+from ..errors import PlaygroundError
 
 FIELDS = ("prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature", "top_p",
           "top_k", "seed", "chat", "dtype")
 DTYPES = ("auto", "float32", "bfloat16")  # the page's precision choices
 MAX_LINK_PROMPT_CHARS = 4000  # longer prompts make links that browsers and chat apps cut off
+MAX_LINK_CHARS = 8000  # the whole query: the prompt's share plus model names and parameters of sane length
 
 if TYPE_CHECKING:  # the engine (torch, Transformers) is imported when a link is restored
     from ..engine import RunRequest
@@ -104,18 +106,22 @@ def restore(query: Mapping[str, str], build: Build, param_names: list[str], lang
 
 
 def wire(button: gr.Button, link: gr.Textbox, picker: Any, prompt: Any, controls: list[Any], dtype: Any,
-         param_components: list[Any], collect: Callable[..., dict[str, Any]]) -> None:
+         param_components: list[Any], collect: Callable[..., dict[str, Any]],
+         guard: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
     """The link button: the settings (controls = target … max_new_tokens) become a URL, shown in `link` and put in
-    the address bar."""
-    private = dict(queue=False, api_visibility="private", show_progress="hidden")
+    the address bar. `guard` (the page's `guarded`) answers a value no control sends with our one-line message."""
+    private = dict(queue=False, api_visibility="private", show_progress="hidden", preprocess=False)
 
     def make(preset: str | None, prompt_text: str, *values: Any) -> str:
         (target, assistant, method, sample, temperature, top_p, top_k, seed, chat, length, dtype_value,
          *param_values) = values
-        return query_for(preset_picker.known(preset), prompt_text, target, assistant, method,
-                         collect(method, *param_values), length, sample, temperature, top_p, top_k, seed, chat,
-                         dtype_value)
+        query = query_for(preset_picker.known(preset), prompt_text if isinstance(prompt_text, str) else "", target,
+                          assistant, method, collect(method, *param_values), length, sample, temperature, top_p,
+                          top_k, seed, chat, dtype_value)
+        if len(query) > MAX_LINK_CHARS:  # only a client that is not the page sends names this long
+            raise PlaygroundError(f"these settings make a link of {len(query)} characters; at most {MAX_LINK_CHARS}")
+        return query
 
     # The query string lands in the link box first; the browser then turns it into the full address.
-    button.click(make, [picker, prompt, *controls, dtype, *param_components], link, **private).then(
+    button.click(guard(make), [picker, prompt, *controls, dtype, *param_components], link, **private).then(
         None, link, link, js=TO_ADDRESS_JS, **private)

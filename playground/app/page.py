@@ -61,7 +61,7 @@ def build_ui() -> gr.Blocks:
             build_tune_tab(dict(prompt=main.prompt, target=main.target, assistant=main.assistant, method=main.method,
                                 dtype=main.dtype, chat=main.chat, max_new_tokens=main.max_new_tokens,
                                 param_components=main.param_components),
-                           guarded(collect_params), build_request)
+                           guarded(collect_params), build_request, guarded)
         # The tabs' server-written parts in the visitor's language, and the language picker.
         wire_picker(demo, language)
         demo.load(localize_tabs, None, [methods_table, theory.plot, theory.diagnosis, *replay.outputs, *code.outputs],

@@ -8,10 +8,11 @@ control the preset set (other than the prompt and precision) clears the picker, 
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, Callable
 
 import gradio as gr
 
+from ..errors import PlaygroundError
 from ..methods import get_method
 from ..models import hub_reachable
 from ..presets import GUIDE_URL, PRESETS, Preset, get_preset, runnable
@@ -70,14 +71,24 @@ def on_preset(name: str | None, param_names: list[str], online: bool | None = No
 
 
 def wire(picker: gr.Dropdown, info: gr.HTML, controls: list[Any], prompt: gr.Textbox, param_components: list[Any],
-         param_names: list[str]) -> None:
+         param_names: list[str], guard: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
     """Connect the picker: picking fills `controls` (target … max_new_tokens), the prompt and the parameters;
-    a user's edit of a control or parameter clears it."""
+    a user's edit of a control or parameter clears it. `guard` (the page's `guarded`) answers a value no
+    control sends with our one-line message."""
     outputs = [picker, info, *controls, prompt, *param_components]
-    private = dict(queue=False, api_visibility="private", show_progress="hidden")
-    picker.input(lambda name: on_preset(name, param_names), picker, outputs, **private)
+    private = dict(queue=False, api_visibility="private", show_progress="hidden", preprocess=False)
+
+    def pick_preset(name: Any) -> list[Any]:
+        if name is not None and not isinstance(name, str):
+            raise PlaygroundError("a preset must be named by text")
+        return on_preset(name, param_names)
+
+    def clear_preset() -> tuple[None, str]:
+        return None, ""
+
+    picker.input(guard(pick_preset), picker, outputs, **private)
     for component in [*controls, *param_components]:
-        component.input(lambda: (None, ""), None, [picker, info], **private)
+        component.input(guard(clear_preset), None, [picker, info], **private)
 
 
 def picker(online: bool) -> gr.Dropdown:

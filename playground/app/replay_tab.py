@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from gradio import utils as gradio_utils
 
 from .. import charts, render
 from ..errors import PlaygroundError
@@ -35,8 +36,9 @@ def load_trace_file(path: str | Path | None) -> Trace:
     size = p.stat().st_size
     if size > MAX_TRACE_BYTES:
         raise TraceFormatError(f"the file is {size / 1e6:.1f} MB; a trace file is at most {MAX_TRACE_BYTES // 10**6} MB")
+    data = p.read_bytes()  # an OSError here: the caller says the file could not be read
     try:
-        return Trace.from_json(p.read_bytes())
+        return Trace.from_json(data)
     except TraceFormatError:
         raise
     except Exception as exc:  # a JSON document shaped like a trace but holding nonsense
@@ -141,26 +143,60 @@ def replay_last(trace: Trace | None, request: gr.Request = None) -> tuple[Any, .
     return replay_load(trace, t("replay.last_run", lang), lang)
 
 
-def on_trace_upload(path: Any, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+class TraceUpload(gr.UploadButton):
+    """The trace upload button, whose value reaches `on_trace_upload` as the client sent it: Gradio's own check of
+    the file model would refuse a value that is not an upload with its generic "Error"; ours says why. Gradio still
+    refuses, before any handler runs, a file record that names a path outside its upload folder."""
+
+    is_template = True  # Gradio's mark for a subclass of a built-in component: the page draws an UploadButton
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.data_model = None
+
+
+MAX_UPLOAD_PATH_CHARS = 4096  # longer than any path Gradio's upload folder makes
+
+
+def uploaded_path(upload: Any) -> Path:
+    """Where Gradio stored a trace upload, from the value a client sent (a file record). Only a file inside Gradio's
+    upload folder is ever read: text, a record without a path, or a path elsewhere (/etc/passwd) is refused first."""
+    if isinstance(upload, list) and len(upload) == 1:  # the page's upload button sends its one file in a list
+        upload = upload[0]
+    path = upload.get("path") if isinstance(upload, dict) else None
+    if not isinstance(path, str) or not path or len(path) > MAX_UPLOAD_PATH_CHARS:
+        raise TraceFormatError(f"expected an uploaded file; got {short_repr(upload, MAX_NAME_SHOWN)}")
+    try:
+        folder = Path(gradio_utils.get_upload_folder()).resolve()
+        resolved = Path(path).resolve()
+    except (ValueError, OSError):  # a NUL byte, a lone surrogate, a loop of links
+        raise TraceFormatError("expected an uploaded file; got a path that is not one") from None
+    if folder not in resolved.parents:
+        raise TraceFormatError("expected a file uploaded to this page; got a path elsewhere on the server")
+    if not resolved.is_file():
+        raise TraceFormatError("expected an uploaded file; got a path in the upload folder that is not a file")
+    return resolved
+
+
+def on_trace_upload(upload: Any, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
     """Load an uploaded trace; a file that is not one gets a clear message (and the replay is left as it was).
 
-    `path` is where Gradio stored the upload (it refuses paths outside its own upload folder before this
-    runs); the file's content is untrusted and checked field by field by `Trace.from_dict`.
+    `upload` is the file record as the client sent it (`TraceUpload`, no preprocessing): only a file in Gradio's
+    upload folder is read (`uploaded_path`), and its content is untrusted, checked field by field by
+    `Trace.from_dict`.
     """
     from ..engine import user_message
 
     lang = language_of(request)
-    name = Path(path).name if isinstance(path, str) and path else t("replay.the_file", lang)
-    if len(name) > MAX_NAME_SHOWN:
-        name = name[:MAX_NAME_SHOWN] + "…"
+    name = t("replay.the_file", lang)
     try:
-        if path is not None and not isinstance(path, str):
-            raise TraceFormatError(f"expected an uploaded file; got {short_repr(path, MAX_NAME_SHOWN)}")
+        path = uploaded_path(upload)
+        name = path.name if len(path.name) <= MAX_NAME_SHOWN else path.name[:MAX_NAME_SHOWN] + "…"
         trace = load_trace_file(path)
         return replay_load(trace, t("replay.loaded", lang, name=name), lang)
     except Exception as exc:  # TraceFormatError, OSError, or anything else: one line, never a traceback
         reason = (str(exc) if isinstance(exc, TraceFormatError) else "the file could not be read"
-                  if isinstance(exc, OSError) else user_message(exc))
+                  if isinstance(exc, OSError) else user_message(exc, "reading the trace"))
         message = t("replay.cannot", lang, name=name, reason=reason)
         return (gr.skip(), render.status_html(message, "error"), *([gr.skip()] * 6))
 
@@ -181,8 +217,8 @@ def build_replay() -> ReplayTab:
                 replay_status = gr.HTML(replay_load(None, "")[1], elem_id="pg-replay-status")
             with gr.Column(scale=1, min_width=200):
                 replay_last_btn = gr.Button(L("ui.replay.last"), size="sm", elem_id="pg-replay-last")
-                replay_upload = gr.UploadButton(L("ui.replay.upload"), file_types=[".json"],
-                                                type="filepath", size="sm", elem_id="pg-replay-upload")
+                replay_upload = TraceUpload(L("ui.replay.upload"), file_types=[".json"],
+                                             type="filepath", size="sm", elem_id="pg-replay-upload")
         replay_slider = gr.Slider(1, 2, value=1, step=1, label=L("ui.replay.slider"), interactive=False,
                                   elem_id="pg-replay-slider")
         with gr.Row():
@@ -212,5 +248,5 @@ def build_replay() -> ReplayTab:
     replay_last_btn.click(replay_last, last_run, replay_outputs, **PRIVATE)
     # In the queue: parsing and checking a trace of up to MAX_TRACE_BYTES is the heaviest thing a click here does.
     replay_upload.upload(on_trace_upload, replay_upload, replay_outputs, api_visibility="private",
-                         show_progress="hidden")
+                         show_progress="hidden", preprocess=False)
     return ReplayTab(last_run=last_run, outputs=replay_outputs)
