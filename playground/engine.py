@@ -17,6 +17,8 @@ verify and other (see `trace.Step`), so setup + Σ phases = elapsed.
 from __future__ import annotations
 
 import contextlib
+import logging
+import math
 import os
 import platform
 import queue
@@ -29,7 +31,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 import transformers
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
 from .errors import PlaygroundError
@@ -39,8 +41,9 @@ from .models import (
     same_vocabulary,
 )
 from .settings import get_settings
-from .trace import Step, Trace, classify_step
+from .trace import Step, Trace, TraceFormatError, classify_step
 
+logger = logging.getLogger(__name__)
 # Sampling draws from torch's global generator: one seeded sampling run at a time.
 _RNG_LOCK = threading.Lock()
 
@@ -456,18 +459,53 @@ def _device_sync(model: Any) -> Callable[[], None]:
     return lambda: None
 
 
-class _Stop(StoppingCriteria):
-    """Ends generation after the current step when asked to, or when the run's time is up."""
+class _ScoreWatch(LogitsProcessor):
+    """Watches the target's scores as generation picks from them (a logits processor that changes nothing).
 
-    def __init__(self, cancel: threading.Event, deadline: float | None):
+    NaN, +inf, or a row without one finite score means the target's arithmetic overflowed (float16 on a model
+    trained in bfloat16 is the usual cause): every token from there on is meaningless, typically padding. The
+    flag stays on the model's device (no synchronisation per row); `_Stop` reads it once a step. The drafter's
+    own scores (which pass through the same processors while it drafts) are not the target's and are skipped.
+    """
+
+    def __init__(self) -> None:
+        self.drafting = False  # set by the recorder around the drafter's turn
+        self._bad: torch.Tensor | None = None
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if not self.drafting:
+            # NaN and +inf fail `< inf`; a row whose best score is -inf leaves no token to pick.
+            bad = ~(scores < math.inf).all() | (scores.amax(dim=-1) == -math.inf).any()
+            self._bad = bad if self._bad is None else self._bad | bad
+        return scores
+
+    def tripped(self) -> bool:
+        return self._bad is not None and bool(self._bad)
+
+
+def non_finite_message(dtype: torch.dtype, tokens: int) -> str:
+    """Why a run whose target's scores overflowed was ended, and what to do about it."""
+    name = str(dtype).replace("torch.", "")
+    advice = (f"{name} overflows for this model; use bfloat16 or float32" if dtype == torch.float16 else
+              f"the model's arithmetic overflows even in {name}: its weights may be broken")
+    return (f"the run was ended after {tokens} tokens: the target's scores became NaN or infinite, so every token "
+            f"from there on would be meaningless (typically padding); {advice}")
+
+
+class _Stop(StoppingCriteria):
+    """Ends generation after the current step when asked to, when the run's time is up, or when the target's
+    scores overflowed."""
+
+    def __init__(self, cancel: threading.Event, deadline: float | None, watch: _ScoreWatch | None = None):
         self.cancel = cancel
         self.deadline = deadline
+        self.watch = watch
         self.timed_out = False
 
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
         if self.deadline is not None and time.perf_counter() > self.deadline:
             self.timed_out = True
-        stop = self.cancel.is_set() or self.timed_out
+        stop = self.cancel.is_set() or self.timed_out or (self.watch is not None and self.watch.tripped())
         return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
 
@@ -487,9 +525,10 @@ class _Recorder:
     `update_candidate_strategy` is called (baseline: when the streamer receives the token).
     """
 
-    def __init__(self, out: "queue.Queue[Any]", sync: Callable[[], None]):
+    def __init__(self, out: "queue.Queue[Any]", sync: Callable[[], None], watch: _ScoreWatch):
         self.out = out
         self.sync = sync
+        self.watch = watch  # told when the drafter runs (its scores are not the target's)
         self.started = 0.0  # set by the caller right before generate()
         self._step_start: float | None = None
         self._decided: float | None = None  # when the last step's tokens were decided
@@ -536,7 +575,11 @@ class _Recorder:
 
         def timed_get_candidates(input_ids: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             start = self.begin_step()
-            candidate_ids, candidate_logits = get_candidates(input_ids, *args, **kwargs)
+            self.watch.drafting = True
+            try:
+                candidate_ids, candidate_logits = get_candidates(input_ids, *args, **kwargs)
+            finally:
+                self.watch.drafting = False
             self._draft_end = self._stamp()
             self._draft_ms = (self._draft_end - start) * 1000
             self._cur_len = input_ids.shape[1]
@@ -659,7 +702,8 @@ class LiveRun:
         self._start = 0.0
         self._ensemble_weight: float | None = prepared.generate_kwargs.get("assistant_ensemble_weight")
         self._thread: threading.Thread | None = None
-        self._stop = _Stop(self.cancel, None)
+        self._watch = _ScoreWatch()
+        self._stop = _Stop(self.cancel, None, self._watch)
         self.trace = Trace(
             method=prepared.method.name, target=req.target, prompt=req.prompt,
             assistant=req.assistant if prepared.assistant else None, params=dict(prepared.params),
@@ -683,9 +727,10 @@ class LiveRun:
         _name_os_thread(WORKER_OS_THREAD_NAME)
         prepared = self.prepared
         model = prepared.target.model
-        recorder = _Recorder(self._queue, _device_sync(model))
+        recorder = _Recorder(self._queue, _device_sync(model), self._watch)
         kwargs = dict(prepared.generate_kwargs)
         kwargs["stopping_criteria"] = StoppingCriteriaList([self._stop])
+        kwargs["logits_processor"] = LogitsProcessorList([self._watch])
         try:
             with exclusive(prepared), torch.inference_mode():
                 if prepared.method.name == "baseline":
@@ -737,6 +782,9 @@ class LiveRun:
         tok = self.prepared.target.tokenizer
         trace.output_text = tok.decode(trace.output_ids, skip_special_tokens=True)
         trace.summarize(self._elapsed)
+        if self._watch.tripped():  # also when sampling then failed on the NaN scores: this is why
+            trace.finish_reason = "error"
+            raise RunError(non_finite_message(self.prepared.target.model.dtype, len(trace.output_ids)))
         if self._error is not None:
             trace.finish_reason = "error"
             raise self._error
@@ -815,9 +863,15 @@ def run(req: RunRequest, store: ModelStore = STORE, progress: Callable[[str], No
     return live.trace
 
 
-def user_message(exc: BaseException) -> str:
-    """One line for the user from any failure: our own messages verbatim, others summarised."""
-    if isinstance(exc, (PlaygroundError, MethodError)):
+def user_message(exc: BaseException, failed: str = "this request") -> str:
+    """One line for the user from any failure: our own messages verbatim. Anything else is a bug or the machine,
+    not the user's input: one plain sentence saying so (`failed`: what failed), never the exception's text (it may
+    quote the input at length); the full traceback goes to the server's log."""
+    if isinstance(exc, (PlaygroundError, MethodError, TraceFormatError)):
         return str(exc)
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return f"{type(exc).__name__}: {text}"
+    logger.error("%s failed unexpectedly", failed, exc_info=exc)
+    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+        return (f"{failed} ran out of memory on this machine, which is not a fault in your input; the playground "
+                f"keeps serving, so try fewer new tokens or a smaller model")
+    return (f"{failed} failed inside the playground, not because of your input; the playground keeps serving, "
+            f"and its log has the details")

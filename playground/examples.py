@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .i18n import DEFAULT_LANGUAGE, t
+
 
 @dataclass(frozen=True)
 class Example:
@@ -19,6 +21,13 @@ class Example:
     @property
     def question_id(self) -> str:
         return "ex-" + self.name.lower().replace(" ", "-")
+
+    def localized(self, lang: str = DEFAULT_LANGUAGE) -> "Example":
+        """The same task written in `lang` (name and prompt); the benchmark keeps the English set."""
+        if lang == DEFAULT_LANGUAGE:
+            return self
+        key = f"example.{self.question_id}"
+        return Example(t(f"{key}.name", lang, default=self.name), self.category, t(f"{key}.text", lang, default=self.text))
 
 
 EXAMPLES: tuple[Example, ...] = (
@@ -57,3 +66,8 @@ EXAMPLES: tuple[Example, ...] = (
 )
 
 BY_NAME: dict[str, Example] = {e.name: e for e in EXAMPLES}
+
+
+def localized_examples(lang: str = DEFAULT_LANGUAGE) -> tuple[Example, ...]:
+    """The example prompts in the page's language (the same tasks, written in it)."""
+    return tuple(example.localized(lang) for example in EXAMPLES)

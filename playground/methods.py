@@ -7,12 +7,14 @@ Nothing here imports torch: a method is data plus two small functions (check, bu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from .errors import PlaygroundError
+from .i18n import DEFAULT_LANGUAGE, t
 
 
 class MethodError(PlaygroundError):
@@ -36,6 +38,13 @@ class Param:
     # Transformers reads draft length from (passed to generate() these are silently ignored).
     where: Literal["generate", "draft_config"] = "generate"
     off_value: Any = None  # a value meaning "feature off" (not passed on at all)
+
+    def localized(self, lang: str = DEFAULT_LANGUAGE) -> "Param":
+        """This parameter with its label and help in `lang` (its name stays the `generate()` name)."""
+        if lang == DEFAULT_LANGUAGE:
+            return self
+        return dataclasses.replace(self, label=t(f"param.{self.name}.label", lang, default=self.label),
+                                   help=t(f"param.{self.name}.help", lang, default=self.help))
 
     def coerce(self, value: Any) -> Any:
         """Validate and convert a user value; raise MethodError with a readable reason."""
@@ -98,6 +107,18 @@ class EmptyDraft:
     eos_ids: frozenset[int]  # the run's generation-config EOS set
 
 
+# Why a step drafted nothing, in the words the trace records (`Step.no_draft_reason`). The English sentence is the
+# trace's language-neutral identifier: a replay shows `no_draft.<code>` of the viewer's language (`render`).
+NO_DRAFT_REASONS: dict[str, str] = {
+    "last_position": "only one token was left to generate, and the target's forward produces it",
+    "nothing_proposed": "the drafter proposed nothing",
+    "processor_forbade": "a logits processor forbade the copied tokens",
+    "eos_match": "the earlier match continues with end-of-sequence, which prompt lookup never drafts",
+    "no_match": "no earlier n-gram matched the last tokens",
+    "needs_target_outputs": "the drafter needs the target's outputs first",
+}
+
+
 def _prompt_lookup_empty_reason(empty: EmptyDraft) -> str | None:
     """Transformers' search, replayed on ids: the longest n-gram first, its earliest match, EOS cropped."""
     ids, size_max = empty.context, int(empty.params.get("max_matching_ngram_size") or 2)
@@ -109,14 +130,14 @@ def _prompt_lookup_empty_reason(empty: EmptyDraft) -> str | None:
                 if ids[start] in empty.eos_ids:
                     matched_eos = True  # Transformers stops at this match: its draft is cut to nothing
                     break
-                return "a logits processor forbade the copied tokens"
+                return NO_DRAFT_REASONS["processor_forbade"]
         if matched_eos:
-            return "the earlier match continues with end-of-sequence, which prompt lookup never drafts"
-    return "no earlier n-gram matched the last tokens"
+            return NO_DRAFT_REASONS["eos_match"]
+    return NO_DRAFT_REASONS["no_match"]
 
 
 def _needs_target_outputs(empty: EmptyDraft) -> str | None:
-    return "the drafter needs the target's outputs first" if empty.first_step else None
+    return NO_DRAFT_REASONS["needs_target_outputs"] if empty.first_step else None
 
 
 @dataclass(frozen=True)
@@ -167,9 +188,23 @@ class Method:
     def empty_draft_reason(self, empty: EmptyDraft) -> str:
         """Why a step of this method drafted nothing, in a few words (for the trace and the narration)."""
         if empty.last_position:
-            return "only one token was left to generate, and the target's forward produces it"
+            return NO_DRAFT_REASONS["last_position"]
         specific = self.explain_empty_draft(empty) if self.explain_empty_draft else None
-        return specific or "the drafter proposed nothing"
+        return specific or NO_DRAFT_REASONS["nothing_proposed"]
+
+    def localized(self, lang: str = DEFAULT_LANGUAGE) -> "Method":
+        """This method with its title, summary, lecture and parameter labels and help in `lang` (the page's
+        language); names, kwargs and checks unchanged. English returns the registry's own entry."""
+        if lang == DEFAULT_LANGUAGE:
+            return self
+        key = f"method.{self.name}"
+        return dataclasses.replace(
+            self,
+            title=t(f"{key}.title", lang, default=self.title),
+            summary=t(f"{key}.summary", lang, default=self.summary),
+            lecture={part: t(f"{key}.lecture.{part}", lang, default=text) for part, text in self.lecture.items()},
+            params=tuple(param.localized(lang) for param in self.params),
+        )
 
     def has_draft_logits(self, sample: bool) -> bool:
         return self.draft_logits == "always" or (self.draft_logits == "sampling" and sample)

@@ -365,19 +365,43 @@ def _offline_env() -> bool:
 
 
 def hub_reachable(timeout: float = 2.0) -> bool:
-    """Whether Hub presets are worth offering; the probe result is cached for the process."""
+    """Whether Hub presets are worth offering; the probe's answer is kept for a while (`HubProbe`)."""
     if hub_constants.is_offline_mode() or _offline_env():
         return False
-    return _probe_hub(hub_constants.ENDPOINT, timeout)
+    return HUB_PROBE.reachable(hub_constants.ENDPOINT, timeout)
 
 
-@functools.cache
-def _probe_hub(endpoint: str, timeout: float) -> bool:
+def _head_ok(endpoint: str, timeout: float) -> bool:
     try:
         response = get_session().head(endpoint, timeout=timeout)
     except Exception:  # any transport failure means "not reachable"; nothing to report
         return False
     return response.status_code < 500
+
+
+class HubProbe:
+    """The Hub probe's answers, each kept for a time-to-live: a long-running server (a Space) whose network
+    comes back offers Hub presets again a minute later, without probing on every page load or preset pick.
+    `clock` is injectable so a test moves time instead of sleeping."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, ttl_reachable_s: float = 600.0,
+                 ttl_unreachable_s: float = 60.0) -> None:
+        self.clock = clock
+        self.ttl_s = {True: ttl_reachable_s, False: ttl_unreachable_s}
+        self._answers: dict[str, tuple[bool, float]] = {}  # endpoint -> (reachable, when it expires)
+        self._lock = threading.Lock()  # one probe at a time: callers meanwhile wait for its answer
+
+    def reachable(self, endpoint: str, timeout: float) -> bool:
+        with self._lock:
+            known = self._answers.get(endpoint)
+            if known is not None and self.clock() < known[1]:
+                return known[0]
+            answer = _head_ok(endpoint, timeout)
+            self._answers[endpoint] = (answer, self.clock() + self.ttl_s[answer])
+            return answer
+
+
+HUB_PROBE = HubProbe()
 
 
 def _network_error_types() -> tuple[type[BaseException], ...]:

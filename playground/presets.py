@@ -22,6 +22,7 @@ from .errors import PlaygroundError
 from .methods import get_method
 from .models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from .settings import get_settings
+from .trace import short_repr
 
 GUIDE_URL = "https://huggingface.co/docs/transformers/main/en/assisted_decoding"
 GUIDE_PROMPT = "Hugging Face is an open-source company"
@@ -259,7 +260,7 @@ def get_preset(name: str) -> Preset:
     try:
         return PRESETS[name]
     except (KeyError, TypeError):
-        raise PlaygroundError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
+        raise PlaygroundError(f"unknown preset {short_repr(name)}; choose one of {', '.join(PRESETS)}") from None
 
 
 def runnable(name: str, online: bool) -> Preset:

@@ -23,6 +23,8 @@ from __future__ import annotations
 import html
 from typing import Iterable, Sequence
 
+from .i18n import DEFAULT_LANGUAGE, direction, t, tn
+from .methods import NO_DRAFT_REASONS
 from .trace import ACCEPTED, BONUS, CORRECTION, DISCARDED, REJECTED, TARGET, UNVERIFIED, Step, Summary, Trace
 
 # Okabe–Ito colours, one per status (see the module docstring).
@@ -36,24 +38,31 @@ PALETTE: dict[str, str] = {
     UNVERIFIED: "#E69F00",  # orange
 }
 
-LEGEND: tuple[tuple[str, str, str], ...] = (
-    (ACCEPTED, "accepted", "drafted and kept by the target"),
-    (REJECTED, "rejected", "the first draft the target refused (struck through)"),
-    (DISCARDED, "discarded", "drafted after the rejected one, dropped without being judged (dotted strike-through)"),
-    (CORRECTION, "correction", "the target's own token after a rejection (underlined)"),
-    (BONUS, "bonus", "the free extra token after a fully accepted draft (★)"),
-    (TARGET, "target", "produced by the target with no draft in that step"),
-    (UNVERIFIED, "unverified", "drafted past the end of generation, never checked (dashed)"),
+# (status, label, meaning) in English; the words live in `locales/en.json` (`render.legend.*`) like every language's.
+LEGEND: tuple[tuple[str, str, str], ...] = tuple(
+    (status, t(f"render.legend.{status}.label"), t(f"render.legend.{status}.meaning"))
+    for status in (ACCEPTED, REJECTED, DISCARDED, CORRECTION, BONUS, TARGET, UNVERIFIED)
 )
 
 _SAMPLE_TEXT = {ACCEPTED: "the", REJECTED: "cat", DISCARDED: "sat", CORRECTION: "dog", BONUS: "ran", TARGET: "away", UNVERIFIED: "fast"}
 
 OPEN_TOKENS = '<div class="pg-tokens" data-testid="pg-tokens">'
+# The same container for a page in another language: `dir="auto"` plus the CSS's `unicode-bidi: plaintext` give
+# every paragraph of the output its own direction from its first strong letter (an Arabic line reads right to
+# left, a line of code left to right), whatever the page's direction; the token spans inside stay plain inline
+# boxes, so the browser's bidi algorithm orders them like the letters they hold.
+_OPEN_TOKENS_AUTO = '<div class="pg-tokens" data-testid="pg-tokens" dir="auto">'
+
+
+def open_tokens(lang: str = DEFAULT_LANGUAGE) -> str:
+    """The token container's opening tag (English keeps the historical one, byte for byte)."""
+    return OPEN_TOKENS if lang == DEFAULT_LANGUAGE else _OPEN_TOKENS_AUTO
 
 # Styles for everything this module emits. The UI passes it to `launch(css=...)`;
 # `render_document` inlines it for a standalone page.
 CSS = """
-.pg-tokens { white-space: pre-wrap; word-break: break-word; line-height: 1.9; font-size: 15px;
+.pg-tokens { white-space: pre-wrap; word-break: break-word; line-height: 1.9; font-size: 15px; unicode-bidi: plaintext;
+  text-align: start;
   font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; padding: 10px 12px;
   border-radius: 8px; border: 1px solid rgba(128,128,128,.35); min-height: 7em; }
 .pg-tokens .pg-empty { opacity: .6; font-style: italic; font-family: var(--font, sans-serif); }
@@ -69,7 +78,7 @@ CSS = """
   text-decoration-color: #3d9ae0; text-decoration-thickness: 3px; text-underline-offset: 3px; }
 .tok[data-status="bonus"] { background: rgba(204,121,167,.32); box-shadow: inset 0 0 0 1px rgba(204,121,167,.95); }
 .tok[data-status="bonus"]::after { content: "★"; font-size: .7em; vertical-align: super; line-height: 0;
-  color: #CC79A7; margin-left: 1px; user-select: none; }
+  color: #CC79A7; margin-inline-start: 1px; user-select: none; }
 .tok[data-status="target"] { }
 .tok[data-status="unverified"] { outline: 1px dashed #E69F00; outline-offset: -1px; font-style: italic; opacity: .7; }
 .tok .ws { opacity: .65; }
@@ -119,48 +128,38 @@ def _visible(text: str, status: str) -> str:
     return escaped
 
 
-_DESCRIBE = {
-    ACCEPTED: "accepted draft",
-    REJECTED: "rejected draft",
-    DISCARDED: "discarded draft",
-    CORRECTION: "correction by the target",
-    BONUS: "bonus token from the target",
-    TARGET: "target token (nothing drafted)",
-    UNVERIFIED: "unverified draft (past the end)",
-}
-
-
-def token_span(step: Step, tok_id: int, text: str, status: str, draft_index: int | None) -> str:
-    """One token as a span with its status, step and (where known) q and p."""
+def token_span(step: Step, tok_id: int, text: str, status: str, draft_index: int | None,
+               lang: str = DEFAULT_LANGUAGE) -> str:
+    """One token as a span with its status, step and (where known) q and p; the tooltip in `lang`."""
     attrs = [f'data-status="{_attr(status)}"', f'data-step="{_attr(step.index)}"', f'data-id="{_attr(tok_id)}"']
-    tip = [f"step {step.index + 1} · {_DESCRIBE[status]}"]
+    tip = [t("render.tip.step", lang, n=step.index + 1, what=t(f"render.describe.{status}", lang))]
     if draft_index is not None:
         tip[0] += f" {draft_index + 1}/{len(step.drafted)}"
         if status == DISCARDED:
-            tip.append("never judged: it came after the rejected draft")
+            tip.append(t("render.tip.never_judged", lang))
         q = step.q[draft_index] if step.q is not None and draft_index < len(step.q) else None
         p = step.p[draft_index] if step.p is not None and draft_index < len(step.p) else None
         if q is not None:
             attrs.append(f'data-q="{_attr(format(q, ".4g"))}"')
-            tip.append(f"draft q = {_fmt_prob(q)}")
+            tip.append(t("render.tip.q", lang, q=_fmt_prob(q)))
         if p is not None and status not in (UNVERIFIED, DISCARDED):
             attrs.append(f'data-p="{_attr(format(p, ".4g"))}"')
-            tip.append(f"target p = {_fmt_prob(p)}")
+            tip.append(t("render.tip.p", lang, p=_fmt_prob(p)))
         mix = step.mixture[draft_index] if step.mixture is not None and draft_index < len(step.mixture) else None
         if mix is not None and status not in (UNVERIFIED, DISCARDED):
             attrs.append(f'data-v="{_attr(format(mix, ".4g"))}"')
-            tip.append(f"ensemble v = w·p + (1−w)·q = {_fmt_prob(mix)} (what the test used)")
-    tip.append(f"token {tok_id}: {text!r}")
+            tip.append(t("render.tip.v", lang, v=_fmt_prob(mix)))
+    tip.append(t("render.tip.token", lang, id=tok_id, text=repr(text)))
     title = html.escape("\n".join(tip), quote=True)
     return f'<span class="tok" {" ".join(attrs)} title="{title}">{_visible(text, status)}</span>'
 
 
-def render_step(step: Step, current: bool = False) -> str:
+def render_step(step: Step, current: bool = False, lang: str = DEFAULT_LANGUAGE) -> str:
     """All tokens of one step, in reading order, wrapped in one span per step.
 
     `current` marks the step a replay is showing (outlined, `data-current="true"`).
     """
-    spans = "".join(token_span(step, *entry) for entry in step.token_statuses())
+    spans = "".join(token_span(step, *entry, lang=lang) for entry in step.token_statuses())
     if current:
         return f'<span class="pg-step pg-current" data-step="{_attr(step.index)}" data-current="true">{spans}</span>'
     return f'<span class="pg-step" data-step="{_attr(step.index)}">{spans}</span>'
@@ -173,12 +172,13 @@ class TokenStream:
     the previous one (see the module docstring).
     """
 
-    def __init__(self) -> None:
-        self._parts: list[str] = [OPEN_TOKENS]
+    def __init__(self, lang: str = DEFAULT_LANGUAGE) -> None:
+        self.lang = lang
+        self._parts: list[str] = [open_tokens(lang)]
         self._steps = 0
 
     def add(self, step: Step) -> None:
-        self._parts.append(render_step(step))
+        self._parts.append(render_step(step, lang=self.lang))
         self._steps += 1
 
     def extend(self, steps: Iterable[Step]) -> None:
@@ -191,53 +191,59 @@ class TokenStream:
 
     def html(self) -> str:
         if not self._steps:
-            return OPEN_TOKENS + '<span class="pg-empty">Waiting for the first token…</span></div>'
+            return (open_tokens(self.lang) + f'<span class="pg-empty">{html.escape(t("render.waiting", self.lang))}'
+                    '</span></div>')
         text = "".join(self._parts)
         # Collapse to a single string so the next join starts from it (amortised: one big piece).
         self._parts = [text]
         return text
 
 
-def render_tokens(steps: Sequence[Step], current: int | None = None, earlier: int = 0) -> str:
+def render_tokens(steps: Sequence[Step], current: int | None = None, earlier: int = 0,
+                  lang: str = DEFAULT_LANGUAGE) -> str:
     """The coloured output of a list of steps (one-shot version of `TokenStream`).
 
     `current`: position in `steps` of the step to mark (a replay's current step), if any.
     `earlier`: steps before `steps` left out (a replay of a long trace shows a window), said in a note.
     """
     if not steps:
-        return empty_tokens()
+        return empty_tokens(lang=lang)
     if current is None and not earlier:
-        stream = TokenStream()
+        stream = TokenStream(lang)
         stream.extend(steps)
         return stream.html() + "</div>"
-    note = f'<span class="pg-empty">… {earlier} earlier steps not shown …</span> ' if earlier else ""
-    body = "".join(render_step(s, current=(i == current)) for i, s in enumerate(steps))
-    return f"{OPEN_TOKENS}{note}{body}</div>"
+    note = (f'<span class="pg-empty">{html.escape(tn("render.earlier_steps", earlier, lang))}</span> '
+            if earlier else "")
+    body = "".join(render_step(s, current=(i == current), lang=lang) for i, s in enumerate(steps))
+    return f"{open_tokens(lang)}{note}{body}</div>"
 
 
-def render_trace(trace: Trace) -> str:
-    return render_tokens(trace.steps)
+def render_trace(trace: Trace, lang: str = DEFAULT_LANGUAGE) -> str:
+    return render_tokens(trace.steps, lang=lang)
 
 
-def empty_tokens(message: str = "Generated tokens appear here, coloured by their fate.") -> str:
-    return f'{OPEN_TOKENS}<span class="pg-empty">{html.escape(message)}</span></div>'
+def empty_tokens(message: str | None = None, lang: str = DEFAULT_LANGUAGE) -> str:
+    """The empty token box with a message (default: what will appear there, in `lang`)."""
+    shown = t("render.empty", lang) if message is None else message
+    return f'{open_tokens(lang)}<span class="pg-empty">{html.escape(shown)}</span></div>'
 
 
 # Where q is shown: what it is under sampling in Transformers 5.24.
-Q_NOTE = ("q is the draft model's probability of its token. Under sampling it is doubly warped: the assistant's inner "
-          "generate() merges the target's logits processors (temperature, top-k, top-p) and adds its own, so they "
-          "apply twice.")
+Q_NOTE = t("render.q_note")
 
 
-def legend_html() -> str:
+def legend_html(lang: str = DEFAULT_LANGUAGE) -> str:
+    """The colour key; labels, meanings and hints in `lang` (the sample words stay: they show the styles)."""
     keys = []
-    for status, label, meaning in LEGEND:
+    for status, _, _ in LEGEND:
         sample = f'<span class="tok" data-status="{status}">{_SAMPLE_TEXT[status]}</span>'
-        keys.append(f'<span class="pg-key" title="{html.escape(meaning)}">{sample} {label}</span>')
+        label, meaning = t(f"render.legend.{status}.label", lang), t(f"render.legend.{status}.meaning", lang)
+        keys.append(f'<span class="pg-key" title="{html.escape(meaning)}">{sample} {html.escape(label)}</span>')
     return (
         '<div class="pg-legend" data-testid="pg-legend">' + "".join(keys)
-        + '<span class="pg-hint">· hover a token for its step and probabilities</span>'
-        + f'<span class="pg-hint" title="{html.escape(Q_NOTE)}">· about q</span></div>'
+        + f'<span class="pg-hint">{html.escape(t("render.legend.hover", lang))}</span>'
+        + f'<span class="pg-hint" title="{html.escape(t("render.q_note", lang))}">'
+        + f'{html.escape(t("render.legend.about_q", lang))}</span></div>'
     )
 
 
@@ -245,19 +251,24 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.0%}"
 
 
-def stats_html(summary: Summary | None, plain: tuple[float | None, bool, str] | None = None) -> str:
+def stats_html(summary: Summary | None, plain: tuple[float | None, bool, str] | None = None,
+               lang: str = DEFAULT_LANGUAGE) -> str:
     """The live figures: new tokens, steps, acceptance, tokens/step, tokens/s, elapsed; and, when the run was
     checked against plain generate(), `plain` = (measured speedup, identical, verdict) as one more line."""
     s = summary or Summary()
     started = summary is not None and s.steps > 0
     cells = (
-        ("new_tokens", f"{s.new_tokens}" if started else "–", "new tokens"),
-        ("steps", f"{s.steps}" if started else "–", "steps (target forwards)"),
+        ("new_tokens", f"{s.new_tokens}" if started else "–", t("render.stat.new_tokens", lang)),
+        ("steps", f"{s.steps}" if started else "–", t("render.stat.steps", lang)),
         ("acceptance_rate", _pct(s.acceptance_rate) if started else "–",
-         f"acceptance ({s.accepted}/{s.drafted})" if started and s.drafted else "acceptance"),
-        ("tokens_per_step", f"{s.tokens_per_step:.2f}" if started and s.tokens_per_step else "–", "tokens / step"),
-        ("tokens_per_s", f"{s.tokens_per_s:.1f}" if started and s.tokens_per_s else "–", "tokens / s"),
-        ("elapsed_s", f"{s.elapsed_s:.2f} s" if started else "–", "elapsed"),
+         t("render.stat.acceptance_of", lang, accepted=s.accepted, drafted=s.drafted) if started and s.drafted
+         else t("render.stat.acceptance", lang)),
+        ("tokens_per_step", f"{s.tokens_per_step:.2f}" if started and s.tokens_per_step else "–",
+         t("render.stat.tokens_per_step", lang)),
+        ("tokens_per_s", f"{s.tokens_per_s:.1f}" if started and s.tokens_per_s else "–",
+         t("render.stat.tokens_per_s", lang)),
+        ("elapsed_s", t("render.stat.seconds", lang, s=f"{s.elapsed_s:.2f}") if started else "–",
+         t("render.stat.elapsed", lang)),
     )
     body = "".join(
         f'<div class="pg-stat" data-stat="{_attr(key)}"><div class="pg-value">{html.escape(value)}</div>'
@@ -267,9 +278,10 @@ def stats_html(summary: Summary | None, plain: tuple[float | None, bool, str] | 
     check = ""
     if plain is not None:
         speedup, identical, verdict = plain
-        measured = f"{speedup:.2f}× the speed of plain generate()" if speedup else "speed not measured"
+        measured = (t("render.plain.speed", lang, x=f"{speedup:.2f}") if speedup
+                    else t("render.plain.not_measured", lang))
         check = (f'<div class="pg-plain-check" data-testid="pg-plain-check" data-identical="{str(identical).lower()}">'
-                 f'{"✓" if identical else "≠"} {html.escape(measured)} (measured once, right after this run) · '
+                 f'{"✓" if identical else "≠"} {html.escape(measured)} {html.escape(t("render.plain.once", lang))} · '
                  f'{html.escape(verdict)}</div>')
     return f'<div class="pg-stats" data-testid="pg-stats">{body}</div>{check}'
 
@@ -285,101 +297,111 @@ def status_html(message: str, kind: str = "idle", note: str = "") -> str:
     )
 
 
-def render_document(trace: Trace, title: str = "Assisted decoding trace") -> str:
-    """A standalone HTML page of a trace (styles inlined), e.g. to share a run."""
+def render_document(trace: Trace, title: str | None = None, lang: str = DEFAULT_LANGUAGE) -> str:
+    """A standalone HTML page of a trace (styles inlined), e.g. to share a run; in `lang`, right to left where
+    that language is written so."""
+    title = t("render.document_title", lang) if title is None else title
     return (
-        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<!doctype html><html lang='{_attr(lang)}' dir='{direction(lang)}'><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head>"
         "<body style='font-family: system-ui, sans-serif; max-width: 60em; margin: 2em auto'>"
         f"<h1 style='font-size: 1.2em'>{html.escape(trace.method)} · {html.escape(trace.target)}</h1>"
-        f"{legend_html()}{render_trace(trace)}{stats_html(trace.summary)}</body></html>"
+        f"{legend_html(lang)}{render_trace(trace, lang)}{stats_html(trace.summary, lang=lang)}</body></html>"
     )
 
 
 # --------------------------------------------------------------------------- replay: one step in words and pictures
 
-# Who drafts, per method, for the narration ("Step 5: the assistant drafted 4 tokens …").
-DRAFTER: dict[str, str] = {
-    "speculative": "the assistant",
-    "prompt_lookup": "prompt lookup (copying from the context)",
-    "early_exit": "the target's first layers",
-    "mtp": "the MTP layers",
-    "mtp_drafter": "the MTP drafter",
-    "universal": "the assistant (re-tokenised into the target's vocabulary)",
-}
+# Who drafts, per method, for the narration ("Step 5: the assistant drafted 4 tokens …"): `render.drafter.<method>`.
+DRAFTER: dict[str, str] = {method: t(f"render.drafter.{method}") for method in (
+    "speculative", "prompt_lookup", "early_exit", "mtp", "mtp_drafter", "universal")}
 
-# Why a step of a drafting method drafted nothing, for traces that do not say (schema 1).
-_NO_DRAFT: dict[str, str] = {
-    "mtp": "the MTP layers need the target's outputs first",
-    "mtp_drafter": "the drafter needs the target's cache first",
-}
+# Why a step of a drafting method drafted nothing, for traces that do not say (schema 1): `render.no_draft.<method>`.
+_NO_DRAFT: frozenset[str] = frozenset({"mtp", "mtp_drafter"})
+
+# Reasons the engine records in `Step.no_draft_reason` (English, from the method registry), and their keys: a
+# trace keeps the English sentence as its language-neutral identifier, and a replay shows it in the viewer's
+# language (`methods.NO_DRAFT_REASONS` is the list; an unknown reason is shown as recorded).
+def _reason(text: str, lang: str) -> str:
+    for code, english in NO_DRAFT_REASONS.items():
+        if english == text:
+            return t(f"no_draft.{code}", lang, default=english)
+    return text
 
 
-def _quote(texts: Sequence[str]) -> str:
-    """Token texts as one quoted string, whitespace made visible."""
+def _quote(texts: Sequence[str], lang: str = DEFAULT_LANGUAGE) -> str:
+    """Token texts as one quoted string, whitespace made visible (bidi-isolated inside other languages' prose)."""
     text = "".join(texts).replace("\n", "↵").replace("\t", "⇥")
-    return f"'{text}'"
+    return f"'{text}'" if lang == DEFAULT_LANGUAGE else f"'\u2068{text}\u2069'"
 
 
-def _tokens_word(n: int) -> str:
-    return f"{n} token" if n == 1 else f"{n} tokens"
+def _tokens_word(n: int, lang: str = DEFAULT_LANGUAGE) -> str:
+    return tn("render.tokens", n, lang)
 
 
-def narrate_step(step: Step, method: str = "", position: int | None = None) -> str:
-    """One step in plain words (plain text): what was drafted, kept, refused and put in its place.
+def narrate_step(step: Step, method: str = "", position: int | None = None, lang: str = DEFAULT_LANGUAGE) -> str:
+    """One step in plain words (plain text, in `lang`): what was drafted, kept, refused and put in its place.
 
     `position`: the step's 0-based position in the trace (defaults to `step.index`).
     """
     n = (step.index if position is None else position) + 1
     drafted_text = step.drafted_text or [""] * len(step.drafted)
     emitted_text = step.emitted_text or [""] * len(step.emitted)
-    other = f", the rest of the loop {step.other_ms:.1f} ms" if step.other_ms else ""
-    timing = f" Drafting took {step.draft_ms:.1f} ms, verifying {step.verify_ms:.1f} ms{other}."
+
+    def q(texts: Sequence[str]) -> str:
+        return _quote(texts, lang)
+
+    other = t("narrate.other_time", lang, ms=f"{step.other_ms:.1f}") if step.other_ms else ""
+    timing = t("narrate.timing", lang, draft=f"{step.draft_ms:.1f}", verify=f"{step.verify_ms:.1f}", other=other)
     if not step.drafted:
         if method == "baseline" or not method:
-            return (f"Step {n}: nothing is drafted in plain decoding; one forward pass of the target produced "
-                    f"{_quote(emitted_text)}." + (f" It took {step.verify_ms:.1f} ms"
-                                                 + (" (this first step also reads the whole prompt)" if n == 1 else "")
-                                                 + (f", the rest of the loop {step.other_ms:.1f} ms." if step.other_ms
-                                                    else ".")))
-        why = step.no_draft_reason or (_NO_DRAFT.get(method, "the drafter proposed nothing") if n == 1
-                                       else "the drafter proposed nothing")
-        return (f"Step {n}: nothing was drafted ({why}), so this was a plain step: the target produced "
-                f"{_quote(emitted_text)}." + timing)
-    who = DRAFTER.get(method, "the drafter")
+            took = t("narrate.took", lang, ms=f"{step.verify_ms:.1f}",
+                     prompt=t("narrate.reads_prompt", lang) if n == 1 else "",
+                     other=t("narrate.other_time_end", lang, ms=f"{step.other_ms:.1f}") if step.other_ms
+                     else t("narrate.period", lang))
+            return t("narrate.plain", lang, n=n, text=q(emitted_text)) + took
+        if step.no_draft_reason:
+            why = _reason(step.no_draft_reason, lang)
+        elif n == 1 and method in _NO_DRAFT:
+            why = t(f"render.no_draft.{method}", lang)
+        else:
+            why = t("no_draft.nothing_proposed", lang)
+        return t("narrate.no_draft", lang, n=n, why=why, text=q(emitted_text)) + timing
+    who = t(f"render.drafter.{method}", lang) if method in DRAFTER else t("render.drafter.other", lang)
     k = len(step.drafted)
-    text = f"Step {n}: {who} drafted {_tokens_word(k)} {_quote(drafted_text)}; "
+    text = t("narrate.drafted", lang, n=n, who=who, tokens=_tokens_word(k, lang), text=q(drafted_text))
     a = step.accepted
     extra = emitted_text[a:]
     if step.rejected:
         r0 = a  # index of the first rejected draft
         probs = []
         if step.p is not None and r0 < len(step.p):
-            probs.append(f"the target gave {_quote([drafted_text[r0]])} p = {_fmt_prob(step.p[r0])}")
+            probs.append(t("narrate.target_gave", lang, text=q([drafted_text[r0]]), p=_fmt_prob(step.p[r0])))
         if step.q is not None and r0 < len(step.q):
-            probs.append(f"the draft q = {_fmt_prob(step.q[r0])}")
+            probs.append(t("narrate.draft_q", lang, q=_fmt_prob(step.q[r0])))
         why = f" ({', '.join(probs)})" if probs else ""
         rejected_text = drafted_text[a:a + len(step.rejected)]
         if a == 0:
-            text += f"the target rejected the first, {_quote(rejected_text)}{why}"
+            text += t("narrate.rejected_first", lang, text=q(rejected_text), why=why)
         else:
-            text += f"the target accepted {a} ({_quote(drafted_text[:a])}), rejected {_quote(rejected_text)}{why}"
-        text += f" and put {_quote(extra)} in its place" if extra else ""
+            text += t("narrate.accepted_rejected", lang, a=a, kept=q(drafted_text[:a]), text=q(rejected_text),
+                      why=why)
+        text += t("narrate.in_its_place", lang, text=q(extra)) if extra else ""
         if step.discarded:
             gone = drafted_text[a + len(step.rejected):a + len(step.rejected) + len(step.discarded)]
-            text += (f"; the {_tokens_word(len(step.discarded))} after it {_quote(gone)} "
-                     f"{'was' if len(step.discarded) == 1 else 'were'} discarded without being judged")
-        text += "."
+            text += tn("narrate.discarded", len(step.discarded), lang, tokens=_tokens_word(len(step.discarded), lang),
+                       text=q(gone))
+        text += t("narrate.period", lang)
     elif step.unverified:
         verified = k - len(step.unverified)
-        text += (f"the target accepted {verified} and generation ended there: the last "
-                 f"{_tokens_word(len(step.unverified))} {_quote(drafted_text[verified:])} were never verified (not rejected).")
+        text += t("narrate.unverified", lang, verified=verified, tokens=_tokens_word(len(step.unverified), lang),
+                  text=q(drafted_text[verified:]))
         if extra:
-            text = text[:-1] + f"; it added {_quote(extra)} first."
+            text = text[:-1] + t("narrate.added_first", lang, text=q(extra))
     elif extra:
-        text += f"the target accepted all {k} and added the bonus token {_quote(extra)} for free."
+        text += t("narrate.all_bonus", lang, k=k, text=q(extra))
     else:
-        text += f"the target accepted all {k}; generation ended there."
+        text += t("narrate.all_ended", lang, k=k)
     return text + timing
 
 
@@ -392,7 +414,8 @@ def _chip(status: str, text: str, label: str = "", extra_class: str = "") -> str
 
 
 
-def step_detail_html(step: Step, method: str = "", position: int | None = None) -> str:
+def step_detail_html(step: Step, method: str = "", position: int | None = None,
+                     lang: str = DEFAULT_LANGUAGE) -> str:
     """The step as three phases: draft (with q) → verify (p, kept or not) → append (what the output got)."""
     n = (step.index if position is None else position) + 1
     drafted_text = step.drafted_text or [""] * len(step.drafted)
@@ -405,7 +428,7 @@ def step_detail_html(step: Step, method: str = "", position: int | None = None) 
         draft_chips.append(_chip("draft", text, f"q {_fmt_prob(q)}" if q is not None else ""))
         mix = step.mixture[i] if step.mixture is not None and i < len(step.mixture) else None
         status = statuses.get(i, REJECTED)
-        mark = {ACCEPTED: "✓ kept", REJECTED: "✗ refused", DISCARDED: "– discarded", UNVERIFIED: "not checked"}[status]
+        mark = t(f"detail.mark.{status}", lang)
         judged = status not in (UNVERIFIED, DISCARDED)
         label = ((f"p {_fmt_prob(p)} " if p is not None and judged else "")
                  + (f"v {_fmt_prob(mix)} " if mix is not None and judged else "") + mark)
@@ -413,26 +436,28 @@ def step_detail_html(step: Step, method: str = "", position: int | None = None) 
     append_chips = [_chip(status, text) for _, text, status, i in step.token_statuses()
                     if status in (ACCEPTED, CORRECTION, BONUS, TARGET)]
     if not step.drafted:
-        draft_body = '<span class="pg-none">nothing drafted</span>'
-        verify_body = '<span class="pg-none">a plain forward pass: nothing to check</span>'
+        draft_body = f'<span class="pg-none">{html.escape(t("detail.nothing_drafted", lang))}</span>'
+        verify_body = f'<span class="pg-none">{html.escape(t("detail.plain_forward", lang))}</span>'
     else:
         draft_body = "".join(draft_chips)
         verify_body = "".join(verify_chips)
     phases = [
-        ("1 · draft", f"{step.draft_ms:.1f} ms", draft_body),
-        ("2 · verify (one target forward)", f"{step.verify_ms:.1f} ms", verify_body),
-        ("3 · append", f"+{_tokens_word(len(step.emitted))} · other {step.other_ms:.1f} ms",
-         "".join(append_chips) or '<span class="pg-none">nothing</span>'),
+        (t("detail.phase.draft", lang), f"{step.draft_ms:.1f} ms", draft_body),
+        (t("detail.phase.verify", lang), f"{step.verify_ms:.1f} ms", verify_body),
+        (t("detail.phase.append", lang), t("detail.append_cost", lang, tokens=_tokens_word(len(step.emitted), lang),
+                                           ms=f"{step.other_ms:.1f}"),
+         "".join(append_chips) or f'<span class="pg-none">{html.escape(t("detail.nothing", lang))}</span>'),
     ]
     boxes = '<span class="pg-arrow" aria-hidden="true">→</span>'.join(
         f'<div class="pg-phase" data-phase="{i}"><div class="pg-phase-title">{html.escape(title)}'
         f' <span class="pg-phase-cost">{html.escape(cost)}</span></div><div class="pg-chips">{body}</div></div>'
         for i, (title, cost, body) in enumerate(phases, start=1)
     )
-    narration = html.escape(narrate_step(step, method, position))
-    q_note = (f'<p class="pg-note" title="{html.escape(Q_NOTE)}">q: the draft\'s probability (under sampling, doubly '
-              'warped in Transformers); p: the target\'s' + ('; v: the ensemble mixture w·p + (1−w)·q' if step.mixture
-                                                               else '') + '.</p>') if step.q is not None else ""
+    narration = html.escape(narrate_step(step, method, position, lang))
+    q_note = (f'<p class="pg-note" title="{html.escape(t("render.q_note", lang))}">'
+              + html.escape(t("detail.q_note", lang) + (t("detail.v_note", lang) if step.mixture else "")
+                            + t("narrate.period", lang), quote=False)
+              + '</p>') if step.q is not None else ""
     return (f'<div class="pg-replay-step" data-testid="pg-replay-step" data-step="{_attr(n)}">'
             f'<p class="pg-narration">{narration}</p><div class="pg-flow">{boxes}</div>{q_note}</div>')
 
@@ -454,35 +479,38 @@ def emitted_spans(steps: Sequence[Step]) -> str:
     return "".join(parts)
 
 
-def race_html(lanes: Sequence[dict], clock_s: float, speed: float, verdict: str = "") -> str:
+def race_html(lanes: Sequence[dict], clock_s: float, speed: float, verdict: str = "",
+              lang: str = DEFAULT_LANGUAGE) -> str:
     """Two (or more) race lanes side by side; `speed`: replay speed over the recorded one (1 = as recorded).
 
     Each lane: label, steps (the steps shown so far), total_tokens, finish_s (recorded time of its last step).
     """
     rows = []
+    lane_dir = "" if lang == DEFAULT_LANGUAGE else ' dir="auto"'
     for lane in lanes:
         shown = lane["steps"]
         tokens = sum(len(s.emitted) for s in shown)
         total = max(1, lane["total_tokens"])
         done = tokens >= lane["total_tokens"] and len(shown) == lane.get("total_steps", len(shown))
-        finish = (f'<span class="pg-lane-done">✓ finished in {lane["finish_s"]:.2f} s</span>' if done else
-                  f'<span class="pg-lane-run">{len(shown)} steps</span>')
+        finished = t("race.finished", lang, s=f"{lane['finish_s']:.2f}")
+        finish = (f'<span class="pg-lane-done">{html.escape(finished)}</span>' if done else
+                  f'<span class="pg-lane-run">{html.escape(tn("race.steps", len(shown), lang))}</span>')
         rows.append(
             f'<div class="pg-lane" data-lane="{_attr(lane["label"])}" data-tokens="{_attr(tokens)}" '
             f'data-done="{str(done).lower()}">'
             f'<div class="pg-lane-head"><b>{html.escape(str(lane["label"]))}</b>'
-            f'<span>{tokens} / {_attr(lane["total_tokens"])} tokens</span>{finish}</div>'
+            f'<span>{html.escape(t("race.tokens", lang, done=tokens, total=lane["total_tokens"]))}</span>{finish}</div>'
             f'<div class="pg-bar"><div style="width:{100 * tokens / total:.1f}%"></div></div>'
-            f'<div class="pg-tokens pg-lane-text">{emitted_spans(shown)}</div></div>'
+            f'<div class="pg-tokens pg-lane-text"{lane_dir}>{emitted_spans(shown)}</div></div>'
         )
     if abs(speed - 1) < 0.05:
-        pace = "replayed at the recorded pace"
+        pace = t("race.pace.recorded", lang)
     elif speed < 1:
-        pace = f"replayed {1 / speed:.1f}× slower than recorded, to be followed by eye"
+        pace = t("race.pace.slower", lang, x=f"{1 / speed:.1f}")
     else:
-        pace = f"replayed {speed:.1f}× faster than recorded"
-    clock = (f'<div class="pg-clock">recorded time <b>{clock_s:.2f} s</b> '
-             f'<span class="pg-note">(set-up plus each step\'s draft, verify and other time; {pace})</span></div>')
+        pace = t("race.pace.faster", lang, x=f"{speed:.1f}")
+    clock = (f'<div class="pg-clock">{html.escape(t("race.recorded_time", lang))} <b>{clock_s:.2f} s</b> '
+             f'<span class="pg-note">{html.escape(t("race.clock_note", lang, pace=pace), quote=False)}</span></div>')
     tail = f'<div class="pg-verdict">{html.escape(verdict)}</div>' if verdict else ""
     return f'<div class="pg-race" data-testid="pg-race">{clock}<div class="pg-lanes">{"".join(rows)}</div>{tail}</div>'
 

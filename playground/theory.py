@@ -57,6 +57,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .i18n import DEFAULT_LANGUAGE, t
 from .trace import Step, Trace, acceptance_by_position
 
 __all__ = [
@@ -253,116 +254,99 @@ def _pct(value: float) -> str:
     return f"{value:.0%}"
 
 
-def diagnose(trace: Trace, baseline: Trace | None = None) -> list[str]:
-    """A few plain sentences on why this run was faster or slower than baseline (pure; for the UI)."""
+def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LANGUAGE) -> list[str]:
+    """A few plain sentences (in `lang`) on why this run was faster or slower than baseline (pure; for the UI)."""
     s = trace.summary
     out: list[str] = []
     if trace.method == "baseline":
         T = baseline_step_ms(trace)
         if T:
-            out.append(
-                f"Baseline: the target produced one token per forward pass, {T:.0f} ms per step after the first "
-                f"({s.tokens_per_s or 0:.1f} tokens/s). It is the yardstick every speedup is measured against."
-            )
+            out.append(t("diag.baseline", lang, ms=f"{T:.0f}", tps=f"{s.tokens_per_s or 0:.1f}"))
         else:
-            out.append("Baseline: the target produced one token per forward pass; it is the yardstick for speedups.")
+            out.append(t("diag.baseline_short", lang))
         return out
 
     est = estimate(trace, baseline)
     if baseline is None:
-        out.append("No baseline run on this prompt to compare with: run baseline on the same prompt and settings "
-                   "to measure a speedup.")
+        out.append(t("diag.no_baseline", lang))
     elif est.measured_speedup is not None:
         sp = est.measured_speedup
         b = baseline.summary
         if sp >= 1.05:
-            verdict = f"{_x(sp)} faster than baseline"
+            verdict = t("diag.verdict.faster", lang, x=_x(sp))
         elif sp <= 0.95:
-            verdict = f"slower than baseline ({_x(sp)} its speed)"
+            verdict = t("diag.verdict.slower", lang, x=_x(sp))
         else:
-            verdict = f"about as fast as baseline ({_x(sp)})"
-        out.append(f"This run was {verdict}: {s.tokens_per_s or 0:.1f} tokens/s against {b.tokens_per_s or 0:.1f}.")
+            verdict = t("diag.verdict.same", lang, x=_x(sp))
+        out.append(t("diag.this_run", lang, verdict=verdict, tps=f"{s.tokens_per_s or 0:.1f}",
+                     base=f"{b.tokens_per_s or 0:.1f}"))
         if trace.env.get("dtype") and baseline.env.get("dtype") and trace.env.get("dtype") != baseline.env.get("dtype"):
-            out.append(f"Careful: this run used {trace.env['dtype']} and the baseline {baseline.env['dtype']}; "
-                       "the comparison is not like for like.")
+            out.append(t("diag.dtype_mismatch", lang, run=trace.env["dtype"], base=baseline.env["dtype"]))
 
     if est.alpha is None:
-        out.append("Nothing was drafted in this run (e.g. prompt lookup found no repeated n-gram to copy), so every "
-                   "step was a plain decoding step plus the cost of looking for a draft.")
+        out.append(t("diag.nothing_drafted", lang))
         return out
 
     tau = est.tau or 0.0
-    line = (f"The target accepted {_pct(est.alpha)} of the drafted tokens (α, {est.accepted} of {est.drafted}); "
-            f"drafts averaged {est.gamma:.1f} tokens (γ) and each step emitted {tau:.2f} tokens (τ) against 1 for baseline.")
-    out.append(line)
+    out.append(t("diag.acceptance", lang, alpha=_pct(est.alpha), accepted=est.accepted, drafted=est.drafted,
+                 gamma=f"{est.gamma:.1f}", tau=f"{tau:.2f}"))
     if est.empty_fraction >= 0.1:
-        out.append(f"{_pct(est.empty_fraction)} of the steps drafted nothing (no match or no draft yet): "
-                   "those are ordinary one-token steps.")
+        out.append(t("diag.empty_steps", lang, share=_pct(est.empty_fraction)))
 
     if est.c is not None and est.v is not None:
         o = est.o or 0.0
         cost = est.gamma * est.c + est.v + o
-        out.append(
-            f"But a drafting step cost {cost:.2f} baseline steps: {est.gamma * est.c:.2f} for drafting "
-            f"(c = {est.c:.3f} per token), {est.v:.2f} for verifying {est.gamma + 1:.0f} positions at once"
-            f" and {o:.2f} for the rest of the loop (o)"
-            + (" — on a CPU a wide forward pass is not free." if est.v > 1.2 else ".")
-        )
+        out.append(t("diag.step_cost", lang, cost=f"{cost:.2f}", draft=f"{est.gamma * est.c:.2f}", c=f"{est.c:.3f}",
+                     v=f"{est.v:.2f}", positions=f"{est.gamma + 1:.0f}", o=f"{o:.2f}")
+                   + (t("diag.wide_forward", lang) if est.v > 1.2 else t("diag.period", lang)))
         theo = est.theoretical_speedup or 0.0
         ref = est.refined_speedup or 0.0
-        sentence = (f"Leviathan et al.'s formula predicts {_x(theo)} from α, γ and c (it assumes verifying costs one "
-                    f"baseline step); with the measured verification and loop cost, empty steps, set-up and prefill it "
-                    f"predicts {_x(ref)}.")
+        sentence = t("diag.prediction", lang, theo=_x(theo), ref=_x(ref))
         if est.measured_speedup is not None:
             gap = est.measured_speedup / ref if ref else 0.0
+            measured = _x(est.measured_speedup)
             if 0.8 <= gap <= 1.25:
-                sentence += f" The measured {_x(est.measured_speedup)} is close to that refined prediction."
+                sentence += t("diag.gap.close", lang, x=measured)
             elif gap < 0.8:
-                sentence += (f" The measured {_x(est.measured_speedup)} falls short of it: acceptance that drops along "
-                             "the draft, or a noisy machine.")
+                sentence += t("diag.gap.short", lang, x=measured)
             else:
-                sentence += f" The measured {_x(est.measured_speedup)} beats it: early draft positions are accepted more often than α suggests."
+                sentence += t("diag.gap.beats", lang, x=measured)
         out.append(sentence)
         if est.measured_speedup is not None and est.measured_speedup < 1.0:
-            out.append(_advice(est))
+            out.append(_advice(est, lang))
     elif baseline is not None:
-        out.append("The baseline trace has too few steps to measure a baseline step, so costs cannot be compared.")
+        out.append(t("diag.baseline_too_short", lang))
     else:
         total = s.setup_ms + s.draft_ms + s.verify_ms + s.other_ms
         if total > 0:
-            out.append(f"Of the run's time, drafting took {_pct(s.draft_ms / total)}, verification "
-                       f"{_pct(s.verify_ms / total)}, the rest of the loop {_pct(s.other_ms / total)} and the set-up "
-                       f"before the first step {_pct(s.setup_ms / total)}.")
+            out.append(t("diag.time_shares", lang, draft=_pct(s.draft_ms / total), verify=_pct(s.verify_ms / total),
+                         other=_pct(s.other_ms / total), setup=_pct(s.setup_ms / total)))
 
     if baseline is not None and not trace.decoding.get("sample") and not baseline.decoding.get("sample"):
         index = first_divergence(trace.output_ids, baseline.output_ids)
         if index is not None and not trace.lossy:
             out.append(
-                f"The output differs from baseline from token {index} on. Greedy drafting should be lossless; in "
-                f"{trace.env.get('dtype', 'this precision')} a near-tie between two tokens can flip because a batched "
-                "verification pass rounds differently from one-token steps."
+                t("diag.diverges_near_tie", lang, index=index,
+                  dtype=trace.env.get("dtype", t("diag.this_precision", lang)))
                 if trace.env.get("dtype") in ("bfloat16", "float16")
-                else f"The output differs from baseline from token {index} on, although greedy drafting is lossless: "
-                "this is a bug worth reporting."
+                else t("diag.diverges_bug", lang, index=index)
             )
         elif trace.lossy:
-            out.append("Ensemble verification is on, so the output is not guaranteed to equal the target's own.")
+            out.append(t("diag.ensemble_on", lang))
     return out
 
 
-def _advice(est: Estimates) -> str:
+def _advice(est: Estimates, lang: str = DEFAULT_LANGUAGE) -> str:
     alpha, gamma = est.alpha or 0.0, est.gamma or 0.0
     if est.v is not None and est.v > 1.5 and alpha > 0.5:
-        return ("Drafts are good but verification is expensive here: try bfloat16 precision (cheaper wide forwards "
-                "on this CPU) or a shorter draft.")
+        return t("diag.advice.verify_expensive", lang)
     if alpha < 0.3:
-        return ("Most drafts are rejected, so the verification work is wasted: shorten the draft, use a drafter "
-                "closer to the target, or a prompt whose answer copies from its context.")
+        return t("diag.advice.rejected", lang)
     if est.c is not None and est.c > 0.3:
-        return "Drafting itself is too slow relative to the target: a drafter needs to be many times cheaper than the target to pay off."
+        return t("diag.advice.draft_slow", lang)
     if gamma > 4 and alpha < 0.6:
-        return "Acceptance falls along the draft: a shorter draft length would waste less verification."
-    return "On two CPU cores small models rarely gain from drafting: the target step is already cheap."
+        return t("diag.advice.falls", lang)
+    return t("diag.advice.cpu", lang)
 
 
 def explain_gap(fig: dict[str, Any], threshold: float = 0.2) -> str:

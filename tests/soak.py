@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from appserver import free_port, start_app, stop_app  # noqa: E402
 from playground.engine import WORKER_OS_THREAD_NAME  # noqa: E402
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT  # noqa: E402
-from playground.ui import EXAMPLES  # noqa: E402
+from playground.app.generate_tab import EXAMPLES  # noqa: E402
 
 METHODS = [("prompt_lookup", {"prompt_lookup_num_tokens": 5}), ("baseline", {})]
 

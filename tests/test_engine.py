@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -188,3 +189,49 @@ def test_concurrent_runs_on_shared_models_match_their_solo_runs(store, tiny_mode
     assert len(results) == 2 * len(requests)
     for i, output in results:
         assert output == solo[i], requests[i].method
+
+
+@pytest.fixture(scope="module")
+def overflowing(tiny_models, tmp_path_factory) -> str:
+    from tiny import save_overflowing_llama
+
+    return str(save_overflowing_llama(tmp_path_factory.mktemp("overflow") / "target", Path(tiny_models["target"])))
+
+
+@pytest.mark.parametrize("kw", [
+    {"method": "baseline"},
+    {"method": "prompt_lookup"},
+    {"method": "speculative", "assistant": "NOISY"},
+    {"method": "speculative", "assistant": "NOISY", "sample": True, "seed": 1},  # sampling fails on NaN: our message
+], ids=["baseline", "prompt_lookup", "speculative", "speculative-sampling"])
+def test_non_finite_scores_end_the_run_with_the_reason(store, tiny_models, overflowing, kw):
+    """A target whose scores overflow emits only padding; the run ends at once and says why, never 'done'."""
+    kw = dict(kw)
+    if kw.get("assistant") == "NOISY":
+        kw["assistant"] = tiny_models["noisy"]
+    prepared = prepare(RunRequest(prompt=PROMPT, target=overflowing, dtype="float32", max_new_tokens=24, **kw), store)
+    live = LiveRun(prepared)
+    with pytest.raises(RunError, match="the target's scores became NaN or infinite") as error:
+        live.run()
+    assert "float32: its weights may be broken" in str(error.value)
+    assert live.trace.finish_reason == "error"
+    # Ended within a step of the overflow (sampling fails on the NaN scores before its first step is recorded),
+    # not after 24 tokens of padding.
+    assert len(live.trace.steps) <= 2 and len(live.trace.output_ids) < 24
+
+
+def test_the_score_watch_skips_nothing_on_a_sound_model(store, tiny_models):
+    """The watch changes no token: with it, runs still match plain generate() (the lossless tests check every
+    method); and a sound model never trips it."""
+    trace, reference = _run(store, target=tiny_models["target"], method="speculative", assistant=tiny_models["noisy"])
+    _assert_lossless(trace, reference)
+    assert trace.finish_reason in ("length", "eos")
+
+
+def test_float16_advice_names_the_cure():
+    import torch
+
+    from playground.engine import non_finite_message
+
+    message = non_finite_message(torch.float16, 3)
+    assert "float16 overflows for this model; use bfloat16 or float32" in message

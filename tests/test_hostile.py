@@ -69,9 +69,14 @@ class Server:
     proc: Any
     log: Path
     tmp: Path  # the server's TMPDIR: its trace files live under tmp/assisted-playground-traces
-    deps: dict[str, dict[str, Any]]  # handler name -> its dependency in the page's config
+    deps: dict[str, dict[str, Any]]  # handler name (unique in the config) -> its dependency
+    state_ids: set[int] = field(default_factory=set)  # components whose value is the server's (gr.State)
 
-    def call(self, name: str, data: list[Any], session: str | None = None) -> Outcome:
+    def handlers(self) -> list[dict[str, Any]]:
+        """Every event handler the server runs (fn_index), as the page's config lists them."""
+        return [d for d in self.deps.values() if d.get("backend_fn")]
+
+    def call(self, name: str, data: list[Any], session: str | None = None, query: str = "") -> Outcome:
         """Call a handler by fn_index as the page's client does, in `session` (a fresh one by default)."""
         dep = self.deps[name]
         session = session or uuid.uuid4().hex[:11]
@@ -79,7 +84,7 @@ class Server:
         # Python's JSON writer, which writes NaN and Infinity (httpx's refuses them; a hostile client need not).
         content, headers = json.dumps(body), {"content-type": "application/json"}
         if dep.get("queue") is False:
-            response = httpx.post(f"{self.url}gradio_api/run/predict", content=content, headers=headers,
+            response = httpx.post(f"{self.url}gradio_api/run/predict{query}", content=content, headers=headers,
                                   timeout=WAIT_S)
             answer = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
             if response.status_code != 200:
@@ -119,9 +124,12 @@ class Server:
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, str]) -> dict[str, str]:
     """The allowed directory (public mode) holding a link to the tiny target."""
+    from tiny import save_overflowing_llama
+
     root = tmp_path_factory.mktemp("hostile-allowed")
     (root / "target").symlink_to(tiny_models["target"], target_is_directory=True)
-    return {"root": str(root), "target": str(root / "target")}
+    save_overflowing_llama(root / "overflowing", Path(tiny_models["target"]))
+    return {"root": str(root), "target": str(root / "target"), "overflowing": str(root / "overflowing")}
 
 
 @pytest.fixture(scope="module")
@@ -141,8 +149,9 @@ def server(models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> 
     try:
         url = f"http://127.0.0.1:{port}/"
         config = httpx.get(f"{url}config", timeout=30).json()
-        deps = {d["api_name"]: d for d in config["dependencies"] if d.get("api_name")}
-        yield Server(url=url, proc=proc, log=log, tmp=tmp, deps=deps)
+        deps = {d["api_name"]: d for d in config["dependencies"]}
+        state_ids = {c["id"] for c in config["components"] if c.get("type") == "state"}
+        yield Server(url=url, proc=proc, log=log, tmp=tmp, deps=deps, state_ids=state_ids)
     finally:
         stop_app(proc)
 
@@ -189,6 +198,8 @@ class Probe:
 
 
 PROBE = Probe()
+# Hostile values Gradio itself refuses before any handler runs (its generic error, nothing read): counted apart.
+GRADIO_REFUSED: list[str] = []
 
 
 # --------------------------------------------------------------------------- hole 2: no path from the client
@@ -235,16 +246,16 @@ def test_the_session_hash_never_becomes_a_path(server: Server, models: dict[str,
 
 
 def test_after_a_run_the_replay_reads_only_the_servers_own_file(server: Server, models: dict[str, str]) -> None:
-    """The replay after a run takes no file from the client (only its session): it shows that session's run."""
+    """The replay after a run takes nothing from the client: the run's trace is in the session's own `gr.State`."""
     session = uuid.uuid4().hex[:11]
-    outcome = PROBE.send(server, "after-run with no run", "after_run", [None], session=session)
+    outcome = PROBE.send(server, "after-run with no run", "after_run", [None, None], session=session)
     assert outcome.success and "The last run" not in outcome.text()
     assert server.call("generate", generate_args(models), session=session).success
-    outcome = server.call("after_run", [None], session=session)
+    outcome = server.call("after_run", [None, None], session=session)
     assert outcome.success and "The last run: baseline" in outcome.text(), outcome
     # A failed run after it: nothing to replay (the previous file went when the run started).
     assert server.call("generate", generate_args(models, prompt=""), session=session).success
-    outcome = server.call("after_run", [None], session=session)
+    outcome = server.call("after_run", [None, None], session=session)
     assert outcome.success and "The last run" not in outcome.text()
 
 
@@ -378,12 +389,16 @@ def test_script_bearing_trace_files_run_no_script_in_the_browser(server: Server,
 LONG = "x" * 100_000
 NESTED_JSON = "[" * 100_000 + "]" * 100_000
 NESTED = {"a": [[[[[[[[[[{"b": [[[[[[1]]]]]]}]]]]]]]]]]}
+DEEP: Any = 1
+for _ in range(400):  # deep JSON as a value (Python's JSON writer goes to about 1000 levels)
+    DEEP = {"x": [DEEP]}
 # Values no control of the page sends, for every input of every handler (each position in turn).
 HOSTILE_VALUES: list[tuple[str, Any]] = [
     ("null", None), ("true", True), ("negative", -1), ("huge int", 2**70), ("1e308", 1e308), ("NaN", float("nan")),
     ("infinity", float("inf")), ("text 1e400", "1e400"), ("a word", "many"), ("empty list", []),
     ("a list", ["a", "b"]), ("an object", {"x": 1}), ("nested object", NESTED), ("very long text", LONG),
     ("lone surrogate", "\ud800"), ("markup", '<img src=x onerror="alert(1)">'), ("nested JSON text", NESTED_JSON),
+    ("deep object", DEEP),
 ]
 
 
@@ -405,7 +420,10 @@ def load_replay(server: Server, session: str, n_steps: int = 3) -> Outcome:
 
 
 def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
-    """Inputs that work for each handler (the base each hostile value is put into)."""
+    """Inputs that work for each handler, by its name less Gradio's repeat number (the base each hostile value is
+    put into). A handler the page gains later must be added here: the sweep fails on one it does not know."""
+    from playground.presets import PRESETS
+
     params = [5, "constant", 0.0, 0.0, 10, 2, 4]  # one value per distinct method parameter, in the page's order
     run = generate_args(models)
     return {
@@ -424,45 +442,80 @@ def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
         "play_race": ["prompt_lookup", None],
         "compare": [PROMPT, models["target"], None, "prompt_lookup", "float32", "auto", ["prompt_lookup"], 2, 1, None,
                     *params],
+        "pick_preset": [next(iter(PRESETS))],
+        "clear_preset": [],
+        # preset, prompt, target, assistant, method, sample, temperature, top_p, top_k, seed, chat, tokens, dtype
+        "make": [None, PROMPT, models["target"], None, "prompt_lookup", False, 1.0, 1.0, 0, 0, "auto", 4, "float32",
+                 *params],
+        "restore_link": [],
+        # prompt, target, assistant, method, params, dtype, chat, max_new_tokens, largest draft, more prompts
+        "tune_page": [PROMPT, models["target"], None, "prompt_lookup", {}, "float32", "auto", 8, 2, ""],
+        "run_verify": [None],
+        "after_run": [None],
+        "replay_last": [None],
+        "on_trace_upload": [None],  # its one input is the file record: every hostile value replaces it
+        "stop": [],
+        "poll_preload": [None],
+        "on_page_load": [],
     }
 
 
 COMPARE_SWEPT = {0, 1, 2, 3, 4, 5, 6, 7, 8, 14, 15}  # compare's own inputs and prompt lookup's two parameters
-CORE_VALUES = ("null", "huge int", "NaN", "a list", "very long text", "lone surrogate")
-TARGET_INPUT = 1  # of generate, show_code_for_settings and compare: null there means the default (bundled) model
+CORE_VALUES = ("null", "huge int", "NaN", "a list", "very long text", "lone surrogate", "deep object")
+LOADS_A_MODEL = ("generate", "show_code_for_settings", "compare", "tune_page")  # null for their target: the bundled
+TARGET_INPUT = 1  # of the handlers that load a model: null there means the default (bundled) model
+
+
+def handler_name(dep: dict[str, Any]) -> str:
+    """A handler's name in the page's config, less the number Gradio adds to repeats (clear_preset_3)."""
+    return re.sub(r"_\d+$", "", dep["api_name"])
+
+
+def swept_positions(server: Server, dep: dict[str, Any]) -> list[int]:
+    """The inputs a client sets (a State's value is the server's: what a client sends for it is ignored)."""
+    if handler_name(dep) == "compare":
+        return sorted(COMPARE_SWEPT)
+    return [i for i, component in enumerate(dep["inputs"]) if component not in server.state_ids]
 
 
 def sweep_values(name: str, position: int, first: int) -> list[tuple[str, Any]]:
     """Every hostile value for a handler's first swept input, the core ones for the others (one server, a
     couple of minutes); never null for a model name (that is the bundled default, a real model to load)."""
     values = [v for v in HOSTILE_VALUES if position == first or v[0] in CORE_VALUES]
-    if position == TARGET_INPUT and name in ("generate", "show_code_for_settings", "compare"):
+    if position == TARGET_INPUT and name in LOADS_A_MODEL:
         values = [v for v in values if v[1] is not None]
     return values
 
 
 def test_every_input_of_every_endpoint_refuses_hostile_values(server: Server, models: dict[str, str]) -> None:
-    """Each input of each handler in turn gets hostile values; state inputs are the server's (a client's
-    value for them is ignored), so only what the page's controls send is swept."""
+    """Every event handler in the page's config (every fn_index, those added later too) gets hostile values in
+    each input a client sets; a handler without such inputs is called with the hostile values as extra inputs
+    (a client may send them; Gradio passes them over). A handler the sweep has no valid inputs for fails it."""
     sweep = valid_inputs(models)
+    handlers = server.handlers()
+    unknown = [f"{d['api_name']} (fn_index {d['id']})" for d in handlers if handler_name(d) not in sweep]
+    assert not unknown, f"handlers the hostile sweep does not cover (add them to valid_inputs): {unknown}"
     params_order = server.deps["on_generate_click"]["inputs"][1:]
     assert len(params_order) == len(sweep["collect_params"]) - 1, "the page's method parameters changed"
-    for name, base in sweep.items():
+    swept: set[int] = set()
+    for dep in handlers:
+        name, base = handler_name(dep), sweep[handler_name(dep)]
+        assert len(base) == len(dep["inputs"]), f"{dep['api_name']}: its inputs changed"
         session = uuid.uuid4().hex[:11]
         if name.startswith("replay_"):
             load_replay(server, session)
-        positions = list(range(len(base)))
-        if name.startswith("replay_"):
-            positions = [1]  # the slider; the trace and the playing flag are server-side state
-        elif name == "play_race":
-            positions = [0]
-        elif name == "compare":
-            positions = sorted(COMPARE_SWEPT)
+        positions = swept_positions(server, dep)
+        if not positions:  # nothing a client sets: the hostile values come as extra inputs
+            extras = [v for v in HOSTILE_VALUES if not base or v[0] in CORE_VALUES]
+            for label, value in extras:
+                PROBE.send(server, f"{dep['api_name']} + {label}", dep["api_name"], [*base, value], session=session)
         for position in positions:
             for label, value in sweep_values(name, position, positions[0]):
                 data = list(base)
                 data[position] = value
-                PROBE.send(server, f"{name}[{position}] = {label}", name, data, session=session)
+                PROBE.send(server, f"{dep['api_name']}[{position}] = {label}", dep["api_name"], data, session=session)
+        swept.add(dep["id"])
+    assert swept == {d["id"] for d in handlers}
     assert PROBE.unhandled == [], "\n".join(PROBE.unhandled)
 
 
@@ -530,7 +583,7 @@ def test_a_one_step_trace_and_a_one_token_run_replay(server: Server, models: dic
         assert PROBE.send(server, f"one-step trace: {name}", name, data, session=session).success
     assert PROBE.send(server, "one-token run", "generate", generate_args(models, max_new_tokens=1),
                       "Done: 1 tokens", session=session).success
-    outcome = PROBE.send(server, "one-token run replayed", "after_run", [None], "The last run", session=session)
+    outcome = PROBE.send(server, "one-token run replayed", "after_run", [None, None], "The last run", session=session)
     assert outcome.success
 
 
@@ -543,9 +596,81 @@ def test_replaying_one_step_of_a_huge_trace_is_bounded(server: Server) -> None:
         outcome = PROBE.send(server, f"huge trace: step {step}", "replay_view", [None, step], session=session)
         assert outcome.success and len(json.dumps(outcome.data)) < 2_000_000
         assert f"Step {step}:" in outcome.text()
-    from playground.teach import REPLAY_WINDOW_STEPS
+    from playground.app.replay_tab import REPLAY_WINDOW_STEPS
 
     assert f"{40_000 - REPLAY_WINDOW_STEPS} earlier steps not shown" in outcome.text()
+
+
+def test_a_value_that_is_not_an_upload_gets_our_message_and_no_file_is_read(server: Server) -> None:
+    """The trace upload's input is the file record a client sends: text, a record without a path, or one naming a
+    path outside Gradio's upload folder get our message, and nothing outside that folder is read (a trace placed
+    there would load and say so)."""
+    outside = server.tmp / "outside-trace.json"
+    outside.write_text(json.dumps(make_trace(2)))
+    upload = server.upload("t.json", json.dumps(make_trace(2)).encode())
+    cases = [
+        ("a path as text", "/etc/passwd", "expected an uploaded file"),
+        ("a path to a real trace as text", str(outside), "expected an uploaded file"),
+        ("a record without a path", {"orig_name": "t.json"}, "expected an uploaded file"),
+        ("a record whose path is a number", {"path": 5}, "expected an uploaded file"),
+        ("a record naming /etc/passwd", {"path": "/etc/passwd"}, "got a path elsewhere on the server"),
+        ("a record naming a trace outside the upload folder", {"path": str(outside)}, "got a path elsewhere"),
+        ("a record climbing out of the upload folder", {"path": upload["path"] + "/../../../outside-trace.json"},
+         "got a path elsewhere"),
+        ("a record naming a folder in the upload folder", {"path": str(Path(upload["path"]).parent)},
+         "a path in the upload folder that is not a file"),
+    ]
+    for what, value, fragment in cases:
+        outcome = PROBE.send(server, f"trace upload: {what}", "on_trace_upload", [value], fragment)
+        assert outcome.success and outcome.alert() and "Loaded" not in outcome.text(), (what, outcome)
+    # The page's own upload still loads.
+    assert "Loaded t.json" in server.call("on_trace_upload", [upload]).text()
+    assert "Loaded t.json" in server.call("on_trace_upload", [[upload]]).text()  # as the page sends it
+
+
+def test_a_file_record_naming_a_path_outside_the_upload_folder_is_refused_by_gradio(server: Server) -> None:
+    """A record marked as Gradio's file data is checked by Gradio itself before any handler runs, for every input
+    of every handler: it refuses a path it did not store, with its own generic error (no handler of ours can
+    answer it). Counted apart: nothing is read, the server keeps serving."""
+    outside = server.tmp / "outside-trace.json"
+    outside.write_text(json.dumps(make_trace(2)))
+    for path in ("/etc/passwd", str(outside)):
+        record = {"path": path, "orig_name": "t.json", "meta": {"_type": "gradio.FileData"}}
+        GRADIO_REFUSED.append(f"trace upload: a file record naming {path}")
+        outcome = server.call("on_trace_upload", [record])
+        assert not outcome.success and "Loaded" not in outcome.text() and server.alive(), outcome
+
+
+def test_a_shared_link_with_hostile_settings_is_not_applied(server: Server) -> None:
+    """A link's query reaches `restore_link` (the page's load); hostile values there get our message as text."""
+    from urllib.parse import quote
+
+    cases = [("chat", "maybe"), ("max_new_tokens", "1e400"), ("target", LONG[:20_000]), ("params", NESTED_JSON[:9000]),
+             ("seed", str(2**70)), ("method", '<img src=x onerror="alert(1)">'), ("preset", "x" * 5000)]
+    for key, value in cases:
+        query = f"?{key}={quote(value)}"
+        PROBE.tried += 1
+        outcome = server.call("restore_link", [], query=query)
+        problem = None if outcome.success and server.alive() else f"failed: {outcome}"
+        alert = outcome.alert() or ""
+        if problem is None and not alert.startswith("⚠ This link's settings were not applied"):
+            problem = f"not refused: {outcome.text()[:300]!r}"
+        elif problem is None and (LEAKS.search(alert) or len(alert) > 2000):
+            problem = f"leaked or echoed: {alert[:300]!r}"
+        if problem:
+            PROBE.unhandled.append(f"link with {key}: {problem}")
+    assert PROBE.unhandled == [], "\n".join(PROBE.unhandled)
+
+
+def test_a_run_whose_scores_overflow_says_why_instead_of_done(server: Server, models: dict[str, str]) -> None:
+    """A target whose scores become NaN or infinite (float16 on CPU did this to the bundled Gemma) ends at once,
+    in the status box, with the reason and the cure; the server then runs the sound model as before."""
+    outcome = PROBE.send(server, "a target whose scores overflow", "generate",
+                         generate_args(models, target=models["overflowing"], max_new_tokens=24),
+                         "the target's scores became NaN or infinite")
+    assert outcome.alert() and "Done" not in outcome.text(), outcome
+    assert "its weights may be broken" in outcome.alert()
+    assert "Done: 4 tokens" in server.call("generate", generate_args(models)).text()
 
 
 def _worker_threads(server: Server) -> int:
@@ -592,7 +717,11 @@ def test_zz_every_hostile_input_was_handled(server: Server, models: dict[str, st
     assert outcome.success and "Done: 4 tokens" in outcome.text()
     log = server.log.read_text(errors="replace")
     assert "Exception in thread" not in log
-    print(f"\nhostile inputs tried: {PROBE.tried}; not handled: {len(PROBE.unhandled)}")
+    handlers = len(server.handlers())
+    print(f"\nhostile inputs tried: {PROBE.tried} across {handlers} handlers; not handled: {len(PROBE.unhandled)}; "
+          f"refused by Gradio before any handler: {len(GRADIO_REFUSED)}")
     (ARTIFACTS / "hostile-count.txt").write_text(
-        f"tried {PROBE.tried}\nnot handled {len(PROBE.unhandled)}\n" + "\n".join(PROBE.unhandled) + "\n")
+        f"tried {PROBE.tried}\nhandlers {handlers}\nnot handled {len(PROBE.unhandled)}\n"
+        f"refused by Gradio before any handler (its generic error, nothing read) {len(GRADIO_REFUSED)}\n"
+        + "\n".join(PROBE.unhandled + GRADIO_REFUSED) + "\n")
     assert PROBE.unhandled == [], "\n".join(PROBE.unhandled)

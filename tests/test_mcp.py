@@ -61,14 +61,14 @@ def test_mcp_lists_generate_compare_bench_and_runs_generate(server: str, tiny_mo
 
 
 def test_mcp_is_off_by_default(tmp_path: Path) -> None:
-    from playground import ui
+    from playground.app import page
 
-    demo = ui.build_ui()
+    demo = page.build_ui()
     assert list(demo.get_api_info()["named_endpoints"]) == ["/generate"]
 
 
 def test_compare_and_bench_tools_report_speedups(tiny_models: dict[str, str]) -> None:
-    from playground import mcp_tools
+    from playground.app import mcp_tools
     from playground.bench import BenchError
 
     compared = json.loads(mcp_tools.compare(PROMPT, "prompt_lookup:prompt_lookup_num_tokens=3", tiny_models["target"],

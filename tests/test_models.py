@@ -386,6 +386,38 @@ def test_local_dir_errors(tmp_path: Path) -> None:
     assert "\n" not in str(error.value) and "Traceback" not in str(error.value)
 
 
+def test_the_hub_probe_forgets_its_answer_after_a_while() -> None:
+    """A Space whose network comes back offers the Hub again: the probe's answer expires (a fake clock moves
+    time; the probes are real HEAD requests to a local server that is down, then up)."""
+    import http.server
+
+    now = [1000.0]
+    probe = models.HubProbe(clock=lambda: now[0], ttl_reachable_s=600.0, ttl_unreachable_s=60.0)
+    with socket.socket() as s:  # a free port, nothing listening on it yet
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    assert probe.reachable(endpoint, 2.0) is False  # connection refused: down
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), http.server.SimpleHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        assert probe.reachable(endpoint, 2.0) is False  # the network is back, but the answer is kept a minute
+        now[0] += 59.0
+        assert probe.reachable(endpoint, 2.0) is False
+        now[0] += 2.0
+        assert probe.reachable(endpoint, 2.0) is True  # expired: probed again
+        server.shutdown()
+        server.server_close()
+        now[0] += 599.0
+        assert probe.reachable(endpoint, 2.0) is True  # a positive answer is kept longer
+        now[0] += 2.0
+        assert probe.reachable(endpoint, 2.0) is False
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_hub_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert hub_reachable() is False

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from playground import ui, ui_presets
+from playground.app import preset_picker, run_request
 from playground.cli import main
 from playground.engine import RunRequest
 from playground.errors import PlaygroundError
@@ -74,15 +74,15 @@ def test_cli_runs_a_stand_in_preset_on_the_bundled_model(tmp_path, capsys) -> No
 
 
 def test_page_offers_stand_ins_where_the_hub_is_out_of_reach(offline: None) -> None:
-    labels = dict((name, label) for label, name in ui_presets.choices(hub_reachable()))
+    labels = dict((name, label) for label, name in preset_picker.choices(hub_reachable()))
     assert set(labels) == set(PRESETS)
     assert labels["speculative-greedy"].endswith("(needs the Hub: picks its offline stand-in)")
     assert labels["mtp-layers"].endswith("(needs the Hub)")
     assert labels["speculative-greedy-offline"] == PRESETS["speculative-greedy-offline"].title
 
-    names = list(ui.param_specs())
+    names = list(run_request.param_specs())
     picker, info, target, assistant, method, sample, temperature, top_p, top_k, seed, chat, length, prompt, *params = \
-        ui_presets.on_preset("speculative-sampling", names)
+        preset_picker.on_preset("speculative-sampling", names)
     assert picker["value"] == "speculative-sampling-offline"
     assert "needs the Hugging Face Hub, which is not reachable here" in info and "Does not show" in info
     assert (target, assistant, method) == (DEFAULT_TARGET, DEFAULT_TARGET, "speculative")
@@ -91,15 +91,15 @@ def test_page_offers_stand_ins_where_the_hub_is_out_of_reach(offline: None) -> N
     assert values["num_assistant_tokens"] == 20 and values["assistant_confidence_threshold"] == 0.4
 
     # No stand-in: the controls stay as they were and the picker clears, with the reason shown.
-    picker, info, *rest = ui_presets.on_preset("mtp-layers", names)
+    picker, info, *rest = preset_picker.on_preset("mtp-layers", names)
     assert picker["value"] is None and "no stand-in" in info
     assert all(isinstance(update, dict) and update.get("__type__") == "update" and len(update) == 1 for update in rest)
 
 
 def test_page_fills_a_hub_preset_as_the_guide_sets_it() -> None:
-    names = list(ui.param_specs())
+    names = list(run_request.param_specs())
     picker, info, target, assistant, method, sample, temperature, top_p, top_k, seed, chat, length, prompt, *params = \
-        ui_presets.on_preset("mtp-drafter", names, online=True)
+        preset_picker.on_preset("mtp-drafter", names, online=True)
     assert picker["value"] == "mtp-drafter"
     assert (target, assistant, method, chat, length) == (
         "google/gemma-4-E4B-it", "google/gemma-4-E4B-it-assistant", "mtp_drafter", "on", 256)
@@ -109,11 +109,11 @@ def test_page_fills_a_hub_preset_as_the_guide_sets_it() -> None:
 
 
 def _api(preset: str | None, prompt: str = "", **values) -> RunRequest:
-    """ui.build_request as the /generate endpoint calls it, the other values at their page defaults."""
+    """run_request.build_request as the /generate endpoint calls it, the other values at their page defaults."""
     args = dict(target=DEFAULT_TARGET, assistant=None, method="baseline", params={}, max_new_tokens=64, sample=False,
                 temperature=1.0, top_p=1.0, top_k=0, seed=0, chat="auto", dtype="auto")
     args.update(values)
-    return ui.build_request(prompt, *args.values(), preset)
+    return run_request.build_request(prompt, *args.values(), preset)
 
 
 def test_api_preset_sets_everything_but_prompt_and_precision(offline: None) -> None:

@@ -98,7 +98,7 @@ def test_conversion_says_how_far_it_is_and_how_long_is_left(tiny_gguf: Path, tmp
 
 def test_the_page_is_built_without_importing_torch() -> None:
     """The server answers (and shows the load's progress) while the start-up load imports torch."""
-    code = ("import sys; from playground import ui; ui.build_ui(); "
+    code = ("import sys; from playground.app import page; page.build_ui(); "
             "print(sorted(m for m in ('torch', 'transformers', 'playground.engine') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
                             check=True)
@@ -109,22 +109,23 @@ def test_a_bundled_assistant_is_converted_in_the_background_after_the_start_up_l
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_gguf: Path) -> None:
     """Choosing a method that needs a bundled assistant converts it in the background once the target's
     load is done (a run that needs it then waits for that conversion instead of starting its own)."""
-    from playground import ui
+    from playground.app import generate_tab
+    from playground.app import preload as preload_module
 
     monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
     source = models.GgufSource(filename="tiny.gguf", sha256=models._sha256(tiny_gguf), requirement="tiny",
                                module="tiny")
     entry = models.ModelEntry(key="bundled/tiny", label="Tiny", description="", source="bundled", gguf=source)
     monkeypatch.setitem(models.CATALOGUE, entry.key, entry)
-    monkeypatch.setitem(ui.CATALOGUE, entry.key, entry)
-    preload = ui.Preload()
-    monkeypatch.setattr(ui, "PRELOAD", preload)
+    monkeypatch.setitem(preload_module.CATALOGUE, entry.key, entry)
+    preload = preload_module.Preload()
+    monkeypatch.setattr(preload_module, "PRELOAD", preload)
 
-    ui.on_method_change("universal", models.DEFAULT_TARGET, entry.key)
+    generate_tab.on_method_change("universal", models.DEFAULT_TARGET, entry.key)
     assert not any(t.name == "playground-convert-assistant" for t in threading.enumerate())  # no start-up load
 
     preload.thread = threading.current_thread()  # a start-up load is running
-    ui.on_method_change("universal", models.DEFAULT_TARGET, entry.key)
+    generate_tab.on_method_change("universal", models.DEFAULT_TARGET, entry.key)
     time.sleep(0.5)
     assert not models._cache_is_valid(models.converted_dir(entry.key), source)  # waits for the target's load
     assert preload.background_message() == preload.message
@@ -133,16 +134,16 @@ def test_a_bundled_assistant_is_converted_in_the_background_after_the_start_up_l
     worker.join(120)
     assert models._cache_is_valid(models.converted_dir(entry.key), source)
     assert preload.background_message() is None
-    ui.on_method_change("universal", models.DEFAULT_TARGET, entry.key)  # once only
+    generate_tab.on_method_change("universal", models.DEFAULT_TARGET, entry.key)  # once only
     assert not any(t.name == "playground-convert-assistant" for t in threading.enumerate())
 
 
 def test_the_start_up_status_says_what_it_does_and_for_how_long(monkeypatch: pytest.MonkeyPatch) -> None:
-    from playground import ui
+    from playground.app import preload as preload_module
 
-    preload = ui.Preload()
+    preload = preload_module.Preload()
     preload.thread, preload.started = threading.current_thread(), time.monotonic() - 12
     preload.message = "Converting Tiny to safetensors (one time only): dequantising weights (3/12 tensors): 56% done, about 9 s left"
-    monkeypatch.setattr(ui, "PRELOAD", preload)
-    status = ui.initial_status()
+    monkeypatch.setattr(preload_module, "PRELOAD", preload)
+    status = preload_module.initial_status()
     assert "56% done, about 9 s left" in status and "12 s since start-up" in status and 'data-kind="running"' in status

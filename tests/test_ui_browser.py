@@ -328,7 +328,7 @@ def measure(runs: int = 5) -> None:
     too, so the overhead outside generation can be told apart from noise in generation itself.
     """
     from playground.engine import LiveRun, RunRequest, prepare
-    from playground.ui import DEFAULT_EXAMPLE, EXAMPLES
+    from playground.app.generate_tab import DEFAULT_EXAMPLE, EXAMPLES
 
     ARTIFACTS.mkdir(exist_ok=True)
     request = RunRequest(prompt=EXAMPLES[DEFAULT_EXAMPLE], method="prompt_lookup", max_new_tokens=64)

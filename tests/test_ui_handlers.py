@@ -1,4 +1,4 @@
-"""ui.py's handlers as plain functions (no server, no browser), on tiny models."""
+"""The page's handlers (playground/app) as plain functions (no server, no browser), on tiny models."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from playground import ui
+from playground.app import generate_tab, page, preload, run_request, trace_files
 from playground.methods import METHODS
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from playground.trace import Trace
@@ -26,13 +26,13 @@ API_PARAMETERS = ["prompt", "target", "assistant", "method", "params", "max_new_
 def toasts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Warning toasts the handlers raise (outside a request Gradio would turn them into warnings)."""
     shown: list[str] = []
-    monkeypatch.setattr(ui.gr, "Warning", lambda message, *a, **k: shown.append(message))
+    monkeypatch.setattr(generate_tab.gr, "Warning", lambda message, *a, **k: shown.append(message))
     return shown
 
 
 @pytest.fixture(scope="module")
 def demo() -> Any:
-    return ui.build_ui()  # building the page loads nothing (the preload starts in `main`)
+    return page.build_ui()  # building the page loads nothing (the preload starts in `main`)
 
 
 def test_api_endpoint_mirrors_the_cli(demo: Any) -> None:
@@ -48,9 +48,9 @@ def test_api_endpoint_mirrors_the_cli(demo: Any) -> None:
 
 
 def test_method_change_shows_exactly_the_methods_params() -> None:
-    names = list(ui.param_specs())
+    names = list(run_request.param_specs())
     for method in METHODS.values():
-        summary, lecture, assistant, *params = ui.on_method_change(method.name, DEFAULT_TARGET, None)
+        summary, lecture, assistant, *params = generate_tab.on_method_change(method.name, DEFAULT_TARGET, None)
         assert summary == method.summary
         assert all(text in lecture for text in ("What drafts", "When it fails"))
         assert assistant["visible"] is method.needs_assistant
@@ -65,55 +65,55 @@ def test_method_change_shows_exactly_the_methods_params() -> None:
 
 
 def test_assistant_suggestions_follow_the_assistant_kind() -> None:
-    assert ui.suggest_assistant(METHODS["universal"], DEFAULT_TARGET, None) == DEFAULT_UNIVERSAL_ASSISTANT
-    assert ui.suggest_assistant(METHODS["speculative"], DEFAULT_TARGET, None) == DEFAULT_TARGET  # offline sanity check
-    assert ui.suggest_assistant(METHODS["speculative"], "HuggingFaceTB/SmolLM2-360M-Instruct", None) == (
+    assert run_request.suggest_assistant(METHODS["universal"], DEFAULT_TARGET, None) == DEFAULT_UNIVERSAL_ASSISTANT
+    assert run_request.suggest_assistant(METHODS["speculative"], DEFAULT_TARGET, None) == DEFAULT_TARGET  # offline sanity check
+    assert run_request.suggest_assistant(METHODS["speculative"], "HuggingFaceTB/SmolLM2-360M-Instruct", None) == (
         "HuggingFaceTB/SmolLM2-135M-Instruct")
-    assert ui.suggest_assistant(METHODS["universal"], DEFAULT_TARGET, "my/choice") == "my/choice"
+    assert run_request.suggest_assistant(METHODS["universal"], DEFAULT_TARGET, "my/choice") == "my/choice"
 
 
 def test_collect_params_keeps_only_the_chosen_methods_params() -> None:
-    names = list(ui.param_specs())
-    values = [ui.param_specs()[n].default for n in names]
+    names = list(run_request.param_specs())
+    values = [run_request.param_specs()[n].default for n in names]
     values[names.index("prompt_lookup_num_tokens")] = 7
-    assert ui.collect_params("prompt_lookup", *values) == {"prompt_lookup_num_tokens": 7, "max_matching_ngram_size": 2}
-    assert ui.collect_params("baseline", *values) == {}
+    assert run_request.collect_params("prompt_lookup", *values) == {"prompt_lookup_num_tokens": 7, "max_matching_ngram_size": 2}
+    assert run_request.collect_params("baseline", *values) == {}
 
 
 def test_load_progress_leaves_the_status_box_to_a_clicked_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """The start-up load's poll writes the status box only until this page clicks Generate: a tick
     landing after a quick run had finished used to replace its "Done" with "Ready"."""
-    loading = ui.Preload()
+    loading = preload.Preload()
     loading.message, loading.thread = "Loading bundled/x…", threading.current_thread()  # started, not done
-    monkeypatch.setattr(ui, "PRELOAD", loading)
-    status, timer = ui.poll_preload(False)
+    monkeypatch.setattr(preload, "PRELOAD", loading)
+    status, timer = preload.poll_preload(False)
     assert "Loading bundled/x" in status and 'data-kind="running"' in status and timer["active"] is True
 
-    names = list(ui.param_specs())
-    params, queued, run_started = ui.on_generate_click("prompt_lookup", *[ui.param_specs()[n].default for n in names])
+    names = list(run_request.param_specs())
+    params, queued, run_started = generate_tab.on_generate_click("prompt_lookup", *[run_request.param_specs()[n].default for n in names])
     assert run_started is True and 'data-kind="running"' in queued and "prompt_lookup_num_tokens" in params
     loading.done.set()  # the load ends, the run finishes, then a late tick arrives
-    status, timer = ui.poll_preload(run_started)
-    assert status == ui.gr.skip()  # left as the run wrote it
+    status, timer = preload.poll_preload(run_started)
+    assert status == generate_tab.gr.skip()  # left as the run wrote it
     assert timer["active"] is False
 
-    status, timer = ui.poll_preload(False)  # a page that never clicked is told the model is ready
+    status, timer = preload.poll_preload(False)  # a page that never clicked is told the model is ready
     assert 'data-kind="idle"' in status and timer["active"] is False
 
 
 def test_build_request_parses_api_values() -> None:
-    req = ui.build_request("hi", None, "", "prompt_lookup", '{"prompt_lookup_num_tokens": 5}', 12.0, True, 0.7,
+    req = run_request.build_request("hi", None, "", "prompt_lookup", '{"prompt_lookup_num_tokens": 5}', 12.0, True, 0.7,
                            0.9, 40.0, 3.0, "on", None)
     assert req.params == {"prompt_lookup_num_tokens": 5} and req.max_new_tokens == 12 and req.top_k == 40
     assert req.target == DEFAULT_TARGET and req.assistant is None and req.chat is True and req.dtype == "auto"
-    assert ui.parse_chat("auto") is None and ui.parse_chat("off") is False and ui.parse_chat(None) is None
-    assert ui.parse_params({"a": 1}) == {"a": 1} and ui.parse_params(None) == {} and ui.parse_params("") == {}
+    assert run_request.parse_chat("auto") is None and run_request.parse_chat("off") is False and run_request.parse_chat(None) is None
+    assert run_request.parse_params({"a": 1}) == {"a": 1} and run_request.parse_params(None) == {} and run_request.parse_params("") == {}
     with pytest.raises(ValueError, match="JSON object"):
-        ui.parse_params("[1, 2]")
+        run_request.parse_params("[1, 2]")
     with pytest.raises(ValueError, match="JSON object"):
-        ui.parse_params("{not json")
+        run_request.parse_params("{not json")
     with pytest.raises(ValueError, match="whole number"):
-        ui.build_request("hi", None, None, None, None, 1.5, False, 1, 1, 0, 0, "auto", "auto")
+        run_request.build_request("hi", None, None, None, None, 1.5, False, 1, 1, 0, 0, "auto", "auto")
 
 
 def _final(outputs: list[tuple[Any, ...]]) -> tuple[Any, ...]:
@@ -122,16 +122,19 @@ def _final(outputs: list[tuple[Any, ...]]) -> tuple[Any, ...]:
 
 
 def test_generate_streams_and_finishes_with_a_trace(tiny_models: dict[str, str]) -> None:
-    outputs = list(ui.generate("One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,",
+    outputs = list(generate_tab.generate("One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,",
                                target=tiny_models["target"], method="prompt_lookup",
                                params={"prompt_lookup_num_tokens": 4}, max_new_tokens=16, dtype="float32"))
-    tokens_html, stats, fig_a, fig_t, status, download = _final(outputs)
+    tokens_html, stats, fig_a, fig_t, status, download, run_trace = _final(outputs)
     assert 'data-kind="done"' in status
     assert tokens_html.count('class="tok"') >= 16 and 'data-status="' in tokens_html
     assert 'data-stat="new_tokens"><div class="pg-value">16<' in stats
     assert fig_a.data and fig_t.data
     trace = Trace.load(download["value"])
     assert trace.method == "prompt_lookup" and trace.params["prompt_lookup_num_tokens"] == 4
+    # The other tabs get the run's trace in a gr.State (the last output), the very trace the file holds.
+    assert isinstance(run_trace, Trace) and run_trace.to_json() == trace.to_json()
+    assert outputs[0][6] is None, "a run starts by clearing the previous run's trace"
     assert trace.summary.new_tokens == 16
     # Streamed: token updates came before the last one, each extending the previous HTML.
     htmls = [o[0] for o in outputs if isinstance(o[0], str) and 'class="tok"' in o[0]]
@@ -141,21 +144,21 @@ def test_generate_streams_and_finishes_with_a_trace(tiny_models: dict[str, str])
 def test_check_against_plain_generate(tiny_models: dict[str, str]) -> None:
     prompt = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,"
     kw = dict(target=tiny_models["target"], params={"prompt_lookup_num_tokens": 4}, max_new_tokens=12, dtype="float32")
-    outputs = list(ui.generate(prompt, method="prompt_lookup", check_plain=True, **kw))
-    _, stats, *_, status, download = _final(outputs)
+    outputs = list(generate_tab.generate(prompt, method="prompt_lookup", check_plain=True, **kw))
+    _, stats, *_, status, download, _ = _final(outputs)
     assert 'data-kind="done"' in status
     assert 'data-testid="pg-plain-check" data-identical="true"' in stats and "identical to plain generate()" in stats
     assert "× the speed of plain generate()" in stats
     assert any("Checking against plain generate()" in str(o[4]) for o in outputs)
-    unchecked = _final(list(ui.generate(prompt, method="prompt_lookup", **kw)))[1]
+    unchecked = _final(list(generate_tab.generate(prompt, method="prompt_lookup", **kw)))[1]
     assert "pg-plain-check" not in unchecked, "off by default"
     # A lossy setting says so where the outputs part (the noisy assistant disagrees with the target).
-    lossy = _final(list(ui.generate(prompt, method="speculative", assistant=tiny_models["noisy"], sample=True, seed=3,
+    lossy = _final(list(generate_tab.generate(prompt, method="speculative", assistant=tiny_models["noisy"], sample=True, seed=3,
                                     check_plain="true", target=tiny_models["target"], max_new_tokens=12,
                                     dtype="float32", params={"assistant_ensemble_weight": 0.5})))[1]
     assert "pg-plain-check" in lossy
     assert 'data-identical="true"' in lossy or "a lossy setting (ensemble verification" in lossy
-    bad = _final(list(ui.generate(prompt, method="prompt_lookup", check_plain="maybe", **kw)))[4]
+    bad = _final(list(generate_tab.generate(prompt, method="prompt_lookup", check_plain="maybe", **kw)))[4]
     assert "check_plain must be true or false" in bad
 
 
@@ -164,13 +167,13 @@ def test_charts_update_live_at_their_own_cadence(tiny_models: dict[str, str], mo
                                                  chart_every_s: float, live_charts: bool) -> None:
     """Tokens stream on every update; the charts at most every CHART_EVERY_S, counted from the start
     of generation (not drawn with the first tokens), and always at the end."""
-    monkeypatch.setattr(ui, "UPDATE_EVERY_S", 0.0)
-    monkeypatch.setattr(ui, "CHART_EVERY_S", chart_every_s)
-    outputs = list(ui.generate("Hello there, hello there,", target=tiny_models["target"], method="baseline",
+    monkeypatch.setattr(generate_tab, "UPDATE_EVERY_S", 0.0)
+    monkeypatch.setattr(generate_tab, "CHART_EVERY_S", chart_every_s)
+    outputs = list(generate_tab.generate("Hello there, hello there,", target=tiny_models["target"], method="baseline",
                                max_new_tokens=12, dtype="float32"))
-    streamed = [o for o in outputs if 'class="tok"' in str(o[0]) and o[4] == ui.gr.skip()]
+    streamed = [o for o in outputs if 'class="tok"' in str(o[0]) and o[4] == generate_tab.gr.skip()]
     assert len(streamed) >= 10  # one update per step
-    with_charts = [o for o in streamed if o[2] != ui.gr.skip()]
+    with_charts = [o for o in streamed if o[2] != generate_tab.gr.skip()]
     assert (len(with_charts) == len(streamed)) if live_charts else not with_charts
     assert _final(outputs)[2].data  # the final charts, whatever the cadence
 
@@ -188,7 +191,7 @@ def test_charts_update_live_at_their_own_cadence(tiny_models: dict[str, str], mo
     ],
 )
 def test_errors_become_a_message_not_an_exception(kwargs: dict[str, Any], message: str, toasts: list[str]) -> None:
-    *_, status, download = _final(list(ui.generate(**kwargs)))
+    *_, status, download, _ = _final(list(generate_tab.generate(**kwargs)))
     assert 'role="alert"' in status and message in status
     assert toasts and message in toasts[0]
     assert download["visible"] is False
@@ -196,7 +199,7 @@ def test_errors_become_a_message_not_an_exception(kwargs: dict[str, Any], messag
 
 def test_stop_ends_the_run_and_keeps_the_output(tiny_models: dict[str, str]) -> None:
     request = SimpleNamespace(session_hash="stop-test")
-    gen = ui.generate("The quick brown fox", target=tiny_models["target"], method="baseline", max_new_tokens=400,
+    gen = generate_tab.generate("The quick brown fox", target=tiny_models["target"], method="baseline", max_new_tokens=400,
                       dtype="float32", request=request)
     seen_tokens = 0
     final = None
@@ -204,17 +207,17 @@ def test_stop_ends_the_run_and_keeps_the_output(tiny_models: dict[str, str]) -> 
         final = out
         if isinstance(out[0], str) and 'class="tok"' in out[0] and seen_tokens == 0:
             seen_tokens = out[0].count('class="tok"')
-            threading.Thread(target=ui.stop, args=(request,)).start()
-    tokens_html, stats, *_, status, download = final
+            threading.Thread(target=generate_tab.stop, args=(request,)).start()
+    tokens_html, stats, *_, status, download, _ = final
     assert "stopped" in status
     trace = Trace.load(download["value"])
     assert trace.finish_reason == "stopped" and 0 < trace.summary.new_tokens < 400
     assert tokens_html.count('class="tok"') == trace.summary.new_tokens
-    assert ui.stop(request) is not None  # nothing running any more: a harmless no-op
+    assert generate_tab.stop(request) is not None  # nothing running any more: a harmless no-op
 
 
 def test_closing_the_stream_ends_the_worker(tiny_models: dict[str, str]) -> None:
-    gen = ui.generate("The quick brown fox", target=tiny_models["target"], method="baseline", max_new_tokens=400,
+    gen = generate_tab.generate("The quick brown fox", target=tiny_models["target"], method="baseline", max_new_tokens=400,
                       dtype="float32")
     for out in gen:
         if isinstance(out[0], str) and 'class="tok"' in out[0]:
@@ -227,7 +230,7 @@ def test_closing_the_stream_ends_the_worker(tiny_models: dict[str, str]) -> None
 
 
 def test_trace_files_are_json(tiny_models: dict[str, str]) -> None:
-    *_, download = _final(list(ui.generate("Hello", target=tiny_models["target"], method="baseline",
+    *_, download, _ = _final(list(generate_tab.generate("Hello", target=tiny_models["target"], method="baseline",
                                            max_new_tokens=3, dtype="float32")))
     data = json.loads(Path(download["value"]).read_text())
     assert data["method"] == "baseline" and len(data["steps"]) == 3
@@ -235,16 +238,16 @@ def test_trace_files_are_json(tiny_models: dict[str, str]) -> None:
 
 def test_trace_files_of_long_idle_sessions_are_removed(tiny_models: dict[str, str], monkeypatch: pytest.MonkeyPatch,
                                                        tmp_path: Path) -> None:
-    monkeypatch.setattr(ui.tempfile, "tempdir", str(tmp_path))  # this test's own temp dir
-    monkeypatch.setattr(ui, "_last_trace_prune", -math.inf)  # no sweep yet in this server's life
+    monkeypatch.setattr(trace_files.tempfile, "tempdir", str(tmp_path))  # this test's own temp dir
+    monkeypatch.setattr(trace_files, "_last_trace_prune", -math.inf)  # no sweep yet in this server's life
     root = tmp_path / "assisted-playground-traces"
     stale, fresh = root / "gone-session", root / "recent-session"
-    for folder, age_s in ((stale, ui.TRACE_FILES_KEPT_S + 60), (fresh, 60)):
+    for folder, age_s in ((stale, trace_files.TRACE_FILES_KEPT_S + 60), (fresh, 60)):
         folder.mkdir(parents=True)
         (folder / "trace-baseline-x.json").write_text("{}")
         for path in (folder / "trace-baseline-x.json", folder):
             os.utime(path, (time.time() - age_s,) * 2)
-    *_, download = _final(list(ui.generate("Hello", target=tiny_models["target"], method="baseline",
+    *_, download, _ = _final(list(generate_tab.generate("Hello", target=tiny_models["target"], method="baseline",
                                            max_new_tokens=2, dtype="float32")))
     assert not stale.exists()  # its file and then its folder
     assert (fresh / "trace-baseline-x.json").exists()
@@ -252,8 +255,10 @@ def test_trace_files_of_long_idle_sessions_are_removed(tiny_models: dict[str, st
 
 
 def test_a_method_the_model_cannot_do_is_explained(tiny_models: dict[str, str]) -> None:
-    *_, status, _ = _final(list(ui.generate("Hello", target=tiny_models["target"], method="mtp", dtype="float32")))
+    *_, status, _, run_trace = _final(list(generate_tab.generate("Hello", target=tiny_models["target"], method="mtp",
+                                                                  dtype="float32")))
+    assert run_trace is None, "a failed run leaves no trace for the other tabs"
     assert 'role="alert"' in status and "multi-token-prediction" in status
-    *_, status, _ = _final(list(ui.generate("Hello", target=tiny_models["target"], method="universal",
+    *_, status, _, _ = _final(list(generate_tab.generate("Hello", target=tiny_models["target"], method="universal",
                                             assistant=tiny_models["noisy"], dtype="float32")))
     assert 'role="alert"' in status and "share a tokenizer" in status

@@ -490,7 +490,7 @@ def test_corrupt_or_foreign_trace_files_get_a_clear_message(server: Server, clie
 
 
 def test_uploads_larger_than_a_trace_are_refused(server: Server, client: Any, models: dict[str, str]) -> None:
-    from playground.teach import MAX_TRACE_BYTES
+    from playground.app.replay_tab import MAX_TRACE_BYTES
 
     assert server.upload("huge.json", b" " * (MAX_TRACE_BYTES + 1)) == 413
     normal_run(client, server, models)
@@ -558,10 +558,10 @@ def test_cli_hub_rows(target: str, fragment: str, hub: str, tmp_path: Path) -> N
 
 def test_queue_concurrency_default_fits_two_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """One generation at a time by default (one run already uses both cores); PLAYGROUND_CONCURRENCY raises it."""
-    from playground import ui
+    from playground.app import page
 
     monkeypatch.delenv("PLAYGROUND_CONCURRENCY", raising=False)
-    demo = ui.build_ui()
+    demo = page.build_ui()
     assert demo._queue.default_concurrency_limit == 1
     generate = next(fn for fn in demo.fns.values() if fn.api_name == "generate")
     assert generate.concurrency_limit == "default" and generate.queue  # it follows the queue's default
@@ -569,7 +569,7 @@ def test_queue_concurrency_default_fits_two_cores(monkeypatch: pytest.MonkeyPatc
     frequency, age = demo.delete_cache
     assert 0 < frequency <= age
     monkeypatch.setenv("PLAYGROUND_CONCURRENCY", "3")
-    assert ui.build_ui()._queue.default_concurrency_limit == 3
+    assert page.build_ui()._queue.default_concurrency_limit == 3
 
 
 def test_run_time_limit_ends_a_long_run(client: Any, models: dict[str, str], server: Server) -> None:

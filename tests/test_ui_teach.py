@@ -1,4 +1,4 @@
-"""The teaching and measuring views (teach.py + render/charts helpers): replay, theory, code, Compare, race.
+"""The teaching and measuring views (the tabs in playground/app + render/charts helpers): replay, theory, code, Compare, race.
 
 Handler tests run on the tiny real checkpoints of conftest (seconds); the browser tests of the same
 views on the bundled model are in `test_ui_teach_browser.py`. Tests assert behaviour, never timings.
@@ -16,8 +16,11 @@ import gradio as gr
 import plotly.graph_objects as go
 import pytest
 
-from playground import bench, charts, render, teach, ui
+from playground import charts, render
+from playground.app import (after_run, code_tab, compare_tab, generate_tab, methods_tab, replay_tab, run_request,
+                            theory_tab)
 from playground.methods import METHODS
+from playground.timeline import race_timeline
 from playground.trace import Step, Trace
 
 PROMPT = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three, four,"
@@ -27,23 +30,25 @@ LOOKUP = {"prompt_lookup_num_tokens": 4}
 @pytest.fixture(autouse=True)
 def toasts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     shown: list[str] = []
-    monkeypatch.setattr(ui.gr, "Warning", lambda message, *a, **k: shown.append(message))
+    monkeypatch.setattr(generate_tab.gr, "Warning", lambda message, *a, **k: shown.append(message))
     return shown
 
 
-def run_file(target: str, method: str, params: dict | None = None, tokens: int = 12) -> str:
-    """Run through the page's own streaming handler; the path of the trace file it offers for download."""
-    final = list(ui.generate(PROMPT, target=target, method=method, params=params or {}, max_new_tokens=tokens,
+def run_trace(target: str, method: str, params: dict | None = None, tokens: int = 12) -> Trace:
+    """Run through the page's own streaming handler; the trace it hands the other tabs (its last output, a
+    `gr.State`), which is the trace of the file it offers for download."""
+    final = list(generate_tab.generate(PROMPT, target=target, method=method, params=params or {}, max_new_tokens=tokens,
                              dtype="float32"))[-1]
     assert 'data-kind="done"' in final[4], final[4]
-    return final[-1]["value"]
+    assert Trace.load(final[5]["value"]).to_json() == final[-1].to_json()
+    return final[-1]
 
 
 @pytest.fixture(scope="module")
 def runs(tiny_models: dict[str, str]) -> dict[str, Any]:
-    """A baseline run and a prompt-lookup run on the same prompt, passed through `on_run_done` as the page does."""
-    base_out = teach.on_run_done(run_file(tiny_models["target"], "baseline"), [])
-    look_out = teach.on_run_done(run_file(tiny_models["target"], "prompt_lookup", LOOKUP), base_out[11])
+    """A baseline run and a prompt-lookup run on the same prompt, passed through `after_run` as the page does."""
+    base_out = after_run.after_run(run_trace(tiny_models["target"], "baseline"), [])
+    look_out = after_run.after_run(run_trace(tiny_models["target"], "prompt_lookup", LOOKUP), base_out[11])
     return {"baseline": base_out, "lookup": look_out}
 
 
@@ -98,7 +103,7 @@ def test_replay_steps_through_the_last_run(runs: dict[str, Any]) -> None:
     assert "The last run" in status and 'data-kind="done"' in status
     counts = []
     for value in range(1, n + 1):
-        tokens, detail, fig_a, fig_t, stats = teach.replay_view(trace, value)
+        tokens, detail, fig_a, fig_t, stats = replay_tab.replay_view(trace, value)
         shown = spans(tokens)
         assert {int(step) for _, step in shown} == set(range(value))  # the first `value` steps, no more
         current = re.findall(r'class="pg-step pg-current" data-step="(\d+)"', tokens)
@@ -116,38 +121,45 @@ def test_replay_steps_through_the_last_run(runs: dict[str, Any]) -> None:
         counts.append(len(shown))
     assert counts == sorted(counts) and counts[0] < counts[-1]
     # Previous / next move the slider within the run.
-    assert teach.replay_prev(trace, 1)["value"] == 1 and teach.replay_prev(trace, 3)["value"] == 2
-    assert teach.replay_next(trace, n)["value"] == n and teach.replay_next(trace, 1)["value"] == 2
+    assert replay_tab.replay_prev(trace, 1)["value"] == 1 and replay_tab.replay_prev(trace, 3)["value"] == 2
+    assert replay_tab.replay_next(trace, n)["value"] == n and replay_tab.replay_next(trace, 1)["value"] == 2
 
 
 def test_play_steps_through_the_run_and_stops_at_the_end(runs: dict[str, Any]) -> None:
     trace = runs["lookup"][1]
     n = len(trace.steps)
     # Play at the last step (where a run is loaded) starts over at step 1, with the timer on.
-    slider, timer, button, playing = teach.replay_play(trace, n, False)
-    assert slider["value"] == 1 and timer["active"] is True and button["value"] == teach.PAUSE and playing is True
+    slider, timer, button, playing = replay_tab.replay_play(trace, n, False)
+    assert slider["value"] == 1 and timer["active"] is True and button["value"] == replay_tab.PAUSE and playing is True
     value, seen = 1, [1]
     while playing:  # what the timer's ticks do, each from the slider value the page shows
-        slider, timer, button, playing = teach.replay_tick(trace, value, playing)
+        slider, timer, button, playing = replay_tab.replay_tick(trace, value, playing)
         value = slider["value"]
         seen.append(value)
     assert seen == list(range(1, n + 1))  # every step once, in order, ending at the last
-    assert timer["active"] is False and button["value"] == teach.PLAY
+    assert timer["active"] is False and button["value"] == replay_tab.PLAY
     # Pause: the slider stays where it is and the timer stops; Play again continues from there.
-    slider, timer, button, playing = teach.replay_play(trace, 2, True)
-    assert slider == gr.skip() and timer["active"] is False and button["value"] == teach.PLAY and playing is False
-    slider, timer, _, playing = teach.replay_play(trace, 2, False)
+    slider, timer, button, playing = replay_tab.replay_play(trace, 2, True)
+    assert slider == gr.skip() and timer["active"] is False and button["value"] == replay_tab.PLAY and playing is False
+    slider, timer, _, playing = replay_tab.replay_play(trace, 2, False)
     assert slider == gr.skip() and timer["active"] is True and playing is True
     # A late tick after Pause moves nothing; nothing to play without a trace.
-    assert teach.replay_tick(trace, 2, False)[0] == gr.skip()
-    assert teach.replay_play(None, 1, False)[3] is False
+    assert replay_tab.replay_tick(trace, 2, False)[0] == gr.skip()
+    assert replay_tab.replay_play(None, 1, False)[3] is False
 
 
-def test_uploading_a_trace_replays_it(runs: dict[str, Any], tmp_path: Path) -> None:
+def uploaded(path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The file record the page sends for a file Gradio stored in its upload folder (here: the file's folder)."""
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(path.parent.parent))
+    return {"path": str(path), "orig_name": path.name, "meta": {"_type": "gradio.FileData"}}
+
+
+def test_uploading_a_trace_replays_it(runs: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     trace = runs["lookup"][1]
-    path = tmp_path / "shared.json"
+    path = tmp_path / "upload" / "shared.json"
+    path.parent.mkdir()
     trace.save(path)
-    loaded, status, slider, tokens, *_ = teach.on_trace_upload(str(path))
+    loaded, status, slider, tokens, *_ = replay_tab.on_trace_upload(uploaded(path, monkeypatch))
     assert loaded.to_dict() == trace.to_dict()
     assert "Loaded shared.json" in status and slider["maximum"] == len(trace.steps)
     assert len(spans(tokens)) == len(spans(render.render_trace(trace)))
@@ -160,12 +172,39 @@ def test_uploading_a_trace_replays_it(runs: dict[str, Any], tmp_path: Path) -> N
     (json.dumps({"method": "baseline", "steps": [{"index": 0}], "schema_version": 1, "target": "t", "prompt": "p"}),
      "malformed trace"),
 ])
-def test_a_file_that_is_not_a_trace_gets_a_clear_message(tmp_path: Path, content: str, message: str) -> None:
-    path = tmp_path / "broken.json"
+def test_a_file_that_is_not_a_trace_gets_a_clear_message(tmp_path: Path, content: str, message: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "upload" / "broken.json"
+    path.parent.mkdir()
     path.write_text(content)
-    state, status, *rest = teach.on_trace_upload(str(path))
+    state, status, *rest = replay_tab.on_trace_upload(uploaded(path, monkeypatch))
     assert 'role="alert"' in status and "Cannot replay broken.json" in status and message in status
     assert all(isinstance(x, dict) and x.get("__type__") == "update" for x in [state, *rest])  # views kept as they were
+
+
+@pytest.mark.parametrize(("upload", "message"), [
+    ("/etc/passwd", "expected an uploaded file; got '/etc/passwd'"),
+    ({"orig_name": "x.json"}, "expected an uploaded file"),
+    ({"path": "/etc/passwd"}, "expected a file uploaded to this page; got a path elsewhere on the server"),
+    ({"path": "UPLOAD/../../outside.json"}, "got a path elsewhere on the server"),
+    ({"path": "/tmp/\x00x"}, "got a path that is not one"),
+    ({"path": "x" * 100_000}, "expected an uploaded file"),
+])
+def test_only_files_in_the_upload_folder_are_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upload: Any,
+                                                 message: str) -> None:
+    """A client sends the file record: a value that is not one, or a path outside Gradio's upload folder (a trace
+    file there too, which would load), is refused before any file is opened."""
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps({"hello": "world"}))
+    folder = tmp_path / "uploads" / "abc"
+    folder.mkdir(parents=True)
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "uploads"))
+    if isinstance(upload, dict) and isinstance(upload.get("path"), str):
+        upload = {**upload, "path": upload["path"].replace("UPLOAD", str(folder))}
+    state, status, *rest = replay_tab.on_trace_upload(upload)
+    assert 'role="alert"' in status and message in html.unescape(status), status
+    assert "not a playground trace" not in status  # the file outside was never read
+    assert len(status) < 1000
 
 
 # --------------------------------------------------------------------------- theory
@@ -202,7 +241,7 @@ def test_after_a_run_the_theory_panel_places_it_and_diagnoses_it(runs: dict[str,
     assert "This run was" in diagnosis
     # A baseline run is described as the yardstick; a run with no baseline says how to get one.
     assert "yardstick" in runs["baseline"][10]
-    _, alone = teach.theory_view(trace, None)
+    _, alone = theory_tab.theory_view(trace, None)
     assert 'data-baseline="false"' in alone and "No baseline run on this prompt" in alone
     # where the run's time went, from the trace's phases (they add up to the elapsed time)
     shares = re.search(r"time: draft (\d+)%, verify (\d+)%, other (\d+)%, set-up (\d+)%", alone)
@@ -211,11 +250,11 @@ def test_after_a_run_the_theory_panel_places_it_and_diagnoses_it(runs: dict[str,
 
 def test_baselines_are_matched_on_prompt_and_settings(runs: dict[str, Any]) -> None:
     base, look = runs["baseline"][1], runs["lookup"][1]
-    assert teach.find_baseline(look, [base]) is base
+    assert theory_tab.find_baseline(look, [base]) is base
     other = Trace.from_dict({**base.to_dict(), "prompt": "something else"})
-    assert teach.find_baseline(look, [other]) is None
-    assert len(teach.remember_baseline([base], base)) == 1  # a newer run of the same settings replaces it
-    assert teach.remember_baseline([], look) == []  # only baselines are remembered
+    assert theory_tab.find_baseline(look, [other]) is None
+    assert len(theory_tab.remember_baseline([base], base)) == 1  # a newer run of the same settings replaces it
+    assert theory_tab.remember_baseline([], look) == []  # only baselines are remembered
 
 
 # --------------------------------------------------------------------------- show the code
@@ -230,10 +269,10 @@ def test_after_a_run_its_code_is_shown(runs: dict[str, Any]) -> None:
 
 
 def test_show_code_for_settings_and_its_errors(tiny_models: dict[str, str]) -> None:
-    *_, (python, cli, status) = list(teach.show_code_for_settings(
+    *_, (python, cli, status) = list(code_tab.show_code_for_settings(
         PROMPT, tiny_models["target"], None, "prompt_lookup", LOOKUP, 10, False, 1.0, 1.0, 0, 0, "auto", "float32"))
     assert "max_new_tokens=10" in python and "--max-new-tokens 10" in cli and 'data-kind="done"' in status
-    *_, (python, cli, status) = list(teach.show_code_for_settings(
+    *_, (python, cli, status) = list(code_tab.show_code_for_settings(
         PROMPT, "bundled/nothing", None, "prompt_lookup", {}, 10, False, 1.0, 1.0, 0, 0, "auto", "float32"))
     assert 'role="alert"' in status and "unknown bundled model" in status
 
@@ -242,13 +281,13 @@ def test_show_code_for_settings_and_its_errors(tiny_models: dict[str, str]) -> N
 
 
 def test_every_method_is_explained_in_five_parts() -> None:
-    table = teach.methods_table_html()
+    table = methods_tab.methods_table_html()
     for name, method in METHODS.items():
-        assert set(method.lecture) == set(teach.LECTURE_LABELS), name
+        assert set(method.lecture) == set(methods_tab.LECTURE_LABELS), name
         row = table.split(f'data-method="{name}"')[1].split("</tr>")[0]
         assert row.count("<td>") == 5 and "<td>–</td>" not in row
-        lecture = ui.lecture_html(method)
-        assert all(label in lecture for label in teach.LECTURE_LABELS.values())
+        lecture = methods_tab.lecture_html(method)
+        assert all(label in lecture for label in methods_tab.LECTURE_LABELS.values())
 
 
 # --------------------------------------------------------------------------- compare and race
@@ -256,10 +295,10 @@ def test_every_method_is_explained_in_five_parts() -> None:
 
 @pytest.fixture(scope="module")
 def compared(tiny_models: dict[str, str]) -> list[tuple[Any, ...]]:
-    values = [p.default for p in ui.param_specs().values()]
-    names = list(ui.param_specs())
+    values = [p.default for p in run_request.param_specs().values()]
+    names = list(run_request.param_specs())
     values[names.index("prompt_lookup_num_tokens")] = 4
-    return list(teach.compare(PROMPT, tiny_models["target"], None, "prompt_lookup", "float32", "auto",
+    return list(compare_tab.compare(PROMPT, tiny_models["target"], None, "prompt_lookup", "float32", "auto",
                               ["prompt_lookup", "mtp"], 8, 1, [], *values))
 
 
@@ -285,11 +324,11 @@ def test_compare_runs_baseline_and_methods_and_shows_progress(compared: list[tup
 
 
 def test_compare_errors_are_messages(tiny_models: dict[str, str]) -> None:
-    values = [p.default for p in ui.param_specs().values()]
+    values = [p.default for p in run_request.param_specs().values()]
     for methods, prompt, message in ((["baseline"], PROMPT, "choose at least one method"),
                                      (["prompt_lookup"], "  ", "prompt is empty"),
                                      (["mtp"], PROMPT, "none of the chosen methods can run")):
-        *_, final = list(teach.compare(prompt, tiny_models["target"], None, "baseline", "float32", "auto", methods, 4,
+        *_, final = list(compare_tab.compare(prompt, tiny_models["target"], None, "baseline", "float32", "auto", methods, 4,
                                        1, [], *values))
         assert 'role="alert"' in final[0] and message in final[0], final[0]
 
@@ -311,12 +350,12 @@ def test_race_lanes_grow_at_the_recorded_pace(compared: list[tuple[Any, ...]]) -
 
     state = compared[-1][6]
     label, method = next(iter(state.traces.items()))
-    frames = list(teach.race_frames(state.baseline, method, max_s=2.0, min_s=1.0, fps=30))
+    frames = list(compare_tab.race_frames(state.baseline, method, max_s=2.0, min_s=1.0, fps=30))
     assert len(frames) >= 3
     times = [t for t, _ in frames]
     play_s = times[-1]
     assert times == sorted(times) and times[0] == 0 and 1.0 <= play_s <= 2.0
-    timeline = bench.race_timeline(state.baseline, method)
+    timeline = race_timeline(state.baseline, method)
     ends = {lane["label"]: [p["t_ms"] for p in lane["points"][1:]] for lane in timeline["lanes"]}
     lanes = [lane_texts(f) for _, f in frames]
     assert all(set(lane) == {"baseline", "prompt_lookup"} for lane in lanes)
@@ -338,9 +377,9 @@ def test_race_lanes_grow_at_the_recorded_pace(compared: list[tuple[Any, ...]]) -
 
 def test_play_race_streams_frames(compared: list[tuple[Any, ...]]) -> None:
     state = compared[-1][6]
-    frames = list(teach.play_race(next(iter(state.traces)), state))
+    frames = list(compare_tab.play_race(next(iter(state.traces)), state))
     assert len(frames) >= 3 and 'data-testid="pg-race"' in frames[-1]
-    assert 'role="alert"' in next(teach.play_race(None, None))
+    assert 'role="alert"' in next(compare_tab.play_race(None, None))
 
 
 # --------------------------------------------------------------------------- in the browser (the real app)
@@ -453,18 +492,18 @@ def test_replay_theory_and_code_after_a_run_in_the_browser(teach_page_factory: A
     page.click("#pg-replay-play")
     wait_current(page, 0)
     wait_current(page, 1)
-    assert page.inner_text("#pg-replay-play") == teach.PAUSE
+    assert page.inner_text("#pg-replay-play") == replay_tab.PAUSE
     page.click("#pg-replay-play")
-    page.wait_for_function(f"() => document.querySelector('#pg-replay-play').innerText === {teach.PLAY!r}")
+    page.wait_for_function(f"() => document.querySelector('#pg-replay-play').innerText === {replay_tab.PLAY!r}")
     page.wait_for_timeout(300)  # a tick already on its way lands
     held = replay_state(page)["current"]
-    page.wait_for_timeout(int(2.5 * teach.PLAY_EVERY_S * 1000))
+    page.wait_for_timeout(int(2.5 * replay_tab.PLAY_EVERY_S * 1000))
     assert replay_state(page)["current"] == held, "paused, yet the replay moved on"
     page.click("#pg-replay-play")  # on again, to the end, where it stops by itself
     page.wait_for_function(
-        f"""() => document.querySelector('#pg-replay-play').innerText === {teach.PLAY!r}
+        f"""() => document.querySelector('#pg-replay-play').innerText === {replay_tab.PLAY!r}
             && (document.querySelector('#pg-replay-output .pg-current') || {{dataset: {{}}}}).dataset.step === '{n - 1}'""",
-        timeout=int((n * teach.PLAY_EVERY_S + 60) * 1000))
+        timeout=int((n * replay_tab.PLAY_EVERY_S + 60) * 1000))
     assert wait_current(page, n - 1)["steps"] == n
 
     # A corrupt file: a clear message in the page, the replay left as it was.

@@ -85,6 +85,16 @@ def save_tiny_llama(path: Path, seed: int, layers: int = 4, hidden: int = 64, to
     return _save(_new_or_noisy(LlamaForCausalLM, config, perturb_from, noise), tokenizer, path)
 
 
+def save_overflowing_llama(path: Path, copy_of: Path) -> Path:
+    """A copy of a saved tiny Llama whose scores overflow float32 (final norm and LM head scaled far up, all still
+    finite numbers): its logits are NaN and infinities, as float16's are for a model trained in bfloat16."""
+    model = LlamaForCausalLM.from_pretrained(copy_of)
+    with torch.no_grad():
+        model.model.norm.weight.mul_(1e30)
+        model.lm_head.weight.mul_(1e20)
+    return _save(model, PreTrainedTokenizerFast.from_pretrained(copy_of), path)
+
+
 # --- small-vocabulary models (statistical tests over whole continuations) -------------------
 
 WORDS = ("red", "green", "blue", "cat", "dog", "sun", "moon", "tree", "rock", "fish", "bird", "star")

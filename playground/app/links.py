@@ -2,7 +2,7 @@
 
 The query uses the API's parameter names (`prompt`, `target`, `assistant`, `method`, `params`, `max_new_tokens`,
 `sample`, `temperature`, `top_p`, `top_k`, `seed`, `chat`, `dtype`, or `preset`). A link's values are untrusted:
-they pass through the same request builder as the API (`build`, i.e. `ui.build_request`) and the registry's
+they pass through the same request builder as the API (`build`, i.e. `request.build_request`) and the registry's
 parameter checks before any control is set; a link that fails is not applied and the reason is shown as text.
 """
 
@@ -14,17 +14,21 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from . import render, ui_presets
-from .methods import get_method
-from .presets import get_preset
+from .. import render
+from . import preset_picker
+from ..i18n import t
+from ..methods import get_method
+from ..presets import get_preset
+from ..errors import PlaygroundError
 
 FIELDS = ("prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature", "top_p",
           "top_k", "seed", "chat", "dtype")
 DTYPES = ("auto", "float32", "bfloat16")  # the page's precision choices
 MAX_LINK_PROMPT_CHARS = 4000  # longer prompts make links that browsers and chat apps cut off
+MAX_LINK_CHARS = 8000  # the whole query: the prompt's share plus model names and parameters of sane length
 
 if TYPE_CHECKING:  # the engine (torch, Transformers) is imported when a link is restored
-    from .engine import RunRequest
+    from ..engine import RunRequest
 
 Build = Callable[..., "RunRequest"]
 
@@ -32,6 +36,8 @@ Build = Callable[..., "RunRequest"]
 # which differs behind a Space's proxy).
 TO_ADDRESS_JS = """(query) => {
   if (!query || !query.startsWith("?")) return query;
+  const lang = new URLSearchParams(window.location.search).get("lang");  // the page's language travels along
+  if (lang) query += "&lang=" + encodeURIComponent(lang);
   const url = window.location.origin + window.location.pathname + query;
   window.history.replaceState(null, "", url);
   return url;
@@ -64,11 +70,11 @@ def _text(value: Any) -> str:
         int(value) if isinstance(value, float) else value)
 
 
-def restore(query: Mapping[str, str], build: Build, param_names: list[str]) -> list[Any]:
+def restore(query: Mapping[str, str], build: Build, param_names: list[str], lang: str = "en") -> list[Any]:
     """Updates for [picker, preset info, target, assistant, method, sample, temperature, top_p, top_k, seed, chat,
     max_new_tokens, prompt, dtype, link status, *parameters] from a link's query; nothing changes without one.
     A preset that needs the unreachable Hub fills in its offline stand-in, as the picker does."""
-    from .engine import RunRequest, user_message, validate_request
+    from ..engine import RunRequest, user_message, validate_request
 
     given = {k: query[k] for k in (*FIELDS, "preset") if k in query}
     if not given:
@@ -84,34 +90,38 @@ def restore(query: Mapping[str, str], build: Build, param_names: list[str]) -> l
         if request.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {request.dtype!r}: use {', '.join(DTYPES)}")
     except Exception as exc:  # a bad link: say why, as text, and leave the page as it is
-        message = f"This link's settings were not applied: {user_message(exc)}"
+        message = t("link.not_applied", lang, reason=user_message(exc))
         return [gr.skip()] * 14 + [render.status_html(message, "error")] + [gr.skip()] * len(param_names)
-    status = render.status_html("Settings restored from the link.", "done")
+    status = render.status_html(t("link.restored", lang), "done")
     if "preset" in given:
-        filled = ui_presets.on_preset(given["preset"], param_names)  # picker, info, 10 controls, prompt, params
+        filled = preset_picker.on_preset(given["preset"], param_names)  # picker, info, 10 controls, prompt, params
         prompt = request.prompt if request.prompt.strip() else filled[12]
         return [*filled[:12], prompt, request.dtype, status, *filled[13:]]
     values = get_method(request.method).resolve_params(request.params)
     return [
         None, "", request.target, request.assistant, request.method, request.sample, request.temperature,
-        request.top_p, request.top_k, request.seed, ui_presets.CHAT_VALUE[request.chat], request.max_new_tokens,
+        request.top_p, request.top_k, request.seed, preset_picker.CHAT_VALUE[request.chat], request.max_new_tokens,
         request.prompt, request.dtype, status, *[values[p] if p in values else gr.skip() for p in param_names],
     ]
 
 
 def wire(button: gr.Button, link: gr.Textbox, picker: Any, prompt: Any, controls: list[Any], dtype: Any,
-         param_components: list[Any], collect: Callable[..., dict[str, Any]]) -> None:
+         param_components: list[Any], collect: Callable[..., dict[str, Any]],
+         guard: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
     """The link button: the settings (controls = target … max_new_tokens) become a URL, shown in `link` and put in
-    the address bar."""
-    private = dict(queue=False, api_visibility="private", show_progress="hidden")
+    the address bar. `guard` (the page's `guarded`) answers a value no control sends with our one-line message."""
+    private = dict(queue=False, api_visibility="private", show_progress="hidden", preprocess=False)
 
     def make(preset: str | None, prompt_text: str, *values: Any) -> str:
         (target, assistant, method, sample, temperature, top_p, top_k, seed, chat, length, dtype_value,
          *param_values) = values
-        return query_for(ui_presets.known(preset), prompt_text, target, assistant, method,
-                         collect(method, *param_values), length, sample, temperature, top_p, top_k, seed, chat,
-                         dtype_value)
+        query = query_for(preset_picker.known(preset), prompt_text if isinstance(prompt_text, str) else "", target,
+                          assistant, method, collect(method, *param_values), length, sample, temperature, top_p,
+                          top_k, seed, chat, dtype_value)
+        if len(query) > MAX_LINK_CHARS:  # only a client that is not the page sends names this long
+            raise PlaygroundError(f"these settings make a link of {len(query)} characters; at most {MAX_LINK_CHARS}")
+        return query
 
     # The query string lands in the link box first; the browser then turns it into the full address.
-    button.click(make, [picker, prompt, *controls, dtype, *param_components], link, **private).then(
+    button.click(guard(make), [picker, prompt, *controls, dtype, *param_components], link, **private).then(
         None, link, link, js=TO_ADDRESS_JS, **private)

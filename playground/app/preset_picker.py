@@ -1,6 +1,6 @@
 """The page's guide-example picker: choosing a preset fills the controls with the guide's settings.
 
-Kept apart from `ui.py`: the picker's handlers only read `presets` and the method registry. A preset that needs
+Kept apart from the page: the picker's handlers only read `presets` and the method registry. A preset that needs
 the Hub, picked where the Hub is out of reach, fills in its offline stand-in instead and says why. Editing any
 control the preset set (other than the prompt and precision) clears the picker, so a run then follows the controls.
 """
@@ -8,13 +8,15 @@ control the preset set (other than the prompt and precision) clears the picker, 
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, Callable
 
 import gradio as gr
 
-from .methods import get_method
-from .models import hub_reachable
-from .presets import GUIDE_URL, PRESETS, Preset, get_preset, runnable
+from ..errors import PlaygroundError
+from ..methods import get_method
+from ..models import hub_reachable
+from ..presets import GUIDE_URL, PRESETS, Preset, get_preset, runnable
+from .language import L
 
 CHAT_VALUE = {True: "on", False: "off", None: "auto"}
 
@@ -69,20 +71,29 @@ def on_preset(name: str | None, param_names: list[str], online: bool | None = No
 
 
 def wire(picker: gr.Dropdown, info: gr.HTML, controls: list[Any], prompt: gr.Textbox, param_components: list[Any],
-         param_names: list[str]) -> None:
+         param_names: list[str], guard: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
     """Connect the picker: picking fills `controls` (target … max_new_tokens), the prompt and the parameters;
-    a user's edit of a control or parameter clears it."""
+    a user's edit of a control or parameter clears it. `guard` (the page's `guarded`) answers a value no
+    control sends with our one-line message."""
     outputs = [picker, info, *controls, prompt, *param_components]
-    private = dict(queue=False, api_visibility="private", show_progress="hidden")
-    picker.input(lambda name: on_preset(name, param_names), picker, outputs, **private)
+    private = dict(queue=False, api_visibility="private", show_progress="hidden", preprocess=False)
+
+    def pick_preset(name: Any) -> list[Any]:
+        if name is not None and not isinstance(name, str):
+            raise PlaygroundError("a preset must be named by text")
+        return on_preset(name, param_names)
+
+    def clear_preset() -> tuple[None, str]:
+        return None, ""
+
+    picker.input(guard(pick_preset), picker, outputs, **private)
     for component in [*controls, *param_components]:
-        component.input(lambda: (None, ""), None, [picker, info], **private)
+        component.input(guard(clear_preset), None, [picker, info], **private)
 
 
 def picker(online: bool) -> gr.Dropdown:
-    return gr.Dropdown(choices=choices(online), value=None, label="Guide example (preset)", elem_id="pg-preset",
-                       info="The examples of Transformers' assisted-decoding guide: picking one sets the models, "
-                            "method, parameters, decoding and prompt as the guide's code does.")
+    return gr.Dropdown(choices=choices(online), value=None, label=L("ui.preset.label"), elem_id="pg-preset",
+                       info=L("ui.preset.info"))
 
 
 def known(name: Any) -> str | None:

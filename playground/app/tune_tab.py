@@ -12,25 +12,49 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import gradio as gr
 
-from . import render, tune_report
-from .bench_charts import follow_the_page
-from .gpu import gpu
+from .. import render, tune_report
+from ..charts import follow_the_page
+from ..gpu import gpu
+from .language import L
+from ..settings import get_settings
+from ..trace import short_repr
 
 if TYPE_CHECKING:  # torch comes in with the first tune, not when the page is built
-    from . import tune
-    from .engine import RunRequest
+    from .. import tune
+    from ..engine import RunRequest
 
-BuildRequest = Callable[..., "RunRequest"]  # ui.build_request: the page's values -> a validated RunRequest
+BuildRequest = Callable[..., "RunRequest"]  # request.build_request: the page's values -> a validated RunRequest
 MAX_EXTRA_PROMPTS = 8
+MAX_DRAFT = 16  # the slider's maximum
 
 
-def _prompts(prompt: str, more: str | None) -> list[str]:
-    from . import tune
+def _prompts(prompt: str, more: Any) -> list[str]:
+    from .. import tune
 
+    if more is not None and not isinstance(more, str):
+        raise tune.TuneError(f"more prompts must be text, one per line; got {short_repr(more, 40)}")
+    limit = (MAX_EXTRA_PROMPTS + 1) * 16 * get_settings().max_prompt_tokens  # as the page's own prompt is bounded
+    if len(more or "") > limit:
+        raise tune.TuneError(f"more prompts are {len(more or '')} characters long; at most {limit} are accepted")
+    try:
+        (more or "").encode("utf-8")
+    except UnicodeEncodeError:
+        raise tune.TuneError("more prompts are not valid text (they hold a lone surrogate)") from None
     extra = [line.strip() for line in (more or "").splitlines() if line.strip()]
     if len(extra) > MAX_EXTRA_PROMPTS:
         raise tune.TuneError(f"at most {MAX_EXTRA_PROMPTS} more prompts, one per line; got {len(extra)}")
     return [prompt or ""] + extra
+
+
+def _max_draft(value: Any) -> int:
+    """The slider's K from a client: a whole number in the slider's range (NaN, text and 1e400 are refused)."""
+    from .. import tune
+
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= MAX_DRAFT
+            or value != int(value)):
+        raise tune.TuneError(f"the largest draft length must be a whole number from 1 to {MAX_DRAFT}; "
+                             f"got {short_repr(value, 40)}")
+    return int(value)
 
 
 def result_html(data: dict[str, Any]) -> str:
@@ -55,9 +79,9 @@ def _views(result: tune.TuneResult, message: str) -> tuple[Any, ...]:
 
 
 def _failed(exc: BaseException, state: Any = None) -> tuple[Any, ...]:
-    from .engine import user_message
+    from ..engine import user_message
 
-    return (render.status_html(user_message(exc), "error"), gr.skip(), gr.skip(), gr.skip(), gr.skip(), state)
+    return (render.status_html(user_message(exc, "tuning"), "error"), gr.skip(), gr.skip(), gr.skip(), gr.skip(), state)
 
 
 @gpu(duration=300)  # a baseline run, a drafter pass and a calibration per prompt
@@ -65,12 +89,12 @@ def run_tune(build_request: BuildRequest, prompt: str, target: str | None, assis
              method: str | None, params: Any, dtype: str | None, chat: Any, max_new_tokens: Any, max_draft: Any,
              more_prompts: str | None) -> tuple[Any, ...]:
     """Tune the page's settings on its prompt (and any more given); outputs: status, table, 3 charts, result."""
-    from . import tune
+    from .. import tune
 
     try:
         run = build_request(prompt, target, assistant, method, params, max_new_tokens, False, None, None, None,
                             None, chat, dtype)
-        draft = int(max_draft)
+        draft = _max_draft(max_draft)
         result = tune.tune(tune.TuneRequest(run=run, max_draft=draft), _prompts(run.prompt, more_prompts))
     except Exception as exc:  # one clear line for the user; the server keeps serving
         return _failed(exc)
@@ -82,7 +106,7 @@ def run_tune(build_request: BuildRequest, prompt: str, target: str | None, assis
 @gpu(duration=300)
 def run_verify(result: tune.TuneResult | None) -> tuple[Any, ...]:
     """Run the recommended setting and the default for real; the table then shows measured beside predicted."""
-    from . import tune
+    from .. import tune
 
     if result is None:
         return _failed(tune.TuneError("press Tune first: there is no recommendation to measure yet"))
@@ -94,24 +118,20 @@ def run_verify(result: tune.TuneResult | None) -> tuple[Any, ...]:
 
 
 def build_tune_tab(page: dict[str, Any], collect_params: Callable[..., dict[str, Any]],
-                   build_request: BuildRequest) -> None:
+                   build_request: BuildRequest, guard: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
     """The Tune tab (call inside the page's `gr.Tabs`). `page` holds the page's prompt, target, assistant,
-    method, dtype, chat, max_new_tokens components and its `param_components`; `collect_params` and
-    `build_request` are the page's own (the method's parameters, the validated request)."""
-    with gr.Tab("Tune", id="tune", elem_id="pg-tab-tune"):
-        gr.Markdown(
-            "For greedy decoding, one baseline run and one pass of the drafter give the exact outcome of **every** "
-            "draft setting of the method chosen on the left (draft lengths, schedules and confidence thresholds, "
-            "or prompt lookup's n-gram sizes): steps, drafts accepted, tokens per step. A short calibration turns "
-            "them into predicted times. Then measure the recommendation for real. Greedy only (the sampling toggle is "
-            "not used here); the page's other method parameters stay as set.")
+    method, dtype, chat, max_new_tokens components and its `param_components`; `collect_params`,
+    `build_request` and `guard` are the page's own (the method's parameters, the validated request, the wrapper
+    that answers a value no control sends with our one-line message)."""
+    with gr.Tab(L("ui.tab.tune"), id="tune", elem_id="pg-tab-tune"):
+        gr.Markdown(L("ui.tune.intro"))
         with gr.Row():
-            max_draft = gr.Slider(1, 16, value=8, step=1, label="Largest draft length to predict (K)",
+            max_draft = gr.Slider(1, MAX_DRAFT, value=8, step=1, label=L("ui.tune.max_draft"),
                                   elem_id="pg-tune-max-draft")
-            more = gr.Textbox(label="More prompts (optional, one per line)", lines=2, elem_id="pg-tune-prompts")
+            more = gr.Textbox(label=L("ui.tune.more"), lines=2, elem_id="pg-tune-prompts")
         with gr.Row():
-            tune_btn = gr.Button("Tune", variant="primary", elem_id="pg-tune-run")
-            verify_btn = gr.Button("Measure the recommended setting and the default", elem_id="pg-tune-verify")
+            tune_btn = gr.Button(L("ui.tune.run"), variant="primary", elem_id="pg-tune-run")
+            verify_btn = gr.Button(L("ui.tune.verify"), elem_id="pg-tune-verify")
         status = gr.HTML(render.status_html("Choose a method on the left and press Tune.", "idle"),
                          elem_id="pg-tune-status")
         table = gr.HTML("", elem_id="pg-tune-table")
@@ -123,10 +143,15 @@ def build_tune_tab(page: dict[str, Any], collect_params: Callable[..., dict[str,
         params = gr.JSON(value={}, visible=False)
 
     outputs = [status, table, speed, per_step, positions, result]
-    private = dict(api_visibility="private", show_progress="minimal", show_progress_on=[status], concurrency_limit=1)
+    private = dict(api_visibility="private", show_progress="minimal", show_progress_on=[status], concurrency_limit=1,
+                   preprocess=False)
+
+    def tune_page(*values: Any) -> tuple[Any, ...]:
+        return run_tune(build_request, *values)
+
     tune_btn.click(collect_params, [page["method"], *page["param_components"]], params, queue=False,
                    api_visibility="private", show_progress="hidden", preprocess=False).then(
-        lambda *values: run_tune(build_request, *values),
+        guard(tune_page),
         [page["prompt"], page["target"], page["assistant"], page["method"], params, page["dtype"], page["chat"],
          page["max_new_tokens"], max_draft, more], outputs, **private)
-    verify_btn.click(run_verify, result, outputs, **private)
+    verify_btn.click(guard(run_verify), result, outputs, **private)

@@ -7,14 +7,18 @@ benchmark directly; bad input raises `PlaygroundError` with the same one-line me
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+from typing import Any, Callable
 
-from .bench import BenchError, compare_on_prompt, load_prompts, parse_methods, run_bench
-from .errors import PlaygroundError
-from .models import DEFAULT_TARGET
-from .presets import get_preset
-from .settings import get_settings
+import gradio as gr
+
+from ..bench import Aggregate, BenchError, compare_on_prompt, load_prompts, parse_methods, run_bench
+from ..errors import PlaygroundError
+from ..gpu import gpu
+from ..models import DEFAULT_TARGET
+from ..presets import get_preset
+from ..settings import get_settings
 
 MAX_BENCH_PROMPTS_PER_CATEGORY = 3  # a tool call should end in minutes, not hours
 SUMMARY_FIELDS = ("new_tokens", "steps", "drafted", "accepted", "acceptance_rate", "tokens_per_step", "elapsed_s",
@@ -38,8 +42,8 @@ def _json(result: dict[str, Any]) -> str:
     return json.dumps(result, indent=1, ensure_ascii=False)
 
 
-def _rows(aggregates: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: a.get(k) for k in AGGREGATE_FIELDS} for a in aggregates]
+def _rows(aggregates: list[Aggregate]) -> list[dict[str, Any]]:
+    return [{k: getattr(a, k) for k in AGGREGATE_FIELDS} for a in aggregates]
 
 
 def generate(prompt: str = "", target: str = DEFAULT_TARGET, method: str = "baseline", assistant: str = "",
@@ -64,7 +68,7 @@ def generate(prompt: str = "", target: str = DEFAULT_TARGET, method: str = "base
     Returns:
         JSON with output_text, method, target, assistant, params, lossy, finish_reason and summary (new_tokens, steps, drafted, accepted, acceptance_rate, tokens_per_step, elapsed_s, tokens_per_s).
     """
-    from .engine import RunRequest, run  # torch and Transformers: imported by the first call, not with the page
+    from ..engine import RunRequest, run  # torch and Transformers: imported by the first call, not with the page
 
     if preset:
         request = RunRequest(**get_preset(preset).request_fields(prompt, dtype=dtype))
@@ -128,8 +132,31 @@ def bench(methods: str = "prompt_lookup", categories: str = "", limit: int = 1, 
     result = run_bench(prompts, parse_methods(methods, assistant or None), target=target or DEFAULT_TARGET,
                        max_new_tokens=int(max_new_tokens), dtype=dtype, repeats=int(repeats), measure_overhead=False)
     return _json({"rows": _rows(result.aggregates),
-                  "errors": [{"label": r["label"], "question_id": r.get("question_id"), "error": r.get("error")}
+                  "errors": [{"label": r.label, "question_id": r.question_id, "error": r.error}
                              for r in result.errors]})
 
 
 TOOLS = (generate, compare, bench)
+
+
+def _tool(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An agent's tool as an endpoint: its name, docstring and signature kept; failures become one-line errors."""
+    @functools.wraps(fn)
+    def tool(*args: Any, **kwargs: Any) -> Any:
+        from ..engine import user_message
+
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            raise gr.Error(user_message(exc)) from exc
+
+    return gpu(tool)
+
+
+def register(page_handler: Callable[..., Any]) -> None:
+    """Register the tools as API endpoints (call first inside the page's `gr.Blocks`, so they keep their plain
+    names: generate, compare, bench). The page's own streaming handler stays an API endpoint but is no MCP tool
+    (Gradio lists only functions whose `_mcp_type`, if set, is "tool"): its outputs are HTML for the page."""
+    for tool in TOOLS:
+        gr.api(_tool(tool), api_name=f"mcp_{tool.__name__}")
+    page_handler._mcp_type = "page"  # type: ignore[attr-defined]

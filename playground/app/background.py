@@ -1,0 +1,62 @@
+"""Work in a worker thread with its progress streamed: a handler yields the messages while the work runs.
+
+Used by the runs that load models (generate's preparation, the code for the current settings, Compare).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any, Callable, Iterator
+
+POLL_S = 0.1  # how often the worker's progress is looked at
+
+
+class ClientGone(BaseException):
+    """Raised inside work run by `in_thread` once its handler's client has gone (not an `Exception`, so the
+    work's own error handling, which keeps measuring other methods, does not swallow it)."""
+
+
+def in_thread(work: Callable[[Callable[[str], None]], Any], name: str,
+              idle_message: Callable[[], str | None] | None = None) -> Iterator[tuple[str, Any]]:
+    """Run `work(progress)` in a thread; yield ("progress", message) while it runs, then ("done", result).
+
+    `idle_message` supplies a message when the work reports nothing new (e.g. a start-up load it waits on).
+    When this generator is closed (Gradio does so when the client disconnects) the work's next call of
+    `progress` raises `ClientGone`: a Compare run stops between its generations, as generation stops.
+    """
+    messages: "queue.Queue[str]" = queue.Queue()
+    box: dict[str, Any] = {}
+    gone = threading.Event()  # the handler was closed (its client left): the work ends at its next report
+
+    def progress(message: str) -> None:
+        if gone.is_set():
+            raise ClientGone(f"{name}: the client went away")
+        messages.put(message)
+
+    def run() -> None:
+        try:
+            box["result"] = work(progress)
+        except BaseException as exc:  # re-raised in the handler's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    last = ""
+    try:
+        while thread.is_alive():
+            thread.join(POLL_S)
+            latest = None
+            while not messages.empty():
+                latest = messages.get_nowait()
+            if latest is None and idle_message is not None:
+                latest = idle_message()
+            if latest and latest != last:
+                last = latest
+                yield "progress", latest
+    finally:  # also when Gradio closes this generator because the client disconnected
+        gone.set()
+    if "error" in box:
+        raise box["error"]
+    yield "done", box.get("result")
+

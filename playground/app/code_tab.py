@@ -1,0 +1,83 @@
+"""The "Show the code" tab: the Transformers script and the CLI command that reproduce a run.
+
+`code_view(request)`: `snippet.show_code` as (python, command, status), or a message; after each run the page shows
+the last run's code, and the button spells out the current settings (`show_code_for_settings`, which loads their
+models in a worker thread).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+import gradio as gr
+
+from .. import render
+from ..i18n import t
+from .background import in_thread
+from .guard import PRIVATE, PRIVATE_QUEUED, guarded
+from .language import L
+from .run_request import build_request, collect_params
+
+if TYPE_CHECKING:  # the engine and snippet (torch, Transformers) are imported by the handlers that use them
+    from ..engine import RunRequest
+
+
+def code_view(request: RunRequest, note: str = "", lang: str = "en") -> tuple[str, str, str]:
+    """(python script, CLI command, status HTML) for a request; a message instead where it cannot be shown."""
+    from ..engine import user_message
+    from ..snippet import show_code
+
+    try:
+        view = show_code(request)
+    except Exception as exc:
+        return gr.skip(), gr.skip(), render.status_html(t("code.cannot", lang, reason=user_message(exc)), "error")
+    message = note or t("code.for", lang, method=request.method, target=request.target)
+    return view.python, view.cli, render.status_html(message, "done")
+
+
+def show_code_for_settings(*inputs: Any) -> Iterator[tuple[Any, Any, str]]:
+    """The code for the page's current settings (inputs as `generate_tab.generate`'s); loads models if needed."""
+    from ..engine import prepare, user_message
+    from ..snippet import show_code
+
+    try:
+        request = build_request(*inputs)
+        yield gr.skip(), gr.skip(), render.status_html(f"Preparing {request.target} to spell out the run…", "running")
+        view = None
+        for kind, value in in_thread(lambda progress: show_code(prepare(request, progress=progress)), "playground-code"):
+            if kind == "progress":
+                yield gr.skip(), gr.skip(), render.status_html(value, "running")
+            else:
+                view = value
+        yield view.python, view.cli, render.status_html(
+            f"The code for these settings: {request.method} on {request.target}.", "done")
+    except Exception as exc:
+        yield gr.skip(), gr.skip(), render.status_html(f"Cannot show the code: {user_message(exc)}", "error")
+
+
+@dataclass
+class CodeTab:
+    """The views a run fills: the script, the command, and the status above them."""
+
+    outputs: list[Any]  # python code, CLI command, status
+
+
+def initial_status(lang: str = "en") -> str:
+    return render.status_html(t("code.initial", lang), "idle")
+
+
+def build_code(method: Any, param_components: Sequence[Any], params_json: Any, settings: Sequence[Any]) -> CodeTab:
+    """The tab (call inside the page's `gr.Tabs`) and its button. `settings` are `generate`'s inputs from the page
+    (the API's 13, then the preset); `params_json` receives the method's parameters gathered from its controls."""
+    with gr.Tab(L("ui.tab.code"), id="code", elem_id="pg-tab-code"):
+        code_status = gr.HTML(initial_status(), elem_id="pg-code-status")
+        code_btn = gr.Button(L("ui.code.show"), size="sm", elem_id="pg-code-show")
+        code_python = gr.Code("", language="python", label=L("ui.code.python"), interactive=False,
+                              buttons=["copy"], elem_id="pg-code-python")
+        code_cli = gr.Code("", language="shell", label=L("ui.code.cli"), lines=2,
+                           interactive=False, buttons=["copy"], wrap_lines=True, elem_id="pg-code-cli")
+    outputs = [code_python, code_cli, code_status]
+    code_btn.click(guarded(collect_params), [method, *param_components], params_json, **PRIVATE).then(
+        show_code_for_settings, list(settings), outputs, **PRIVATE_QUEUED)
+    return CodeTab(outputs=outputs)

@@ -1,0 +1,346 @@
+"""The "Compare methods" tab: baseline and the chosen methods on the page's prompt, then a race of two of them.
+
+- Compare: `compare(...)` runs `bench.compare_on_prompt` (warm-up, interleaved, same prompt) in a worker thread,
+  streaming its progress; `compare_table_html` and the `bench.figures` show it.
+- Race: `race_frames(baseline, method)` yields (seconds into the replay, HTML) frames in which both lanes' text
+  grows at the pace the traces recorded (the set-up, then each step's draft + verify + other), scaled to at most
+  `RACE_MAX_S` seconds; `play_race` sleeps between them.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import gradio as gr
+
+from .. import bench, render
+from ..timeline import race_timeline
+from ..errors import PlaygroundError
+from ..gpu import gpu
+from ..i18n import t
+from ..methods import METHODS, get_method
+from ..settings import get_settings
+from ..trace import Trace, short_repr
+from .background import in_thread
+from .guard import PRIVATE_QUEUED, guarded
+from .language import L, language_of
+from .run_request import DEFAULT_METHOD, MAX_NAME_SHOWN, build_request, collect_params, parse_integer, suggest_assistant
+from .theory_tab import remember_baseline
+
+COMPARE_TOKENS = 32  # new tokens per run when the request names none
+MAX_COMPARE_REPEATS = 5  # as the page's slider
+RACE_MAX_S = 10.0  # a race replay lasts at most this long …
+RACE_MIN_S = 2.5  # … and at least this long (shorter races are slowed down, and say so)
+RACE_FPS = 12
+
+
+@dataclass
+class CompareState:
+    """What the race needs from the last comparison: baseline and method traces by label."""
+
+    baseline: Trace | None = None
+    traces: dict[str, Trace] = field(default_factory=dict)
+
+
+def _spec_label(name: str, params: dict[str, Any]) -> str:
+    """The method's name plus only the parameters that differ from the registry's defaults."""
+    method = get_method(name)
+    changed = {k: v for k, v in params.items() if method.param(k).default != v}
+    if not changed:
+        return name
+    return f"{name}(" + ", ".join(f"{k}={v}" for k, v in changed.items()) + ")"
+
+
+def compare_specs(methods: Sequence[str], target: str, assistant: str | None, current_method: str | None,
+                  *param_values: Any) -> list[bench.MethodSpec]:
+    """Specs for the chosen methods with the page's parameter values (baseline first, always)."""
+
+    chosen = [m for m in dict.fromkeys(methods or []) if m != "baseline"]
+    if not chosen:
+        raise PlaygroundError("choose at least one method to compare with baseline")
+    current = METHODS.get(current_method or "")
+    specs = [bench.make_spec("baseline")]
+    for name in chosen:
+        method = get_method(name)
+        params = collect_params(name, *param_values)
+        helper = None
+        if method.needs_assistant:
+            # The page's assistant field belongs to the method chosen there; others get their usual one.
+            same_kind = current is not None and current.needs_assistant and current.assistant == method.assistant
+            helper = suggest_assistant(method, target, assistant if same_kind else None)
+        specs.append(bench.make_spec(name, params, helper, label=_spec_label(name, params)))
+    return specs
+
+
+def _fmt(x: Any, spec: str, suffix: str = "") -> str:
+    return "–" if x is None else f"{x:{spec}}{suffix}"
+
+
+def _figure(agg: bench.Aggregate | None, name: str) -> Any:
+    """One of the aggregate's figures; None when the method has no aggregate (it failed)."""
+    return None if agg is None else getattr(agg, name)
+
+
+def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str, str]] = ()) -> str:
+    """One row per method: speedup, tokens/s, α, τ, draft vs verify ms per step, predicted speedups, output check."""
+    aggs = {a.label: a for a in result.aggregates}
+    head = ("<tr><th>method</th><th>speedup</th><th>tokens/s</th><th>acceptance α</th><th>τ tokens/step</th>"
+            "<th>draft ms/step</th><th>verify ms/step</th><th>Leviathan et al.</th><th>refined prediction</th>"
+            "<th>output</th></tr>")
+    rows = []
+    for row in result.rows:
+        label = row.label
+        a = aggs.get(label)
+        if row.error:
+            rows.append(f'<tr data-method="{html.escape(row.method)}" data-label="{html.escape(label)}">'
+                        f'<td>{html.escape(label)}</td><td colspan="9">⚠ {html.escape(row.error)}</td></tr>')
+            continue
+        if row.method == "baseline":
+            check = "the reference"
+        elif row.lossless_ok is True:
+            check = "= baseline"
+        elif row.lossless_ok is False:
+            note = html.escape(row.lossless_note or "", quote=True)
+            check = f'<span title="{note}">differs at token {html.escape(str(row.first_divergence))}</span>'
+        else:
+            check = html.escape(row.lossless_note or "–")
+        speed = a.speedup if a is not None else row.speedup
+
+        is_method = row.method != "baseline"
+        cells = [
+            f"<b>{_fmt(speed, '.2f', '×')}</b>",
+            _fmt(_figure(a, "tokens_per_s"), ".1f"),
+            _fmt(_figure(a, "acceptance_rate"), ".0%"),
+            _fmt(_figure(a, "tokens_per_step"), ".2f"),
+            _fmt(_figure(a, "draft_ms_per_step"), ".1f"),
+            _fmt(_figure(a, "verify_ms_per_step"), ".1f"),
+            _fmt(_figure(a, "theoretical_speedup"), ".2f", "×") if is_method else "",
+            _fmt(_figure(a, "refined_speedup"), ".2f", "×") if is_method else "",
+            check,  # HTML, escaped above
+        ]
+        rows.append(f'<tr data-method="{html.escape(row.method)}" data-label="{html.escape(label)}" '
+                    f'data-speedup="{_fmt(speed, ".4f")}"><td>{html.escape(label)}</td>'
+                    + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    for label, reason in skipped:
+        rows.append(f'<tr data-label="{html.escape(label)}" data-skipped="true"><td>{html.escape(label)}</td>'
+                    f'<td colspan="9">skipped: {html.escape(reason)}</td></tr>')
+    n = (result.rows[0].repeats or 1) if result.rows else 1
+    caption = (f"Same prompt, same run: every method warmed up, then run interleaved with baseline "
+               f"({n} repeat{'s' if n != 1 else ''}, medians). Speedup = tokens/s over baseline's.")
+    return (f'<table class="pg-table" data-testid="pg-compare-table"><caption style="caption-side: bottom; '
+            f'text-align: left; opacity: .75; font-size: 12.5px; padding-top: 4px">{html.escape(caption)}</caption>'
+            f"{head}{''.join(rows)}</table>")
+
+
+def compare_verdict(result: bench.CompareResult) -> str:
+    rows = [a for a in result.aggregates if not a.is_baseline and a.speedup is not None]
+    if not rows:
+        return "No method produced a measurement."
+    best = max(rows, key=lambda a: a.speedup)
+    if best.speedup >= 1.05:
+        return f"Fastest here: {best.label}, {best.speedup:.2f}× baseline."
+    return (f"No method beat baseline here (best: {best.label}, {best.speedup:.2f}×). That is common for small "
+            "models on a CPU: see the diagnosis below for why (acceptance, draft length, draft vs verify cost).")
+
+
+def diagnoses_html(result: bench.CompareResult) -> str:
+    parts = []
+    for label, sentences in result.diagnoses.items():
+        if label == "baseline" or not sentences:
+            continue
+        explanation = next((a.explanation for a in result.aggregates if a.label == label), "")
+        items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
+        extra = f'<p class="pg-note">{html.escape(explanation)}</p>' if explanation else ""
+        parts.append(f'<div data-label="{html.escape(label)}"><h4 style="margin: 8px 0 2px">{html.escape(label)}</h4>'
+                     f'<ul class="pg-diagnosis">{items}</ul>{extra}</div>')
+    return f'<div data-testid="pg-compare-diagnosis">{"".join(parts)}</div>'
+
+
+def _compare_outputs(status: str, table: Any = None, fig_s: Any = None, fig_c: Any = None, diag: Any = None,
+                     race_choice: Any = None, state: Any = None, baselines: Any = None) -> tuple[Any, ...]:
+    skip = gr.skip()
+    return (status, *(skip if v is None else v for v in (table, fig_s, fig_c, diag, race_choice, state, baselines)))
+
+
+@gpu(duration=120)  # several warmed-up generations: longer than ZeroGPU's 60 s default
+def compare(prompt: str, target: str | None, assistant: str | None, method: str | None, dtype: str | None,
+            chat: Any, methods: Sequence[str] | None, max_new_tokens: float | None, repeats: float | None,
+            baselines: list[Trace] | None, *param_values: Any) -> Iterator[tuple[Any, ...]]:
+    """Run baseline and the chosen methods on the page's prompt (warm-up, interleaved, same prompt).
+
+    Outputs: (status, table HTML, speedup figure, step-cost figure, diagnoses HTML, race method
+    dropdown, compare state, baselines state). Streams progress in the status; errors end up there too.
+    """
+    from ..engine import RunRequest, prepare, user_message
+
+    try:
+        # The page's own checks (`build_request`) on the shared settings: types, sizes, finite numbers, text.
+        request = build_request(prompt, target, assistant, method, None, max_new_tokens or COMPARE_TOKENS, False,
+                                   None, None, None, None, chat, dtype)
+        if not request.prompt.strip():
+            raise PlaygroundError("the prompt is empty: type something for the model to continue")
+        if not isinstance(methods, list) or not all(isinstance(m, str) for m in methods):
+            raise PlaygroundError(f"methods must be a list of method names; got {short_repr(methods, MAX_NAME_SHOWN)}")
+        prompt, target, dtype, chat_value = request.prompt, request.target, request.dtype, request.chat
+        tokens = request.max_new_tokens
+        if not 2 <= tokens <= get_settings().max_new_tokens:
+            raise PlaygroundError(f"new tokens per run must be between 2 and {get_settings().max_new_tokens}; got {tokens}")
+        reps = parse_integer(repeats, 1, "repeats")
+        if not 1 <= reps <= MAX_COMPARE_REPEATS:
+            raise PlaygroundError(f"repeats must be between 1 and {MAX_COMPARE_REPEATS}; got {reps}")
+        specs = compare_specs(methods, target, request.assistant, request.method, *param_values)
+        yield _compare_outputs(render.status_html(f"Preparing {target}…", "running"))
+
+        def work(progress: Callable[[str], None]) -> tuple[bench.CompareResult, list[tuple[str, str]]]:
+            ok, skipped = [], []
+            for spec in specs:  # a method the model cannot do is skipped with its reason, not fatal
+                progress(f"Preparing {spec.label}…")
+                try:
+                    prepare(RunRequest(prompt=prompt, target=target, method=spec.method, assistant=spec.assistant,
+                                       params=dict(spec.params), max_new_tokens=tokens, dtype=dtype, chat=chat_value),
+                            progress=progress)
+                    ok.append(spec)
+                except Exception as exc:
+                    if spec.method == "baseline":
+                        raise
+                    skipped.append((spec.label, user_message(exc)))
+            if len(ok) < 2:
+                raise PlaygroundError("none of the chosen methods can run with this target: "
+                                 + "; ".join(f"{label}: {why}" for label, why in skipped))
+            result = bench.compare_on_prompt(prompt, ok, target=target, max_new_tokens=tokens, dtype=dtype,
+                                             chat=chat_value, repeats=reps, warmup=True, measure_overhead=False,
+                                             progress=progress)
+            return result, skipped
+
+        outcome = None
+        for kind, value in in_thread(work, "playground-compare"):
+            if kind == "progress":
+                yield _compare_outputs(render.status_html(f"Comparing: {value}", "running"))
+            else:
+                outcome = value
+        result, skipped = outcome
+        figs = bench.compare_figures(result)
+        state = CompareState(baseline=result.traces.get("baseline"),
+                             traces={k: v for k, v in result.traces.items() if k != "baseline"})
+        choices = list(state.traces)
+        best = max((a for a in result.aggregates if a.label in state.traces and a.speedup is not None),
+                   key=lambda a: a.speedup, default=None)
+        race_choice = gr.update(choices=choices, value=(best.label if best else None) or (choices[0] if choices else None),
+                                interactive=bool(choices))
+        status = render.status_html(compare_verdict(result), "done",
+                                    f"{tokens} new tokens per run, {reps} repeat{'s' if reps != 1 else ''}, "
+                                    "after a warm-up of every method")
+        yield _compare_outputs(status, compare_table_html(result, skipped), figs["speedup_vs_theory"],
+                               figs["step_cost"], diagnoses_html(result), race_choice, state,
+                               remember_baseline(baselines, state.baseline))
+    except Exception as exc:
+        yield _compare_outputs(render.status_html(user_message(exc, "the comparison"), "error"))
+
+
+# --------------------------------------------------------------------------- race
+
+
+def race_frames(baseline: Trace, method: Trace, max_s: float = RACE_MAX_S, min_s: float = RACE_MIN_S,
+                fps: float = RACE_FPS, lang: str = "en") -> Iterator[tuple[float, str]]:
+    """(seconds into the replay, race HTML) frames: each lane shows the steps whose recorded end time
+    (cumulative draft + verify ms, `timeline.race_timeline`) has passed; one frame per change, at most
+    `fps` a second; the replay lasts the recorded time, clamped to [min_s, max_s]."""
+    timeline = race_timeline(baseline, method)
+    traces = (baseline, method)
+    duration_s = max(timeline["duration_ms"] / 1000.0, 1e-6)
+    play_s = min(max(duration_s, min_s), max_s)
+    replay_speed = duration_s / play_s  # 1: as recorded; below 1: slowed down
+    ends = [[p["t_ms"] for p in lane["points"][1:]] for lane in timeline["lanes"]]
+
+    def lanes_at(t_ms: float) -> list[dict]:
+        out = []
+        for lane, trace, lane_ends in zip(timeline["lanes"], traces, ends):
+            shown = sum(1 for e in lane_ends if e <= t_ms + 1e-9)
+            out.append({"label": lane["label"], "steps": trace.steps[:shown], "total_tokens": lane["new_tokens"],
+                        "total_steps": len(trace.steps), "finish_s": lane["total_ms"] / 1000.0})
+        return out
+
+    b, m = timeline["lanes"]
+    ratio = timeline.get("time_ratio")
+    if ratio and ratio >= 1.0:
+        verdict = t("race.method_first", lang, method=m["label"], method_s=f"{m['total_ms'] / 1000:.2f}",
+                    base_s=f"{b['total_ms'] / 1000:.2f}", x=f"{ratio:.2f}")
+    elif ratio:
+        verdict = t("race.baseline_first", lang, method=m["label"], method_s=f"{m['total_ms'] / 1000:.2f}",
+                    base_s=f"{b['total_ms'] / 1000:.2f}", x=f"{ratio:.2f}")
+    else:
+        verdict = ""
+    slots = max(1, int(play_s * fps))
+    last: tuple[int, ...] | None = None
+    for i in range(slots + 1):
+        t_play = play_s * i / slots
+        t_ms = duration_s * 1000.0 * i / slots
+        lanes = lanes_at(t_ms)
+        counts = tuple(len(lane["steps"]) for lane in lanes)
+        if counts == last and i != slots:
+            continue
+        last = counts
+        yield t_play, render.race_html(lanes, t_ms / 1000.0, replay_speed, verdict if i == slots else "", lang)
+
+
+def play_race(choice: str | None, state: CompareState | None,
+              request: gr.Request = None) -> Iterator[str]:  # type: ignore[assignment]
+    """Stream the race of baseline against the chosen method at the recorded pace (in the visitor's language)."""
+    lang = language_of(request)
+    if state is None or state.baseline is None or not state.traces:
+        yield render.status_html(t("race.no_comparison", lang), "error")
+        return
+    method = state.traces.get(choice if isinstance(choice, str) else "") or next(iter(state.traces.values()))
+    start = time.monotonic()
+    for t_play, frame in race_frames(state.baseline, method, lang=lang):
+        delay = start + t_play - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        yield frame
+
+
+def race_placeholder(lang: str = "en") -> str:
+    return render.status_html(t("race.placeholder", lang), "idle")
+
+
+def build_compare(settings: Sequence[Any], param_components: Sequence[Any], baselines: gr.State) -> None:
+    """The tab (call inside the page's `gr.Tabs`) and its events. `settings` are the page's prompt, target,
+    assistant, method, dtype and chat controls; `baselines` is the session's baseline traces (Compare adds its own)."""
+    max_tokens = get_settings().max_new_tokens
+    with gr.Tab(L("ui.tab.compare"), id="compare", elem_id="pg-tab-compare"):
+        gr.Markdown(L("ui.compare.intro"))
+        with gr.Row():
+            compare_methods = gr.CheckboxGroup(
+                [(m.title, name) for name, m in METHODS.items() if name != "baseline"], value=[DEFAULT_METHOD],
+                label=L("ui.compare.methods"), elem_id="pg-compare-methods", scale=3)
+            with gr.Column(scale=1, min_width=220):
+                compare_tokens = gr.Slider(2, max_tokens, value=min(32, max_tokens),
+                                           step=1, label=L("ui.compare.tokens"), elem_id="pg-compare-tokens")
+                compare_repeats = gr.Slider(1, 5, value=1, step=1, label=L("ui.compare.repeats"),
+                                            elem_id="pg-compare-repeats")
+        compare_btn = gr.Button(L("ui.compare.run"), variant="primary", elem_id="pg-compare-run")
+        compare_status = gr.HTML(render.status_html("Choose methods and press Compare.", "idle"),
+                                 elem_id="pg-compare-status")
+        compare_table = gr.HTML("", elem_id="pg-compare-table")
+        with gr.Row():
+            compare_speed = gr.Plot(show_label=False, elem_id="pg-compare-speedup")
+            compare_cost = gr.Plot(show_label=False, elem_id="pg-compare-cost")
+        compare_diag = gr.HTML("", elem_id="pg-compare-diagnosis")
+        with gr.Row():
+            race_method = gr.Dropdown(choices=[], value=None, label=L("ui.compare.race_against"),
+                                      interactive=False, elem_id="pg-race-method", scale=3)
+            race_btn = gr.Button(L("ui.compare.race_play"), elem_id="pg-race-play", scale=1)
+        race = gr.HTML(race_placeholder(), elem_id="pg-race-box")
+        compare_state = gr.State(None)
+
+    compare_btn.click(
+        compare, [*settings, compare_methods, compare_tokens, compare_repeats, baselines, *param_components],
+        [compare_status, compare_table, compare_speed, compare_cost, compare_diag, race_method, compare_state,
+         baselines], api_visibility="private", show_progress="minimal", show_progress_on=[compare_status],
+        preprocess=False,
+        concurrency_limit=1,
+    )
+    race_btn.click(guarded(play_race), [race_method, compare_state], race, **PRIVATE_QUEUED)

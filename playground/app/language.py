@@ -1,0 +1,105 @@
+"""The page's language: Gradio's `I18n` for the components' labels, the visitor's language for what the server
+writes, the language picker, and right to left for Arabic.
+
+Two halves, one choice:
+- Labels, help texts, placeholders, buttons and tab names are `gr.I18n` keys (`label=L("ui.prompt")`): the
+  browser translates them from `locales/*.json` (`i18n.ui_translations`) in its own language.
+- What handlers write (statuses, errors, tokens' tooltips, narration, legend, charts, diagnosis, lectures, the
+  example prompts) is rendered on the server in `language_of(request)`: the page's ``?lang=`` when it names a
+  supported language, else the browser's ``Accept-Language``. Gradio forwards the page's query to every event, so
+  each handler sees the same choice.
+- The picker (`picker`) reloads the page with ``?lang=<code>`` (keeping the rest of the query, a shared link's
+  settings included). Gradio's `I18n` takes the browser's language and cannot be switched from the server; its own
+  Settings → Language switches it in the browser through the frontend's `changeLocale`. `HEAD` (which Gradio adds
+  to the page once it has started) calls that same function when ``?lang=`` names another language than the one
+  Gradio chose, so labels and server text agree; and it keeps ``<html dir>`` in step with ``<html lang>`` (Gradio
+  sets ``lang`` from its locale but never ``dir``), also after Gradio's own language setting is used (that one
+  switches the labels only; the picker switches everything).
+"""
+
+from __future__ import annotations
+
+import json
+import gradio as gr
+
+from .. import i18n
+from ..methods import METHODS
+from .guard import PRIVATE
+
+
+
+def _registry_labels(lang: str) -> dict[str, str]:
+    """The method parameters' labels and help in `lang`, under the keys the controls use (`param.<name>.label`)."""
+    out: dict[str, str] = {}
+    for method in METHODS.values():
+        for param in method.localized(lang).params:
+            out[f"param.{param.name}.label"] = param.label
+            out[f"param.{param.name}.help"] = param.help
+    return out
+
+
+# Gradio's translations: the page's `ui.*` strings plus the parameters' labels, in every language.
+L = gr.I18n(**{lang: {**strings, **_registry_labels(lang)} for lang, strings in i18n.ui_translations().items()})
+
+# Runs in <head>, before Gradio's scripts: see the module docstring.
+HEAD = """<script>(function () {
+  var supported = %(supported)s, rtl = %(rtl)s;
+  function code(tag) { var c = String(tag || "").split(/[-_]/)[0].toLowerCase(); return supported.indexOf(c) >= 0 ? c : null; }
+  var asked = code(new URLSearchParams(window.location.search).get("lang"));
+  var root = document.documentElement, pending = !!asked;
+  function follow() {
+    var shown = code(root.lang);
+    if (pending && shown && shown !== asked) { switchTo(asked); return; }
+    if (shown === asked) { pending = false; }
+    root.dir = rtl.indexOf(shown || asked || "en") >= 0 ? "rtl" : "ltr";
+  }
+  function switchTo(lang) {
+    var core = performance.getEntriesByType("resource").map(function (e) { return e.name; })
+      .filter(function (n) { return new RegExp("/assets/core-[^/]+[.]js$").test(n); })[0];
+    if (core) { import(core).then(function (m) { if (m.changeLocale) { m.changeLocale(lang); } }); }
+  }
+  new MutationObserver(follow).observe(root, {attributes: true, attributeFilter: ["lang"]});
+  follow();
+})();</script>""" % {"supported": json.dumps(list(i18n.LANGUAGES)), "rtl": json.dumps(sorted(i18n.RTL))} % {"supported": json.dumps(list(i18n.LANGUAGES)), "rtl": json.dumps(sorted(i18n.RTL))}
+
+# The picker's change: the same page with ?lang=<code>, the rest of its query kept.
+PICK_JS = """(code) => { const url = new URL(window.location.href); url.searchParams.set("lang", code);
+  window.location.assign(url.toString()); return code; }"""
+
+# Right to left: Gradio marks every block dir="ltr"; the page's direction wins, except where left to right is the
+# reading order (code, numbers, sliders' figures, charts, the JSON of a trace).
+CSS = """
+html[dir="rtl"] .block[dir="ltr"], html[dir="rtl"] .form, html[dir="rtl"] label { direction: rtl; }
+html[dir="rtl"] .prose, html[dir="rtl"] .prose * { text-align: start; }
+html[dir="rtl"] .js-plotly-plot, html[dir="rtl"] .cm-editor, html[dir="rtl"] .cm-content, html[dir="rtl"] code,
+html[dir="rtl"] pre, html[dir="rtl"] input[type="number"], html[dir="rtl"] .pg-stat .pg-value { direction: ltr; }
+html[dir="rtl"] .pg-lecture dd { margin: 0 0 4px 0; }
+textarea, input[type="text"] { unicode-bidi: plaintext; }
+"""
+
+
+def language_of(request: gr.Request = None) -> str:  # type: ignore[assignment]
+    """The visitor's language for a handler: the page's ?lang=, else the browser's; English for API calls."""
+    if request is None:
+        return i18n.DEFAULT_LANGUAGE
+    try:
+        query = dict(request.query_params or {})
+        header = (request.headers or {}).get("accept-language")
+    except (AttributeError, TypeError):
+        return i18n.DEFAULT_LANGUAGE
+    return i18n.choose_language(query.get("lang"), header)
+
+
+def picker() -> gr.Dropdown:
+    """The visible language picker (its label in every language, so anyone can find it); call inside the page."""
+    return gr.Dropdown(choices=[(name, code) for code, name in i18n.LANGUAGES.items()], value=i18n.DEFAULT_LANGUAGE,
+                       label="Language · Язык · اللغة", elem_id="pg-language", interactive=True, min_width=220, scale=0,
+                       container=True)
+
+
+def wire_picker(demo: gr.Blocks, dropdown: gr.Dropdown) -> None:
+    """On load the picker shows the page's language; choosing another reloads the page in it (in the browser)."""
+    dropdown.input(None, dropdown, None, js=PICK_JS, **PRIVATE)
+    demo.load(language_of, None, dropdown, **PRIVATE)
+
+

@@ -1,0 +1,74 @@
+"""The playground page: the main view above six tabs, each built by its own module, and the one event between them.
+
+Imported only by `launch` (which `app.py` and the Space run); the tabs import `request`, `guard` and each other's
+handlers, never this module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from ..settings import get_settings
+from . import mcp_tools
+from .after_run import after_run
+from .code_tab import initial_status as code_initial_status
+from .code_tab import build_code
+from .compare_tab import build_compare
+from .generate_tab import build_generate, generate
+from .guard import PRIVATE, PRIVATE_QUEUED, guarded
+from .language import L, language_of, wire_picker
+from .language import picker as language_picker
+from .methods_tab import build_methods, methods_table_html
+from .replay_tab import build_replay, replay_load
+from .run_request import build_request, collect_params
+from .theory_tab import build_theory, theory_view
+from .trace_files import TRACE_FILES_KEPT_S
+from .tune_tab import build_tune_tab
+
+TITLE = "Assisted-decoding playground"
+
+
+def localize_tabs(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    """The tabs' initial server-written views in the visitor's language (left as built for English)."""
+    lang = language_of(request)
+    if lang == "en":
+        return tuple(gr.skip() for _ in range(14))
+    return (methods_table_html(lang), *theory_view(None, lang=lang), *replay_load(None, "", lang),
+            gr.skip(), gr.skip(), code_initial_status(lang))
+
+
+def build_ui() -> gr.Blocks:
+    settings = get_settings()
+    # Gradio keeps a copy of every file it serves (each run's trace): without this they pile up for the
+    # server's lifetime. Every 30 minutes, copies older than 2 hours are deleted.
+    with gr.Blocks(title=TITLE, delete_cache=(1800, TRACE_FILES_KEPT_S)) as demo:
+        if settings.mcp:  # registered first, so the agents' tools keep their plain names (generate, compare, bench)
+            mcp_tools.register(generate)
+        with gr.Row(equal_height=False):
+            gr.Markdown(L("ui.header"), elem_id="pg-header", scale=5)
+            language = language_picker()
+        main = build_generate(demo)
+        baselines = gr.State([])  # this session's baseline traces: from runs and from Compare
+        with gr.Tabs(elem_id="pg-tabs"):
+            replay = build_replay()
+            theory = build_theory()
+            build_compare([main.prompt, main.target, main.assistant, main.method, main.dtype, main.chat],
+                          main.param_components, baselines)
+            code = build_code(main.method, main.param_components, main.params_json, main.settings_for_code)
+            methods_table = build_methods()
+            build_tune_tab(dict(prompt=main.prompt, target=main.target, assistant=main.assistant, method=main.method,
+                                dtype=main.dtype, chat=main.chat, max_new_tokens=main.max_new_tokens,
+                                param_components=main.param_components),
+                           guarded(collect_params), build_request, guarded)
+        # The tabs' server-written parts in the visitor's language, and the language picker.
+        wire_picker(demo, language)
+        demo.load(localize_tabs, None, [methods_table, theory.plot, theory.diagnosis, *replay.outputs, *code.outputs],
+                  **PRIVATE)
+        # After each run: replay it, place it on the theory curves with its diagnosis, show its code.
+        main.run_event.then(after_run, [main.run_trace, baselines],
+                            [replay.last_run, *replay.outputs, theory.plot, theory.diagnosis, baselines, *code.outputs],
+                            **PRIVATE_QUEUED)
+    demo.queue(default_concurrency_limit=settings.concurrency)
+    return demo

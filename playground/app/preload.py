@@ -1,0 +1,149 @@
+"""The start-up load: the default model loaded (and warmed up) in the background while the page is served.
+
+`PRELOAD` remembers how far it got; the status box shows it (`initial_status`, refreshed by `poll_preload` on a
+timer) until the visitor's first click makes the box the run's. Bundled assistants are converted here too, once a
+chosen method needs one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import gradio as gr
+
+from .. import render
+from ..i18n import t
+from ..models import CATALOGUE, DEFAULT_TARGET, STORE, ensure_converted
+from .language import language_of
+from .run_request import DEFAULT_METHOD
+
+logger = logging.getLogger(__name__)
+
+
+class Preload:
+    """Loads the default model in the background at start-up and remembers how far it got.
+
+    Bundled assistants are converted in the background too, but only once a chosen method needs
+    one, and after the target's load (two conversions at once would only slow both down).
+    """
+
+    def __init__(self) -> None:
+        self.message = ""
+        self.error: str | None = None
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.started: float | None = None  # time.monotonic() when the load began
+        self.seconds: float | None = None  # how long loading and warming up took
+        self.assistant_message: str | None = None  # a background assistant conversion's progress
+        self._assistants: set[str] = set()
+        self._assistants_lock = threading.Lock()
+
+    def start(self, target: str = DEFAULT_TARGET, dtype: str = "auto") -> None:
+        if self.thread is not None:
+            return
+
+        def work() -> None:
+            started = time.perf_counter()
+            try:
+                # The first seconds of a start: the server is already up while these import.
+                from ..engine import user_message
+
+                self.message = f"Loading {target}…"
+                STORE.get(target, dtype, self._report)
+                loaded = time.perf_counter()
+                self.message = f"Warming up {target}…"
+                self._warm_up(target, dtype)
+                self.message = f"{target} is loaded and ready."
+                self.seconds = time.perf_counter() - started
+                logger.info("preloaded %s in %.1f s (load %.1f s, warm-up %.1f s)", target, self.seconds,
+                            loaded - started, self.seconds - (loaded - started))
+            except Exception as exc:  # shown in the page; a click will retry and report it again
+                self.error = user_message(exc)
+                self.message = f"Preloading {target} failed: {self.error}"
+            finally:
+                self.done.set()
+
+        self.message = f"Loading {target} in the background: importing torch and Transformers…"
+        self.started = time.monotonic()
+        self.thread = threading.Thread(target=work, name="playground-preload", daemon=True)
+        self.thread.start()
+
+    def _report(self, message: str) -> None:
+        self.message = message
+
+    def convert_assistant(self, spec: str | None) -> None:
+        """Convert a bundled assistant in the background (once), after the start-up load of the target.
+
+        Only in a server that preloads: elsewhere the run that needs the assistant converts it. A run
+        that needs it meanwhile waits for this conversion (`ensure_converted` holds a lock) instead of
+        starting its own.
+        """
+        entry = CATALOGUE.get(spec or "")
+        if self.thread is None or entry is None or entry.gguf is None:
+            return
+        with self._assistants_lock:
+            if entry.key in self._assistants:
+                return
+            self._assistants.add(entry.key)
+
+        def work() -> None:
+            self.done.wait()
+            try:
+                ensure_converted(entry, self._report_assistant)
+            except Exception:  # the run that needs it reports the error itself
+                logger.warning("converting %s in the background failed", entry.key, exc_info=True)
+            finally:
+                self.assistant_message = None
+
+        threading.Thread(target=work, name="playground-convert-assistant", daemon=True).start()
+
+    def _report_assistant(self, message: str) -> None:
+        self.assistant_message = message
+
+    def background_message(self) -> str | None:
+        """What the background work is doing now, or None when it is idle."""
+        return self.message if self.running else self.assistant_message
+
+    @staticmethod
+    def _warm_up(target: str, dtype: str) -> None:
+        """One tiny drafted run, so the first click does not pay for first-call kernel set-up."""
+        from ..engine import LiveRun, RunRequest, prepare
+
+        request = RunRequest(prompt="one two three, one two three, one two", target=target, method=DEFAULT_METHOD,
+                             params={"prompt_lookup_num_tokens": 3}, max_new_tokens=4, dtype=dtype)
+        LiveRun(prepare(request)).run()
+
+    @property
+    def running(self) -> bool:
+        return self.thread is not None and not self.done.is_set()
+
+
+PRELOAD = Preload()
+
+
+def initial_status(lang: str = "en") -> str:
+    """The status box while the page opens: the start-up load's progress, or ready (in the page's language)."""
+    if PRELOAD.running:
+        elapsed = time.monotonic() - (PRELOAD.started or time.monotonic())
+        return render.status_html(PRELOAD.message, "running", t("status.preload_note", lang, s=f"{elapsed:.0f}"))
+    if PRELOAD.error:
+        return render.status_html(PRELOAD.message, "error")
+    loaded = STORE.loaded()
+    if loaded:
+        return render.status_html(t("status.ready_loaded", lang, models=", ".join(loaded)), "idle")
+    return render.status_html(t("status.ready", lang), "idle")
+
+
+def poll_preload(run_started: bool = False, request: gr.Request = None) -> tuple[Any, Any]:  # type: ignore[assignment]
+    """The timer's tick while the start-up load runs: show its progress in the status box.
+
+    Once this page has clicked Generate, the box belongs to the run: a tick that lands after the run
+    finished would otherwise replace "Done" with "Ready" (the run waits for the load, so it can end
+    within a tick of it). The session's state is read when the tick is handled, so no late tick wins.
+    """
+    if run_started:
+        return gr.skip(), gr.update(active=False)
+    return initial_status(language_of(request)), gr.update(active=PRELOAD.running)

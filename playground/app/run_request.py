@@ -1,0 +1,253 @@
+"""Request parsing and the method controls: what every tab needs to turn the page's (or the API's) values into a
+checked `RunRequest`.
+
+One control per distinct parameter name across the method registry (`param_specs`, `param_component`, shown or
+hidden with `param_update`), the chosen method's values gathered by `collect_params`, and `build_request`: the
+API's values checked (types, sizes, finite numbers, valid text) into the engine's request, with our one-line
+message for a bad one. Imported by every tab; imports no tab.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+
+from .language import L
+from ..errors import PlaygroundError
+from ..methods import METHODS, Method, Param, get_method
+from ..models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, hub_reachable
+from ..presets import get_preset
+from ..settings import get_settings
+
+# The engine imports torch and Transformers (seconds): `build_request` imports it when it runs, so the page is
+# served while the start-up load imports them.
+if TYPE_CHECKING:
+    from ..engine import RunRequest
+
+DEFAULT_METHOD = "prompt_lookup"
+DTYPES = ("auto", "float32", "bfloat16")
+CHAT_CHOICES = ("auto", "on", "off")
+MAX_NAME_SHOWN = 60  # characters of a visitor's file or model name echoed in a message
+
+
+# --------------------------------------------------------------------------- controls from the registry
+
+
+def param_specs() -> dict[str, Param]:
+    """One `Param` per distinct parameter name across the registry (first definition wins)."""
+    specs: dict[str, Param] = {}
+    for method in METHODS.values():
+        for p in method.params:
+            specs.setdefault(p.name, p)
+    return specs
+
+
+def param_update(p: Param | None) -> dict[str, Any]:
+    """Show a control with this method's definition of the parameter, or hide it."""
+    if p is None:
+        return gr.update(visible=False)
+    update: dict[str, Any] = {"visible": True, "label": p.label, "info": p.help}
+    if p.kind == "choice":
+        update["choices"] = list(p.choices)
+    else:
+        update.update(minimum=p.minimum, maximum=p.maximum, step=p.step or (1 if p.kind == "int" else 0.01))
+    return gr.update(**update)
+
+
+def param_component(p: Param, visible: bool) -> gr.components.Component:
+    """The control for one parameter: a dropdown for a choice, a slider when bounded, else a number box."""
+    # Labels through Gradio's I18n: the browser shows them in the page's language (`language.L`).
+    common = dict(label=L(f"param.{p.name}.label"), info=L(f"param.{p.name}.help"), visible=visible,
+                  interactive=True, elem_id=f"pg-param-{p.name}")
+    if p.kind == "choice":
+        return gr.Dropdown(choices=list(p.choices), value=p.default, **common)
+    if p.minimum is not None and p.maximum is not None:
+        return gr.Slider(minimum=p.minimum, maximum=p.maximum, value=p.default,
+                         step=p.step or (1 if p.kind == "int" else 0.01), **common)
+    return gr.Number(value=p.default, precision=0 if p.kind == "int" else None, **common)
+
+
+def suggest_assistant(method: Method, target: str | None, current: str | None) -> str | None:
+    """A sensible assistant for the method's kind of assistant, keeping the user's choice."""
+    if not method.needs_assistant:
+        return current
+    if current:
+        return current
+    entry = CATALOGUE.get(target or "")
+    if method.assistant == "different_tokenizer":
+        return DEFAULT_UNIVERSAL_ASSISTANT
+    if method.assistant == "same_tokenizer":
+        # Hub pairs name their assistant; offline there is no same-tokenizer pair, so the
+        # target drafts for itself (every draft accepted: a sanity check).
+        if entry is not None and entry.source == "hub" and entry.suggested_assistants:
+            return entry.suggested_assistants[0]
+        return target
+    return None
+
+
+def collect_params(method_name: str, *values: Any) -> dict[str, Any]:
+    """The chosen method's parameters (only those), named as `generate()` names them."""
+    method = get_method(method_name)
+    by_name = dict(zip(param_specs(), values))
+    return parse_params({p.name: by_name.get(p.name) for p in method.params})  # the client's values, checked
+
+
+# --------------------------------------------------------------------------- requests
+
+
+# Bounds on what a client sends (the API and the queue reach every handler with any JSON): refused with
+# our message before any work, and never echoed in full.
+MAX_NAME_CHARS = 1024  # a model name: a Hub id is under 100 characters, a local path rarely near this
+MAX_WORD_CHARS = 64  # a method, a precision, a chat setting, a parameter name
+MAX_PARAMS = 32  # method parameters in `params` (a method has at most a handful)
+MAX_PARAM_VALUE_CHARS = 100  # a parameter's value given as text
+MAX_PARAMS_JSON_CHARS = 10_000  # `params` given as a JSON string
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    """A visitor's value for a message: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def check_text(value: str, name: str, limit: int) -> str:
+    """A string from a client: at most `limit` characters and valid text (no lone surrogates)."""
+    if len(value) > limit:
+        raise PlaygroundError(f"{name} is {len(value)} characters long; at most {limit} are accepted")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PlaygroundError(f"{name} is not valid text (it holds a lone surrogate)") from None
+    return value
+
+
+def parse_params(params: Any) -> dict[str, Any]:
+    """`params` as given to the API: a flat JSON object of method parameters, or a string holding one."""
+    if params is None or params == "":
+        return {}
+    example = 'params must be a JSON object, e.g. {"prompt_lookup_num_tokens": 5}'
+    if isinstance(params, str):
+        check_text(params, "params", MAX_PARAMS_JSON_CHARS)
+        try:
+            params = json.loads(params)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, too many digits, nested too deep
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deep or numbers too long"
+            raise PlaygroundError(f"{example}: {reason}") from None
+    if not isinstance(params, dict):
+        raise PlaygroundError(example)
+    if len(params) > MAX_PARAMS:
+        raise PlaygroundError(f"params has {len(params)} entries; a method takes at most {MAX_PARAMS}")
+    for key, value in params.items():
+        check_text(key, "a parameter name", MAX_WORD_CHARS)
+        if isinstance(value, str):
+            check_text(value, key, MAX_PARAM_VALUE_CHARS)
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63:
+            raise PlaygroundError(f"{key} is far too large; got a number of {value.bit_length()} bits")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise PlaygroundError(f"{key} must be a finite number; got {value}")
+        elif value is not None and not isinstance(value, (str, int, float)):
+            raise PlaygroundError(f"{key} must be a number or a word; got {_short(value)}")
+    return params
+
+
+def parse_chat(chat: Any) -> bool | None:
+    """"auto" (the model decides) / "on" / "off"; booleans and None are accepted too."""
+    if chat is None or isinstance(chat, bool):
+        return chat
+    if not isinstance(chat, str):
+        raise PlaygroundError(f"chat must be auto, on or off; got {_short(chat)}")
+    value = check_text(chat, "chat", MAX_WORD_CHARS).strip().lower()
+    if value in ("auto", ""):
+        return None
+    if value in ("on", "true", "yes", "1"):
+        return True
+    if value in ("off", "false", "no", "0"):
+        return False
+    raise PlaygroundError(f"chat must be auto, on or off; got {_short(chat)}")
+
+
+def parse_number(value: Any, default: float, name: str) -> float:
+    """A number from a client: finite, not absurdly large, our message otherwise."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**64:
+        raise PlaygroundError(f"{name} is far too large; got a number of {value.bit_length()} bits")
+    if isinstance(value, bool):
+        raise PlaygroundError(f"{name} must be a number; got {value}")
+    try:
+        x = float(check_text(value, name, MAX_WORD_CHARS) if isinstance(value, str) else value)
+    except (TypeError, ValueError, OverflowError):
+        raise PlaygroundError(f"{name} must be a number; got {_short(value)}") from None
+    if not math.isfinite(x):  # NaN and infinities, also "1e400"
+        raise PlaygroundError(f"{name} must be a finite number; got {_short(value)}")
+    return x
+
+
+def parse_integer(value: Any, default: int, name: str) -> int:
+    """A whole number from a client (ints stay exact: a 64-bit seed must not be rounded)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        parse_number(value, default, name)  # the size check
+        return value  # exact (a float would round a 64-bit seed)
+    x = parse_number(value, default, name)
+    if x != int(x):
+        raise PlaygroundError(f"{name} must be a whole number; got {_short(value)}")
+    return int(x)
+
+
+def max_prompt_chars() -> int:
+    """Characters a prompt may have before it is tokenised at all (a token is rarely over 16 characters)."""
+    return 16 * get_settings().max_prompt_tokens
+
+
+def parse_flag(value: Any, name: str) -> bool:
+    """A boolean from the API: true/false, or the strings "true"/"false"; None means false."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise PlaygroundError(f"{name} must be true or false; got {_short(value)}")
+
+
+def build_request(prompt: str, target: str | None, assistant: str | None, method: str | None, params: Any,
+                  max_new_tokens: float | None, sample: bool | None, temperature: float | None,
+                  top_p: float | None, top_k: float | None, seed: float | None, chat: Any,
+                  dtype: str | None, preset: Any = None) -> RunRequest:
+    """The engine request for the API's (or the page's) values, checked; a `preset` (a guide example's name)
+    sets everything but the prompt (an empty one: the guide's) and the precision."""
+    from ..engine import RunRequest
+
+    def text(value: Any, default: str, name: str, limit: int = MAX_WORD_CHARS) -> str:
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise PlaygroundError(f"{name} must be text; got {_short(value)}")
+        return check_text(value, name, limit).strip() or default
+
+    if prompt is not None and not isinstance(prompt, str):
+        raise PlaygroundError(f"prompt must be text; got {_short(prompt)}")
+    check_text(prompt or "", "the prompt", max_prompt_chars())
+    if preset is not None and preset != "":
+        chosen = get_preset(text(preset, "", "preset"))
+        reason = chosen.unavailable(hub_reachable())
+        if reason:
+            raise PlaygroundError(reason)
+        return RunRequest(**chosen.request_fields(prompt, dtype=text(dtype, "auto", "dtype")))
+    return RunRequest(
+        prompt=prompt or "",
+        target=text(target, DEFAULT_TARGET, "target", MAX_NAME_CHARS),
+        method=text(method, DEFAULT_METHOD, "method"),
+        assistant=text(assistant, "", "assistant", MAX_NAME_CHARS) or None,
+        params=parse_params(params),
+        max_new_tokens=parse_integer(max_new_tokens, 64, "max_new_tokens"),
+        sample=parse_flag(sample, "sample"),
+        temperature=parse_number(temperature, 1.0, "temperature"),
+        top_p=parse_number(top_p, 1.0, "top_p"),
+        top_k=parse_integer(top_k, 0, "top_k"),
+        seed=parse_integer(seed, 0, "seed"),
+        chat=parse_chat(chat),
+        dtype=text(dtype, "auto", "dtype"),
+    )
+

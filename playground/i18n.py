@@ -1,0 +1,146 @@
+"""The page's languages: lookup, fallback, plurals and the visitor's language (pure: no Gradio, no torch).
+
+Translations are data files beside this module, one per language (`playground/locales/<code>.json`):
+a flat object of dotted keys to strings with `str.format` fields (``"{n} tokens"``), or, for a
+count, an object of CLDR plural categories (``{"one": "…", "few": "…", "many": "…", "other": "…"}``).
+Keys starting with ``@`` are notes for translators, not strings. English (`en.json`) is the reference
+catalogue; the method registry and the example prompts keep their own English text (`methods.py`,
+`examples.py` are their single source), so their keys (``method.<name>.title`` …) exist only in the
+other languages and English falls back to the registry's text, passed as `default`.
+
+Adding a language: copy `en.json` to `<code>.json`, translate every value (`tests/test_i18n.py` fails
+on a missing key, a changed `{field}` or a value left equal to the English one), add the registry keys
+the test lists, then add the code to `LANGUAGES` (and to `RTL` if it is written right to left).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+LOCALES_DIR = Path(__file__).with_name("locales")
+
+# code -> the language's own name (what the picker shows)
+LANGUAGES: dict[str, str] = {"en": "English", "ru": "Русский", "ar": "العربية"}
+DEFAULT_LANGUAGE = "en"
+RTL: frozenset[str] = frozenset({"ar"})
+
+PLURAL_CATEGORIES: dict[str, tuple[str, ...]] = {
+    "en": ("one", "other"),
+    "ru": ("one", "few", "many", "other"),
+    "ar": ("zero", "one", "two", "few", "many", "other"),
+}
+
+
+def plural_category(lang: str, n: float) -> str:
+    """CLDR plural category of a count (integers; anything else is "other")."""
+    if n != int(n):
+        return "other"
+    n = abs(int(n))
+    if lang == "ru":
+        if n % 10 == 1 and n % 100 != 11:
+            return "one"
+        if 2 <= n % 10 <= 4 and not 12 <= n % 100 <= 14:
+            return "few"
+        return "many"
+    if lang == "ar":
+        if n in (0, 1, 2):
+            return ("zero", "one", "two")[n]
+        if 3 <= n % 100 <= 10:
+            return "few"
+        if 11 <= n % 100 <= 99:
+            return "many"
+        return "other"
+    return "one" if n == 1 else "other"
+
+
+@lru_cache(maxsize=None)
+def catalogue(lang: str) -> Mapping[str, Any]:
+    """The strings of one language (notes dropped); empty for an unknown code."""
+    if lang not in LANGUAGES:
+        return {}
+    data = json.loads((LOCALES_DIR / f"{lang}.json").read_text(encoding="utf-8"))
+    return {key: value for key, value in data.items() if not key.startswith("@")}
+
+
+def notes(lang: str) -> dict[str, Any]:
+    """The `@` entries of one language file (e.g. ``@same_as_english``: keys allowed to equal English)."""
+    data = json.loads((LOCALES_DIR / f"{lang}.json").read_text(encoding="utf-8"))
+    return {key: value for key, value in data.items() if key.startswith("@")}
+
+
+def normalize(lang: str | None) -> str:
+    """A supported code for any input ("ar-EG" -> "ar", "RU" -> "ru"); English when not supported."""
+    code = (lang or "").strip().replace("_", "-").split("-")[0].lower()
+    return code if code in LANGUAGES else DEFAULT_LANGUAGE
+
+
+def _raw(key: str, lang: str, default: Any) -> Any:
+    value = catalogue(normalize(lang)).get(key)
+    if value is None:
+        value = default if default is not None else catalogue(DEFAULT_LANGUAGE).get(key)
+    if value is None:
+        raise KeyError(f"no translation key {key!r}")
+    return value
+
+
+def t(key: str, lang: str = DEFAULT_LANGUAGE, default: str | None = None, **fields: Any) -> str:
+    """The string for `key` in `lang`, formatted with `fields`.
+
+    Falls back to `default` (the registry's English) and then to English; an unknown key is a bug (KeyError).
+    """
+    value = _raw(key, lang, default)
+    if isinstance(value, dict):
+        value = value.get("other") or next(iter(value.values()))
+    return value.format(**fields) if fields else value
+
+
+def tn(key: str, n: float, lang: str = DEFAULT_LANGUAGE, **fields: Any) -> str:
+    """A counted phrase: the plural form of `key` for `n`, formatted with `n` and `fields`."""
+    code = normalize(lang)
+    value = _raw(key, code, None)
+    if isinstance(value, dict):
+        value = value.get(plural_category(code, n)) or value["other"]
+    return value.format(n=n, **fields)
+
+
+_QUALITY = re.compile(r"^\s*([A-Za-z*][A-Za-z0-9*-]*)\s*(?:;\s*q\s*=\s*([0-9.]+))?\s*$")
+
+
+def from_accept_language(header: str | None) -> str | None:
+    """The supported language a browser prefers most (an ``Accept-Language`` header), or None."""
+    choices: list[tuple[float, int, str]] = []
+    for position, part in enumerate((header or "").split(",")[:32]):
+        match = _QUALITY.match(part)
+        if not match:
+            continue
+        try:
+            quality = float(match.group(2)) if match.group(2) else 1.0
+        except ValueError:
+            continue
+        code = match.group(1).split("-")[0].lower()
+        if code in LANGUAGES and quality > 0:
+            choices.append((-quality, position, code))
+    return min(choices)[2] if choices else None
+
+
+def choose_language(requested: str | None, accept_language: str | None) -> str:
+    """The page's language: an explicit choice (the picker's ``?lang=``) when supported, else the browser's."""
+    code = (requested or "").strip().replace("_", "-").split("-")[0].lower()
+    if code in LANGUAGES:
+        return code
+    return from_accept_language(accept_language) or DEFAULT_LANGUAGE
+
+
+def direction(lang: str) -> str:
+    """"rtl" or "ltr", for the page's ``dir``."""
+    return "rtl" if normalize(lang) in RTL else "ltr"
+
+
+def ui_translations(prefix: str = "ui.") -> dict[str, dict[str, str]]:
+    """Every language's strings under `prefix`, for Gradio's `gr.I18n(**...)` (labels the browser translates)."""
+    return {lang: {key: value for key, value in catalogue(lang).items() if key.startswith(prefix)
+                   and isinstance(value, str)} for lang in LANGUAGES}

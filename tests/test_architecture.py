@@ -1,0 +1,144 @@
+"""The house rules that a reader relies on, checked on the source: no import circles, no module with Gradio and torch.
+
+Imports are read from every module of `playground/` with `ast`, at module level and inside functions alike (an
+import made inside a function still ties the two modules together; it only hides the circle until run time).
+Imports under `if TYPE_CHECKING:` are left out of the circle check: they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "playground"
+
+# Known circles still to be cut, each as the set of its modules: none (the last, bench <-> bench_charts, went
+# with the benchmark package). Nothing may be added here: cut a new circle instead.
+KNOWN_CYCLES: list[frozenset[str]] = []
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _type_checking_blocks(tree: ast.AST) -> set[int]:
+    """ids of the import nodes inside `if TYPE_CHECKING:` blocks."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(n) for child in node.body for n in ast.walk(child))
+    return skipped
+
+
+def imports_of(name: str, path: Path, known: set[str], *, type_checking: bool) -> set[str]:
+    """Every module that `name` imports (anywhere in it), as dotted names; `playground` modules resolved exactly."""
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = set() if type_checking else _type_checking_blocks(tree)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                origin = ".".join(base + ([node.module] if node.module else []))
+            else:
+                origin = node.module or ""
+            found.add(origin)
+            for alias in node.names:  # `from . import render`: the submodule itself
+                if f"{origin}.{alias.name}" in known:
+                    found.add(f"{origin}.{alias.name}")
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """playground module -> the playground modules it imports (packages' own `__init__` left out: empty of code)."""
+    mods = modules()
+    known = set(mods)
+    graph = {}
+    for name, path in mods.items():
+        targets = imports_of(name, path, known, type_checking=False)
+        graph[name] = {t for t in targets if t in known and t != name and not name.startswith(t + ".")}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components with more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(frozenset(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_finder_finds_a_circle_made_inside_a_function() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [frozenset({"a", "b", "c"})]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    assert "playground.app.page" in graph and "playground.engine" in graph, "the graph covers every module"
+    found = cycles(graph)
+    unexpected = [sorted(c) for c in found if c not in KNOWN_CYCLES]
+    assert not unexpected, f"import circles in playground/ (imports inside functions count): {unexpected}"
+
+
+def test_the_app_package_has_no_import_cycle_at_all() -> None:
+    assert not [sorted(c) for c in cycles(import_graph()) if any(m.startswith("playground.app") for m in c)]
+
+
+def test_nothing_imports_the_page_but_the_launcher() -> None:
+    """The page only puts the tabs together: the tabs, the engine and the CLI never reach back into it."""
+    graph = import_graph()
+    importers = sorted(name for name, targets in graph.items() if "playground.app.page" in targets)
+    assert importers == ["playground.app.launch"]
+
+
+def test_no_module_imports_both_gradio_and_torch() -> None:
+    """The engine knows nothing of Gradio; the page and the renderers know nothing of torch."""
+    mods = modules()
+    both = []
+    for name, path in mods.items():
+        roots = {m.split(".")[0] for m in imports_of(name, path, set(mods), type_checking=True)}
+        if {"gradio", "torch"} <= roots:
+            both.append(name)
+    assert "gradio" in {m.split(".")[0] for m in imports_of("playground.app.page", mods["playground.app.page"],
+                                                             set(mods), type_checking=True)}
+    assert not both, f"modules importing both gradio and torch: {both}"

@@ -1,0 +1,195 @@
+"""The translations: every key in every language, nothing left in English, fields and plurals intact;
+and the renderers, charts, diagnosis and registry speak each language (English unchanged)."""
+
+from __future__ import annotations
+
+import json
+import string
+
+import pytest
+
+from playground import charts, i18n, render, theory
+from playground.examples import EXAMPLES, localized_examples
+from playground.methods import METHODS, NO_DRAFT_REASONS
+from playground.trace import Step, Summary, Trace
+
+OTHER_LANGUAGES = [code for code in i18n.LANGUAGES if code != i18n.DEFAULT_LANGUAGE]
+
+
+def registry_english() -> dict[str, str]:
+    """Keys whose English lives in the method registry and the example set (not in en.json)."""
+    out: dict[str, str] = {}
+    for name, method in METHODS.items():
+        out[f"method.{name}.title"] = method.title
+        out[f"method.{name}.summary"] = method.summary
+        for part, text in method.lecture.items():
+            out[f"method.{name}.lecture.{part}"] = text
+        for param in method.params:
+            out[f"param.{param.name}.label"] = param.label
+            out[f"param.{param.name}.help"] = param.help
+    for example in EXAMPLES:
+        out[f"example.{example.question_id}.name"] = example.name
+        out[f"example.{example.question_id}.text"] = example.text
+    return out
+
+
+def english() -> dict[str, object]:
+    return {**i18n.catalogue("en"), **registry_english()}
+
+
+def fields(text: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+
+
+def forms(value: object) -> list[str]:
+    return list(value.values()) if isinstance(value, dict) else [value]  # type: ignore[list-item]
+
+
+def test_files_are_valid_json_objects_of_strings():
+    for code in i18n.LANGUAGES:
+        data = json.loads((i18n.LOCALES_DIR / f"{code}.json").read_text(encoding="utf-8"))
+        assert isinstance(data, dict)
+        for key, value in data.items():
+            if key.startswith("@"):
+                continue
+            assert all(isinstance(form, str) and form for form in forms(value)), (code, key)
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_no_key_missing_or_unknown(lang):
+    reference, theirs = set(english()), set(i18n.catalogue(lang))
+    assert not reference - theirs, f"{lang} lacks {sorted(reference - theirs)}"
+    assert not theirs - reference, f"{lang} has keys English does not: {sorted(theirs - reference)}"
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_nothing_left_untranslated(lang):
+    allowed = set(i18n.notes(lang).get("@same_as_english", []))
+    reference = english()
+    same = [key for key, value in i18n.catalogue(lang).items()
+            if key not in allowed and any(form in forms(reference[key]) for form in forms(value))]
+    assert not same, f"{lang} strings equal to English (translate them or allow-list them): {same}"
+    assert all(key in reference for key in allowed)
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_fields_and_plural_forms_match_english(lang):
+    reference = english()
+    for key, value in i18n.catalogue(lang).items():
+        ours = set().union(*(fields(form) for form in forms(reference[key])))
+        if isinstance(value, dict):
+            assert set(value) == set(i18n.PLURAL_CATEGORIES[lang]), (lang, key)
+            for form in value.values():
+                assert fields(form) <= ours | {"n"}, (lang, key, form)
+        else:
+            assert fields(value) == ours, (lang, key, value)
+
+
+def test_every_no_draft_reason_has_a_key():
+    for code, text in NO_DRAFT_REASONS.items():
+        assert i18n.t(f"no_draft.{code}") == text
+
+
+def test_plural_rules():
+    assert [i18n.plural_category("ru", n) for n in (1, 2, 5, 11, 21, 22, 25, 112)] == [
+        "one", "few", "many", "many", "one", "few", "many", "many"]
+    assert [i18n.plural_category("ar", n) for n in (0, 1, 2, 3, 10, 11, 99, 100, 103)] == [
+        "zero", "one", "two", "few", "few", "many", "many", "other", "few"]
+    assert i18n.tn("render.tokens", 1) == "1 token" and i18n.tn("render.tokens", 3) == "3 tokens"
+    assert i18n.tn("render.tokens", 3, "ru") == "3 токена" and i18n.tn("render.tokens", 5, "ru") == "5 токенов"
+    assert i18n.tn("render.tokens", 2, "ar") == "رمزان"
+
+
+def test_language_choice():
+    assert i18n.choose_language(None, "ru-RU,ru;q=0.9,en;q=0.8") == "ru"
+    assert i18n.choose_language("", "fr-FR,fr;q=0.9,ar;q=0.5,en;q=0.3") == "ar"
+    assert i18n.choose_language("en", "ar") == "en"  # the picker overrides the browser
+    assert i18n.choose_language("ar-EG", None) == "ar"
+    assert i18n.choose_language("xx", "de") == "en"  # nothing supported: English
+    assert i18n.choose_language("<script>", "en;q=abc, ru;q=0") == "en"
+    assert i18n.direction("ar") == "rtl" and i18n.direction("ru") == "ltr"
+    assert i18n.t("render.stat.elapsed", "zz") == "elapsed"  # an unknown language falls back to English
+    with pytest.raises(KeyError):
+        i18n.t("no.such.key")
+
+
+def test_ui_translations_cover_every_language():
+    ui = i18n.ui_translations()
+    assert set(ui) == set(i18n.LANGUAGES)
+    assert all(set(ui[code]) == set(ui["en"]) for code in ui)
+
+
+def sample_steps() -> list[Step]:
+    return [
+        Step(index=0, drafted=[1, 2, 3, 4], accepted=1, rejected=[2], discarded=[3, 4], emitted=[1, 9],
+             drafted_text=["كتب", " الـ", "ولد", "x"], emitted_text=["كتب", " ال"], q=[.5, .4, .3, .2],
+             p=[.9, .001, .1, .1], mixture=[.1, .2, .3, .4], draft_ms=1.0, verify_ms=9.0, other_ms=2.5),
+        Step(index=1, drafted=[5, 6], accepted=2, rejected=[], emitted=[5, 6, 7], drafted_text=["a", "b"],
+             emitted_text=["a", "b", "c"], verify_ms=5.0),
+        Step(index=2, drafted=[], accepted=0, rejected=[], emitted=[8], emitted_text=["\n"], verify_ms=4.0,
+             no_draft_reason=NO_DRAFT_REASONS["no_match"]),
+        Step(index=3, drafted=[5, 6], accepted=1, rejected=[], emitted=[5], unverified=[6],
+             drafted_text=["m", "n"], emitted_text=["m"], verify_ms=3.0),
+    ]
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_renderers_speak_the_language(lang):
+    steps = sample_steps()
+    english_narration = [render.narrate_step(s, m) for s in steps for m in ("", "prompt_lookup", "mtp")]
+    narration = [render.narrate_step(s, m, lang=lang) for s in steps for m in ("", "prompt_lookup", "mtp")]
+    assert all(a != b for a, b in zip(english_narration, narration))
+    assert i18n.t("no_draft.no_match", lang) in render.narrate_step(steps[2], "prompt_lookup", lang=lang)
+    assert "Step" not in " ".join(narration) and "drafted" not in " ".join(narration)
+    tokens = render.render_tokens(steps, lang=lang)
+    assert 'dir="auto"' in tokens and i18n.t("render.describe.rejected", lang) in tokens
+    legend = render.legend_html(lang)
+    assert i18n.t("render.legend.bonus.label", lang) in legend and "hover a token" not in legend
+    summary = Summary(new_tokens=6, steps=4, drafted=8, accepted=4, acceptance_rate=.5, tokens_per_step=1.5,
+                      elapsed_s=1.0, tokens_per_s=6.0)
+    assert i18n.t("render.stat.elapsed", lang) in render.stats_html(summary, (1.2, True, "ok"), lang=lang)
+    detail = render.step_detail_html(steps[0], "speculative", 0, lang=lang)
+    assert i18n.t("detail.mark.rejected", lang) in detail and "verify (one target forward)" not in detail
+    race = render.race_html([dict(label="a", steps=steps, total_tokens=7, finish_s=1.0)], 1.0, 0.5, lang=lang)
+    assert "recorded time" not in race
+    for figure in (*charts.figures(steps, current=1, total_steps=4, lang=lang), *charts.figures([], lang=lang),
+                   charts.theory_figure(.5, 1.5, 2.0, 1.8, lang=lang), charts.theory_figure(lang=lang)):
+        text = json.dumps(figure.to_dict(), ensure_ascii=False)
+        assert "verification step" not in text and "Drafted vs accepted" not in text
+    page = render.render_document(Trace(method="speculative", target="m", prompt="p", steps=steps), lang=lang)
+    assert f"dir='{i18n.direction(lang)}'" in page
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_diagnosis_registry_and_examples_speak_the_language(lang):
+    steps = sample_steps()
+    run = Trace(method="speculative", target="m", prompt="p", steps=steps, env={"dtype": "bfloat16"})
+    run.summarize(1.0)
+    base = Trace(method="baseline", target="m", prompt="p", env={"dtype": "float32"}, output_ids=[1, 2],
+                 steps=[Step(index=i, drafted=[], accepted=0, rejected=[], emitted=[i], verify_ms=10.0 + i)
+                        for i in range(4)])
+    base.summarize(2.0)
+    for sentences, english_sentences in ((theory.diagnose(run, base, lang), theory.diagnose(run, base)),
+                                         (theory.diagnose(run, None, lang), theory.diagnose(run)),
+                                         (theory.diagnose(base, None, lang), theory.diagnose(base))):
+        assert sentences and len(sentences) == len(english_sentences)
+        assert not set(sentences) & set(english_sentences)
+    for name, method in METHODS.items():
+        local = method.localized(lang)
+        assert local.name == name and local.fixed_kwargs == method.fixed_kwargs
+        assert local.title != method.title and local.summary != method.summary
+        assert local.lecture.keys() == method.lecture.keys()
+        assert [p.name for p in local.params] == [p.name for p in method.params]
+        assert all(a.label != b.label and a.help != b.help for a, b in zip(local.params, method.params))
+    assert METHODS["speculative"].localized("en") is METHODS["speculative"]
+    examples = localized_examples(lang)
+    assert [e.category for e in examples] == [e.category for e in EXAMPLES]
+    assert all(a.text != b.text for a, b in zip(examples, EXAMPLES))
+
+
+def test_guide_terms():
+    assert i18n.t("method.speculative.title", "ru").startswith("Спекулятивное декодирование")
+    assert i18n.t("method.prompt_lookup.title", "ru") == "Декодирование с поиском по промпту"
+    assert i18n.t("method.early_exit.title", "ru").startswith("Самоспекулятивное декодирование")
+    assert i18n.t("method.speculative.title", "ar").startswith("التفكيك التخميني")
+    assert "فك الترميز بمساعدة" in i18n.t("method.prompt_lookup.title", "ar")

@@ -1,0 +1,187 @@
+"""The page in Russian and Arabic in a real headless Chromium: direction, translated labels and server text, and a
+Russian and an Arabic prompt generated on the bundled model with the coloured tokens in reading order.
+
+Screenshots of both go to `docs/` (docs/screenshot-ru.png, docs/screenshot-ar.png). Tests assert behaviour, never
+timings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from appserver import free_port, start_app, stop_app
+
+from playground import i18n
+from playground.methods import METHODS
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "artifacts"
+DOCS = ROOT / "docs"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run"]
+RUN_TIMEOUT_MS = 900_000  # a fresh machine converts the bundled model first
+
+sync_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"needs Debian's chromium at {CHROMIUM}")
+
+PROMPTS = {
+    "ru": "Москва — столица России. Санкт-Петербург — второй по величине город России. Москва — столица",
+    "ar": "القاهرة هي عاصمة مصر. الرياض هي عاصمة السعودية. القاهرة هي عاصمة",
+}
+
+# Each token span's boxes, in the output's logical order (the DOM order is the order of generation): a span that
+# wraps has one box per line, so its first and last boxes are kept ("top"/"left"/"right" of the first, "end_*" of
+# the last), and consecutive tokens are compared where one ends and the next begins.
+TOKEN_BOXES = """() => Array.from(document.querySelectorAll('#pg-output .tok')).map(e => {
+  const rects = Array.from(e.getClientRects()).filter(r => r.width > 0);
+  const first = rects[0] || e.getBoundingClientRect(), last = rects[rects.length - 1] || first;
+  return {text: e.textContent, status: e.dataset.status, left: first.left, right: first.right,
+          top: Math.round(first.top), width: rects.length ? first.width : 0, end_left: last.left,
+          end_right: last.right, end_top: Math.round(last.top)};
+})"""
+
+
+@pytest.fixture(scope="module")
+def app_url() -> Iterator[str]:
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = free_port()
+    proc = start_app(port, ARTIFACTS / "i18n-test-server.log")
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        stop_app(proc)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def open_page(browser: Any, url: str, locale: str) -> Any:
+    context = browser.new_context(viewport={"width": 1440, "height": 1000}, locale=locale)
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(url)
+    page.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value", timeout=60_000)
+    return page
+
+
+def label_text(page: Any, elem_id: str) -> str:
+    return page.inner_text(f"#{elem_id} [data-testid=block-info], #{elem_id} label span").strip()
+
+
+def wait_finished(page: Any) -> str:
+    page.wait_for_selector("#pg-status-box [data-kind=done], #pg-status-box [data-kind=error]", timeout=RUN_TIMEOUT_MS)
+    return page.get_attribute("#pg-status-box [data-testid=pg-status]", "data-kind")
+
+
+def generate(page: Any, lang: str) -> list[dict[str, Any]]:
+    page.fill("#pg-prompt textarea", PROMPTS[lang])
+    box = page.locator("#pg-max-new-tokens input[type=number]")
+    box.fill("24")
+    box.press("Enter")
+    box.blur()
+    page.click("#pg-generate")
+    assert wait_finished(page) == "done", page.inner_text("#pg-status-box")
+    page.wait_for_timeout(500)
+    return page.evaluate(TOKEN_BOXES)
+
+
+def in_reading_order(boxes: list[dict[str, Any]], rtl: bool) -> list[tuple[str, str]]:
+    """Pairs of consecutive visible tokens on one line, both in the script, that are out of reading order."""
+    script = (lambda c: "\u0600" <= c <= "\u06ff") if rtl else (lambda c: "\u0400" <= c <= "\u04ff")
+    wrong = []
+    for a, b in zip(boxes, boxes[1:]):
+        if a["end_top"] != b["top"] or not a["width"] or not b["width"]:
+            continue
+        if not (any(map(script, a["text"])) and any(map(script, b["text"]))):
+            continue
+        if (b["right"] > a["end_left"] + 1) if rtl else (b["left"] < a["end_right"] - 1):
+            wrong.append((a["text"], b["text"]))
+    return wrong
+
+
+@pytest.mark.parametrize("lang,locale", [("ru", "ru-RU"), ("ar", "ar")])
+def test_page_in_the_browsers_language(browser: Any, app_url: str, lang: str, locale: str) -> None:
+    page = open_page(browser, app_url, locale)
+    try:
+        root = page.evaluate("() => [document.documentElement.lang, document.documentElement.dir]")
+        assert root == [lang, i18n.direction(lang)]
+        assert page.evaluate("() => getComputedStyle(document.querySelector('#pg-prompt')).direction") == \
+            i18n.direction(lang)
+        # Labels (Gradio's I18n) and server text (the method's title, its summary, the legend, the example prompt).
+        assert i18n.t("ui.prompt.label", lang) in page.inner_text("#pg-prompt")
+        assert page.inner_text("#pg-generate").strip() == i18n.t("ui.generate", lang)
+        assert i18n.t("ui.tab.theory", lang) in page.inner_text("#pg-tabs")
+        method = METHODS["prompt_lookup"].localized(lang)
+        page.wait_for_function("t => document.querySelector('#pg-method input').value === t", arg=method.title)
+        assert method.summary[:40] in page.inner_text("#pg-method-summary")
+        assert i18n.t("render.legend.rejected.label", lang) in page.inner_text("#pg-legend-box")
+        assert page.input_value("#pg-language input") == i18n.LANGUAGES[lang]
+
+        boxes = generate(page, lang)
+        assert i18n.t("status.done_prefix", lang) in page.inner_text("#pg-status-box")
+        words = [b for b in boxes if b["status"] in ("accepted", "correction", "bonus", "target")]
+        assert len(words) == 24
+        # The coloured spans are in reading order: left to right in Russian, right to left in Arabic.
+        assert not in_reading_order(boxes, rtl=lang == "ar")
+        ordered = [b for a, b in zip(boxes, boxes[1:]) if a["end_top"] == b["top"] and a["width"] and b["width"]]
+        assert ordered, "no two tokens on one line: nothing was checked"
+        # The output box takes its direction from the text; the charts stay left to right.
+        direction = page.evaluate("() => getComputedStyle(document.querySelector('#pg-output .pg-tokens')).direction")
+        assert direction == i18n.direction(lang)
+        assert page.evaluate("() => getComputedStyle(document.querySelector('#pg-chart-acceptance .js-plotly-plot'))"
+                             ".direction") == "ltr"
+        title = page.locator('#pg-output .tok[data-status="accepted"]').first.get_attribute("title")
+        assert i18n.t("render.describe.accepted", lang) in title
+        page.wait_for_timeout(500)
+        DOCS.mkdir(exist_ok=True)
+        page.screenshot(path=str(DOCS / f"screenshot-{lang}.png"), full_page=False)
+    finally:
+        page.context.close()
+
+
+def test_arabic_tokens_are_spans_ordered_right_to_left(browser: Any, app_url: str) -> None:
+    """Independent of the run: every Arabic token span of the output is hoverable and right of the next one."""
+    page = open_page(browser, app_url, "ar")
+    try:
+        boxes = generate(page, "ar")
+        arabic = [b for b in boxes if any("\u0600" <= c <= "\u06ff" for c in b["text"]) and b["width"]]
+        assert len(arabic) >= 3
+        pairs = [(a, b) for a, b in zip(arabic, arabic[1:]) if a["end_top"] == b["top"]]
+        assert pairs and all(a["end_left"] >= b["right"] - 1 for a, b in pairs)
+        first = page.locator("#pg-output .tok").filter(has_text=arabic[0]["text"]).first
+        first.hover()
+        assert first.get_attribute("title")
+    finally:
+        page.context.close()
+
+
+def test_the_picker_switches_the_whole_page(browser: Any, app_url: str) -> None:
+    page = open_page(browser, app_url, "ar")
+    try:
+        page.click("#pg-language input")
+        with page.expect_navigation():
+            page.click('[role=option][aria-label="Русский"]')
+        page.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value", timeout=60_000)
+        assert "lang=ru" in page.url
+        assert page.evaluate("() => [document.documentElement.lang, document.documentElement.dir]") == ["ru", "ltr"]
+        assert page.inner_text("#pg-generate").strip() == i18n.t("ui.generate", "ru")
+        page.wait_for_function("t => document.querySelector('#pg-method input').value === t",
+                               arg=METHODS["prompt_lookup"].localized("ru").title)
+        # An explicit English choice wins over the browser's Arabic.
+        page.goto(app_url + "?lang=en")
+        page.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value", timeout=60_000)
+        assert page.evaluate("() => document.documentElement.dir") == "ltr"
+        assert page.inner_text("#pg-generate").strip() == "Generate"
+        assert page.input_value("#pg-method input") == METHODS["prompt_lookup"].title
+    finally:
+        page.context.close()
