@@ -1,0 +1,258 @@
+"""The "Step through a run" tab: replay a trace (the last run's, or an uploaded file) one verification step at a time.
+
+`load_trace_file` (a clear `TraceFormatError` message for anything that is not a trace), `replay_view(trace, k)`:
+the coloured text of steps[:k+1] with step k outlined, the step told in words (draft → verify → append), the
+charts of the first k+1 steps with step k marked, the figures. Everything that draws is in `render` and `charts`,
+so a saved trace replays exactly like the run that made it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+from gradio import utils as gradio_utils
+
+from .. import charts, render
+from ..errors import PlaygroundError
+from ..i18n import t, tn
+from ..trace import Trace, TraceFormatError, short_repr, summarize_steps
+from .guard import PRIVATE, guarded
+from .language import L, language_of
+from .run_request import MAX_NAME_SHOWN
+
+MAX_TRACE_BYTES = 20 * 1024 * 1024
+REPLAY_WINDOW_STEPS = 200  # steps drawn around the replay's current one (text and charts)
+
+
+def load_trace_file(path: str | Path | None) -> Trace:
+    """A trace from an uploaded file; `TraceFormatError` with a message for the page otherwise."""
+    if not path:
+        raise TraceFormatError("no file was uploaded")
+    p = Path(path)
+    size = p.stat().st_size
+    if size > MAX_TRACE_BYTES:
+        raise TraceFormatError(f"the file is {size / 1e6:.1f} MB; a trace file is at most {MAX_TRACE_BYTES // 10**6} MB")
+    data = p.read_bytes()  # an OSError here: the caller says the file could not be read
+    try:
+        return Trace.from_json(data)
+    except TraceFormatError:
+        raise
+    except Exception as exc:  # a JSON document shaped like a trace but holding nonsense
+        raise TraceFormatError(f"malformed trace: {exc}") from None
+
+
+def describe_trace(trace: Trace, source: str, lang: str = "en") -> str:
+    s = trace.summary
+    assistant = t("replay.with_assistant", lang, assistant=trace.assistant) if trace.assistant else ""
+    return t("replay.describe", lang, source=source, method=trace.method, target=trace.target, assistant=assistant,
+             tokens=tn("status.tokens", s.new_tokens, lang), steps=tn("replay.steps", s.steps, lang))
+
+
+def step_number(value: Any, n: int) -> int:
+    """The slider's step (1-based) as sent by a client: a whole number, clamped to 1 … n; else our message."""
+    if value is None or value == "":
+        return n
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise PlaygroundError(f"the step must be a number from 1 to {n}; got {short_repr(value, MAX_NAME_SHOWN)}")
+    return min(max(int(value), 1), n)
+
+
+def replay_view(trace: Trace | None, value: Any, request: gr.Request = None,  # type: ignore[assignment]
+                lang: str | None = None) -> tuple[Any, ...]:
+    """(coloured text, step in words, acceptance chart, timing chart, figures) for slider position `value`
+    (1-based: the first `value` steps, the last of them outlined).
+
+    Text and charts show at most REPLAY_WINDOW_STEPS steps up to the current one, so one move of the
+    slider costs the same on a trace of any length; the figures count every step up to it.
+    """
+    lang = lang or language_of(request)
+    if trace is None or not trace.steps:
+        empty = render.empty_tokens(t("replay.empty", lang), lang)
+        return (empty, "", *charts.figures([], lang=lang), render.stats_html(None, lang=lang))
+    n = len(trace.steps)
+    k = step_number(value, n) - 1
+    first = max(0, k + 1 - REPLAY_WINDOW_STEPS)
+    window = trace.steps[first: k + 1]
+    tokens = render.render_tokens(window, current=k - first, earlier=first, lang=lang)
+    detail = render.step_detail_html(trace.steps[k], trace.method, k, lang=lang)
+    fig_a, fig_t = charts.figures(window, current=k, total_steps=n if not first else None, lang=lang)
+    shown = trace.steps[: k + 1]
+    elapsed = (trace.setup_ms + sum(s.time_ms for s in shown)) / 1000.0
+    stats = render.stats_html(summarize_steps(shown, elapsed, trace.setup_ms), lang=lang)
+    return tokens, detail, fig_a, fig_t, stats
+
+
+def slider_for(trace: Trace | None) -> Any:
+    """The replay slider for a trace: 1 … its steps. Gradio refuses a slider whose minimum is its maximum, so a
+    one-step trace (a one-token run) gets 1 … 2, fixed at 1 and not movable (the handlers clamp to the steps)."""
+    n = len(trace.steps) if trace is not None and trace.steps else 1
+    return gr.update(minimum=1, maximum=max(n, 2), value=n, step=1, interactive=n > 1)
+
+
+def _steps_in(trace: Trace | None) -> int:
+    return len(trace.steps) if trace is not None and trace.steps else 1
+
+
+def replay_prev(trace: Trace | None, value: Any) -> Any:
+    return gr.update(value=max(1, step_number(value, _steps_in(trace)) - 1))
+
+
+def replay_next(trace: Trace | None, value: Any) -> Any:
+    n = _steps_in(trace)
+    return gr.update(value=min(n, step_number(value, n) + 1))
+
+
+PLAY_EVERY_S = 1.0  # one verification step per second: time to read the sentence under the text
+PLAY, PAUSE = "▶ Play", "⏸ Pause"
+
+
+def replay_play(trace: Trace | None, value: Any, playing: bool) -> tuple[Any, Any, Any, bool]:
+    """Play / Pause: (slider, timer, button, playing). Playing from the last step starts over at step 1."""
+    if playing is True or trace is None or len(trace.steps) < 2:
+        return gr.skip(), gr.update(active=False), gr.update(value=PLAY), False
+    at_end = step_number(value, len(trace.steps)) >= len(trace.steps)
+    return (gr.update(value=1) if at_end else gr.skip()), gr.update(active=True), gr.update(value=PAUSE), True
+
+
+def replay_tick(trace: Trace | None, value: Any, playing: bool) -> tuple[Any, Any, Any, bool]:
+    """One step forward while playing; at the last step the play ends by itself."""
+    if playing is not True or trace is None or not trace.steps:
+        return gr.skip(), gr.update(active=False), gr.update(value=PLAY), False
+    n = len(trace.steps)
+    step = min(n, step_number(value, n) + 1)
+    if step >= n:
+        return gr.update(value=step), gr.update(active=False), gr.update(value=PLAY), False
+    return gr.update(value=step), gr.skip(), gr.skip(), True
+
+
+def replay_load(trace: Trace | None, source: str, lang: str = "en") -> tuple[Any, ...]:
+    """(trace state, status, slider, *replay_view) for a freshly loaded trace, at its last step (in `lang`)."""
+    if trace is None:
+        return (None, render.status_html(t("replay.nothing", lang), "idle"),
+                slider_for(None), *replay_view(None, 1, lang=lang))
+    return (trace, render.status_html(describe_trace(trace, source, lang), "done"), slider_for(trace),
+            *replay_view(trace, len(trace.steps), lang=lang))
+
+
+def replay_last(trace: Trace | None, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    lang = language_of(request)
+    return replay_load(trace, t("replay.last_run", lang), lang)
+
+from gradio.events import Dependency
+
+class TraceUpload(gr.UploadButton):
+    """The trace upload button, whose value reaches `on_trace_upload` as the client sent it: Gradio's own check of
+    the file model would refuse a value that is not an upload with its generic "Error"; ours says why. Gradio still
+    refuses, before any handler runs, a file record that names a path outside its upload folder."""
+
+    is_template = True  # Gradio's mark for a subclass of a built-in component: the page draws an UploadButton
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.data_model = None
+    from typing import Callable, Literal, Sequence, Any, TYPE_CHECKING
+    from gradio.blocks import Block
+    if TYPE_CHECKING:
+        from gradio.components import Timer
+        from gradio.components.base import Component
+
+
+MAX_UPLOAD_PATH_CHARS = 4096  # longer than any path Gradio's upload folder makes
+
+
+def uploaded_path(upload: Any) -> Path:
+    """Where Gradio stored a trace upload, from the value a client sent (a file record). Only a file inside Gradio's
+    upload folder is ever read: text, a record without a path, or a path elsewhere (/etc/passwd) is refused first."""
+    if isinstance(upload, list) and len(upload) == 1:  # the page's upload button sends its one file in a list
+        upload = upload[0]
+    path = upload.get("path") if isinstance(upload, dict) else None
+    if not isinstance(path, str) or not path or len(path) > MAX_UPLOAD_PATH_CHARS:
+        raise TraceFormatError(f"expected an uploaded file; got {short_repr(upload, MAX_NAME_SHOWN)}")
+    try:
+        folder = Path(gradio_utils.get_upload_folder()).resolve()
+        resolved = Path(path).resolve()
+    except (ValueError, OSError):  # a NUL byte, a lone surrogate, a loop of links
+        raise TraceFormatError("expected an uploaded file; got a path that is not one") from None
+    if folder not in resolved.parents:
+        raise TraceFormatError("expected a file uploaded to this page; got a path elsewhere on the server")
+    if not resolved.is_file():
+        raise TraceFormatError("expected an uploaded file; got a path in the upload folder that is not a file")
+    return resolved
+
+
+def on_trace_upload(upload: Any, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    """Load an uploaded trace; a file that is not one gets a clear message (and the replay is left as it was).
+
+    `upload` is the file record as the client sent it (`TraceUpload`, no preprocessing): only a file in Gradio's
+    upload folder is read (`uploaded_path`), and its content is untrusted, checked field by field by
+    `Trace.from_dict`.
+    """
+    from ..engine import user_message
+
+    lang = language_of(request)
+    name = t("replay.the_file", lang)
+    try:
+        path = uploaded_path(upload)
+        name = path.name if len(path.name) <= MAX_NAME_SHOWN else path.name[:MAX_NAME_SHOWN] + "…"
+        trace = load_trace_file(path)
+        return replay_load(trace, t("replay.loaded", lang, name=name), lang)
+    except Exception as exc:  # TraceFormatError, OSError, or anything else: one line, never a traceback
+        reason = (str(exc) if isinstance(exc, TraceFormatError) else "the file could not be read"
+                  if isinstance(exc, OSError) else user_message(exc, "reading the trace"))
+        message = t("replay.cannot", lang, name=name, reason=reason)
+        return (gr.skip(), render.status_html(message, "error"), *([gr.skip()] * 6))
+
+
+@dataclass
+class ReplayTab:
+    """What the page wires to the replay from outside: the last run's state and the views a loaded trace fills."""
+
+    last_run: gr.State
+    outputs: list[Any]  # replay_load's: trace state, status, slider, *replay_view
+
+
+def build_replay() -> ReplayTab:
+    """The tab (call inside the page's `gr.Tabs`) and its events."""
+    with gr.Tab(L("ui.tab.replay"), id="replay", elem_id="pg-tab-replay"):
+        with gr.Row():
+            with gr.Column(scale=3):
+                replay_status = gr.HTML(replay_load(None, "")[1], elem_id="pg-replay-status")
+            with gr.Column(scale=1, min_width=200):
+                replay_last_btn = gr.Button(L("ui.replay.last"), size="sm", elem_id="pg-replay-last")
+                replay_upload = TraceUpload(L("ui.replay.upload"), file_types=[".json"],
+                                             type="filepath", size="sm", elem_id="pg-replay-upload")
+        replay_slider = gr.Slider(1, 2, value=1, step=1, label=L("ui.replay.slider"), interactive=False,
+                                  elem_id="pg-replay-slider")
+        with gr.Row():
+            replay_prev_btn = gr.Button(L("ui.replay.prev"), size="sm", elem_id="pg-replay-prev")
+            replay_next_btn = gr.Button(L("ui.replay.next"), size="sm", elem_id="pg-replay-next")
+            replay_play_btn = gr.Button(PLAY, size="sm", variant="primary", elem_id="pg-replay-play")
+        replay_timer = gr.Timer(PLAY_EVERY_S, active=False)
+        replay_detail = gr.HTML("", elem_id="pg-replay-step")
+        replay_tokens = gr.HTML(replay_view(None, 1)[0], elem_id="pg-replay-output", max_height=420)
+        replay_stats = gr.HTML(render.stats_html(None), elem_id="pg-replay-stats")
+        with gr.Row():
+            replay_acceptance = gr.Plot(charts.acceptance_figure([]), show_label=False,
+                                        elem_id="pg-replay-chart-acceptance")
+            replay_timing = gr.Plot(charts.timing_figure([]), show_label=False, elem_id="pg-replay-chart-timing")
+        last_run = gr.State(None)
+        replay_trace = gr.State(None)
+        replay_playing = gr.State(False)
+
+    replay_views = [replay_tokens, replay_detail, replay_acceptance, replay_timing, replay_stats]
+    replay_outputs = [replay_trace, replay_status, replay_slider, *replay_views]
+    replay_slider.change(guarded(replay_view), [replay_trace, replay_slider], replay_views, **PRIVATE)
+    replay_prev_btn.click(guarded(replay_prev), [replay_trace, replay_slider], replay_slider, **PRIVATE)
+    replay_next_btn.click(guarded(replay_next), [replay_trace, replay_slider], replay_slider, **PRIVATE)
+    play_outputs = [replay_slider, replay_timer, replay_play_btn, replay_playing]
+    replay_play_btn.click(guarded(replay_play), [replay_trace, replay_slider, replay_playing], play_outputs, **PRIVATE)
+    replay_timer.tick(guarded(replay_tick), [replay_trace, replay_slider, replay_playing], play_outputs, **PRIVATE)
+    replay_last_btn.click(replay_last, last_run, replay_outputs, **PRIVATE)
+    # In the queue: parsing and checking a trace of up to MAX_TRACE_BYTES is the heaviest thing a click here does.
+    replay_upload.upload(on_trace_upload, replay_upload, replay_outputs, api_visibility="private",
+                         show_progress="hidden", preprocess=False)
+    return ReplayTab(last_run=last_run, outputs=replay_outputs)
