@@ -451,12 +451,15 @@ def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
         # prompt, target, assistant, method, params, dtype, chat, max_new_tokens, largest draft, more prompts
         "tune_page": [PROMPT, models["target"], None, "prompt_lookup", {}, "float32", "auto", 8, 2, ""],
         "run_verify": [None],
-        "after_run": [None],
+        "after_run": [None, None],  # the run's trace and the baselines (both States)
         "replay_last": [None],
         "on_trace_upload": [None],  # its one input is the file record: every hostile value replaces it
         "stop": [],
         "poll_preload": [None],
         "on_page_load": [],
+        "localize_view": ["prompt_lookup"],  # the page's server-written parts in the visitor's language
+        "language_of": [],
+        "localize_tabs": [],
     }
 
 

@@ -141,7 +141,8 @@ def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ..
     lang = language_of(request)
     if lang == "en":
         return tuple(gr.skip() for _ in range(9))
-    method = get_method(method_name if method_name in METHODS else DEFAULT_METHOD).localized(lang)
+    known = isinstance(method_name, str) and method_name in METHODS  # a client may send anything here
+    method = get_method(method_name if known else DEFAULT_METHOD).localized(lang)
     return (gr.update(choices=[(m.localized(lang).title, name) for name, m in METHODS.items()]), method.summary,
             lecture_html(method, lang), render.legend_html(lang), render.empty_tokens(lang=lang),
             render.stats_html(None, lang=lang), *charts.figures([], lang=lang),
@@ -419,7 +420,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
     # Fill the prompt after the page loads, so the API's `prompt` stays required.
     # Then a shareable link's settings, checked by the API's request builder (links.restore).
     demo.load(on_page_load, None, [prompt, examples, status, timer], **PRIVATE).then(
-        localize_view, method,
+        guarded(localize_view), method,
         [method, method_summary, lecture, legend, tokens, stats, acceptance_plot, timing_plot, dtype],
         **PRIVATE).then(
         guarded(restore_link), None, [preset, preset_info, *controls, prompt, dtype, link_status, *param_components],

@@ -24,7 +24,7 @@ import gradio as gr
 
 from .. import i18n
 from ..methods import METHODS
-from .guard import PRIVATE
+from .guard import PRIVATE, guarded
 
 
 
@@ -100,6 +100,6 @@ def picker() -> gr.Dropdown:
 def wire_picker(demo: gr.Blocks, dropdown: gr.Dropdown) -> None:
     """On load the picker shows the page's language; choosing another reloads the page in it (in the browser)."""
     dropdown.input(None, dropdown, None, js=PICK_JS, **PRIVATE)
-    demo.load(language_of, None, dropdown, **PRIVATE)
+    demo.load(guarded(language_of), None, dropdown, **PRIVATE)
 
 

@@ -64,7 +64,7 @@ def build_ui() -> gr.Blocks:
                            guarded(collect_params), build_request, guarded)
         # The tabs' server-written parts in the visitor's language, and the language picker.
         wire_picker(demo, language)
-        demo.load(localize_tabs, None, [methods_table, theory.plot, theory.diagnosis, *replay.outputs, *code.outputs],
+        demo.load(guarded(localize_tabs), None, [methods_table, theory.plot, theory.diagnosis, *replay.outputs, *code.outputs],
                   **PRIVATE)
         # After each run: replay it, place it on the theory curves with its diagnosis, show its code.
         main.run_event.then(after_run, [main.run_trace, baselines],

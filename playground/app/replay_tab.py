@@ -143,16 +143,14 @@ def replay_last(trace: Trace | None, request: gr.Request = None) -> tuple[Any, .
     return replay_load(trace, t("replay.last_run", lang), lang)
 
 
-class TraceUpload(gr.UploadButton):
+def trace_upload_button(*args: Any, **kwargs: Any) -> gr.UploadButton:
     """The trace upload button, whose value reaches `on_trace_upload` as the client sent it: Gradio's own check of
     the file model would refuse a value that is not an upload with its generic "Error"; ours says why. Gradio still
-    refuses, before any handler runs, a file record that names a path outside its upload folder."""
-
-    is_template = True  # Gradio's mark for a subclass of a built-in component: the page draws an UploadButton
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.data_model = None
+    refuses, before any handler runs, a file record that names a path outside its upload folder. (An instance, not
+    a subclass: Gradio writes a .pyi stub beside every module that subclasses a component.)"""
+    button = gr.UploadButton(*args, **kwargs)
+    button.data_model = None
+    return button
 
 
 MAX_UPLOAD_PATH_CHARS = 4096  # longer than any path Gradio's upload folder makes
@@ -181,7 +179,7 @@ def uploaded_path(upload: Any) -> Path:
 def on_trace_upload(upload: Any, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
     """Load an uploaded trace; a file that is not one gets a clear message (and the replay is left as it was).
 
-    `upload` is the file record as the client sent it (`TraceUpload`, no preprocessing): only a file in Gradio's
+    `upload` is the file record as the client sent it (`trace_upload_button`, no preprocessing): only a file in Gradio's
     upload folder is read (`uploaded_path`), and its content is untrusted, checked field by field by
     `Trace.from_dict`.
     """
@@ -217,7 +215,7 @@ def build_replay() -> ReplayTab:
                 replay_status = gr.HTML(replay_load(None, "")[1], elem_id="pg-replay-status")
             with gr.Column(scale=1, min_width=200):
                 replay_last_btn = gr.Button(L("ui.replay.last"), size="sm", elem_id="pg-replay-last")
-                replay_upload = TraceUpload(L("ui.replay.upload"), file_types=[".json"],
+                replay_upload = trace_upload_button(L("ui.replay.upload"), file_types=[".json"],
                                              type="filepath", size="sm", elem_id="pg-replay-upload")
         replay_slider = gr.Slider(1, 2, value=1, step=1, label=L("ui.replay.slider"), interactive=False,
                                   elem_id="pg-replay-slider")
