@@ -64,7 +64,9 @@ HEAD = """<script>(function () {
 
 # The picker's change: the same page with ?lang=<code>, the rest of its query kept.
 PICK_JS = """(code) => { const url = new URL(window.location.href); url.searchParams.set("lang", code);
-  window.location.assign(url.toString()); return code; }"""
+  if (window.pgLanguageLeaving !== url.toString()) {  // once: a second event must not abort the first load
+    window.pgLanguageLeaving = url.toString(); window.location.assign(url.toString()); }
+  return code; }"""
 
 # Right to left: Gradio marks every block dir="ltr"; the page's direction wins, except where left to right is the
 # reading order (code, numbers, sliders' figures, charts, the JSON of a trace).
