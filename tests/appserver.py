@@ -1,4 +1,8 @@
-"""Start and stop the real `python app.py` on a free local port, for tests and scripts."""
+"""Start and stop the real `python app.py` on a free local port and a headless Chromium, for tests and scripts.
+
+Every app started and every Chromium launched is recorded (`STARTED`, `LAUNCHED`): conftest.py checks that a test
+that used one carries the `server` / `browser` marker (and `bundled` when the app preloads the bundled model).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,32 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from playground.settings import _FALSE
 
 ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "artifacts"  # server logs and screenshots (git-ignored)
 START_TIMEOUT_S = 180  # importing torch + gradio on two busy cores
+CHROMIUM = "/usr/bin/chromium"  # Debian's; Playwright's own download is out of reach here
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run"]
+needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"needs Debian's chromium at {CHROMIUM}")
+
+
+@dataclass(frozen=True)
+class StartedApp:
+    log_path: Path
+    preloads_bundled: bool  # PLAYGROUND_PRELOAD left on: the app loads the default target, the bundled Gemma
+
+
+STARTED: list[StartedApp] = []  # every app started by this process, in order
+LAUNCHED: list[str] = []  # every headless Chromium launched by this process
 
 
 def free_port() -> int:
@@ -26,6 +52,7 @@ def start_app(port: int, log_path: Path, extra_env: dict[str, str] | None = None
     env = {**(os.environ if base_env is None else base_env), "GRADIO_SERVER_PORT": str(port),
            "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1",
            **(extra_env or {})}
+    STARTED.append(StartedApp(log_path, (env.get("PLAYGROUND_PRELOAD") or "").strip().lower() not in _FALSE))
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log_path.open("w"),
                             stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
@@ -50,3 +77,52 @@ def stop_app(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+@contextmanager
+def running_app(log_path: Path, extra_env: dict[str, str] | None = None) -> Iterator[str]:
+    """The URL of a real app started for the block (see `start_app`), stopped after it."""
+    port = free_port()
+    proc = start_app(port, log_path, extra_env)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        stop_app(proc)
+
+
+@contextmanager
+def headless_chromium() -> Iterator[Any]:
+    """A Playwright browser on Debian's Chromium; the test is skipped where playwright or Chromium is missing."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"needs Debian's chromium at {CHROMIUM}")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        LAUNCHED.append(CHROMIUM)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def app_url_fixture(log_name: str, extra_env: dict[str, str] | None = None) -> Callable[[], Iterator[str]]:
+    """A module-scoped `app_url` fixture: one real app for the test module, its log in artifacts/`log_name`."""
+
+    @pytest.fixture(scope="module")
+    def app_url() -> Iterator[str]:
+        ARTIFACTS.mkdir(exist_ok=True)
+        with running_app(ARTIFACTS / log_name, extra_env) as url:
+            yield url
+
+    return app_url
+
+
+def browser_fixture(name: str = "browser") -> Callable[[], Iterator[Any]]:
+    """A module-scoped fixture (named `name`) holding one headless Chromium for the test module."""
+
+    @pytest.fixture(scope="module", name=name)
+    def browser() -> Iterator[Any]:
+        with headless_chromium() as launched:
+            yield launched
+
+    return browser

@@ -116,6 +116,7 @@ def test_show_summarises_a_saved_trace(tiny_models, tmp_path, capsys):
     assert "[baseline] 3 tokens" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_real_process_exit_status(tiny_models):
     """The contract as a script sees it: non-zero status and a single line on stderr."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -103,6 +103,7 @@ def _printed_script(trace_file: Path) -> str:
     return out.getvalue()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_printed_script_reproduces_the_saved_trace(reproduced, case) -> None:
     trace, script, tokens, error = reproduced[_case_id(case)]
@@ -113,6 +114,7 @@ def test_printed_script_reproduces_the_saved_trace(reproduced, case) -> None:
         assert "torch.manual_seed(11)" in script
 
 
+@pytest.mark.slow
 def test_universal_sampling_script_repeats_the_playgrounds_adaptations(reproduced) -> None:
     """The script says why it differs from a bare generate() call, and without those steps the run differs."""
     trace, script, tokens, _ = reproduced["universal-sampling"]

@@ -25,13 +25,12 @@ from typing import Any, Iterator
 
 import pytest
 
-from appserver import free_port, start_app, stop_app
+from appserver import ARTIFACTS, browser_fixture, free_port, start_app, stop_app
 from playground.trace import Step, Trace, classify_step
 
 httpx = pytest.importorskip("httpx")
+pytestmark = pytest.mark.server  # one real app (no preload, tiny models) serves every test
 
-ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "artifacts"
 WAIT_S = 120  # upper bound for anything we wait for; a hang fails instead of blocking the suite
 PROMPT = "One, two, three, four, five. One, two,"
 # What a Python exception's text or Gradio's own refusal looks like when it reaches a visitor.
@@ -209,6 +208,7 @@ def _tree(root: Path) -> set[Path]:
     return {p for p in root.rglob("*")} if root.exists() else set()
 
 
+@pytest.mark.slow
 def test_the_session_hash_never_becomes_a_path(server: Server, models: dict[str, str]) -> None:
     """The queue protocol lets a client pick its session hash; the trace file goes where the server says."""
     traces = server.tmp / "assisted-playground-traces"
@@ -261,9 +261,6 @@ def test_after_a_run_the_replay_reads_only_the_servers_own_file(server: Server, 
 
 # --------------------------------------------------------------------------- hole 1: script in a trace file, in Chromium
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run"]
 PWN = "window.__pwned=(window.__pwned||0)+1"  # what every payload runs, if anything runs it
 PAYLOADS = [f'<img src=x onerror="{PWN}">', f"<script>{PWN}</script>", f'<svg onload="{PWN}"></svg>',
             f'"><img src=x onerror="{PWN}">', f"' onmouseover='{PWN}' x='"]
@@ -311,17 +308,7 @@ def hostile_trace_files() -> list[tuple[str, bytes, str | None]]:
     ]
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"needs Debian's chromium at {CHROMIUM}")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+chromium = browser_fixture("chromium")
 
 
 def _no_script_ran(page: Any, dialogs: list[str]) -> None:
@@ -339,6 +326,8 @@ def _no_script_ran(page: Any, dialogs: list[str]) -> None:
     assert injected == []
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_script_bearing_trace_files_run_no_script_in_the_browser(server: Server, chromium: Any, tmp_path: Path) -> None:
     context = chromium.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
@@ -490,6 +479,7 @@ def sweep_values(name: str, position: int, first: int) -> list[tuple[str, Any]]:
     return values
 
 
+@pytest.mark.slow
 def test_every_input_of_every_endpoint_refuses_hostile_values(server: Server, models: dict[str, str]) -> None:
     """Every event handler in the page's config (every fn_index, those added later too) gets hostile values in
     each input a client sets; a handler without such inputs is called with the hostile values as extra inputs
@@ -590,6 +580,7 @@ def test_a_one_step_trace_and_a_one_token_run_replay(server: Server, models: dic
     assert outcome.success
 
 
+@pytest.mark.slow
 def test_replaying_one_step_of_a_huge_trace_is_bounded(server: Server) -> None:
     """A trace of 40 000 steps loads; each move of the slider returns a window of it, not all of it."""
     session = uuid.uuid4().hex[:11]

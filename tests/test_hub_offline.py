@@ -58,6 +58,7 @@ def offline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return found
 
 
+@pytest.mark.slow
 def test_every_preset_model_loads_by_hub_id_from_the_cache(offline: dict[str, Any]) -> None:
     models = offline["models"]
     assert set(models) == {m for p in GUIDE_PRESETS for m in p.models}
@@ -113,6 +114,7 @@ TRANSFORMERS_DEFAULTS = {
 PLUMBING = {"input_ids", "attention_mask", "pad_token_id"}  # the guide's **inputs; the pad id generate() would pick
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [p.name for p in GUIDE_PRESETS])
 def test_guide_preset_runs_offline_as_the_guide_does(offline: dict[str, Any], name: str) -> None:
     preset, found = PRESETS[name], offline["presets"][name]
@@ -150,6 +152,7 @@ def test_guide_preset_runs_offline_as_the_guide_does(offline: dict[str, Any], na
             assert _same(value, repr(TRANSFORMERS_DEFAULTS[key])), f"{key}={value} is neither the guide's nor the default"
 
 
+@pytest.mark.slow
 def test_mtp_drafter_preset_renders_its_chat_as_the_guide(offline: dict[str, Any]) -> None:
     preset, found = PRESETS["mtp-drafter"], offline["presets"]["mtp-drafter"]
     rendered = found["rendered_prompt"]
@@ -183,6 +186,7 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return found
 
 
+@pytest.mark.slow
 def test_gated_model_message_with_and_without_hf_token(endpoint: dict[str, Any]) -> None:
     without, with_token = endpoint["no token"], endpoint["hf_not_a_real_token"]
     assert without["gated"].startswith("meta-llama/Llama-3.1-8B is gated on the Hugging Face Hub")
@@ -193,6 +197,7 @@ def test_gated_model_message_with_and_without_hf_token(endpoint: dict[str, Any])
     assert any(r["authorization"] == "Bearer hf_not_a_real_token" for r in with_token["requests"])
 
 
+@pytest.mark.slow
 def test_memory_estimate_comes_from_safetensors_headers_before_any_download(endpoint: dict[str, Any]) -> None:
     params = sum(shape[0] * shape[1] for _, shape in SMOL_HEADER.values())
     for found in (endpoint["no token"], endpoint["hf_not_a_real_token"]):

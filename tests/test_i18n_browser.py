@@ -8,24 +8,21 @@ timings.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-from appserver import free_port, start_app, stop_app
+from appserver import app_url_fixture, browser_fixture, needs_chromium
 
 from playground import i18n
 from playground.methods import METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "artifacts"
 DOCS = ROOT / "docs"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run"]
 RUN_TIMEOUT_MS = 900_000  # a fresh machine converts the bundled model first
 
-sync_api = pytest.importorskip("playwright.sync_api")
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"needs Debian's chromium at {CHROMIUM}")
+# Every test drives the page of the module's app, which preloads the bundled Gemma and generates on it.
+pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.bundled,
+              needs_chromium]
 
 PROMPTS = {
     "ru": "Москва — столица России. Санкт-Петербург — второй по величине город России. Москва — столица",
@@ -44,25 +41,8 @@ TOKEN_BOXES = """() => Array.from(document.querySelectorAll('#pg-output .tok')).
 })"""
 
 
-@pytest.fixture(scope="module")
-def app_url() -> Iterator[str]:
-    ARTIFACTS.mkdir(exist_ok=True)
-    port = free_port()
-    proc = start_app(port, ARTIFACTS / "i18n-test-server.log")
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        stop_app(proc)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+app_url = app_url_fixture("i18n-test-server.log")
+browser = browser_fixture()
 
 
 def open_page(browser: Any, url: str, locale: str) -> Any:
@@ -109,6 +89,7 @@ def in_reading_order(boxes: list[dict[str, Any]], rtl: bool) -> list[tuple[str, 
     return wrong
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang,locale", [("ru", "ru-RU"), ("ar", "ar")])
 def test_page_in_the_browsers_language(browser: Any, app_url: str, lang: str, locale: str) -> None:
     page = open_page(browser, app_url, locale)
@@ -149,6 +130,7 @@ def test_page_in_the_browsers_language(browser: Any, app_url: str, lang: str, lo
         page.context.close()
 
 
+@pytest.mark.slow
 def test_arabic_tokens_are_spans_ordered_right_to_left(browser: Any, app_url: str) -> None:
     """Independent of the run: every Arabic token span of the output is hoverable and right of the next one."""
     page = open_page(browser, app_url, "ar")

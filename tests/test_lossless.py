@@ -195,6 +195,7 @@ def test_p_of_every_draft_matches_the_target(store, ckpt, method) -> None:
 # --------------------------------------------------------------------------- `python tests/tiny.py --out DIR`
 
 
+@pytest.mark.slow
 def test_tiny_checkpoints_script_writes_what_the_cli_runs(tmp_path: Path, capsys) -> None:
     import subprocess
 

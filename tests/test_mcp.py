@@ -34,6 +34,8 @@ async def _session(url: str, work: Any) -> Any:
             return await work(session)
 
 
+@pytest.mark.server
+@pytest.mark.slow
 def test_mcp_lists_generate_compare_bench_and_runs_generate(server: str, tiny_models: dict[str, str]) -> None:
     async def work(session: ClientSession) -> Any:
         tools = (await session.list_tools()).tools

@@ -1,8 +1,7 @@
 """The methods on the real bundled models (Gemma 3 270M, SmolLM2 135M Instruct), float32 for exact equality.
 
-Slow-ish (seconds per run on two cores; the two sliding-window tests prefill 500-token prompts, tens of
-seconds each) and they need the bundled conversions (cached after the first use): deselect with
-`-k "not bundled"` for a quick run.
+Slow (tens of seconds per test on two cores; the two sliding-window tests prefill 500-token prompts) and they need
+the bundled conversions (cached after the first use): marked `bundled` and `slow`, left out of README's quick run.
 """
 
 from __future__ import annotations
@@ -13,6 +12,8 @@ import torch
 from playground.engine import LiveRun, RunRequest, plain_generate, prepare
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, ModelStore
 from playground.trace import Trace, check_invariants
+
+pytestmark = [pytest.mark.bundled, pytest.mark.slow]
 
 PROMPT = "The capital of France is"
 LIST_PROMPT = ("Repeat the list exactly. List: apples, pears, plums, grapes, lemons, cherries, melons. "

@@ -33,7 +33,8 @@ OTHER_WORDS = ("moon", "sun", "dog", "cat", "zebra", "blue", "green", "red", "tr
                "bird", "yak")
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+# Thousands of seeded runs per test: each takes many seconds on two busy cores.
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

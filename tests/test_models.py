@@ -521,6 +521,8 @@ def gemma() -> models.LoadedModel:
         return load_model(DEFAULT_TARGET, dtype="auto")
 
 
+@pytest.mark.bundled
+@pytest.mark.slow
 def test_bundled_gemma(gemma: models.LoadedModel) -> None:
     assert gemma.source == "bundled" and gemma.num_layers == 18
     assert gemma.dtype == resolve_dtype("auto")
@@ -544,6 +546,7 @@ def test_bundled_gemma(gemma: models.LoadedModel) -> None:
         assert torch.equal(p_first, p_again)
 
 
+@pytest.mark.bundled
 def test_bundled_smollm2_has_another_vocabulary(gemma: models.LoadedModel) -> None:
     smol = load_model(DEFAULT_UNIVERSAL_ASSISTANT, dtype="auto")
     assert smol.source == "bundled" and smol.has_chat_template and smol.num_layers == 30

@@ -136,6 +136,7 @@ def cases(tiny_models, store, tmp_path_factory) -> dict[str, Case]:
     return built
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_snippet_reproduces_the_run(cases, name):
     case = cases[name]
@@ -144,6 +145,7 @@ def test_snippet_reproduces_the_run(cases, name):
     assert case.snippet_tokens == case.trace.output_ids, case.code
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CLI_END_TO_END)
 def test_printed_cli_command_reproduces_the_run(cases, name):
     case = cases[name]
@@ -151,6 +153,7 @@ def test_printed_cli_command_reproduces_the_run(cases, name):
     assert case.cli_tokens == case.trace.output_ids
 
 
+@pytest.mark.slow
 def test_draft_length_goes_on_the_assistants_generation_config(cases):
     code = cases["speculative"].code
     assert "assistant_model.generation_config.num_assistant_tokens = 3\n" in code
@@ -159,6 +162,7 @@ def test_draft_length_goes_on_the_assistants_generation_config(cases):
     assert all(len(step.drafted) <= 3 for step in cases["speculative"].trace.steps)
 
 
+@pytest.mark.slow
 def test_early_exit_draft_length_goes_on_the_targets_generation_config(cases):
     code = cases["early_exit"].code
     assert "\nmodel.generation_config.num_assistant_tokens = 3\n" in code
@@ -167,6 +171,7 @@ def test_early_exit_draft_length_goes_on_the_targets_generation_config(cases):
     assert "    assistant_early_exit=2,\n" in call and "num_assistant_tokens" not in call
 
 
+@pytest.mark.slow
 def test_sampling_case_is_sensitive_to_draft_length(cases, store):
     """The sampled output depends on the draft length, so the matching script must have set it where it counts."""
     case = cases["speculative_sampling"]
@@ -175,6 +180,7 @@ def test_sampling_case_is_sensitive_to_draft_length(cases, store):
     assert LiveRun(prepare(other, store)).run().output_ids != case.trace.output_ids
 
 
+@pytest.mark.slow
 def test_chat_template_is_applied_in_the_script_when_the_run_used_it(cases):
     """Explicit on/off and the default (a local model with a chat template: on), as the engine decided."""
     assert cases["prompt_lookup"].prepared.chat and not cases["early_exit"].prepared.chat
@@ -183,6 +189,7 @@ def test_chat_template_is_applied_in_the_script_when_the_run_used_it(cases):
         assert ("apply_chat_template" in case.code) == case.prepared.chat
 
 
+@pytest.mark.slow
 def test_script_is_built_from_the_engine_kwargs(cases):
     """Every generate() argument the engine passes appears in the script, with its value."""
     for case in cases.values():
@@ -202,6 +209,7 @@ def test_self_assisted_speculative_passes_the_target_itself(tiny_models, store):
     assert "\nmodel.generation_config.num_assistant_tokens = 2\n" in code
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_cli_command_parses_to_the_same_request(cases, name):
     case = cases[name]
@@ -211,6 +219,7 @@ def test_cli_command_parses_to_the_same_request(cases, name):
         assert _normalised(_parse_command(command)) == _normalised(request)
 
 
+@pytest.mark.slow
 def test_resolved_command_prepares_the_same_generate_call(cases, store):
     for case in cases.values():
         again = prepare(_parse_command(cli_command(resolved_request(case.prepared))), store)

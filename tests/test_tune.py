@@ -236,6 +236,8 @@ LIST_PROMPT = ("Repeat the list exactly. List: apples, pears, plums, grapes, lem
                "Repeated list: apples, pears,")
 
 
+@pytest.mark.bundled
+@pytest.mark.slow
 def test_tune_bundled_prompt_lookup_and_self_speculation(store) -> None:
     """Gemma 3 270M: prompt lookup, Gemma as its own assistant (every draft accepted) and early exit at layer 12."""
     request = _request(DEFAULT_TARGET, "prompt_lookup", LIST_PROMPT, max_new_tokens=12, max_draft=3,

@@ -19,40 +19,20 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from appserver import free_port, start_app, stop_app  # noqa: F401 (also used by test_ui_teach)
+from appserver import (ARTIFACTS, app_url_fixture, browser_fixture, free_port, headless_chromium, needs_chromium,
+                       start_app, stop_app)
 
 from playground.trace import STATUSES
 
 ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run"]
 RUN_TIMEOUT_MS = 900_000  # a fresh machine converts the bundled model first (about a minute or two)
 
-sync_api = pytest.importorskip("playwright.sync_api")
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"needs Debian's chromium at {CHROMIUM}")
+# The module's app preloads the bundled Gemma (PLAYGROUND_PRELOAD is left on).
+pytestmark = [pytest.mark.server, pytest.mark.bundled,
+              needs_chromium]
 
-
-@pytest.fixture(scope="module")
-def app_url() -> Iterator[str]:
-    ARTIFACTS.mkdir(exist_ok=True)
-    port = free_port()
-    proc = start_app(port, ARTIFACTS / "ui-test-server.log")
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        stop_app(proc)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+app_url = app_url_fixture("ui-test-server.log")
+browser = browser_fixture()
 
 
 @pytest.fixture
@@ -117,6 +97,8 @@ WATCH_STREAM = """() => {
 # --------------------------------------------------------------------------- tests
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_method_controls_follow_the_registry(page: Any) -> None:
     from playground.methods import METHODS
 
@@ -143,6 +125,8 @@ def test_method_controls_follow_the_registry(page: Any) -> None:
         assert not page.is_visible(f"#pg-param-{name}")
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_generate_streams_coloured_tokens_and_charts(page: Any) -> None:
     from playground.trace import Trace
 
@@ -192,6 +176,7 @@ def test_generate_streams_coloured_tokens_and_charts(page: Any) -> None:
     assert trace.summary.new_tokens == 64
 
 
+@pytest.mark.browser
 def test_errors_show_in_the_page_and_the_server_keeps_serving(page: Any) -> None:
     # An unknown model: a clear message in an alert box, nothing generated.
     type_custom(page, "pg-target", "bundled/no-such-model")
@@ -218,6 +203,7 @@ def test_errors_show_in_the_page_and_the_server_keeps_serving(page: Any) -> None
     assert stat(page, "new_tokens") == "6"
 
 
+@pytest.mark.browser
 def test_stop_keeps_what_was_produced(page: Any) -> None:
     from playground.methods import METHODS
 
@@ -276,6 +262,8 @@ def test_generate_is_an_api_endpoint(app_url: str) -> None:
     assert 'role="alert"' in status and "no_such_param" in status
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_a_run_clicked_during_the_start_up_load_ends_done_and_stays_done(browser: Any) -> None:
     """A fresh server of its own, clicked while it still loads the default model, for a run so short it
     ends within a tick of the load: its "Done" stays (a late load-progress tick used to replace it)."""
@@ -361,8 +349,7 @@ def measure(runs: int = 5) -> None:
         elapsed = float(final[1].split('data-stat="elapsed_s"><div class="pg-value">')[1].split()[0])
         return {"first_token_s": round(first or last, 3), "last_token_s": round(last, 3), "generate_s": elapsed}
 
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    with headless_chromium() as b:
         port = free_port()
         t_launch = time.perf_counter()
         proc = start_app(port, ARTIFACTS / "ui-measure-server.log")  # warm: the conversion is cached

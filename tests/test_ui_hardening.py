@@ -403,11 +403,14 @@ def _fill(value: Any, models: dict[str, str]) -> Any:
     return value.format(**models) if isinstance(value, str) and "{" in value else value
 
 
+@pytest.mark.server
+@pytest.mark.slow
 def test_a_normal_run_works_first(client: Any, models: dict[str, str], server: Server) -> None:
     assert len(normal_run(client, server, models)) == 8
     assert server.worker_threads() == 0
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("row, kw, fragment", BAD_INPUT, ids=[row for row, _, _ in BAD_INPUT])
 def test_bad_input_gets_a_clear_message_and_the_server_keeps_serving(
         row: str, kw: dict[str, Any], fragment: str, client: Any, models: dict[str, str], server: Server) -> None:
@@ -426,6 +429,7 @@ def test_bad_input_gets_a_clear_message_and_the_server_keeps_serving(
     assert not list(Path(models["outside"]).glob("*_RAN"))
 
 
+@pytest.mark.server
 def test_nothing_a_visitor_types_reaches_a_shell(client: Any, models: dict[str, str], server: Server) -> None:
     marker = Path(models["outside"]) / "SHELL_RAN"
     evil = f"$(touch {marker}); `touch {marker}` && touch {marker} | touch {marker}"
@@ -444,6 +448,7 @@ def test_nothing_a_visitor_types_reaches_a_shell(client: Any, models: dict[str, 
     normal_run(client, server, models)
 
 
+@pytest.mark.server
 def test_loading_code_is_never_run(models: dict[str, str], client: Any, server: Server) -> None:
     """After the pickle and custom-code rows: neither the pickle nor the model's Python ever ran."""
     for target in (models["pickled"], models["custom"]):
@@ -467,6 +472,7 @@ def _upload_status(server: Server, name: str, content: bytes) -> tuple[str, str]
     return status((None, None, None, None, boxes[0]))
 
 
+@pytest.mark.server
 def test_corrupt_or_foreign_trace_files_get_a_clear_message(server: Server, client: Any,
                                                              models: dict[str, str]) -> None:
     if UPLOAD_HANDLER not in server.fn_index:
@@ -489,6 +495,7 @@ def test_corrupt_or_foreign_trace_files_get_a_clear_message(server: Server, clie
     normal_run(client, server, models)
 
 
+@pytest.mark.server
 def test_uploads_larger_than_a_trace_are_refused(server: Server, client: Any, models: dict[str, str]) -> None:
     from playground.app.replay_tab import MAX_TRACE_BYTES
 
@@ -572,6 +579,8 @@ def test_queue_concurrency_default_fits_two_cores(monkeypatch: pytest.MonkeyPatc
     assert page.build_ui()._queue.default_concurrency_limit == 3
 
 
+@pytest.mark.server
+@pytest.mark.slow
 def test_run_time_limit_ends_a_long_run(client: Any, models: dict[str, str], server: Server) -> None:
     outputs = client.predict(**request(target=models["long"], max_new_tokens=MAX_NEW_TOKENS), api_name="/generate")
     kind, text = status(outputs)
@@ -598,6 +607,7 @@ def _own_trace(trace: Trace, kw: dict[str, Any]) -> None:
     assert trace.prompt == kw["prompt"] and trace.method == kw["method"] and trace.target == kw["target"]
 
 
+@pytest.mark.server
 def test_two_sessions_at_once_match_their_solo_runs(server: Server, models: dict[str, str]) -> None:
     """Early exit lowers the shared target's layer count and changes its draft settings while it runs; a
     plain run on the same model at the same time must still give its solo output (one run per model)."""
@@ -620,6 +630,7 @@ def test_two_sessions_at_once_match_their_solo_runs(server: Server, models: dict
     assert server.wait_no_worker() == 0
 
 
+@pytest.mark.server
 def test_two_sessions_generate_in_parallel_and_stay_apart(server: Server, models: dict[str, str]) -> None:
     """With PLAYGROUND_CONCURRENCY=2 two runs on different models stream at the same time; each session
     sees its own tokens, stops only its own run and downloads its own trace."""
@@ -651,6 +662,7 @@ def test_two_sessions_generate_in_parallel_and_stay_apart(server: Server, models
     assert server.wait_no_worker() == 0
 
 
+@pytest.mark.server
 def test_sampling_sessions_at_once_keep_their_seeds(server: Server, models: dict[str, str]) -> None:
     """Sampling draws from torch's global generator: runs on different models at once must each give the
     output their seed gives alone."""
@@ -672,6 +684,7 @@ def test_sampling_sessions_at_once_keep_their_seeds(server: Server, models: dict
 # --------------------------------------------------------------------------- leaving mid-run
 
 
+@pytest.mark.server
 def test_stop_ends_the_run_and_its_worker_thread(server: Server, models: dict[str, str]) -> None:
     client = new_client(server)
     assert server.worker_threads() == 0
@@ -689,6 +702,7 @@ def test_stop_ends_the_run_and_its_worker_thread(server: Server, models: dict[st
     normal_run(client, server, models)
 
 
+@pytest.mark.server
 def test_cancelling_the_job_ends_the_worker_thread(server: Server, models: dict[str, str]) -> None:
     client = new_client(server)
     job = client.submit(**request(target=models["long"], max_new_tokens=MAX_NEW_TOKENS), api_name="/generate")
@@ -699,6 +713,7 @@ def test_cancelling_the_job_ends_the_worker_thread(server: Server, models: dict[
     normal_run(client, server, models)
 
 
+@pytest.mark.server
 def test_closing_the_connection_mid_stream_ends_the_worker_thread(server: Server, models: dict[str, str]) -> None:
     """What a closed tab does: the browser's event stream goes away while tokens are streaming."""
     session = uuid.uuid4().hex[:11]
@@ -721,6 +736,7 @@ def test_closing_the_connection_mid_stream_ends_the_worker_thread(server: Server
     normal_run(new_client(server), server, models)
 
 
+@pytest.mark.server
 def test_the_server_survived_everything(server: Server, client: Any, models: dict[str, str]) -> None:
     assert server.proc.poll() is None
     normal_run(client, server, models)

@@ -10,20 +10,14 @@ from urllib.parse import urlencode
 
 import pytest
 
-from appserver import free_port, start_app, stop_app
+from appserver import app_url_fixture, browser_fixture, needs_chromium
 from playground.methods import METHODS
-from test_ui_browser import browser, pytestmark  # noqa: F401 (the headless Chromium fixture and its skip rule)
 
+pytestmark = [pytest.mark.browser, pytest.mark.server,
+              needs_chromium]
 
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    proc = start_app(port, tmp_path_factory.mktemp("links") / "server.log",
-                     {"PLAYGROUND_PRELOAD": "0", "HF_HUB_OFFLINE": "1"})
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        stop_app(proc)
+app_url = app_url_fixture("ui-links-server.log", {"PLAYGROUND_PRELOAD": "0", "HF_HUB_OFFLINE": "1"})
+browser = browser_fixture()
 
 
 @pytest.fixture
@@ -75,6 +69,7 @@ SETTINGS = {"method": "prompt_lookup", "params": json.dumps({"prompt_lookup_num_
             "dtype": "float32"}
 
 
+@pytest.mark.slow
 def test_a_link_restores_its_settings_and_the_link_button_round_trips(open_link: Any) -> None:
     page = open_link(SETTINGS)
     assert link_status(page) == ("done", "✓ Settings restored from the link.")
@@ -103,6 +98,7 @@ def test_a_preset_link_fills_the_guide_example_or_its_stand_in(open_link: Any) -
     assert "not reachable here" in page.inner_text("#pg-preset-info")
 
 
+@pytest.mark.slow
 def test_a_hostile_link_changes_nothing_and_is_shown_as_text(open_link: Any) -> None:
     hostile = "<img src=x onerror=\"window.__pwned=1\">"
     default = controls(open_link({}))

@@ -15,6 +15,8 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 import pytest
+from appserver import ARTIFACTS, headless_chromium, needs_chromium, running_app
+from test_ui_browser import RUN_TIMEOUT_MS, set_number, wait_finished
 
 from playground import charts, render
 from playground.app import (after_run, code_tab, compare_tab, generate_tab, methods_tab, replay_tab, run_request,
@@ -384,45 +386,27 @@ def test_play_race_streams_frames(compared: list[tuple[Any, ...]]) -> None:
 
 # --------------------------------------------------------------------------- in the browser (the real app)
 
-try:
-    from playwright.sync_api import sync_playwright
-    from test_ui_browser import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_MS, free_port, set_number, start_app,
-                                 stop_app, wait_finished)
-
-    HAVE_BROWSER = Path(CHROMIUM).exists()
-except (ImportError, pytest.skip.Exception):
-    HAVE_BROWSER = False
-
-browser_test = pytest.mark.skipif(not HAVE_BROWSER, reason="needs playwright and Debian's chromium")
-
-
 @pytest.fixture(scope="module")
 def teach_page_factory() -> Any:
+    """New pages on one real app (it preloads the bundled Gemma) in one headless Chromium, for the module."""
     ARTIFACTS.mkdir(exist_ok=True)
-    port = free_port()
-    proc = start_app(port, ARTIFACTS / "ui-teach-server.log")
-    try:
-        with sync_playwright() as p:
-            b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-            contexts = []
+    with running_app(ARTIFACTS / "ui-teach-server.log") as url, headless_chromium() as browser:
+        contexts = []
 
-            def new_page() -> Any:
-                context = b.new_context(viewport={"width": 1440, "height": 1000})
-                contexts.append(context)
-                pg = context.new_page()
-                pg.set_default_timeout(60_000)
-                pg.goto(f"http://127.0.0.1:{port}/")
-                pg.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value", timeout=60_000)
-                return pg
+        def new_page() -> Any:
+            context = browser.new_context(viewport={"width": 1440, "height": 1000})
+            contexts.append(context)
+            pg = context.new_page()
+            pg.set_default_timeout(60_000)
+            pg.goto(url)
+            pg.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value", timeout=60_000)
+            return pg
 
-            try:
-                yield new_page
-            finally:
-                for context in contexts:
-                    context.close()
-                b.close()
-    finally:
-        stop_app(proc)
+        try:
+            yield new_page
+        finally:
+            for context in contexts:
+                context.close()
 
 
 def replay_state(page: Any) -> dict[str, Any]:
@@ -448,7 +432,11 @@ def wait_current(page: Any, step: int) -> dict[str, Any]:
     return replay_state(page)
 
 
-@browser_test
+@needs_chromium
+@pytest.mark.browser
+@pytest.mark.server
+@pytest.mark.bundled
+@pytest.mark.slow
 def test_replay_theory_and_code_after_a_run_in_the_browser(teach_page_factory: Any, tmp_path: Path) -> None:
     page = teach_page_factory()
     set_number(page, "pg-max-new-tokens", 40)
@@ -550,7 +538,11 @@ WATCH_RACE = """() => {
 }"""
 
 
-@browser_test
+@needs_chromium
+@pytest.mark.browser
+@pytest.mark.server
+@pytest.mark.bundled
+@pytest.mark.slow
 def test_compare_and_race_in_the_browser(teach_page_factory: Any) -> None:
     page = teach_page_factory()
     page.get_by_role("tab", name="Compare methods").click()
