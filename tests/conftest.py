@@ -1,16 +1,106 @@
-"""Shared fixtures: tiny real checkpoints on disk (seconds to build, no download)."""
+"""Shared fixtures (tiny real checkpoints on disk: seconds to build, no download) and the marker guard.
+
+The guard keeps README's quick run honest (`-m "not browser and not server and not bundled and not slow"`): a test
+cannot leave out the marker of what it needs. At collection, a test whose fixtures need a marker it lacks stops the
+run with the list (`FIXTURE_MARKERS`); while tests run, one that starts the real app, launches Chromium or loads the
+bundled model without the matching marker fails saying so (what `tests/appserver.py` and `load_model` record).
+"""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import functools
+from typing import Any, Callable, Iterator
 
+import appserver  # tests/ is on the path (pyproject.toml: pythonpath)
 import pytest
+from tiny import build_tokenizer, save_tiny_llama
 
-sys.path.insert(0, str(Path(__file__).parent))
+from playground import models
+from playground.models import ModelStore
 
-from playground.models import ModelStore  # noqa: E402
-from tiny import build_tokenizer, save_tiny_llama  # noqa: E402
+# Fixture -> the markers a test that uses it (directly or through another fixture) must carry. A plain name holds
+# wherever the fixture is defined; `module.name` only for that module's fixture of the name.
+FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
+    "app_url": ("server",),  # appserver.app_url_fixture and test modules' own
+    "server": ("server",),  # test_hostile, test_ui_hardening, test_mcp: one real app for the module
+    "browser": ("browser",),  # appserver.browser_fixture
+    "chromium": ("browser",),  # test_hostile's browser_fixture
+    "teach_page_factory": ("browser", "server", "bundled"),  # its app preloads the bundled Gemma
+    "test_snippet.cases": ("slow",),  # every case run, its script and command run in fresh processes
+    "test_code_command.reproduced": ("slow",),  # every method's printed script run in fresh processes
+    "test_hub_offline.offline": ("slow",),  # every guide preset run in a child process
+    "test_hub_offline.endpoint": ("slow",),  # a child process against a fake Hub
+}
+
+BUNDLED_LOADS: list[str] = []  # every model loaded in this process from a bundled conversion (spec)
+
+
+def _markers_of_fixtures(item: pytest.Item) -> dict[str, tuple[str, ...]]:
+    """Fixture name -> the markers it requires, for the fixtures `item` uses."""
+    name2defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    needed = {}
+    for name in getattr(item, "fixturenames", ()):
+        defs = name2defs.get(name) or ()
+        modules = {getattr(d.func, "__module__", "") for d in defs[-1:]}  # the definition the test gets
+        for key in (name, *(f"{module}.{name}" for module in modules)):
+            if key in FIXTURE_MARKERS:
+                needed[key] = FIXTURE_MARKERS[key]
+    return needed
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unmarked = sorted({f"{item.nodeid} (uses {fixture}: mark it {marker})"
+                       for item in items for fixture, markers in _markers_of_fixtures(item).items()
+                       for marker in markers if item.get_closest_marker(marker) is None})
+    if unmarked:
+        raise pytest.UsageError("tests without the markers their fixtures need (pyproject.toml lists them):\n  "
+                                + "\n  ".join(unmarked))
+
+
+def _recording_bundled_loads(load: Callable[..., models.LoadedModel]) -> Callable[..., models.LoadedModel]:
+    @functools.wraps(load)
+    def load_model(*args: Any, **kwargs: Any) -> models.LoadedModel:
+        loaded = load(*args, **kwargs)
+        if loaded.source == "bundled":
+            BUNDLED_LOADS.append(loaded.name)
+        return loaded
+
+    return load_model
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Before the test modules import it: `from playground.models import load_model` then gets the recording one.
+    models.load_model = _recording_bundled_loads(models.load_model)
+
+
+def _uses() -> dict[str, int]:
+    """How many apps, Chromiums and bundled loads this process has seen so far, by the marker each needs."""
+    return {"server": len(appserver.STARTED), "browser": len(appserver.LAUNCHED),
+            "bundled": len(BUNDLED_LOADS) + sum(app.preloads_bundled for app in appserver.STARTED)}
+
+
+WHAT_NEEDS = {"server": "started the real app", "browser": "launched Chromium",
+              "bundled": "loaded the bundled model (or started an app that preloads it)"}
+
+
+def _refuse_unmarked_uses(item: pytest.Item) -> Iterator[None]:
+    before = _uses()
+    result = yield
+    after = _uses()
+    missing = [kind for kind in after if after[kind] > before[kind] and item.get_closest_marker(kind) is None]
+    if missing:
+        pytest.fail("; ".join(f"{WHAT_NEEDS[kind]} but is not marked `{kind}`" for kind in missing), pytrace=False)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    return (yield from _refuse_unmarked_uses(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    return (yield from _refuse_unmarked_uses(item))
 
 
 @pytest.fixture(scope="session")

@@ -90,6 +90,7 @@ def test_speculative_predictions_equal_real_runs(which, tiny_models, eos_models,
     assert _assert_exact(request, store) == 2 * 2 * 5  # the default (γ=5, constant, no threshold) is among them
 
 
+@pytest.mark.slow
 def test_early_exit_predictions_equal_real_runs(tiny_models, eos_models, store, one_torch_thread) -> None:
     for target in (tiny_models["target"], eos_models["target"]):
         request = _request(target, "early_exit", PROMPTS[1], params={"assistant_early_exit": 2}, max_draft=4,
