@@ -1,4 +1,4 @@
-"""README stays true to the code: the settings, the methods and the commands CI runs."""
+"""README stays true to the code: the settings, the methods, the modules and the commands CI runs."""
 
 from __future__ import annotations
 
@@ -37,3 +37,20 @@ def test_readme_lists_every_guide_preset(monkeypatch):
 
     monkeypatch.delenv("PLAYGROUND_MEMORY_BUDGET_GB", raising=False)  # the table states the default budget
     assert readme_table() in README
+
+
+def _architecture_rows() -> set[str]:
+    """The paths named (in backticks) in the first column of README's architecture table."""
+    section = README.split("\n## Architecture\n", 1)[1].split("\n## ", 1)[0]
+    first_cells = re.findall(r"^\| (.+?) \|", section, re.M)
+    return {name for cell in first_cells for name in re.findall(r"`([^`]+)`", cell)}
+
+
+def test_every_module_has_a_row_in_the_architecture_table():
+    listed = _architecture_rows()
+    modules = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "playground").rglob("*.py"))
+    assert modules and "playground/app/page.py" in modules
+    missing = [module for module in modules if module not in listed]
+    assert not missing, f"README's architecture table has no row for {missing}"
+    stale = sorted(name for name in listed if name.endswith(".py") and not (ROOT / name).is_file())
+    assert not stale, f"README's architecture table lists modules that do not exist: {stale}"
