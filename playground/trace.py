@@ -243,33 +243,32 @@ def _hints(cls: type) -> dict[str, Any]:
     return get_type_hints(cls)
 
 
-class _Reader:
-    """Checks parsed JSON against the dataclasses' annotations and builds the records.
+class RecordReader:
+    """Builds a dataclass record from parsed JSON, driven by its annotations: the one walk for every record the
+    project reads back (a trace and its steps here; a benchmark row, its divergence and an aggregate in `bench`).
 
-    Driven by the annotations, so a field added later is checked without touching this: `int` is a
-    non-negative count (not a bool), `float` a finite non-negative number ([0, 1] for PROBABILITIES),
-    `str` valid text, `list[int]` token ids below the vocabulary size, `dict[str, Any]` a small JSON
-    object, a dataclass a nested record, `X | None` either. Sizes are bounded by the MAX_* limits.
+    Required fields (no default) must be there, a dataclass field is a nested record, `X | None` is either. A
+    subclass says how a leaf value is checked (`leaf`), whether keys of no field are ignored or refused, and how
+    each refusal reads (`not_an_object`, `missing`, `unknown_fields`).
     """
 
-    def __init__(self, id_limit: int) -> None:
-        self.id_limit = id_limit  # token ids must be below this
-        self.tokens = 0  # token ids read so far (MAX_TRACE_TOKENS)
-
-    def fail(self, where: str, expected: str, value: Any) -> TraceFormatError:
-        return TraceFormatError(f"malformed trace: {where} must be {expected}; got {short_repr(value)}")
+    refuse_unknown = False  # keys of no field: ignored (a newer schema's), or refused
 
     def record(self, cls: type, data: Any, where: str) -> Any:
         if not isinstance(data, dict):
-            raise self.fail(where, f"an object ({cls.__name__})", data)
+            raise self.not_an_object(cls, where, data)
+        if self.refuse_unknown:
+            unknown = sorted(set(data) - {f.name for f in fields(cls)})
+            if unknown:
+                raise self.unknown_fields(where, unknown)
         values = {}
         for f in fields(cls):
             if f.name not in data:
                 if f.default is MISSING and f.default_factory is MISSING:
-                    raise TraceFormatError(f"malformed trace: {where} has no '{f.name}'")
+                    raise self.missing(where, f.name)
                 continue
-            values[f.name] = self.value(data[f.name], _hints(cls)[f.name], f"{where}.{f.name}", f.name)
-        return cls(**values)  # keys of other fields (a newer schema's) are ignored
+            values[f.name] = self.value(data[f.name], _hints(cls)[f.name], self.field_where(where, f.name), f.name)
+        return cls(**values)
 
     def value(self, value: Any, hint: Any, where: str, name: str = "") -> Any:
         origin, args = get_origin(hint), get_args(hint)
@@ -280,6 +279,50 @@ class _Reader:
             return self.value(value, inner, where, name)
         if is_dataclass(hint):
             return self.record(hint, value, where)
+        return self.leaf(value, hint, where, name)
+
+    def field_where(self, where: str, name: str) -> str:
+        """How a field is named in messages (and in its nested record's)."""
+        return f"{where}.{name}"
+
+    def leaf(self, value: Any, hint: Any, where: str, name: str) -> Any:
+        raise NotImplementedError
+
+    def not_an_object(self, cls: type, where: str, value: Any) -> Exception:
+        raise NotImplementedError
+
+    def missing(self, where: str, name: str) -> Exception:
+        raise NotImplementedError
+
+    def unknown_fields(self, where: str, names: list[str]) -> Exception:
+        raise NotImplementedError
+
+
+class _Reader(RecordReader):
+    """Checks a trace (untrusted input) against the dataclasses' annotations and builds the records.
+
+    Driven by the annotations, so a field added later is checked without touching this: `int` is a
+    non-negative count (not a bool), `float` a finite non-negative number ([0, 1] for PROBABILITIES),
+    `str` valid text, `list[int]` token ids below the vocabulary size, `dict[str, Any]` a small JSON
+    object, a dataclass a nested record, `X | None` either. Sizes are bounded by the MAX_* limits.
+    Keys of no field (a newer schema's) are ignored.
+    """
+
+    def __init__(self, id_limit: int) -> None:
+        self.id_limit = id_limit  # token ids must be below this
+        self.tokens = 0  # token ids read so far (MAX_TRACE_TOKENS)
+
+    def fail(self, where: str, expected: str, value: Any) -> TraceFormatError:
+        return TraceFormatError(f"malformed trace: {where} must be {expected}; got {short_repr(value)}")
+
+    def not_an_object(self, cls: type, where: str, value: Any) -> TraceFormatError:
+        return self.fail(where, f"an object ({cls.__name__})", value)
+
+    def missing(self, where: str, name: str) -> TraceFormatError:
+        return TraceFormatError(f"malformed trace: {where} has no '{name}'")
+
+    def leaf(self, value: Any, hint: Any, where: str, name: str) -> Any:
+        origin, args = get_origin(hint), get_args(hint)
         if hint is bool:
             if not isinstance(value, bool):
                 raise self.fail(where, "true or false", value)

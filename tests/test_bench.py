@@ -317,3 +317,17 @@ def test_rows_refuse_contradictions_and_unknown_fields():
     agg = bench.aggregate(_two_rows())[1].to_dict()
     with pytest.raises(bench.BenchError, match="pools no prompt"):
         bench.Aggregate.from_dict({**agg, "prompts": 0})
+
+
+def test_rows_are_read_by_the_one_record_reader():
+    """The reader trace.py uses for traces builds the nested divergence and refuses what to_dict never writes."""
+    row = _two_rows()[1].to_dict()
+    assert isinstance(bench.BenchRow.from_dict(row).divergence, bench.Divergence)
+    with pytest.raises(bench.BenchError, match=r"^divergence: unknown field\(s\) speed$"):
+        bench.BenchRow.from_dict({**row, "divergence": {**row["divergence"], "speed": 2}})
+    with pytest.raises(bench.BenchError, match="^a divergence must be a JSON object$"):
+        bench.BenchRow.from_dict({**row, "divergence": "index 0"})
+    with pytest.raises(bench.BenchError, match="^benchmark row: no 'label'$"):
+        bench.BenchRow.from_dict({k: v for k, v in row.items() if k != "label"})
+    with pytest.raises(bench.BenchError, match="^a benchmark aggregate must be a JSON object$"):
+        bench.Aggregate.from_dict([1, 2])

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import theory
-from .rows import BenchRow, _known_fields, median
+from .rows import BenchRow, median, read_record
 from .specs import BenchError
 
 ALL = "all"  # the category of a label's figures over every category
@@ -81,9 +81,8 @@ class Aggregate:
 
     @classmethod
     def from_dict(cls, data: Any) -> "Aggregate":
-        agg = cls(**_known_fields(cls, data, "benchmark aggregate"))
-        agg.check_invariants()
-        return agg
+        """An aggregate from results.json (its invariants checked)."""
+        return read_record(cls, data, "benchmark aggregate")
 
 
 def overall_category(aggs: list[Aggregate]) -> str:

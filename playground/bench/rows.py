@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
 from .. import theory
-from ..trace import Trace, acceptance_by_position
+from ..trace import RecordReader, Trace, acceptance_by_position
 from .lossless import SEVERITIES, Divergence, LosslessCheck
 from .prompts import BenchPrompt
 from .specs import BenchError, MethodSpec
@@ -135,23 +135,38 @@ class BenchRow:
 
     @classmethod
     def from_dict(cls, data: Any) -> "BenchRow":
-        """A row from results.json (its invariants checked)."""
-        row = cls(**_known_fields(cls, data, "benchmark row"))
-        if isinstance(row.divergence, dict):
-            row.divergence = Divergence(**_known_fields(Divergence, row.divergence, "divergence"))
-        row.check_invariants()
-        return row
+        """A row from results.json (its divergence a `Divergence` again, its invariants checked)."""
+        return read_record(cls, data, "benchmark row")
 
 
-def _known_fields(cls: type, data: Any, what: str) -> dict[str, Any]:
-    """`data` as keyword arguments of the dataclass `cls`; a non-object or an unknown key is refused."""
-    if not isinstance(data, dict):
-        raise BenchError(f"a {what} must be a JSON object")
-    names = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise BenchError(f"{what}: unknown field(s) {', '.join(map(str, unknown))}")
-    return data
+class _BenchReader(RecordReader):
+    """Benchmark records as `to_dict` writes them: a key of no field is refused, a nested record (the divergence)
+    is built again; the figures are taken as written (the record's `check_invariants` judges them)."""
+
+    refuse_unknown = True
+
+    def field_where(self, where: str, name: str) -> str:
+        return name  # a nested record is named by its field ("divergence")
+
+    def leaf(self, value: Any, hint: Any, where: str, name: str) -> Any:
+        return value
+
+    def not_an_object(self, cls: type, where: str, value: Any) -> BenchError:
+        return BenchError(f"a {where} must be a JSON object")
+
+    def missing(self, where: str, name: str) -> BenchError:
+        return BenchError(f"{where}: no '{name}'")
+
+    def unknown_fields(self, where: str, names: list[str]) -> BenchError:
+        return BenchError(f"{where}: unknown field(s) {', '.join(map(str, names))}")
+
+
+def read_record(cls: type, data: Any, what: str) -> Any:
+    """A benchmark record (`BenchRow`, `Aggregate`) from its JSON form, its invariants checked; `what` names it in
+    messages."""
+    record = _BenchReader().record(cls, data, what)
+    record.check_invariants()
+    return record
 
 
 def median(values: Iterable[float | None]) -> float | None:
