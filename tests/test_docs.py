@@ -54,3 +54,15 @@ def test_every_module_has_a_row_in_the_architecture_table():
     assert not missing, f"README's architecture table has no row for {missing}"
     stale = sorted(name for name in listed if name.endswith(".py") and not (ROOT / name).is_file())
     assert not stale, f"README's architecture table lists modules that do not exist: {stale}"
+
+
+def test_the_quick_command_leaves_out_every_marked_kind():
+    """README's second pytest block is the quick run: it deselects every marker pyproject.toml registers."""
+    import tomllib
+
+    blocks = [b for b in re.findall(r"```bash\n(.*?)\n```", README, re.S) if "pytest" in b]
+    quick = blocks[1]
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
+    markers = [line.split(":", 1)[0] for line in options["markers"]]
+    assert markers == ["browser", "server", "bundled", "slow"]
+    assert quick.strip() == f'python -m pytest -q -m "{" and ".join(f"not {m}" for m in markers)}"'
