@@ -147,6 +147,7 @@ def test_arabic_tokens_are_spans_ordered_right_to_left(browser: Any, app_url: st
         page.context.close()
 
 
+@pytest.mark.slow
 def test_the_picker_switches_the_whole_page(browser: Any, app_url: str) -> None:
     page = open_page(browser, app_url, "ar")
     try:

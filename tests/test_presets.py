@@ -63,6 +63,7 @@ def test_cli_lists_presets_and_says_why_a_hub_preset_cannot_run_offline(offline:
     assert "give --prompt, --prompt-file or --preset" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.bundled
 def test_cli_runs_a_stand_in_preset_on_the_bundled_model(tmp_path, capsys) -> None:
     out = tmp_path / "trace.json"

@@ -176,6 +176,7 @@ def test_generate_streams_coloured_tokens_and_charts(page: Any) -> None:
     assert trace.summary.new_tokens == 64
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_errors_show_in_the_page_and_the_server_keeps_serving(page: Any) -> None:
     # An unknown model: a clear message in an alert box, nothing generated.

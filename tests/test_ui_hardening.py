@@ -607,6 +607,7 @@ def _own_trace(trace: Trace, kw: dict[str, Any]) -> None:
     assert trace.prompt == kw["prompt"] and trace.method == kw["method"] and trace.target == kw["target"]
 
 
+@pytest.mark.slow
 @pytest.mark.server
 def test_two_sessions_at_once_match_their_solo_runs(server: Server, models: dict[str, str]) -> None:
     """Early exit lowers the shared target's layer count and changes its draft settings while it runs; a
@@ -630,6 +631,7 @@ def test_two_sessions_at_once_match_their_solo_runs(server: Server, models: dict
     assert server.wait_no_worker() == 0
 
 
+@pytest.mark.slow
 @pytest.mark.server
 def test_two_sessions_generate_in_parallel_and_stay_apart(server: Server, models: dict[str, str]) -> None:
     """With PLAYGROUND_CONCURRENCY=2 two runs on different models stream at the same time; each session
@@ -662,6 +664,7 @@ def test_two_sessions_generate_in_parallel_and_stay_apart(server: Server, models
     assert server.wait_no_worker() == 0
 
 
+@pytest.mark.slow
 @pytest.mark.server
 def test_sampling_sessions_at_once_keep_their_seeds(server: Server, models: dict[str, str]) -> None:
     """Sampling draws from torch's global generator: runs on different models at once must each give the
