@@ -6,6 +6,7 @@ files (same kinds of metadata arrays, milliseconds to convert). Timings live in 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -147,3 +148,61 @@ def test_the_start_up_status_says_what_it_does_and_for_how_long(monkeypatch: pyt
     monkeypatch.setattr(preload_module, "PRELOAD", preload)
     status = preload_module.initial_status()
     assert "56% done, about 9 s left" in status and "12 s since start-up" in status and 'data-kind="running"' in status
+
+
+# --------------------------------------------------------------------------- warm start: the tokenizer
+
+TOKENIZER_TEXTS = [
+    "The capital of France is", "", "   leading and trailing spaces   ", "tabs\tand\nnew\n\nlines\n\n\n",
+    "مرحبا بالعالم، كيف حالك اليوم؟", "Привет, мир! Как дела? Ёлка, съешь же ещё этих булок.",
+    "def f(x: int) -> int:\n    return x ** 2  # square\n\tif x: print(f'{x!r}')",
+    "中文测试，日本語のテキスト、한국어 문장", "emoji 😀👩‍💻 and accents: naïve café",
+    "<bos>special<eos> <start_of_turn>user\nhi<end_of_turn> <|im_start|>system\nhi<|im_end|> <pad><mask><unk>",
+    "<unused3>[multimodal]</s><s>", "numbers 1234567890 3.14159 -42 1e-9",
+]
+
+
+def assert_same_tokenizer(ours: object, theirs: object) -> None:
+    """Same ids, tokens and text back for every test text, same special tokens, template and backend."""
+    for text in TOKENIZER_TEXTS:
+        ids = theirs(text).input_ids
+        assert ours(text).input_ids == ids, text
+        assert ours(text, add_special_tokens=False).input_ids == theirs(text, add_special_tokens=False).input_ids
+        assert ours.convert_ids_to_tokens(ids) == theirs.convert_ids_to_tokens(ids), text
+        for skip in (False, True):
+            assert ours.decode(ids, skip_special_tokens=skip) == theirs.decode(ids, skip_special_tokens=skip)
+    for name in ("special_tokens_map", "all_special_ids", "chat_template", "padding_side", "truncation_side",
+                 "model_input_names", "model_max_length", "bos_token_id", "eos_token_id", "pad_token_id",
+                 "unk_token_id", "clean_up_tokenization_spaces", "split_special_tokens"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert ours.added_tokens_decoder == theirs.added_tokens_decoder
+    assert ours.get_vocab() == theirs.get_vocab()
+    assert ours.backend_tokenizer.to_str() == theirs.backend_tokenizer.to_str()
+    if theirs.chat_template:
+        chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Привет! مرحبا"}]
+        assert (ours.apply_chat_template(chat, add_generation_prompt=True)
+                == theirs.apply_chat_template(chat, add_generation_prompt=True))
+
+
+@pytest.mark.parametrize("key", [models.DEFAULT_TARGET, models.DEFAULT_UNIVERSAL_ASSISTANT])
+def test_bundled_tokenizers_load_as_auto_tokenizer_loads_them(key: str) -> None:
+    """The Rust-parsed tokenizer of a conversion is the tokenizer AutoTokenizer builds from the same folder
+    (for Gemma, AutoTokenizer rebuilds the backend from the vocabulary and merges instead)."""
+    directory = models.ensure_converted(models.CATALOGUE[key])
+    assert_same_tokenizer(models.load_saved_tokenizer(directory), AutoTokenizer.from_pretrained(directory))
+
+
+def test_a_converted_gguf_tokenizer_loads_as_auto_tokenizer_loads_it(tiny_gguf: Path, tmp_path: Path) -> None:
+    models.convert_gguf(tiny_gguf, tmp_path / "out")
+    assert_same_tokenizer(models.load_saved_tokenizer(tmp_path / "out"), AutoTokenizer.from_pretrained(tmp_path / "out"))
+
+
+def test_a_tokenizer_class_with_methods_of_its_own_goes_through_auto_tokenizer(tiny_gguf: Path, tmp_path: Path) -> None:
+    """A class that changes more than how the backend is built (CodeLlama's infilling) keeps its own class."""
+    from transformers import CodeLlamaTokenizer
+
+    models.convert_gguf(tiny_gguf, tmp_path / "out")
+    config_file = tmp_path / "out" / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**config, "tokenizer_class": "CodeLlamaTokenizer"}))
+    assert isinstance(models.load_saved_tokenizer(tmp_path / "out"), CodeLlamaTokenizer)
