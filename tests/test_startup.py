@@ -76,6 +76,7 @@ def test_conversion_parses_the_gguf_once(tiny_gguf: Path, tmp_path: Path, parses
     assert parses == ["BulkArrayGGUFReader"]
     assert gguf.GGUFReader is not None and gguf.GGUFReader.__name__ == "GGUFReader"  # patches undone
     assert gguf_loader.load_gguf_checkpoint.__module__ == gguf_loader.__name__
+    assert gguf.get_tensor_name_map is gguf.tensor_mapping.get_tensor_name_map
     converted = AutoModelForCausalLM.from_pretrained(tmp_path / "out", dtype=torch.float32)
     expected = plain_model.state_dict()
     assert converted.state_dict().keys() == expected.keys()
