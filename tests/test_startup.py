@@ -207,3 +207,71 @@ def test_a_tokenizer_class_with_methods_of_its_own_goes_through_auto_tokenizer(t
     config = json.loads(config_file.read_text())
     config_file.write_text(json.dumps({**config, "tokenizer_class": "CodeLlamaTokenizer"}))
     assert isinstance(models.load_saved_tokenizer(tmp_path / "out"), CodeLlamaTokenizer)
+
+
+# --------------------------------------------------------------------------- warm start: weights in the loaded dtype
+
+
+@pytest.fixture
+def tiny_bundled(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_gguf: Path) -> models.ModelEntry:
+    """The tiny GGUF as a bundled catalogue entry, converted into a cache of the test's own."""
+    monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
+    source = models.GgufSource(filename="tiny.gguf", sha256=models._sha256(tiny_gguf), requirement="tiny",
+                               module="tiny")
+    entry = models.ModelEntry(key="bundled/tiny", label="Tiny", description="", source="bundled", gguf=source)
+    monkeypatch.setitem(models.CATALOGUE, entry.key, entry)
+    models.ensure_converted(entry)
+    return entry
+
+
+def _wait_for_copies() -> None:
+    for thread in list(models._copy_threads.values()):
+        thread.join(120)
+
+
+def test_a_bfloat16_load_keeps_a_copy_equal_to_the_cast_and_loads_it_next_time(tiny_bundled: models.ModelEntry) -> None:
+    directory = models.converted_dir(tiny_bundled.key)
+    cast = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16)  # what every load did before
+
+    first = models.load_model(tiny_bundled.key, "bfloat16")
+    _wait_for_copies()
+    copy_dir = models.valid_dtype_copy(directory, "bfloat16")
+    assert copy_dir == models.dtype_copy_dir(directory, "bfloat16")
+    with models.safe_open(str(copy_dir / "model.safetensors"), framework="pt") as handle:
+        kept = {name: handle.get_tensor(name) for name in handle.keys()}
+    expected = cast.state_dict()
+    assert kept and all(tensor.dtype == torch.bfloat16 and torch.equal(tensor, expected[name])
+                        for name, tensor in kept.items())
+
+    second = models.load_model(tiny_bundled.key, "bfloat16")
+    assert second.model.name_or_path == str(copy_dir)  # loaded from the copy
+    assert first.model.name_or_path == str(directory)
+    assert second.model.state_dict().keys() == expected.keys()
+    assert all(torch.equal(tensor, expected[name]) for name, tensor in second.model.state_dict().items())
+    assert second.model.generation_config.to_dict() == cast.generation_config.to_dict()
+    prompt = second.tokenizer("red cat, blue moon", return_tensors="pt")
+    with torch.inference_mode():
+        assert torch.equal(second.model.generate(**prompt, max_new_tokens=6, do_sample=False),
+                           cast.generate(**prompt, max_new_tokens=6, do_sample=False))
+
+
+def test_float32_loads_the_conversion_itself(tiny_bundled: models.ModelEntry) -> None:
+    directory = models.converted_dir(tiny_bundled.key)
+    loaded = models.load_model(tiny_bundled.key, "float32")
+    _wait_for_copies()
+    assert loaded.model.name_or_path == str(directory)
+    assert not any(path.name.startswith(directory.name + ".") for path in directory.parent.iterdir())
+
+
+def test_a_copy_of_an_earlier_conversion_is_refused_and_made_again(tiny_bundled: models.ModelEntry) -> None:
+    directory = models.converted_dir(tiny_bundled.key)
+    copy_dir = models.write_dtype_copy(directory, "bfloat16")
+    assert models.valid_dtype_copy(directory, "bfloat16") == copy_dir
+    marker = json.loads((directory / "playground.json").read_text())
+    (directory / "playground.json").write_text(json.dumps({**marker, "converted_at": "a later conversion"}))
+    assert models.valid_dtype_copy(directory, "bfloat16") is None
+    loaded = models.load_model(tiny_bundled.key, "bfloat16")
+    assert loaded.model.name_or_path == str(directory)  # the stale copy was not loaded
+    _wait_for_copies()
+    assert models.valid_dtype_copy(directory, "bfloat16") == copy_dir
+    assert json.loads((copy_dir / "playground.json").read_text())["source"]["converted_at"] == "a later conversion"
