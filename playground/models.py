@@ -826,8 +826,6 @@ def _is_causal_lm(config: PretrainedConfig) -> bool:
 # --------------------------------------------------------------------------- copies in the loaded dtype
 
 _WEIGHTS = "model.safetensors"
-_copy_threads: dict[Path, threading.Thread] = {}
-_copy_threads_guard = threading.Lock()
 
 
 def dtype_copy_dir(directory: Path, dtype_name: str) -> Path:
@@ -855,12 +853,28 @@ def valid_dtype_copy(directory: Path, dtype_name: str) -> Path | None:
     return copy_dir if (copy_dir / _WEIGHTS).is_file() else None
 
 
+def ensure_dtype_copy(directory: Path, dtype_name: str, progress: Progress | None = None) -> Path:
+    """The copy of a conversion's weights in `dtype_name`, made now if there is none from this conversion.
+
+    Made where it is first needed (right after a conversion, on a cold start) rather than in the background,
+    so that it never competes with a first generation: once per conversion and dtype, about a second.
+    """
+    with _conversion_locks_guard:
+        lock = _conversion_locks.setdefault(str(dtype_copy_dir(directory, dtype_name)), threading.Lock())
+    with lock:
+        copy_dir = valid_dtype_copy(directory, dtype_name)
+        if copy_dir is None:
+            (progress or _no_progress)(f"Keeping a {dtype_name} copy of the weights (one time only)…")
+            copy_dir = write_dtype_copy(directory, dtype_name)
+    return copy_dir
+
+
 def write_dtype_copy(directory: Path, dtype_name: str) -> Path:
     """Cast `directory`'s float32 safetensors to `dtype_name` (what from_pretrained(dtype=…) does on each
     load: `Tensor.to`) and keep the result beside it, written into a temporary folder and renamed into place.
 
     A warm bfloat16 load then maps half the bytes and casts nothing (0.5-0.7 s of CPU for Gemma 3 270M on
-    an idle two-core machine, and 1.07 GB read instead of 0.54 GB).
+    a two-core machine, and 0.54 GB read instead of 1.07 GB).
     """
     import torch
     from safetensors.torch import save_file
@@ -890,27 +904,6 @@ def write_dtype_copy(directory: Path, dtype_name: str) -> Path:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return copy_dir
-
-
-def _keep_dtype_copy(directory: Path, dtype_name: str) -> None:
-    """Write the copy in a thread after a load that had to cast (once per folder and dtype at a time).
-
-    Not a daemon: a CLI run finishes writing it before the process exits, and the next run loads it.
-    """
-    key = dtype_copy_dir(directory, dtype_name)
-
-    def work() -> None:
-        try:
-            write_dtype_copy(directory, dtype_name)
-        except Exception:  # only a slower next load: the float32 conversion is still there
-            logger.warning("keeping a %s copy of %s failed", dtype_name, directory, exc_info=True)
-
-    with _copy_threads_guard:
-        running = _copy_threads.get(key)
-        if running is not None and running.is_alive():
-            return
-        _copy_threads[key] = thread = threading.Thread(target=work, name="playground-dtype-copy")
-    thread.start()
 
 
 # What a tokenizer class may define on top of TokenizersBackend for `load_saved_tokenizer` to stand in for it:
@@ -973,14 +966,13 @@ def load_model(spec: str, dtype: str = "auto", progress: Progress | None = None)
 
     trust_remote_code = settings.trust_remote_code
     use_safetensors: bool | None = None if settings.allow_pickle else True
-    weights_location: str | None = None  # where the weights come from, when not from `location`
+    weights_location: str | None = None  # where the weights come from, when not from `location` (a dtype copy)
     if source.kind == "bundled":
         assert source.entry is not None
         location: str = str(ensure_converted(source.entry, report))
         trust_remote_code, use_safetensors = False, True  # our own cache: plain safetensors
         if uses_dtype_copy:
-            copy_dir = valid_dtype_copy(Path(location), dtype_name)
-            weights_location = None if copy_dir is None else str(copy_dir)
+            weights_location = str(ensure_dtype_copy(Path(location), dtype_name, report))
     elif source.kind == "local":
         assert source.path is not None
         location = str(source.path)
@@ -1019,8 +1011,6 @@ def load_model(spec: str, dtype: str = "auto", progress: Progress | None = None)
         logger.debug("loading %s failed", spec, exc_info=True)
         raise ModelLoadError(_describe_error(spec, exc, source, settings)) from exc
     model.eval()
-    if uses_dtype_copy and weights_location is None:
-        _keep_dtype_copy(Path(location), dtype_name)
 
     loaded = LoadedModel(
         name=spec,

@@ -224,17 +224,13 @@ def tiny_bundled(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_gguf: Pat
     return entry
 
 
-def _wait_for_copies() -> None:
-    for thread in list(models._copy_threads.values()):
-        thread.join(120)
-
-
-def test_a_bfloat16_load_keeps_a_copy_equal_to_the_cast_and_loads_it_next_time(tiny_bundled: models.ModelEntry) -> None:
+def test_a_bfloat16_load_keeps_a_copy_equal_to_the_cast_and_loads_it(tiny_bundled: models.ModelEntry) -> None:
     directory = models.converted_dir(tiny_bundled.key)
     cast = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16)  # what every load did before
 
-    first = models.load_model(tiny_bundled.key, "bfloat16")
-    _wait_for_copies()
+    messages: list[str] = []
+    first = models.load_model(tiny_bundled.key, "bfloat16", messages.append)
+    assert any("Keeping a bfloat16 copy" in m for m in messages)
     copy_dir = models.valid_dtype_copy(directory, "bfloat16")
     assert copy_dir == models.dtype_copy_dir(directory, "bfloat16")
     with models.safe_open(str(copy_dir / "model.safetensors"), framework="pt") as handle:
@@ -243,9 +239,10 @@ def test_a_bfloat16_load_keeps_a_copy_equal_to_the_cast_and_loads_it_next_time(t
     assert kept and all(tensor.dtype == torch.bfloat16 and torch.equal(tensor, expected[name])
                         for name, tensor in kept.items())
 
-    second = models.load_model(tiny_bundled.key, "bfloat16")
-    assert second.model.name_or_path == str(copy_dir)  # loaded from the copy
-    assert first.model.name_or_path == str(directory)
+    messages.clear()
+    second = models.load_model(tiny_bundled.key, "bfloat16", messages.append)
+    assert not any("Keeping" in m for m in messages)  # made once
+    assert first.model.name_or_path == second.model.name_or_path == str(copy_dir)  # loaded from the copy
     assert second.model.state_dict().keys() == expected.keys()
     assert all(torch.equal(tensor, expected[name]) for name, tensor in second.model.state_dict().items())
     assert second.model.generation_config.to_dict() == cast.generation_config.to_dict()
@@ -258,7 +255,6 @@ def test_a_bfloat16_load_keeps_a_copy_equal_to_the_cast_and_loads_it_next_time(t
 def test_float32_loads_the_conversion_itself(tiny_bundled: models.ModelEntry) -> None:
     directory = models.converted_dir(tiny_bundled.key)
     loaded = models.load_model(tiny_bundled.key, "float32")
-    _wait_for_copies()
     assert loaded.model.name_or_path == str(directory)
     assert not any(path.name.startswith(directory.name + ".") for path in directory.parent.iterdir())
 
@@ -270,8 +266,9 @@ def test_a_copy_of_an_earlier_conversion_is_refused_and_made_again(tiny_bundled:
     marker = json.loads((directory / "playground.json").read_text())
     (directory / "playground.json").write_text(json.dumps({**marker, "converted_at": "a later conversion"}))
     assert models.valid_dtype_copy(directory, "bfloat16") is None
+    copied_at = (copy_dir / "model.safetensors").stat().st_mtime_ns
     loaded = models.load_model(tiny_bundled.key, "bfloat16")
-    assert loaded.model.name_or_path == str(directory)  # the stale copy was not loaded
-    _wait_for_copies()
+    assert (copy_dir / "model.safetensors").stat().st_mtime_ns != copied_at  # made again, then loaded
+    assert loaded.model.name_or_path == str(copy_dir)
     assert models.valid_dtype_copy(directory, "bfloat16") == copy_dir
     assert json.loads((copy_dir / "playground.json").read_text())["source"]["converted_at"] == "a later conversion"
