@@ -853,8 +853,9 @@ def valid_dtype_copy(directory: Path, dtype_name: str) -> Path | None:
     return copy_dir if (copy_dir / _WEIGHTS).is_file() else None
 
 
-def ensure_dtype_copy(directory: Path, dtype_name: str, progress: Progress | None = None) -> Path:
-    """The copy of a conversion's weights in `dtype_name`, made now if there is none from this conversion.
+def ensure_dtype_copy(directory: Path, dtype_name: str, progress: Progress | None = None) -> Path | None:
+    """The copy of a conversion's weights in `dtype_name`, made now if there is none from this conversion;
+    None when it cannot be written (a full or read-only disk): the load then casts the float32 weights.
 
     Made where it is first needed (right after a conversion, on a cold start) rather than in the background,
     so that it never competes with a first generation: once per conversion and dtype, about a second.
@@ -865,7 +866,11 @@ def ensure_dtype_copy(directory: Path, dtype_name: str, progress: Progress | Non
         copy_dir = valid_dtype_copy(directory, dtype_name)
         if copy_dir is None:
             (progress or _no_progress)(f"Keeping a {dtype_name} copy of the weights (one time only)…")
-            copy_dir = write_dtype_copy(directory, dtype_name)
+            try:
+                copy_dir = write_dtype_copy(directory, dtype_name)
+            except OSError as exc:
+                logger.warning("could not keep a %s copy of %s (%s): casting on each load", dtype_name,
+                               directory, _first_line(exc))
     return copy_dir
 
 
@@ -971,8 +976,8 @@ def load_model(spec: str, dtype: str = "auto", progress: Progress | None = None)
         assert source.entry is not None
         location: str = str(ensure_converted(source.entry, report))
         trust_remote_code, use_safetensors = False, True  # our own cache: plain safetensors
-        if uses_dtype_copy:
-            weights_location = str(ensure_dtype_copy(Path(location), dtype_name, report))
+        if uses_dtype_copy and (copy_dir := ensure_dtype_copy(Path(location), dtype_name, report)) is not None:
+            weights_location = str(copy_dir)
     elif source.kind == "local":
         assert source.path is not None
         location = str(source.path)

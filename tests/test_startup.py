@@ -272,3 +272,20 @@ def test_a_copy_of_an_earlier_conversion_is_refused_and_made_again(tiny_bundled:
     assert loaded.model.name_or_path == str(copy_dir)
     assert models.valid_dtype_copy(directory, "bfloat16") == copy_dir
     assert json.loads((copy_dir / "playground.json").read_text())["source"]["converted_at"] == "a later conversion"
+
+
+def test_a_disk_that_takes_no_copy_loads_the_cast(tiny_bundled: models.ModelEntry, monkeypatch: pytest.MonkeyPatch,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """A full or read-only cache costs the copy, not the load."""
+    import safetensors.torch
+
+    def full_disk(*_args: object, **_kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full_disk)
+    directory = models.converted_dir(tiny_bundled.key)
+    loaded = models.load_model(tiny_bundled.key, "bfloat16")
+    assert loaded.model.name_or_path == str(directory) and loaded.dtype == torch.bfloat16
+    assert models.valid_dtype_copy(directory, "bfloat16") is None
+    assert "No space left on device" in caplog.text
+    assert not any(path.name.startswith(f".{directory.name}.") for path in directory.parent.iterdir())
