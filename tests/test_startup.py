@@ -289,3 +289,14 @@ def test_a_disk_that_takes_no_copy_loads_the_cast(tiny_bundled: models.ModelEntr
     assert models.valid_dtype_copy(directory, "bfloat16") is None
     assert "No space left on device" in caplog.text
     assert not any(path.name.startswith(f".{directory.name}.") for path in directory.parent.iterdir())
+
+
+def test_the_bundled_gemma_copy_equals_its_cast() -> None:
+    """The real thing: Gemma 3 270M's bfloat16 copy holds exactly what a bfloat16 load of its conversion casts."""
+    directory = models.ensure_converted(models.CATALOGUE[models.DEFAULT_TARGET])
+    copy_dir = models.ensure_dtype_copy(directory, "bfloat16")
+    assert copy_dir is not None
+    expected = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16).state_dict()
+    with models.safe_open(str(copy_dir / "model.safetensors"), framework="pt") as handle:
+        assert set(handle.keys()) <= set(expected)
+        assert all(torch.equal(handle.get_tensor(name), expected[name]) for name in handle.keys())
