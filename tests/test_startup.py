@@ -6,6 +6,7 @@ files (same kinds of metadata arrays, milliseconds to convert). Timings live in 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -75,6 +76,7 @@ def test_conversion_parses_the_gguf_once(tiny_gguf: Path, tmp_path: Path, parses
     assert parses == ["BulkArrayGGUFReader"]
     assert gguf.GGUFReader is not None and gguf.GGUFReader.__name__ == "GGUFReader"  # patches undone
     assert gguf_loader.load_gguf_checkpoint.__module__ == gguf_loader.__name__
+    assert gguf.get_tensor_name_map is gguf.tensor_mapping.get_tensor_name_map
     converted = AutoModelForCausalLM.from_pretrained(tmp_path / "out", dtype=torch.float32)
     expected = plain_model.state_dict()
     assert converted.state_dict().keys() == expected.keys()
@@ -147,3 +149,169 @@ def test_the_start_up_status_says_what_it_does_and_for_how_long(monkeypatch: pyt
     monkeypatch.setattr(preload_module, "PRELOAD", preload)
     status = preload_module.initial_status()
     assert "56% done, about 9 s left" in status and "12 s since start-up" in status and 'data-kind="running"' in status
+
+
+# --------------------------------------------------------------------------- warm start: the tokenizer
+
+TOKENIZER_TEXTS = [
+    "The capital of France is", "", "   leading and trailing spaces   ", "tabs\tand\nnew\n\nlines\n\n\n",
+    "مرحبا بالعالم، كيف حالك اليوم؟", "Привет, мир! Как дела? Ёлка, съешь же ещё этих булок.",
+    "def f(x: int) -> int:\n    return x ** 2  # square\n\tif x: print(f'{x!r}')",
+    "中文测试，日本語のテキスト、한국어 문장", "emoji 😀👩‍💻 and accents: naïve café",
+    "<bos>special<eos> <start_of_turn>user\nhi<end_of_turn> <|im_start|>system\nhi<|im_end|> <pad><mask><unk>",
+    "<unused3>[multimodal]</s><s>", "numbers 1234567890 3.14159 -42 1e-9",
+]
+
+
+def assert_same_tokenizer(ours: object, theirs: object) -> None:
+    """Same ids, tokens and text back for every test text, same special tokens, template and backend."""
+    for text in TOKENIZER_TEXTS:
+        ids = theirs(text).input_ids
+        assert ours(text).input_ids == ids, text
+        assert ours(text, add_special_tokens=False).input_ids == theirs(text, add_special_tokens=False).input_ids
+        assert ours.convert_ids_to_tokens(ids) == theirs.convert_ids_to_tokens(ids), text
+        for skip in (False, True):
+            assert ours.decode(ids, skip_special_tokens=skip) == theirs.decode(ids, skip_special_tokens=skip)
+    for name in ("special_tokens_map", "all_special_ids", "chat_template", "padding_side", "truncation_side",
+                 "model_input_names", "model_max_length", "bos_token_id", "eos_token_id", "pad_token_id",
+                 "unk_token_id", "clean_up_tokenization_spaces", "split_special_tokens"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert ours.added_tokens_decoder == theirs.added_tokens_decoder
+    assert ours.get_vocab() == theirs.get_vocab()
+    assert ours.backend_tokenizer.to_str() == theirs.backend_tokenizer.to_str()
+    if theirs.chat_template:
+        chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Привет! مرحبا"}]
+        assert (ours.apply_chat_template(chat, add_generation_prompt=True)
+                == theirs.apply_chat_template(chat, add_generation_prompt=True))
+
+
+@pytest.mark.parametrize("key", [models.DEFAULT_TARGET, models.DEFAULT_UNIVERSAL_ASSISTANT])
+def test_bundled_tokenizers_load_as_auto_tokenizer_loads_them(key: str) -> None:
+    """The Rust-parsed tokenizer of a conversion is the tokenizer AutoTokenizer builds from the same folder
+    (for Gemma, AutoTokenizer rebuilds the backend from the vocabulary and merges instead)."""
+    directory = models.ensure_converted(models.CATALOGUE[key])
+    assert_same_tokenizer(models.load_saved_tokenizer(directory), AutoTokenizer.from_pretrained(directory))
+
+
+def test_a_converted_gguf_tokenizer_loads_as_auto_tokenizer_loads_it(tiny_gguf: Path, tmp_path: Path) -> None:
+    models.convert_gguf(tiny_gguf, tmp_path / "out")
+    assert_same_tokenizer(models.load_saved_tokenizer(tmp_path / "out"), AutoTokenizer.from_pretrained(tmp_path / "out"))
+
+
+def test_a_tokenizer_class_with_methods_of_its_own_goes_through_auto_tokenizer(tiny_gguf: Path, tmp_path: Path) -> None:
+    """A class that changes more than how the backend is built (CodeLlama's infilling) keeps its own class."""
+    from transformers import CodeLlamaTokenizer
+
+    models.convert_gguf(tiny_gguf, tmp_path / "out")
+    config_file = tmp_path / "out" / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**config, "tokenizer_class": "CodeLlamaTokenizer"}))
+    assert isinstance(models.load_saved_tokenizer(tmp_path / "out"), CodeLlamaTokenizer)
+
+
+# --------------------------------------------------------------------------- warm start: weights in the loaded dtype
+
+
+@pytest.fixture
+def tiny_bundled(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_gguf: Path) -> models.ModelEntry:
+    """The tiny GGUF as a bundled catalogue entry, converted into a cache of the test's own."""
+    monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
+    source = models.GgufSource(filename="tiny.gguf", sha256=models._sha256(tiny_gguf), requirement="tiny",
+                               module="tiny")
+    entry = models.ModelEntry(key="bundled/tiny", label="Tiny", description="", source="bundled", gguf=source)
+    monkeypatch.setitem(models.CATALOGUE, entry.key, entry)
+    models.ensure_converted(entry)
+    return entry
+
+
+def test_a_bfloat16_load_keeps_a_copy_equal_to_the_cast_and_loads_it(tiny_bundled: models.ModelEntry) -> None:
+    directory = models.converted_dir(tiny_bundled.key)
+    cast = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16)  # what every load did before
+
+    messages: list[str] = []
+    first = models.load_model(tiny_bundled.key, "bfloat16", messages.append)
+    assert any("Keeping a bfloat16 copy" in m for m in messages)
+    copy_dir = models.valid_dtype_copy(directory, "bfloat16")
+    assert copy_dir == models.dtype_copy_dir(directory, "bfloat16")
+    with models.safe_open(str(copy_dir / "model.safetensors"), framework="pt") as handle:
+        kept = {name: handle.get_tensor(name) for name in handle.keys()}
+    expected = cast.state_dict()
+    assert kept and all(tensor.dtype == torch.bfloat16 and torch.equal(tensor, expected[name])
+                        for name, tensor in kept.items())
+
+    messages.clear()
+    second = models.load_model(tiny_bundled.key, "bfloat16", messages.append)
+    assert not any("Keeping" in m for m in messages)  # made once
+    assert first.model.name_or_path == second.model.name_or_path == str(copy_dir)  # loaded from the copy
+    assert second.model.state_dict().keys() == expected.keys()
+    assert all(torch.equal(tensor, expected[name]) for name, tensor in second.model.state_dict().items())
+    assert second.model.generation_config.to_dict() == cast.generation_config.to_dict()
+    prompt = second.tokenizer("red cat, blue moon", return_tensors="pt")
+    with torch.inference_mode():
+        assert torch.equal(second.model.generate(**prompt, max_new_tokens=6, do_sample=False),
+                           cast.generate(**prompt, max_new_tokens=6, do_sample=False))
+
+
+def test_float32_loads_the_conversion_itself(tiny_bundled: models.ModelEntry) -> None:
+    directory = models.converted_dir(tiny_bundled.key)
+    loaded = models.load_model(tiny_bundled.key, "float32")
+    assert loaded.model.name_or_path == str(directory)
+    assert not any(path.name.startswith(directory.name + ".") for path in directory.parent.iterdir())
+
+
+def test_a_copy_of_an_earlier_conversion_is_refused_and_made_again(tiny_bundled: models.ModelEntry) -> None:
+    directory = models.converted_dir(tiny_bundled.key)
+    copy_dir = models.write_dtype_copy(directory, "bfloat16")
+    assert models.valid_dtype_copy(directory, "bfloat16") == copy_dir
+    marker = json.loads((directory / "playground.json").read_text())
+    (directory / "playground.json").write_text(json.dumps({**marker, "converted_at": "a later conversion"}))
+    assert models.valid_dtype_copy(directory, "bfloat16") is None
+    copied_at = (copy_dir / "model.safetensors").stat().st_mtime_ns
+    loaded = models.load_model(tiny_bundled.key, "bfloat16")
+    assert (copy_dir / "model.safetensors").stat().st_mtime_ns != copied_at  # made again, then loaded
+    assert loaded.model.name_or_path == str(copy_dir)
+    assert models.valid_dtype_copy(directory, "bfloat16") == copy_dir
+    assert json.loads((copy_dir / "playground.json").read_text())["source"]["converted_at"] == "a later conversion"
+
+
+def test_a_disk_that_takes_no_copy_loads_the_cast(tiny_bundled: models.ModelEntry, monkeypatch: pytest.MonkeyPatch,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """A full or read-only cache costs the copy, not the load."""
+    import safetensors.torch
+
+    def full_disk(*_args: object, **_kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full_disk)
+    directory = models.converted_dir(tiny_bundled.key)
+    loaded = models.load_model(tiny_bundled.key, "bfloat16")
+    assert loaded.model.name_or_path == str(directory) and loaded.dtype == torch.bfloat16
+    assert models.valid_dtype_copy(directory, "bfloat16") is None
+    assert "No space left on device" in caplog.text
+    assert not any(path.name.startswith(f".{directory.name}.") for path in directory.parent.iterdir())
+
+
+def test_the_bundled_gemma_copy_equals_its_cast() -> None:
+    """The real thing: Gemma 3 270M's bfloat16 copy holds exactly what a bfloat16 load of its conversion casts."""
+    directory = models.ensure_converted(models.CATALOGUE[models.DEFAULT_TARGET])
+    copy_dir = models.ensure_dtype_copy(directory, "bfloat16")
+    assert copy_dir is not None
+    expected = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16).state_dict()
+    with models.safe_open(str(copy_dir / "model.safetensors"), framework="pt") as handle:
+        assert set(handle.keys()) <= set(expected)
+        assert all(torch.equal(handle.get_tensor(name), expected[name]) for name in handle.keys())
+
+
+@pytest.mark.parametrize("preset, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_openmp_threads_wait_passively_unless_told_otherwise(preset: str | None, expected: str) -> None:
+    """Set before torch loads OpenMP (the CLI and the app import torch only later), and a user's choice wins."""
+    import os
+
+    env = {name: value for name, value in os.environ.items() if name != "OMP_WAIT_POLICY"}
+    if preset is not None:
+        env["OMP_WAIT_POLICY"] = preset
+    code = ("import os, sys; import playground.cli; assert 'torch' not in sys.modules; "
+            "print(os.environ['OMP_WAIT_POLICY'])")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300, check=True)
+    assert result.stdout.strip() == expected
