@@ -50,7 +50,8 @@ class Param:
         """Validate and convert a user value; raise MethodError with a readable reason."""
         if self.kind == "choice":
             if value not in self.choices:
-                raise MethodError(f"{self.name} must be one of {', '.join(self.choices)}; got {value!r}")
+                raise MethodError.keyed("error.param.choice", name=self.name, choices=", ".join(self.choices),
+                                        got=repr(value))
             return value
         try:
             if isinstance(value, bool):
@@ -64,13 +65,13 @@ class Param:
                 number = int(number)
         except (TypeError, ValueError, OverflowError):  # OverflowError: an int too large for a float
             shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
-            raise MethodError(f"{self.name} must be {'an integer' if self.kind == 'int' else 'a finite number'}; "
-                              f"got {shown}") from None
+            raise MethodError.keyed("error.param.integer" if self.kind == "int" else "error.param.number",
+                                    name=self.name, got=shown) from None
         if self.off_value is not None and number == self.off_value:
             return number
         lo, hi = self.minimum, self.maximum
         if (lo is not None and number < lo) or (hi is not None and number > hi):
-            raise MethodError(f"{self.name} must be between {_fmt(lo)} and {_fmt(hi)}; got {value}")
+            raise MethodError.keyed("error.param.range", name=self.name, lo=_fmt(lo), hi=_fmt(hi), got=value)
         return number
 
 
@@ -554,7 +555,7 @@ def get_method(name: str) -> Method:
     try:
         return METHODS[name]
     except KeyError:
-        raise MethodError(f"unknown method {name!r}; choose one of {', '.join(METHODS)}") from None
+        raise MethodError.keyed("error.unknown_method", name=repr(name), known=", ".join(METHODS)) from None
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:

@@ -306,15 +306,13 @@ def _resolve(spec: str, settings: Settings) -> _Source:
         return _Source("hub", entry=entry, hub_id=entry.hub_id)
     if spec.startswith("bundled/"):
         known = ", ".join(k for k, e in CATALOGUE.items() if e.source == "bundled")
-        raise ModelLoadError(f"unknown bundled model {spec!r} (bundled: {known})")
+        raise ModelLoadError.keyed("error.unknown_bundled_model", spec=repr(spec), known=known)
     # Outside public mode an existing relative directory wins, as in from_pretrained.
     # In public mode only explicit path syntax counts, so probing cannot reveal directories.
     if _is_path_syntax(spec) or (not settings.public and Path(spec).is_dir()):
         return _Source("local", path=_check_local_path(spec, settings))
     if "/" not in spec:
-        raise ModelLoadError(
-            f"{spec!r} is not a catalogue key, a Hub id (owner/name) or a local directory"
-        )
+        raise ModelLoadError.keyed("error.unknown_model", spec=repr(spec))
     if not HUB_ID_RE.match(spec) or ".." in spec:
         raise ModelLoadError(
             f"invalid Hub model id {spec!r}: expected owner/name using letters, digits, '.', '_' or '-'"

@@ -193,8 +193,8 @@ def on_trace_upload(upload: Any, request: gr.Request = None) -> tuple[Any, ...]:
         trace = load_trace_file(path)
         return replay_load(trace, t("replay.loaded", lang, name=name), lang)
     except Exception as exc:  # TraceFormatError, OSError, or anything else: one line, never a traceback
-        reason = (str(exc) if isinstance(exc, TraceFormatError) else "the file could not be read"
-                  if isinstance(exc, OSError) else user_message(exc, "reading the trace"))
+        reason = (str(exc) if isinstance(exc, TraceFormatError) else t("replay.unreadable", lang)
+                  if isinstance(exc, OSError) else user_message(exc, t("error.what.reading_trace", lang), lang))
         message = t("replay.cannot", lang, name=name, reason=reason)
         return (gr.skip(), render.status_html(message, "error"), *([gr.skip()] * 6))
 
