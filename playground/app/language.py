@@ -74,13 +74,16 @@ PICK_JS = """(code) => { const url = new URL(window.location.href); url.searchPa
   return code; }"""
 
 # Right to left: Gradio marks every block dir="ltr"; the page's direction wins, except where left to right is the
-# reading order (code, numbers, sliders' figures, charts, the JSON of a trace).
+# reading order (code, numbers, sliders' figures, charts, the JSON of a trace). A dropdown's arrow moves to the
+# left (Gradio pins it to the right, where right-to-left text begins), and its text keeps clear of it.
 CSS = """
 html[dir="rtl"] .block[dir="ltr"], html[dir="rtl"] .form, html[dir="rtl"] label { direction: rtl; }
 html[dir="rtl"] .prose, html[dir="rtl"] .prose * { text-align: start; }
 html[dir="rtl"] .js-plotly-plot, html[dir="rtl"] .cm-editor, html[dir="rtl"] .cm-content, html[dir="rtl"] code,
 html[dir="rtl"] pre, html[dir="rtl"] input[type="number"], html[dir="rtl"] .pg-stat .pg-value { direction: ltr; }
 html[dir="rtl"] .pg-lecture dd { margin: 0 0 4px 0; }
+html[dir="rtl"] .wrap-inner .secondary-wrap .icon-wrap { right: auto; left: var(--size-5); }
+html[dir="rtl"] .wrap-inner .secondary-wrap input { padding-inline-end: var(--size-6); }
 textarea, input[type="text"] { unicode-bidi: plaintext; }
 """
 

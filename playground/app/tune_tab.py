@@ -16,7 +16,7 @@ from .. import render, tune_report
 from ..charts import follow_the_page
 from ..gpu import gpu
 from ..i18n import DEFAULT_LANGUAGE, t
-from .language import L, language_of
+from .language import L, language_of, with_language
 from ..settings import get_settings
 from ..trace import short_repr
 
@@ -109,11 +109,11 @@ def run_tune(build_request: BuildRequest, prompt: str, target: str | None, assis
 
 
 @gpu(duration=300)
-def run_verify(result: tune.TuneResult | None, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
-    """Run the recommended setting and the default for real; the table then shows measured beside predicted."""
+def run_verify(result: tune.TuneResult | None, lang: str = DEFAULT_LANGUAGE) -> tuple[Any, ...]:
+    """Run the recommended setting and the default for real; the table then shows measured beside predicted
+    (in `lang`)."""
     from .. import tune
 
-    lang = language_of(request)
     if result is None:
         return _failed(tune.TuneError.keyed("error.tune.verify_first"), lang)
     try:
@@ -164,5 +164,5 @@ def build_tune_tab(page: dict[str, Any], collect_params: Callable[..., dict[str,
         guard(tune_page),
         [page["prompt"], page["target"], page["assistant"], page["method"], params, page["dtype"], page["chat"],
          page["max_new_tokens"], max_draft, more], outputs, **private)
-    verify_btn.click(guard(run_verify), result, outputs, **private)
+    verify_btn.click(guard(with_language(run_verify)), result, outputs, **private)
     return status
