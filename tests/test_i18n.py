@@ -198,7 +198,7 @@ def test_guide_terms():
 # --------------------------------------------------------------------------- Compare, Tune and error messages
 
 
-def sample_compare(lang: str) -> "bench.CompareResult":
+def sample_compare(lang: str):  # -> bench.CompareResult
     """A comparison of the sample run against a baseline, built by the benchmark's own row and aggregate code."""
     from playground import bench
     from playground.bench.rows import Measurement
@@ -223,7 +223,7 @@ def sample_compare(lang: str) -> "bench.CompareResult":
                                diagnoses={spec.label: theory.diagnose(run, base, lang)}, checks={spec.label: check})
 
 
-ENGLISH_COMPARE = ("<th>speedup</th>", "acceptance α", "refined prediction", "the reference", "differs at token",
+ENGLISH_COMPARE = ("<th>speedup</th>", "Speedup over baseline", "ms per step", "drafted token position", "acceptance α", "refined prediction", "the reference", "differs at token",
                    "Same prompt, same run", "skipped:", "No method beat", "Fastest here", "Measured ", "baseline steps")
 ENGLISH_TUNE = ("Recommended:", "tokens per target forward", "<th>setting</th>", "(default)", "Predicted speedup",
                 "draft position", "own best", "Steps, drafted and accepted")
@@ -243,15 +243,19 @@ def sample_tune() -> dict:
 
 @pytest.mark.parametrize("lang", OTHER_LANGUAGES)
 def test_compare_views_speak_the_language(lang):
+    from playground import bench
     from playground.app import compare_tab
 
     result = sample_compare(lang)
+    def charts(lang: str = "en") -> str:
+        return json.dumps([f.to_dict() for f in bench.compare_figures(result, lang).values()], ensure_ascii=False)
+
     english = " ".join((compare_tab.compare_table_html(result, [("mtp", "why")]), compare_tab.compare_verdict(result),
-                        compare_tab.diagnoses_html(result)))
-    assert all(phrase in english for phrase in ENGLISH_COMPARE[:6]), english
+                        compare_tab.diagnoses_html(result), charts()))
+    assert all(phrase in english for phrase in ENGLISH_COMPARE[:9]), english
     table = compare_tab.compare_table_html(result, [("mtp", "why")], lang)
     page = " ".join((table, compare_tab.compare_verdict(result, lang), compare_tab.diagnoses_html(result, lang),
-                     *compare_tab.idle_views(lang)))
+                     *compare_tab.idle_views(lang), charts(lang)))
     leaks = [phrase for phrase in ENGLISH_COMPARE if phrase in page]
     assert not leaks, f"English in the {lang} Compare view: {leaks}"
     assert i18n.t("compare.head.speedup", lang) in table and i18n.t("compare.check.reference", lang) in table

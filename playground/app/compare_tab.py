@@ -230,7 +230,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
             else:
                 outcome = value
         result, skipped = outcome
-        figs = bench.compare_figures(result)
+        figs = bench.compare_figures(result, lang)
         state = CompareState(baseline=result.traces.get("baseline"),
                              traces={k: v for k, v in result.traces.items() if k != "baseline"})
         choices = list(state.traces)
