@@ -207,6 +207,10 @@ def test_russian_compare_and_tune_write_russian(browser: Any, app_url: str) -> N
     """Compare's and Tune's statuses, verdict and table come in the page's language (the handlers read ?lang=)."""
     page = open_page(browser, app_url + "?lang=ru", "en-US")
     try:
+        # An English browser on a Russian page: every tab's name is Russian, not only the selected one's.
+        for tab in ("compare", "tune", "methods"):
+            page.wait_for_function("([id, name]) => document.querySelector('#pg-tab-' + id + '-button').innerText"
+                                   ".trim() === name", arg=[tab, i18n.t(f"ui.tab.{tab}", "ru")])
         page.click("#pg-tab-compare-button")
         page.wait_for_function("t => document.querySelector('#pg-compare-status').innerText.includes(t)",
                                arg=i18n.t("compare.idle", "ru"))
