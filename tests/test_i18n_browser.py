@@ -211,6 +211,7 @@ def test_russian_compare_and_tune_write_russian(browser: Any, app_url: str) -> N
         for tab in ("compare", "tune", "methods"):
             page.wait_for_function("([id, name]) => document.querySelector('#pg-tab-' + id + '-button').innerText"
                                    ".trim() === name", arg=[tab, i18n.t(f"ui.tab.{tab}", "ru")])
+        assert page.inner_text("#pg-replay-play").strip() == i18n.t("ui.replay.play", "ru")
         page.click("#pg-tab-compare-button")
         page.wait_for_function("t => document.querySelector('#pg-compare-status').innerText.includes(t)",
                                arg=i18n.t("compare.idle", "ru"))
