@@ -309,6 +309,13 @@ def test_our_refusals_reach_the_page_in_its_language(lang):
         refusals.append(local)
     assert "10000" in refusals[0] and "'many'" in refusals[1] and "'nope'" in refusals[2]  # the value, quoted
     assert "'no-such-model'" in refusals[4]
+    # A library's own failure is quoted, untranslated, inside our translated sentence.
+    from playground import models
+    failed = models._load_error("x/y", OSError("Unrecognized model in x/y\nmore lines"), models._Source("local"),
+                                get_settings())
+    assert str(failed) == "could not load x/y: Unrecognized model in x/y"
+    assert failed.localized(lang) == i18n.t("error.load.failed", lang, spec="x/y", reason="Unrecognized model in x/y")
+    assert failed.localized(lang) != str(failed)
     # Anything else: the generic line in the visitor's language, naming what failed in it.
     assert user_message(KeyError("x"), i18n.t("error.what.run", lang), lang) == i18n.t(
         "error.internal", lang, failed=i18n.t("error.what.run", lang))
