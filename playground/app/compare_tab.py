@@ -239,7 +239,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
         race_choice = gr.update(choices=choices, value=(best.label if best else None) or (choices[0] if choices else None),
                                 interactive=bool(choices))
         status = render.status_html(compare_verdict(result, lang), "done",
-                                    t("compare.done_note", lang, tokens=tn("status.tokens", tokens, lang),
+                                    t("compare.done_note", lang, tokens=tn("compare.new_tokens", tokens, lang),
                                       repeats=tn("compare.repeats", reps, lang)))
         yield _compare_outputs(status, compare_table_html(result, skipped, lang), figs["speedup_vs_theory"],
                                figs["step_cost"], diagnoses_html(result, lang), race_choice, state,
