@@ -17,6 +17,7 @@ verify and other (see `trace.Step`), so setup + Σ phases = elapsed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -34,7 +35,8 @@ import transformers
 from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from .errors import PlaygroundError
+from .errors import PlaygroundError, localized_message
+from .i18n import DEFAULT_LANGUAGE, t
 from .methods import EmptyDraft, Method, MethodError, ModelFacts, get_method
 from .models import (
     CATALOGUE, DEFAULT_TARGET, HUB_ID_RE, STORE, LoadedModel, ModelStore, default_device, describe_precision,
@@ -112,6 +114,11 @@ class PreparedRun:
     def models(self) -> list[LoadedModel]:
         return [m for m in (self.target, self.assistant) if m is not None]
 
+    def with_max_new_tokens(self, n: int) -> "PreparedRun":
+        """The same run cut to `n` new tokens (a warm-up), without loading or validating anything again."""
+        return dataclasses.replace(self, request=dataclasses.replace(self.request, max_new_tokens=int(n)),
+                                   generate_kwargs={**self.generate_kwargs, "max_new_tokens": int(n)})
+
 
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed accepts
 MIN_TEMPERATURE = 0.01  # logits / temperature must stay finite (float32 and bfloat16 top out near 3e38)
@@ -121,7 +128,7 @@ MAX_TOP_K = 2**31 - 1
 def validate_request(req: RunRequest) -> None:
     settings = get_settings()
     if not isinstance(req.prompt, str) or not req.prompt.strip():
-        raise RunError("the prompt is empty: type something for the model to continue")
+        raise RunError.keyed("error.prompt_empty")
     if not 1 <= int(req.max_new_tokens) <= settings.max_new_tokens:
         raise RunError(
             f"max new tokens must be between 1 and {settings.max_new_tokens} (PLAYGROUND_MAX_NEW_TOKENS); got {req.max_new_tokens}"
@@ -295,7 +302,7 @@ def prepare(
     method = get_method(req.method)
     params = method.resolve_params(req.params)
     if method.needs_assistant and not req.assistant:
-        raise RunError(f"{method.title} needs an assistant model")
+        raise RunError.keyed("error.needs_assistant", method=method.title)
     if not method.needs_assistant and req.assistant:
         req = RunRequest(**{**req.__dict__, "assistant": None})
     target = store.get(req.target, req.dtype, progress)
@@ -315,9 +322,7 @@ def prepare(
     settings = get_settings()
     n_prompt = input_ids.shape[1]
     if n_prompt > settings.max_prompt_tokens:
-        raise RunError(
-            f"the prompt is {n_prompt} tokens; the limit is {settings.max_prompt_tokens} (PLAYGROUND_MAX_PROMPT_TOKENS)"
-        )
+        raise RunError.keyed("error.prompt_tokens", n=n_prompt, limit=settings.max_prompt_tokens)
     context = getattr(target.model.config.get_text_config(), "max_position_embeddings", None)
     if context and n_prompt + req.max_new_tokens > context:
         raise RunError(
@@ -863,15 +868,14 @@ def run(req: RunRequest, store: ModelStore = STORE, progress: Callable[[str], No
     return live.trace
 
 
-def user_message(exc: BaseException, failed: str = "this request") -> str:
-    """One line for the user from any failure: our own messages verbatim. Anything else is a bug or the machine,
-    not the user's input: one plain sentence saying so (`failed`: what failed), never the exception's text (it may
-    quote the input at length); the full traceback goes to the server's log."""
+def user_message(exc: BaseException, failed: str = "this request", lang: str = DEFAULT_LANGUAGE) -> str:
+    """One line for the user from any failure: our own messages verbatim (in `lang` where they carry a key).
+    Anything else is a bug or the machine, not the user's input: one plain sentence saying so (`failed`: what
+    failed, in `lang`), never the exception's text (it may quote the input at length); the full traceback goes
+    to the server's log."""
     if isinstance(exc, (PlaygroundError, MethodError, TraceFormatError)):
-        return str(exc)
+        return localized_message(exc, lang)
     logger.error("%s failed unexpectedly", failed, exc_info=exc)
     if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
-        return (f"{failed} ran out of memory on this machine, which is not a fault in your input; the playground "
-                f"keeps serving, so try fewer new tokens or a smaller model")
-    return (f"{failed} failed inside the playground, not because of your input; the playground keeps serving, "
-            f"and its log has the details")
+        return t("error.out_of_memory", lang, failed=failed)
+    return t("error.internal", lang, failed=failed)

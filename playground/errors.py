@@ -1,5 +1,40 @@
-"""The one base class for failures whose message is meant for the user (UI, CLI, API)."""
+"""The one base class for failures whose message is meant for the user (UI, CLI, API).
+
+A message the playground writes itself can carry its catalogue key and fields (`PlaygroundError.keyed`): its
+`str()` is the English text (the CLI and the API print it), and `localized(lang)` is the same sentence in the
+page's language. A quoted value (what the visitor sent, a library's own exception text) travels as a field,
+so it appears verbatim inside the translated sentence.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from .i18n import DEFAULT_LANGUAGE, t
+
+E = TypeVar("E", bound="PlaygroundError")
 
 
 class PlaygroundError(ValueError):
     """Bad input or an impossible request: shown to the user as is, and the app keeps serving."""
+
+    key: str | None = None
+    fields: dict[str, Any] = {}
+
+    @classmethod
+    def keyed(cls: type[E], key: str, **fields: Any) -> E:
+        """The error whose English text is `key`'s in `locales/en.json`, formatted with `fields`."""
+        error = cls(t(key, DEFAULT_LANGUAGE, **fields))
+        error.key, error.fields = key, dict(fields)
+        return error
+
+    def localized(self, lang: str = DEFAULT_LANGUAGE) -> str:
+        """The message in `lang` (its English text when it has no key)."""
+        if self.key is None or lang == DEFAULT_LANGUAGE:
+            return str(self)
+        return t(self.key, lang, **self.fields)
+
+
+def localized_message(exc: BaseException, lang: str = DEFAULT_LANGUAGE) -> str:
+    """A user-facing error's message in `lang` (our keyed messages translated; any other text as it is)."""
+    return exc.localized(lang) if isinstance(exc, PlaygroundError) else str(exc)

@@ -50,7 +50,8 @@ class Param:
         """Validate and convert a user value; raise MethodError with a readable reason."""
         if self.kind == "choice":
             if value not in self.choices:
-                raise MethodError(f"{self.name} must be one of {', '.join(self.choices)}; got {value!r}")
+                raise MethodError.keyed("error.param.choice", name=self.name, choices=", ".join(self.choices),
+                                        got=repr(value))
             return value
         try:
             if isinstance(value, bool):
@@ -64,13 +65,13 @@ class Param:
                 number = int(number)
         except (TypeError, ValueError, OverflowError):  # OverflowError: an int too large for a float
             shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
-            raise MethodError(f"{self.name} must be {'an integer' if self.kind == 'int' else 'a finite number'}; "
-                              f"got {shown}") from None
+            raise MethodError.keyed("error.param.integer" if self.kind == "int" else "error.param.number",
+                                    name=self.name, got=shown) from None
         if self.off_value is not None and number == self.off_value:
             return number
         lo, hi = self.minimum, self.maximum
         if (lo is not None and number < lo) or (hi is not None and number > hi):
-            raise MethodError(f"{self.name} must be between {_fmt(lo)} and {_fmt(hi)}; got {value}")
+            raise MethodError.keyed("error.param.range", name=self.name, lo=_fmt(lo), hi=_fmt(hi), got=value)
         return number
 
 
@@ -295,74 +296,46 @@ def _same_size(facts: ModelFacts) -> bool:
 
 def _check_speculative(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
     if (facts.assistant_class or "").startswith(_GEMMA4_ASSISTANTS):
-        raise MethodError("a Gemma 4 assistant drafts from the target's KV cache: choose the 'mtp_drafter' method")
+        raise MethodError.keyed("error.method.gemma4_assistant")
     if facts.same_vocabulary is False:
-        size = f" (even though both have {facts.target_vocab_size} entries)" if _same_size(facts) else ""
-        raise MethodError(
-            f"the assistant's tokenizer differs from the target's{size}, so its token ids mean different things; "
-            "choose the 'universal' method (universal assisted decoding) for this pair"
-        )
+        if _same_size(facts):
+            raise MethodError.keyed("error.method.tokenizers_differ_same_size", n=facts.target_vocab_size)
+        raise MethodError.keyed("error.method.tokenizers_differ")
     if facts.same_vocabulary and facts.assistant_vocab_size is not None and not _same_size(facts):
-        raise MethodError(
-            f"target and assistant share a tokenizer but declare different vocabulary sizes ({facts.target_vocab_size} "
-            f"vs {facts.assistant_vocab_size}, e.g. padded embeddings); Transformers then treats them as different "
-            "tokenizers: choose the 'universal' method for this pair"
-        )
+        raise MethodError.keyed("error.method.sizes_differ", target=facts.target_vocab_size,
+                                assistant=facts.assistant_vocab_size)
 
 
 def _check_universal(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
     if (facts.assistant_class or "").startswith(_GEMMA4_ASSISTANTS):
-        raise MethodError("a Gemma 4 assistant drafts from the target's KV cache: choose the 'mtp_drafter' method")
+        raise MethodError.keyed("error.method.gemma4_assistant")
     if facts.same_vocabulary and (_same_size(facts) or facts.assistant_vocab_size is None):
-        raise MethodError(
-            "target and assistant share a tokenizer: use 'speculative', which needs no re-tokenisation"
-        )
+        raise MethodError.keyed("error.method.same_tokenizer")
     if facts.same_vocabulary is False and _same_size(facts):
-        raise MethodError(
-            f"the two tokenizers differ but both declare {facts.target_vocab_size} tokens, and Transformers decides "
-            "'same tokenizer' by vocabulary size alone: it refuses universal decoding for this pair (and speculative "
-            "decoding would compare unrelated ids); choose an assistant with another vocabulary size"
-        )
+        raise MethodError.keyed("error.method.universal_same_size", n=facts.target_vocab_size)
 
 
 def _check_early_exit(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
     layer = params["assistant_early_exit"]
     if not 1 <= layer <= facts.target_layers - 1:
-        raise MethodError(
-            f"assistant_early_exit must be between 1 and {facts.target_layers - 1} "
-            f"(the target has {facts.target_layers} layers); got {layer}"
-        )
+        raise MethodError.keyed("error.method.early_exit_range", top=facts.target_layers - 1,
+                                layers=facts.target_layers, got=layer)
 
 
 def _check_mtp(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
     if not facts.target_has_mtp:
-        raise MethodError(
-            f"{facts.target_class} has no multi-token-prediction layers (no num_mtp_layers in its config); "
-            "MTP needs a checkpoint that ships them, such as DeepSeek-V3 or GLM-4.5"
-        )
+        raise MethodError.keyed("error.method.no_mtp_layers", model=facts.target_class)
     if not facts.target_on_disk:
-        raise MethodError(
-            "Transformers reads the MTP layers from the checkpoint's safetensors at every call, and this model "
-            "was built in memory (no checkpoint); save it and load it from its directory"
-        )
+        raise MethodError.keyed("error.method.mtp_in_memory")
     if facts.target_mtp_weights is False:
-        raise MethodError(
-            f"{facts.target_class}'s config declares MTP layers but its checkpoint holds no MTP weights "
-            "(DeepSeek-V3 keeps them at model.layers.61.*; converted or pruned checkpoints often drop them)"
-        )
+        raise MethodError.keyed("error.method.no_mtp_weights", model=facts.target_class)
 
 
 def _check_mtp_drafter(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
     if not (facts.assistant_class or "").startswith(_GEMMA4_ASSISTANTS):
-        raise MethodError(
-            f"mtp_drafter needs a Gemma 4 assistant model (Gemma4AssistantForCausalLM) as the assistant; got "
-            f"{facts.assistant_class}: for an ordinary small model use 'speculative' (same tokenizer) or 'universal'"
-        )
+        raise MethodError.keyed("error.method.mtp_drafter_assistant", model=facts.assistant_class)
     if not facts.target_class.startswith(("Gemma4", "Gemma3n")):
-        raise MethodError(
-            f"a Gemma 4 assistant reads the target's KV cache and hidden states, so the target must be a Gemma 4 "
-            f"(or Gemma 3n) model; got {facts.target_class}"
-        )
+        raise MethodError.keyed("error.method.mtp_drafter_target", model=facts.target_class)
 
 
 # --- the registry -------------------------------------------------------------------------
@@ -554,7 +527,7 @@ def get_method(name: str) -> Method:
     try:
         return METHODS[name]
     except KeyError:
-        raise MethodError(f"unknown method {name!r}; choose one of {', '.join(METHODS)}") from None
+        raise MethodError.keyed("error.unknown_method", name=repr(name), known=", ".join(METHODS)) from None
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:

@@ -306,15 +306,13 @@ def _resolve(spec: str, settings: Settings) -> _Source:
         return _Source("hub", entry=entry, hub_id=entry.hub_id)
     if spec.startswith("bundled/"):
         known = ", ".join(k for k, e in CATALOGUE.items() if e.source == "bundled")
-        raise ModelLoadError(f"unknown bundled model {spec!r} (bundled: {known})")
+        raise ModelLoadError.keyed("error.unknown_bundled_model", spec=repr(spec), known=known)
     # Outside public mode an existing relative directory wins, as in from_pretrained.
     # In public mode only explicit path syntax counts, so probing cannot reveal directories.
     if _is_path_syntax(spec) or (not settings.public and Path(spec).is_dir()):
         return _Source("local", path=_check_local_path(spec, settings))
     if "/" not in spec:
-        raise ModelLoadError(
-            f"{spec!r} is not a catalogue key, a Hub id (owner/name) or a local directory"
-        )
+        raise ModelLoadError.keyed("error.unknown_model", spec=repr(spec))
     if not HUB_ID_RE.match(spec) or ".." in spec:
         raise ModelLoadError(
             f"invalid Hub model id {spec!r}: expected owner/name using letters, digits, '.', '_' or '-'"
@@ -436,8 +434,9 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
-def _describe_error(spec: str, exc: BaseException, source: _Source, settings: Settings) -> str:
-    """Turn a loading failure into one line a user can act on."""
+def _load_error(spec: str, exc: BaseException, source: _Source, settings: Settings) -> ModelLoadError:
+    """Turn a loading failure into one line a user can act on (a keyed message: the library's own first line is
+    quoted in it, untranslated)."""
     chain = _exception_chain(exc)
 
     def seen(*types: type[BaseException]) -> bool:
@@ -445,21 +444,17 @@ def _describe_error(spec: str, exc: BaseException, source: _Source, settings: Se
 
     if source.kind == "hub":
         if seen(hub_errors.GatedRepoError):
-            if get_token():
-                return (f"{spec} is gated on the Hugging Face Hub and the token in HF_TOKEN has no access to it: "
-                        "accept its licence on its Hub page with that token's account (approval can take a while)")
-            return (f"{spec} is gated on the Hugging Face Hub: accept its licence on its Hub page, then set HF_TOKEN "
-                    "to an access token of that account")
+            return ModelLoadError.keyed("error.load.gated_token" if get_token() else "error.load.gated", spec=spec)
         if seen(hub_errors.RepositoryNotFoundError, hub_errors.RevisionNotFoundError):
-            return f"no such model on the Hugging Face Hub: {spec}"
+            return ModelLoadError.keyed("error.load.no_such_model", spec=spec)
         if seen(*_NETWORK_ERRORS):
-            return f"could not load {spec}: could not reach the Hugging Face Hub (offline?)"
+            return ModelLoadError.keyed("error.load.offline", spec=spec)
     first_line = _first_line(exc)
     if not settings.allow_pickle and "safetensors" in first_line:
-        first_line += " (pickle checkpoints need PLAYGROUND_ALLOW_PICKLE=1)"
+        return ModelLoadError.keyed("error.load.failed_pickle", spec=spec, reason=first_line)
     if not settings.trust_remote_code and "trust_remote_code" in str(exc):
-        first_line += " (custom model code needs PLAYGROUND_TRUST_REMOTE_CODE=1)"
-    return f"could not load {spec}: {first_line}"
+        return ModelLoadError.keyed("error.load.failed_remote_code", spec=spec, reason=first_line)
+    return ModelLoadError.keyed("error.load.failed", spec=spec, reason=first_line)
 
 
 # --------------------------------------------------------------------------- GGUF conversion
@@ -988,7 +983,7 @@ def load_model(spec: str, dtype: str = "auto", progress: Progress | None = None)
         # Without the Hub, Transformers takes tens of seconds to give up, holding the generation slot that
         # other visitors wait for; the probe answers within seconds (and once per process).
         if not hub_reachable() and not isinstance(try_to_load_from_cache(location, "config.json"), str):
-            raise ModelLoadError(f"could not load {spec}: could not reach the Hugging Face Hub (offline?)")
+            raise ModelLoadError.keyed("error.load.offline", spec=spec)
 
     report(f"Loading {spec} ({str(torch_dtype).removeprefix('torch.')})…")
     try:
@@ -1015,7 +1010,7 @@ def load_model(spec: str, dtype: str = "auto", progress: Progress | None = None)
         raise
     except Exception as exc:  # anything from Transformers/Hub/torch becomes one clear line
         logger.debug("loading %s failed", spec, exc_info=True)
-        raise ModelLoadError(_describe_error(spec, exc, source, settings)) from exc
+        raise _load_error(spec, exc, source, settings) from exc
     model.eval()
 
     loaded = LoadedModel(

@@ -349,8 +349,8 @@ def _advice(est: Estimates, lang: str = DEFAULT_LANGUAGE) -> str:
     return t("diag.advice.cpu", lang)
 
 
-def explain_gap(fig: dict[str, Any], threshold: float = 0.2) -> str:
-    """Why measured and Leviathan's speedup differ, factor by factor.
+def explain_gap(fig: dict[str, Any], threshold: float = 0.2, lang: str = DEFAULT_LANGUAGE) -> str:
+    """Why measured and Leviathan's speedup differ, factor by factor (in `lang`).
 
     Each refinement stage is a multiplicative factor on Leviathan's prediction (measured verify
     cost, empty-draft steps, un-sped-up prefill); then correlated acceptance, τ measured / E(α, γ)
@@ -366,18 +366,17 @@ def explain_gap(fig: dict[str, Any], threshold: float = 0.2) -> str:
     measured, theo = fig.get("speedup"), fig.get("theoretical_speedup")
     if measured is None or theo is None or theo <= 0:
         if fig.get("acceptance_rate") is None and fig.get("method") != "baseline":
-            return "Nothing was drafted, so there is no prediction to compare with."
+            return t("gap.nothing_drafted", lang)
         return ""
     rel = measured / theo - 1.0
     factors: list[tuple[str, float]] = []
     stages = [
-        (f"verifying and the loop around it cost {(fig.get('verify_cost') or 0) + (fig.get('other_cost') or 0):.2f} "
-         "baseline steps, not 1", theo, fig.get("with_verify_cost")),
-        (f"{(fig.get('empty_draft_fraction') or 0):.0%} of steps drafted nothing", fig.get("with_verify_cost"),
-         fig.get("with_empty_steps")),
-        (f"the set-up and first step (prefill, {(fig.get('prefill_share') or 0):.0%} of baseline's time) cost "
-         f"{fig.get('prefill_ratio') or 1:.2f}× baseline's rather than following the per-step prediction",
-         fig.get("with_empty_steps"), fig.get("refined_speedup")),
+        (t("gap.factor.verify", lang, cost=f"{(fig.get('verify_cost') or 0) + (fig.get('other_cost') or 0):.2f}"),
+         theo, fig.get("with_verify_cost")),
+        (t("gap.factor.empty", lang, share=f"{(fig.get('empty_draft_fraction') or 0):.0%}"),
+         fig.get("with_verify_cost"), fig.get("with_empty_steps")),
+        (t("gap.factor.prefill", lang, share=f"{(fig.get('prefill_share') or 0):.0%}",
+           ratio=f"{fig.get('prefill_ratio') or 1:.2f}"), fig.get("with_empty_steps"), fig.get("refined_speedup")),
     ]
     for text, before, after in stages:
         if before and after:
@@ -387,30 +386,27 @@ def explain_gap(fig: dict[str, Any], threshold: float = 0.2) -> str:
     residual = measured / ref if ref else None
     if tau and etau:
         f_tau = tau / etau
-        factors.append((f"acceptance is correlated along the draft: τ = {tau:.2f} measured vs {etau:.2f} "
-                        "expected from α", f_tau))
+        factors.append((t("gap.factor.correlated", lang, tau=f"{tau:.2f}", expected=f"{etau:.2f}"), f_tau))
         if residual is not None:
             residual /= f_tau
     if residual is not None:
-        factors.append(("timing noise (every phase of the run is already counted above)", residual))
-    notable = sorted([(t, f) for t, f in factors if abs(f - 1) >= 0.05], key=lambda tf: -abs(math.log(tf[1])))
-    listed = "; ".join(f"{t} (×{f:.2f})" for t, f in notable)
+        factors.append((t("gap.factor.noise", lang), residual))
+    notable = sorted([(text, f) for text, f in factors if abs(f - 1) >= 0.05], key=lambda tf: -abs(math.log(tf[1])))
+    listed = "; ".join(f"{text} (×{f:.2f})" for text, f in notable)
+    figures = dict(measured=f"{measured:.2f}", theo=f"{theo:.2f}", threshold=f"{threshold:.0%}")
     if abs(rel) <= threshold:
         if not notable or all(abs(f - 1) < 0.1 for _, f in notable):
-            out = (f"Measured {measured:.2f}× is within {threshold:.0%} of Leviathan et al.'s {theo:.2f}×: "
-                   "their assumptions hold well enough here.")
+            out = t("gap.within.hold", lang, **figures)
         else:
-            out = (f"Measured {measured:.2f}× is within {threshold:.0%} of Leviathan et al.'s {theo:.2f}×, but by "
-                   f"factors that cancel: {listed}.")
+            out = t("gap.within.cancel", lang, **figures, factors=listed)
     else:
-        out = f"Measured {measured:.2f}× vs Leviathan et al.'s {theo:.2f}× ({rel:+.0%})."
+        out = t("gap.off", lang, **figures, rel=f"{rel:+.0%}")
         if listed:
-            out += f" Factor by factor: {listed}."
+            out += t("gap.by_factor", lang, factors=listed)
     c = fig.get("c")
     gamma = fig.get("gamma") or 0
     if c is not None and gamma * c > 0.5:
-        out += (f" Drafting alone costs {gamma * c:.2f} baseline steps per step (c = {c:.2f}): the drafter is not "
-                "cheap enough relative to the target.")
+        out += t("gap.costly_drafter", lang, cost=f"{gamma * c:.2f}", c=f"{c:.2f}")
     return out
 
 

@@ -1,7 +1,8 @@
 """Tables, charts and the self-contained HTML report of a tune (from its plain JSON form; no torch here).
 
 Every builder takes the dict `tune.TuneResult.to_dict()` writes to tune.json, so the report, the CLI and
-the page's Tune view draw the same things.
+the page's Tune view draw the same things. The page passes its visitor's `lang`; the CLI and the report are
+English (the default).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from .i18n import DEFAULT_LANGUAGE, t, tn
 from .report_html import color, escape, figure_html, fmt, page, style_figure, table
 
 # The parameter a sweep varies on the x axis; the others name a series.
@@ -39,25 +41,28 @@ def _series(rows: list[dict[str, Any]], key: str) -> dict[str, list[tuple[int, f
     return {name: sorted(points) for name, points in out.items()}
 
 
-def _line_figure(rows: list[dict[str, Any]], key: str, title: str, y_title: str, one: float | None = None) -> go.Figure:
+def _line_figure(rows: list[dict[str, Any]], key: str, title: str, y_title: str, one: float | None = None,
+                 lang: str = DEFAULT_LANGUAGE) -> go.Figure:
     fig = go.Figure()
     for i, (name, points) in enumerate(_series(rows, key).items()):
         fig.add_trace(go.Scatter(x=[x for x, _ in points], y=[y for _, y in points], mode="lines+markers",
                                  name=name, line=dict(color=color(i))))
     if one is not None:
-        fig.add_hline(y=one, line_dash="dot", line_color="#7f7f7f", annotation_text="baseline")
-    return style_figure(fig, title, xaxis_title="draft length (γ, or tokens copied)", yaxis_title=y_title)
+        fig.add_hline(y=one, line_dash="dot", line_color="#7f7f7f", annotation_text=t("tune.chart.baseline", lang))
+    return style_figure(fig, title, xaxis_title=t("tune.chart.draft_length", lang), yaxis_title=y_title)
 
 
-def speedup_figure(data: dict[str, Any]) -> go.Figure:
-    return _line_figure(data["rows"], "speedup", "Predicted speedup per setting", "speedup over baseline", one=1.0)
+def speedup_figure(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> go.Figure:
+    return _line_figure(data["rows"], "speedup", t("tune.chart.speedup.title", lang), t("tune.chart.speedup.y", lang),
+                        one=1.0, lang=lang)
 
 
-def tokens_per_step_figure(data: dict[str, Any]) -> go.Figure:
-    return _line_figure(data["rows"], "tokens_per_step", "Tokens per step (exact)", "tokens per target forward")
+def tokens_per_step_figure(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> go.Figure:
+    return _line_figure(data["rows"], "tokens_per_step", t("tune.chart.tau.title", lang), t("tune.chart.tau.y", lang),
+                        lang=lang)
 
 
-def position_figure(data: dict[str, Any]) -> go.Figure:
+def position_figure(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> go.Figure:
     """Acceptance by draft position for the recommended and the default setting."""
     fig = go.Figure()
     wanted = [data.get("recommended"), data.get("default")]
@@ -65,13 +70,13 @@ def position_figure(data: dict[str, Any]) -> go.Figure:
         counts = (row.get("predicted") or {}).get("by_position") or []
         rates = [c[1] / c[0] if c[0] else None for c in counts]  # kept / verified
         fig.add_trace(go.Bar(x=[k + 1 for k in range(len(rates))], y=rates, name=row["label"], marker_color=color(i)))
-    return style_figure(fig, "Acceptance by draft position (exact)", xaxis_title="draft position",
-                   yaxis_title="share of verified drafts kept", yaxis_range=[0, 1.05], barmode="group")
+    return style_figure(fig, t("tune.chart.positions.title", lang), xaxis_title=t("tune.chart.positions.x", lang),
+                        yaxis_title=t("tune.chart.positions.y", lang), yaxis_range=[0, 1.05], barmode="group")
 
 
-def figures(data: dict[str, Any]) -> dict[str, go.Figure]:
-    return {"speedup": speedup_figure(data), "tokens_per_step": tokens_per_step_figure(data),
-            "positions": position_figure(data)}
+def figures(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> dict[str, go.Figure]:
+    return {"speedup": speedup_figure(data, lang), "tokens_per_step": tokens_per_step_figure(data, lang),
+            "positions": position_figure(data, lang)}
 
 
 def best_rows(data: dict[str, Any], count: int = 10) -> list[dict[str, Any]]:
@@ -90,45 +95,64 @@ def _fields(outcome: dict[str, Any] | None) -> list[str]:
             fmt(outcome.get("speedup"), ".2f", "×")]
 
 
-TABLE_HEADERS = ["setting", "steps", "drafted", "accepted", "tokens/step", "time", "speedup",
-                 "measured steps", "drafted", "accepted", "tokens/step", "time", "speedup"]
+# The table's columns, by their `tune.head.*` keys: the setting, then predicted and measured figures.
+TABLE_COLUMNS = ("setting", "steps", "drafted", "accepted", "tau", "time", "speedup",
+                 "measured_steps", "drafted", "accepted", "tau", "time", "speedup")
+LOSSES_COLUMNS = ("prompt", "own_best", "its_speedup", "with_overall_best", "loss")
 
 
-def table_rows(data: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> list[list[str]]:
+def table_headers(lang: str = DEFAULT_LANGUAGE) -> list[str]:
+    return [t(f"tune.head.{column}", lang) for column in TABLE_COLUMNS]
+
+
+def losses_headers(lang: str = DEFAULT_LANGUAGE) -> list[str]:
+    return [t(f"tune.losses.{column}", lang) for column in LOSSES_COLUMNS]
+
+
+TABLE_HEADERS = table_headers()
+
+
+def table_rows(data: dict[str, Any], rows: list[dict[str, Any]] | None = None,
+               lang: str = DEFAULT_LANGUAGE) -> list[list[str]]:
     """Predicted beside measured, one row per setting (plain strings)."""
     out = []
     for r in rows if rows is not None else data["rows"]:
         if r.get("predicted") is None:
-            out.append([r["label"], f"no prediction: {r.get('refused')}"] + [""] * 11)
+            out.append([r["label"], t("tune.no_prediction", lang, reason=r.get("refused"))] + [""] * 11)
             continue
-        mark = " ★" if r["label"] == data.get("recommended") else (" (default)" if r["label"] == data.get("default") else "")
+        mark = (" ★" if r["label"] == data.get("recommended")
+                else t("tune.default_mark", lang) if r["label"] == data.get("default") else "")
         out.append([r["label"] + mark] + _fields(r["predicted"]) + _fields(r.get("measured")))
     return out
 
 
-def verdict(data: dict[str, Any]) -> str:
+def verdict(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
     """One paragraph: what to use, how sure the prediction is, and what was measured."""
     rows = {r["label"]: r for r in data["rows"]}
     best = rows.get(data.get("recommended") or "")
     if best is None:
-        return "No setting could be predicted."
+        return t("tune.verdict.none", lang)
     p = best["predicted"]
-    text = (f"Recommended: {best['label']}, predicted {p['speedup']:.2f}× baseline "
-            f"({p['tokens_per_step']:.2f} tokens per target forward, {p['accepted']}/{p['drafted']} drafts accepted "
-            f"over {data['meta'].get('prompts', 1)} prompt(s)).")
+    prompts = data["meta"].get("prompts", 1)
+    text = t("tune.verdict.recommended", lang, label=best["label"], x=f"{p['speedup']:.2f}",
+             tau=f"{p['tokens_per_step']:.2f}", accepted=p["accepted"], drafted=p["drafted"],
+             prompts=tn_prompts(prompts, lang))
     if p["speedup"] < 1.0:
-        text += (" No setting is predicted to beat baseline here: each target forward already costs about as much as "
-                 "the drafting and wider verification that would replace it.")
+        text += t("tune.verdict.no_win", lang)
     default = rows.get(data.get("default") or "")
     if default and default is not best and default.get("predicted"):
-        text += f" The default, {default['label']}, is predicted at {default['predicted']['speedup']:.2f}×."
+        text += t("tune.verdict.default", lang, label=default["label"], x=f"{default['predicted']['speedup']:.2f}")
     measured = [(r["label"], r["predicted"]["speedup"], r["measured"]["speedup"]) for r in data["rows"]
                 if r.get("measured") and r.get("predicted") and r["measured"].get("speedup")]
     for label, predicted, real in measured:
-        text += f" Measured {label}: {real:.2f}× (predicted {predicted:.2f}×)."
-    text += (" Steps, drafted and accepted counts are exact for greedy decoding; times come from a short calibration "
-             "on this machine and are estimates.")
+        text += t("tune.verdict.measured", lang, label=label, x=f"{real:.2f}", predicted=f"{predicted:.2f}")
+    text += t("tune.verdict.exact", lang)
     return text
+
+
+def tn_prompts(n: int, lang: str = DEFAULT_LANGUAGE) -> str:
+    """"3 prompts" (a counted phrase in `lang`)."""
+    return tn("tune.prompts", n, lang)
 
 
 def losses_rows(data: dict[str, Any]) -> list[list[str]]:
@@ -154,8 +178,7 @@ def render_report(data: dict[str, Any]) -> str:
         parts.append(f"<div class='chart'>{figure_html(fig)}</div>")
     if len(data["losses"]) > 1:
         parts.append("<h2>Per prompt: its own best, and what the overall best costs it</h2>"
-                     + table(["prompt", "own best", "its speedup", "with the overall best", "loss"],
-                              losses_rows(data)))
+                     + table(losses_headers(), losses_rows(data)))
     body = [[escape(c) for c in row] for row in table_rows(data)]
     parts.append("<h2>Every setting</h2>" + table(TABLE_HEADERS, body))
     parts.append("<p class='small'>How the prediction works: one baseline run gives the target's greedy output; "

@@ -169,3 +169,52 @@ def test_the_picker_switches_the_whole_page(browser: Any, app_url: str) -> None:
         assert page.input_value("#pg-method input") == METHODS["prompt_lookup"].title
     finally:
         page.context.close()
+
+
+def test_arabic_dropdown_text_keeps_clear_of_its_arrow(browser: Any, app_url: str) -> None:
+    """Right to left, a dropdown's arrow sits on the left, outside the space its text takes (Gradio pins it right)."""
+    page = open_page(browser, app_url, "ar")
+    try:
+        for elem_id in ("pg-method", "pg-target", "pg-language"):
+            box = page.evaluate("""id => { const input = document.querySelector('#' + id + ' input');
+              const icon = input.closest('.secondary-wrap').querySelector('.icon-wrap').getBoundingClientRect();
+              const r = input.getBoundingClientRect(), cs = getComputedStyle(input);
+              return {icon_left: icon.left, icon_right: icon.right, text_left: r.left + parseFloat(cs.paddingLeft),
+                      text_right: r.right - parseFloat(cs.paddingRight)}; }""", elem_id)
+            assert box["icon_right"] <= box["text_left"] + 0.5 and box["icon_left"] < box["text_right"], (elem_id, box)
+    finally:
+        page.context.close()
+
+
+def test_russian_compare_and_tune_write_russian(browser: Any, app_url: str) -> None:
+    """Compare's and Tune's statuses, verdict and table come in the page's language (the handlers read ?lang=)."""
+    page = open_page(browser, app_url + "?lang=ru", "en-US")
+    try:
+        # An English browser on a Russian page: every tab's name is Russian, not only the selected one's.
+        for tab in ("compare", "tune", "methods"):
+            page.wait_for_function("([id, name]) => document.querySelector('#pg-tab-' + id + '-button').innerText"
+                                   ".trim() === name", arg=[tab, i18n.t(f"ui.tab.{tab}", "ru")])
+        assert page.inner_text("#pg-replay-play").strip() == i18n.t("ui.replay.play", "ru")
+        page.click("#pg-tab-compare-button")
+        page.wait_for_function("t => document.querySelector('#pg-compare-status').innerText.includes(t)",
+                               arg=i18n.t("compare.idle", "ru"))
+        slider = page.locator("#pg-compare-tokens input[type=number]")
+        slider.fill("8")
+        slider.press("Enter")
+        slider.blur()
+        page.click("#pg-compare-run")
+        page.wait_for_selector("#pg-compare-status [data-kind=done], #pg-compare-status [data-kind=error]",
+                               timeout=RUN_TIMEOUT_MS)
+        status = page.inner_text("#pg-compare-status")
+        assert page.get_attribute("#pg-compare-status [data-testid=pg-status]", "data-kind") == "done", status
+        assert "повтор" in status and "repeat" not in status
+        table = page.inner_text("#pg-compare-table")
+        assert i18n.t("compare.head.speedup", "ru") in table and i18n.t("compare.check.reference", "ru") in table
+        page.click("#pg-tab-tune-button")
+        page.wait_for_function("t => document.querySelector('#pg-tune-status').innerText.includes(t)",
+                               arg=i18n.t("tune.status.idle", "ru"))
+        page.click("#pg-tune-verify")  # nothing tuned yet: our refusal, in Russian
+        page.wait_for_selector("#pg-tune-status [data-kind=error]", timeout=60_000)
+        assert i18n.t("error.tune.verify_first", "ru") in page.inner_text("#pg-tune-status")
+    finally:
+        page.context.close()

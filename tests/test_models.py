@@ -441,7 +441,7 @@ def test_hub_errors_become_one_line_messages() -> None:
     for cause, expected in cases:
         wrapped = OSError("x/y is not a local folder\nand more lines")
         wrapped.__cause__ = cause
-        message = models._describe_error("x/y", wrapped, source, get_settings())
+        message = str(models._load_error("x/y", wrapped, source, get_settings()))
         assert expected in message and "\n" not in message
     error = ModelLoadError("a message")
     assert isinstance(error, PlaygroundError)

@@ -335,6 +335,37 @@ def test_compare_errors_are_messages(tiny_models: dict[str, str]) -> None:
         assert 'role="alert"' in final[0] and message in final[0], final[0]
 
 
+def test_compare_prepares_each_method_once_and_speaks_russian(tiny_models: dict[str, str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #11: Compare prepared each method three times (the tab's check, the measuring loop, the warm-up).
+    The real `engine.prepare` runs on the tiny model; the wrapper only counts its calls, by method."""
+    from playground import engine
+
+    prepared: list[str] = []
+    real_prepare = engine.prepare
+
+    def counting_prepare(req: Any, *args: Any, **kwargs: Any) -> Any:
+        prepared.append(req.method)
+        return real_prepare(req, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "prepare", counting_prepare)
+    values = [p.default for p in run_request.param_specs().values()]
+    outputs = list(compare_tab.compare(PROMPT, tiny_models["target"], None, "prompt_lookup", "float32", "auto",
+                                       ["prompt_lookup", "mtp"], 4, 2, [], *values, lang="ru"))
+    status, table, *_ = outputs[-1]
+    assert 'data-kind="done"' in status, status
+    # mtp is refused while being prepared (the tiny target has no MTP layers), and skipped; two repeats and the
+    # warm-up reuse the prepared runs.
+    assert sorted(prepared) == ["baseline", "mtp", "prompt_lookup"], prepared
+    assert 'data-label="mtp" data-skipped="true"' in table
+    # Everything the tab wrote is Russian: progress, verdict, table.
+    text = html.unescape(re.sub(r"<[^>]+>", " ", " ".join(o[0] for o in outputs) + table))
+    assert "Сравнение:" in text and "повтора" in text and "ускорение" in text and "пропущен" in text
+    assert "многотокенного предсказания" in text  # mtp's reason for skipping, a keyed refusal of the registry
+    assert "4 новых токена за запуск, 2 повтора" in text  # the done status's note, counted in Russian
+    assert not re.search(r"Preparing|Comparing|warm-up|Fastest|No method|skipped|repeats|the reference", text), text
+
+
 def lane_texts(frame: str) -> dict[str, tuple[int, str, str]]:
     """lane label -> (tokens shown, data-done, text of its token spans)."""
     out = {}

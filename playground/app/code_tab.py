@@ -16,7 +16,7 @@ from .. import render
 from ..i18n import t
 from .background import in_thread
 from .guard import PRIVATE, PRIVATE_QUEUED, guarded
-from .language import L
+from .language import L, with_language
 from .run_request import build_request, collect_params
 
 if TYPE_CHECKING:  # the engine and snippet (torch, Transformers) are imported by the handlers that use them
@@ -31,19 +31,21 @@ def code_view(request: RunRequest, note: str = "", lang: str = "en") -> tuple[st
     try:
         view = show_code(request)
     except Exception as exc:
-        return gr.skip(), gr.skip(), render.status_html(t("code.cannot", lang, reason=user_message(exc)), "error")
+        return gr.skip(), gr.skip(), render.status_html(t("code.cannot", lang, reason=user_message(exc, lang=lang)),
+                                                        "error")
     message = note or t("code.for", lang, method=request.method, target=request.target)
     return view.python, view.cli, render.status_html(message, "done")
 
 
-def show_code_for_settings(*inputs: Any) -> Iterator[tuple[Any, Any, str]]:
-    """The code for the page's current settings (inputs as `generate_tab.generate`'s); loads models if needed."""
+def show_code_for_settings(*inputs: Any, lang: str = "en") -> Iterator[tuple[Any, Any, str]]:
+    """The code for the page's current settings (inputs as `generate_tab.generate`'s); loads models if needed.
+    Its statuses are in `lang` (the page passes the visitor's language)."""
     from ..engine import prepare, user_message
     from ..snippet import show_code
 
     try:
         request = build_request(*inputs)
-        yield gr.skip(), gr.skip(), render.status_html(f"Preparing {request.target} to spell out the run…", "running")
+        yield gr.skip(), gr.skip(), render.status_html(t("code.preparing", lang, target=request.target), "running")
         view = None
         for kind, value in in_thread(lambda progress: show_code(prepare(request, progress=progress)), "playground-code"):
             if kind == "progress":
@@ -51,9 +53,10 @@ def show_code_for_settings(*inputs: Any) -> Iterator[tuple[Any, Any, str]]:
             else:
                 view = value
         yield view.python, view.cli, render.status_html(
-            f"The code for these settings: {request.method} on {request.target}.", "done")
+            t("code.for_settings", lang, method=request.method, target=request.target), "done")
     except Exception as exc:
-        yield gr.skip(), gr.skip(), render.status_html(f"Cannot show the code: {user_message(exc)}", "error")
+        yield gr.skip(), gr.skip(), render.status_html(t("code.cannot", lang, reason=user_message(exc, lang=lang)),
+                                                       "error")
 
 
 @dataclass
@@ -79,5 +82,5 @@ def build_code(method: Any, param_components: Sequence[Any], params_json: Any, s
                            interactive=False, buttons=["copy"], wrap_lines=True, elem_id="pg-code-cli")
     outputs = [code_python, code_cli, code_status]
     code_btn.click(guarded(collect_params), [method, *param_components], params_json, **PRIVATE).then(
-        show_code_for_settings, list(settings), outputs, **PRIVATE_QUEUED)
+        with_language(show_code_for_settings), list(settings), outputs, **PRIVATE_QUEUED)
     return CodeTab(outputs=outputs)

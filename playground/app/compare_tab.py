@@ -16,17 +16,17 @@ from typing import Any, Callable, Iterator, Sequence
 
 import gradio as gr
 
-from .. import bench, render
+from .. import bench, render, theory
 from ..timeline import race_timeline
 from ..errors import PlaygroundError
 from ..gpu import gpu
-from ..i18n import t
+from ..i18n import DEFAULT_LANGUAGE, t, tn
 from ..methods import METHODS, get_method
 from ..settings import get_settings
 from ..trace import Trace, short_repr
 from .background import in_thread
 from .guard import PRIVATE_QUEUED, guarded
-from .language import L, language_of
+from .language import L, language_of, with_language
 from .run_request import DEFAULT_METHOD, MAX_NAME_SHOWN, build_request, collect_params, parse_integer, suggest_assistant
 from .theory_tab import remember_baseline
 
@@ -60,7 +60,7 @@ def compare_specs(methods: Sequence[str], target: str, assistant: str | None, cu
 
     chosen = [m for m in dict.fromkeys(methods or []) if m != "baseline"]
     if not chosen:
-        raise PlaygroundError("choose at least one method to compare with baseline")
+        raise PlaygroundError.keyed("error.compare.no_method")
     current = METHODS.get(current_method or "")
     specs = [bench.make_spec("baseline")]
     for name in chosen:
@@ -84,12 +84,36 @@ def _figure(agg: bench.Aggregate | None, name: str) -> Any:
     return None if agg is None else getattr(agg, name)
 
 
-def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str, str]] = ()) -> str:
+COLUMNS = ("method", "speedup", "tokens_per_s", "alpha", "tau", "draft_ms", "verify_ms", "leviathan", "refined",
+           "output")  # the table's columns, by their `compare.head.*` keys
+
+
+def _output_check(row: bench.BenchRow, trace: Trace | None, lang: str) -> str:
+    """The output column (HTML): the reference, equal to baseline, where it differs (and why, on hover), or why
+    it is not compared token by token (a lossy setting, sampling)."""
+    if row.method == "baseline":
+        return html.escape(t("compare.check.reference", lang))
+    if row.lossless_ok is True:
+        return html.escape(t("compare.check.same", lang))
+    if row.lossless_ok is False:
+        note = t("compare.check.near_tie_note" if row.lossless_severity == "near-tie" else "compare.check.error_note",
+                 lang, dtype=row.dtype or "", index=row.first_divergence)
+        if row.divergence_margin is not None:
+            note += " " + t("compare.check.margin", lang, margin=f"{row.divergence_margin:.4f}")
+        return (f'<span title="{html.escape(note, quote=True)}">'
+                f'{html.escape(t("compare.check.differs", lang, index=row.first_divergence))}</span>')
+    if trace is not None and trace.lossy:
+        return html.escape(t("compare.check.lossy", lang))
+    if trace is not None and trace.decoding.get("sample"):
+        return html.escape(t("compare.check.sampling", lang))
+    return html.escape(row.lossless_note or "–")
+
+
+def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str, str]] = (),
+                       lang: str = DEFAULT_LANGUAGE) -> str:
     """One row per method: speedup, tokens/s, α, τ, draft vs verify ms per step, predicted speedups, output check."""
     aggs = {a.label: a for a in result.aggregates}
-    head = ("<tr><th>method</th><th>speedup</th><th>tokens/s</th><th>acceptance α</th><th>τ tokens/step</th>"
-            "<th>draft ms/step</th><th>verify ms/step</th><th>Leviathan et al.</th><th>refined prediction</th>"
-            "<th>output</th></tr>")
+    head = "<tr>" + "".join(f"<th>{html.escape(t(f'compare.head.{c}', lang))}</th>" for c in COLUMNS) + "</tr>"
     rows = []
     for row in result.rows:
         label = row.label
@@ -98,15 +122,6 @@ def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str,
             rows.append(f'<tr data-method="{html.escape(row.method)}" data-label="{html.escape(label)}">'
                         f'<td>{html.escape(label)}</td><td colspan="9">⚠ {html.escape(row.error)}</td></tr>')
             continue
-        if row.method == "baseline":
-            check = "the reference"
-        elif row.lossless_ok is True:
-            check = "= baseline"
-        elif row.lossless_ok is False:
-            note = html.escape(row.lossless_note or "", quote=True)
-            check = f'<span title="{note}">differs at token {html.escape(str(row.first_divergence))}</span>'
-        else:
-            check = html.escape(row.lossless_note or "–")
         speed = a.speedup if a is not None else row.speedup
 
         is_method = row.method != "baseline"
@@ -119,39 +134,39 @@ def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str,
             _fmt(_figure(a, "verify_ms_per_step"), ".1f"),
             _fmt(_figure(a, "theoretical_speedup"), ".2f", "×") if is_method else "",
             _fmt(_figure(a, "refined_speedup"), ".2f", "×") if is_method else "",
-            check,  # HTML, escaped above
+            _output_check(row, result.traces.get(label), lang),  # HTML, escaped there
         ]
         rows.append(f'<tr data-method="{html.escape(row.method)}" data-label="{html.escape(label)}" '
                     f'data-speedup="{_fmt(speed, ".4f")}"><td>{html.escape(label)}</td>'
                     + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     for label, reason in skipped:
         rows.append(f'<tr data-label="{html.escape(label)}" data-skipped="true"><td>{html.escape(label)}</td>'
-                    f'<td colspan="9">skipped: {html.escape(reason)}</td></tr>')
+                    f'<td colspan="9">{html.escape(t("compare.skipped", lang, reason=reason))}</td></tr>')
     n = (result.rows[0].repeats or 1) if result.rows else 1
-    caption = (f"Same prompt, same run: every method warmed up, then run interleaved with baseline "
-               f"({n} repeat{'s' if n != 1 else ''}, medians). Speedup = tokens/s over baseline's.")
+    caption = t("compare.caption", lang, repeats=tn("compare.repeats", n, lang))
     return (f'<table class="pg-table" data-testid="pg-compare-table"><caption style="caption-side: bottom; '
-            f'text-align: left; opacity: .75; font-size: 12.5px; padding-top: 4px">{html.escape(caption)}</caption>'
+            f'text-align: start; opacity: .75; font-size: 12.5px; padding-top: 4px">{html.escape(caption)}</caption>'
             f"{head}{''.join(rows)}</table>")
 
 
-def compare_verdict(result: bench.CompareResult) -> str:
+def compare_verdict(result: bench.CompareResult, lang: str = DEFAULT_LANGUAGE) -> str:
     rows = [a for a in result.aggregates if not a.is_baseline and a.speedup is not None]
     if not rows:
-        return "No method produced a measurement."
+        return t("compare.verdict.none", lang)
     best = max(rows, key=lambda a: a.speedup)
     if best.speedup >= 1.05:
-        return f"Fastest here: {best.label}, {best.speedup:.2f}× baseline."
-    return (f"No method beat baseline here (best: {best.label}, {best.speedup:.2f}×). That is common for small "
-            "models on a CPU: see the diagnosis below for why (acceptance, draft length, draft vs verify cost).")
+        return t("compare.verdict.fastest", lang, label=best.label, x=f"{best.speedup:.2f}")
+    return t("compare.verdict.no_win", lang, label=best.label, x=f"{best.speedup:.2f}")
 
 
-def diagnoses_html(result: bench.CompareResult) -> str:
+def diagnoses_html(result: bench.CompareResult, lang: str = DEFAULT_LANGUAGE) -> str:
+    """Each method's diagnosis (written in `lang` by `compare_on_prompt`) and why measured and predicted differ."""
     parts = []
     for label, sentences in result.diagnoses.items():
         if label == "baseline" or not sentences:
             continue
-        explanation = next((a.explanation for a in result.aggregates if a.label == label), "")
+        agg = next((a for a in result.aggregates if a.label == label), None)
+        explanation = "" if agg is None else theory.explain_gap(agg.to_dict(), lang=lang)
         items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
         extra = f'<p class="pg-note">{html.escape(explanation)}</p>' if explanation else ""
         parts.append(f'<div data-label="{html.escape(label)}"><h4 style="margin: 8px 0 2px">{html.escape(label)}</h4>'
@@ -168,61 +183,54 @@ def _compare_outputs(status: str, table: Any = None, fig_s: Any = None, fig_c: A
 @gpu(duration=120)  # several warmed-up generations: longer than ZeroGPU's 60 s default
 def compare(prompt: str, target: str | None, assistant: str | None, method: str | None, dtype: str | None,
             chat: Any, methods: Sequence[str] | None, max_new_tokens: float | None, repeats: float | None,
-            baselines: list[Trace] | None, *param_values: Any) -> Iterator[tuple[Any, ...]]:
+            baselines: list[Trace] | None, *param_values: Any, lang: str = DEFAULT_LANGUAGE) -> Iterator[tuple[Any, ...]]:
     """Run baseline and the chosen methods on the page's prompt (warm-up, interleaved, same prompt).
 
     Outputs: (status, table HTML, speedup figure, step-cost figure, diagnoses HTML, race method
     dropdown, compare state, baselines state). Streams progress in the status; errors end up there too.
+    Everything it writes is in `lang` (the page passes the visitor's language). Each method is prepared
+    (loaded, validated) once: a method the target cannot do is skipped with its reason, the others measured.
     """
-    from ..engine import RunRequest, prepare, user_message
+    from ..engine import user_message
 
     try:
         # The page's own checks (`build_request`) on the shared settings: types, sizes, finite numbers, text.
         request = build_request(prompt, target, assistant, method, None, max_new_tokens or COMPARE_TOKENS, False,
                                    None, None, None, None, chat, dtype)
         if not request.prompt.strip():
-            raise PlaygroundError("the prompt is empty: type something for the model to continue")
+            raise PlaygroundError.keyed("error.prompt_empty")
         if not isinstance(methods, list) or not all(isinstance(m, str) for m in methods):
-            raise PlaygroundError(f"methods must be a list of method names; got {short_repr(methods, MAX_NAME_SHOWN)}")
+            raise PlaygroundError.keyed("error.compare.methods", got=short_repr(methods, MAX_NAME_SHOWN))
         prompt, target, dtype, chat_value = request.prompt, request.target, request.dtype, request.chat
         tokens = request.max_new_tokens
         if not 2 <= tokens <= get_settings().max_new_tokens:
-            raise PlaygroundError(f"new tokens per run must be between 2 and {get_settings().max_new_tokens}; got {tokens}")
+            raise PlaygroundError.keyed("error.compare.tokens", limit=get_settings().max_new_tokens, got=tokens)
         reps = parse_integer(repeats, 1, "repeats")
         if not 1 <= reps <= MAX_COMPARE_REPEATS:
-            raise PlaygroundError(f"repeats must be between 1 and {MAX_COMPARE_REPEATS}; got {reps}")
+            raise PlaygroundError.keyed("error.compare.repeats", limit=MAX_COMPARE_REPEATS, got=reps)
         specs = compare_specs(methods, target, request.assistant, request.method, *param_values)
-        yield _compare_outputs(render.status_html(f"Preparing {target}…", "running"))
+        yield _compare_outputs(render.status_html(t("status.preparing", lang, target=target), "running"))
 
         def work(progress: Callable[[str], None]) -> tuple[bench.CompareResult, list[tuple[str, str]]]:
-            ok, skipped = [], []
-            for spec in specs:  # a method the model cannot do is skipped with its reason, not fatal
-                progress(f"Preparing {spec.label}…")
-                try:
-                    prepare(RunRequest(prompt=prompt, target=target, method=spec.method, assistant=spec.assistant,
-                                       params=dict(spec.params), max_new_tokens=tokens, dtype=dtype, chat=chat_value),
-                            progress=progress)
-                    ok.append(spec)
-                except Exception as exc:
-                    if spec.method == "baseline":
-                        raise
-                    skipped.append((spec.label, user_message(exc)))
-            if len(ok) < 2:
-                raise PlaygroundError("none of the chosen methods can run with this target: "
-                                 + "; ".join(f"{label}: {why}" for label, why in skipped))
-            result = bench.compare_on_prompt(prompt, ok, target=target, max_new_tokens=tokens, dtype=dtype,
-                                             chat=chat_value, repeats=reps, warmup=True, measure_overhead=False,
-                                             progress=progress)
+            settings = dict(target=target, max_new_tokens=tokens, dtype=dtype, chat=chat_value)
+            prepared, skipped = bench.prepare_specs(prompt, specs, **settings, progress=progress, skip_failing=True,
+                                                    lang=lang)
+            if len(prepared) < 2:
+                raise PlaygroundError.keyed("error.compare.none_can_run",
+                                            reasons="; ".join(f"{label}: {why}" for label, why in skipped))
+            ok = [spec for spec in specs if spec.label in prepared]
+            result = bench.compare_on_prompt(prompt, ok, **settings, repeats=reps, warmup=True,
+                                             measure_overhead=False, progress=progress, prepared=prepared, lang=lang)
             return result, skipped
 
         outcome = None
         for kind, value in in_thread(work, "playground-compare"):
             if kind == "progress":
-                yield _compare_outputs(render.status_html(f"Comparing: {value}", "running"))
+                yield _compare_outputs(render.status_html(t("compare.progress", lang, stage=value), "running"))
             else:
                 outcome = value
         result, skipped = outcome
-        figs = bench.compare_figures(result)
+        figs = bench.compare_figures(result, lang)
         state = CompareState(baseline=result.traces.get("baseline"),
                              traces={k: v for k, v in result.traces.items() if k != "baseline"})
         choices = list(state.traces)
@@ -230,14 +238,14 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
                    key=lambda a: a.speedup, default=None)
         race_choice = gr.update(choices=choices, value=(best.label if best else None) or (choices[0] if choices else None),
                                 interactive=bool(choices))
-        status = render.status_html(compare_verdict(result), "done",
-                                    f"{tokens} new tokens per run, {reps} repeat{'s' if reps != 1 else ''}, "
-                                    "after a warm-up of every method")
-        yield _compare_outputs(status, compare_table_html(result, skipped), figs["speedup_vs_theory"],
-                               figs["step_cost"], diagnoses_html(result), race_choice, state,
+        status = render.status_html(compare_verdict(result, lang), "done",
+                                    t("compare.done_note", lang, tokens=tn("compare.new_tokens", tokens, lang),
+                                      repeats=tn("compare.repeats", reps, lang)))
+        yield _compare_outputs(status, compare_table_html(result, skipped, lang), figs["speedup_vs_theory"],
+                               figs["step_cost"], diagnoses_html(result, lang), race_choice, state,
                                remember_baseline(baselines, state.baseline))
     except Exception as exc:
-        yield _compare_outputs(render.status_html(user_message(exc, "the comparison"), "error"))
+        yield _compare_outputs(render.status_html(user_message(exc, t("error.what.comparison", lang), lang), "error"))
 
 
 # --------------------------------------------------------------------------- race
@@ -306,9 +314,15 @@ def race_placeholder(lang: str = "en") -> str:
     return render.status_html(t("race.placeholder", lang), "idle")
 
 
-def build_compare(settings: Sequence[Any], param_components: Sequence[Any], baselines: gr.State) -> None:
+def idle_views(lang: str = DEFAULT_LANGUAGE) -> tuple[str, str]:
+    """The tab's status and race box before anything ran (the page shows them in the visitor's language)."""
+    return render.status_html(t("compare.idle", lang), "idle"), race_placeholder(lang)
+
+
+def build_compare(settings: Sequence[Any], param_components: Sequence[Any], baselines: gr.State) -> list[gr.HTML]:
     """The tab (call inside the page's `gr.Tabs`) and its events. `settings` are the page's prompt, target,
-    assistant, method, dtype and chat controls; `baselines` is the session's baseline traces (Compare adds its own)."""
+    assistant, method, dtype and chat controls; `baselines` is the session's baseline traces (Compare adds its own).
+    Returns the boxes `idle_views` fills (status, race)."""
     max_tokens = get_settings().max_new_tokens
     with gr.Tab(L("ui.tab.compare"), id="compare", elem_id="pg-tab-compare"):
         gr.Markdown(L("ui.compare.intro"))
@@ -322,8 +336,8 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
                 compare_repeats = gr.Slider(1, 5, value=1, step=1, label=L("ui.compare.repeats"),
                                             elem_id="pg-compare-repeats")
         compare_btn = gr.Button(L("ui.compare.run"), variant="primary", elem_id="pg-compare-run")
-        compare_status = gr.HTML(render.status_html("Choose methods and press Compare.", "idle"),
-                                 elem_id="pg-compare-status")
+        idle_status, idle_race = idle_views()
+        compare_status = gr.HTML(idle_status, elem_id="pg-compare-status")
         compare_table = gr.HTML("", elem_id="pg-compare-table")
         with gr.Row():
             compare_speed = gr.Plot(show_label=False, elem_id="pg-compare-speedup")
@@ -333,14 +347,15 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
             race_method = gr.Dropdown(choices=[], value=None, label=L("ui.compare.race_against"),
                                       interactive=False, elem_id="pg-race-method", scale=3)
             race_btn = gr.Button(L("ui.compare.race_play"), elem_id="pg-race-play", scale=1)
-        race = gr.HTML(race_placeholder(), elem_id="pg-race-box")
+        race = gr.HTML(idle_race, elem_id="pg-race-box")
         compare_state = gr.State(None)
 
     compare_btn.click(
-        compare, [*settings, compare_methods, compare_tokens, compare_repeats, baselines, *param_components],
+        with_language(compare), [*settings, compare_methods, compare_tokens, compare_repeats, baselines, *param_components],
         [compare_status, compare_table, compare_speed, compare_cost, compare_diag, race_method, compare_state,
          baselines], api_visibility="private", show_progress="minimal", show_progress_on=[compare_status],
         preprocess=False,
         concurrency_limit=1,
     )
     race_btn.click(guarded(play_race), [race_method, compare_state], race, **PRIVATE_QUEUED)
+    return [compare_status, race]

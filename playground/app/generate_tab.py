@@ -25,7 +25,7 @@ import gradio as gr
 
 from .. import bench, charts, render
 from ..examples import BY_NAME, localized_examples
-from ..i18n import LANGUAGES, t, tn
+from ..i18n import DEFAULT_LANGUAGE, LANGUAGES, t, tn
 from ..gpu import gpu
 from ..methods import METHODS, get_method
 from ..models import CATALOGUE, DEFAULT_TARGET, describe_precision, hub_reachable
@@ -33,7 +33,7 @@ from ..settings import get_settings
 from . import links, preload, preset_picker, trace_files
 from .background import in_thread
 from .guard import PRIVATE, guarded
-from .language import L, language_of
+from .language import L, language_of, with_language
 from .methods_tab import lecture_html
 from .run_request import (CHAT_CHOICES, DEFAULT_METHOD, DTYPES, build_request, collect_params, param_component,
                       param_specs, param_update, parse_flag, suggest_assistant)
@@ -78,11 +78,11 @@ def on_method_change(method_name: str, target: str | None, assistant: str | None
     updates.extend(param_update(by_name.get(name)) for name in param_specs())
     return updates
 
-def on_generate_click(method_name: str, *values: Any) -> tuple[dict[str, Any], str, bool]:
-    """Runs at once on a click (outside the queue): gather the parameters, say the run is queued,
-    and mark the status box as the run's (so the start-up load's poll stops writing to it)."""
-    return collect_params(method_name, *values), render.status_html(
-        "Queued: waiting for a free generation slot…", "running"), True
+def on_generate_click(method_name: str, *values: Any, lang: str = DEFAULT_LANGUAGE) -> tuple[dict[str, Any], str, bool]:
+    """Runs at once on a click (outside the queue): gather the parameters, say the run is queued (in `lang`; the
+    page passes the visitor's, see `with_language`), and mark the status box as the run's (so the start-up
+    load's poll stops writing to it)."""
+    return collect_params(method_name, *values), render.status_html(t("status.queued", lang), "running"), True
 
 
 def on_sample_change(sample: bool) -> list[Any]:
@@ -222,7 +222,7 @@ def generate(
     no_file = gr.update(value=None, visible=False)
 
     def error_outputs(exc: BaseException) -> tuple[Any, ...]:
-        message = user_message(exc, "the run")
+        message = user_message(exc, t("error.what.run", lang), lang)
         gr.Warning(html.escape(message))  # toasts render HTML: the visitor's input must stay text, as in the status box
         steps = live.trace.steps if live is not None else []
         tokens = stream.html() if len(stream) else render.empty_tokens(t("status.no_output", lang), lang)
@@ -404,7 +404,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
     links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components, guarded(collect_params),
                guarded)
     outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file, run_trace]
-    run_event = generate_btn.click(guarded(on_generate_click), [method, *param_components],
+    run_event = generate_btn.click(guarded(with_language(on_generate_click)), [method, *param_components],
                                    [params_json, status, run_started], **PRIVATE).then(
         generate, [*api_inputs, check_plain, preset], outputs, api_name="generate", show_progress="minimal",
         show_progress_on=[status],

@@ -14,25 +14,46 @@ from typing import Any, Callable, Iterator
 
 import gradio as gr
 
-from ..errors import PlaygroundError
+from .. import i18n
+from ..errors import PlaygroundError, localized_message
 from ..trace import TraceFormatError
 
 logger = logging.getLogger(__name__)
 
 
-def refusal(exc: BaseException) -> str:
-    """One line for a visitor whose request was refused: our message (cut short), never an exception's text."""
+def language_of(request: gr.Request = None) -> str:  # type: ignore[assignment]
+    """The visitor's language for a handler: the page's ?lang=, else the browser's; English for API calls."""
+    if request is None:
+        return i18n.DEFAULT_LANGUAGE
+    try:
+        query = dict(request.query_params or {})
+        header = (request.headers or {}).get("accept-language")
+    except (AttributeError, TypeError):
+        return i18n.DEFAULT_LANGUAGE
+    return i18n.choose_language(query.get("lang"), header)
+
+
+def refusal(exc: BaseException, lang: str = i18n.DEFAULT_LANGUAGE) -> str:
+    """One line for a visitor whose request was refused (in `lang`): our message (cut short), never an exception's
+    text."""
     if isinstance(exc, (PlaygroundError, TraceFormatError)):
-        message = str(exc)
+        message = localized_message(exc, lang)
     else:  # a value no control of the page sends; the log keeps the details
         logger.warning("refused a request: %s: %s", type(exc).__name__, str(exc)[:200])
-        message = "this request cannot be handled: one of its values is not what the page's controls send"
+        message = i18n.t("error.not_from_the_page", lang)
     return message if len(message) <= 300 else message[:300] + "…"
+
+
+def _visitors_language(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """The language of a handler's visitor, from the `gr.Request` Gradio passed it (English without one)."""
+    request = next((a for a in (*args, *kwargs.values()) if isinstance(a, gr.Request)), None)
+    return language_of(request)
 
 
 def guarded(handler: Callable[..., Any]) -> Callable[..., Any]:
     """The page handler, answering any refusal or failure with our one-line message in a toast (`gr.Error`,
-    escaped: toasts render HTML) instead of Gradio's generic "Error" or a Python exception's text."""
+    escaped: toasts render HTML) instead of Gradio's generic "Error" or a Python exception's text; in the
+    visitor's language when the handler takes the request."""
     if inspect.isgeneratorfunction(handler):
         @functools.wraps(handler)
         def streaming(*args: Any, **kwargs: Any) -> Iterator[Any]:
@@ -41,7 +62,8 @@ def guarded(handler: Callable[..., Any]) -> Callable[..., Any]:
             except gr.Error:
                 raise
             except Exception as exc:
-                raise gr.Error(html.escape(refusal(exc)), print_exception=False) from None
+                raise gr.Error(html.escape(refusal(exc, _visitors_language(args, kwargs))),
+                               print_exception=False) from None
         return streaming
 
     @functools.wraps(handler)
@@ -51,7 +73,8 @@ def guarded(handler: Callable[..., Any]) -> Callable[..., Any]:
         except gr.Error:
             raise
         except Exception as exc:
-            raise gr.Error(html.escape(refusal(exc)), print_exception=False) from None
+            raise gr.Error(html.escape(refusal(exc, _visitors_language(args, kwargs))),
+                           print_exception=False) from None
     return plain
 
 

@@ -19,12 +19,17 @@ Two halves, one choice:
 
 from __future__ import annotations
 
+import inspect
 import json
+from typing import Any, Callable, Iterator
+
 import gradio as gr
 
 from .. import i18n
 from ..methods import METHODS
-from .guard import PRIVATE, guarded
+from .guard import PRIVATE, guarded, language_of
+
+__all__ = ["CSS", "HEAD", "L", "language_of", "picker", "wire_picker", "with_language"]
 
 
 
@@ -60,7 +65,7 @@ HEAD = """<script>(function () {
   }
   new MutationObserver(follow).observe(root, {attributes: true, attributeFilter: ["lang"]});
   follow();
-})();</script>""" % {"supported": json.dumps(list(i18n.LANGUAGES)), "rtl": json.dumps(sorted(i18n.RTL))} % {"supported": json.dumps(list(i18n.LANGUAGES)), "rtl": json.dumps(sorted(i18n.RTL))}
+})();</script>""" % {"supported": json.dumps(list(i18n.LANGUAGES)), "rtl": json.dumps(sorted(i18n.RTL))}
 
 # The picker's change: the same page with ?lang=<code>, the rest of its query kept.
 PICK_JS = """(code) => { const url = new URL(window.location.href); url.searchParams.set("lang", code);
@@ -69,27 +74,18 @@ PICK_JS = """(code) => { const url = new URL(window.location.href); url.searchPa
   return code; }"""
 
 # Right to left: Gradio marks every block dir="ltr"; the page's direction wins, except where left to right is the
-# reading order (code, numbers, sliders' figures, charts, the JSON of a trace).
+# reading order (code, numbers, sliders' figures, charts, the JSON of a trace). A dropdown's arrow moves to the
+# left (Gradio pins it to the right, where right-to-left text begins), and its text keeps clear of it.
 CSS = """
 html[dir="rtl"] .block[dir="ltr"], html[dir="rtl"] .form, html[dir="rtl"] label { direction: rtl; }
 html[dir="rtl"] .prose, html[dir="rtl"] .prose * { text-align: start; }
 html[dir="rtl"] .js-plotly-plot, html[dir="rtl"] .cm-editor, html[dir="rtl"] .cm-content, html[dir="rtl"] code,
 html[dir="rtl"] pre, html[dir="rtl"] input[type="number"], html[dir="rtl"] .pg-stat .pg-value { direction: ltr; }
 html[dir="rtl"] .pg-lecture dd { margin: 0 0 4px 0; }
+html[dir="rtl"] .wrap-inner .secondary-wrap .icon-wrap { right: auto; left: var(--size-5); }
+html[dir="rtl"] .wrap-inner .secondary-wrap input { padding-inline-end: var(--size-6); }
 textarea, input[type="text"] { unicode-bidi: plaintext; }
 """
-
-
-def language_of(request: gr.Request = None) -> str:  # type: ignore[assignment]
-    """The visitor's language for a handler: the page's ?lang=, else the browser's; English for API calls."""
-    if request is None:
-        return i18n.DEFAULT_LANGUAGE
-    try:
-        query = dict(request.query_params or {})
-        header = (request.headers or {}).get("accept-language")
-    except (AttributeError, TypeError):
-        return i18n.DEFAULT_LANGUAGE
-    return i18n.choose_language(query.get("lang"), header)
 
 
 def picker() -> gr.Dropdown:
@@ -105,3 +101,20 @@ def wire_picker(demo: gr.Blocks, dropdown: gr.Dropdown) -> None:
     demo.load(guarded(language_of), None, dropdown, **PRIVATE)
 
 
+
+
+def with_language(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """`handler(*values, lang=…)` as a page handler: Gradio passes the request first (it only looks at
+    positional parameters, so a handler that ends in `*values` cannot take it last), and the handler writes in
+    the visitor's language. The page's handler keeps `handler`'s name (its API name stays the same)."""
+    if inspect.isgeneratorfunction(handler):
+        def streaming(request: gr.Request, *values: Any) -> Iterator[Any]:
+            yield from handler(*values, lang=language_of(request))
+        page: Callable[..., Any] = streaming
+    else:
+        def plain(request: gr.Request, *values: Any) -> Any:
+            return handler(*values, lang=language_of(request))
+        page = plain
+    page.__name__ = page.__qualname__ = handler.__name__
+    page.__doc__ = handler.__doc__
+    return page

@@ -90,7 +90,7 @@ def restore(query: Mapping[str, str], build: Build, param_names: list[str], lang
         if request.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {request.dtype!r}: use {', '.join(DTYPES)}")
     except Exception as exc:  # a bad link: say why, as text, and leave the page as it is
-        message = t("link.not_applied", lang, reason=user_message(exc))
+        message = t("link.not_applied", lang, reason=user_message(exc, lang=lang))
         return [gr.skip()] * 14 + [render.status_html(message, "error")] + [gr.skip()] * len(param_names)
     status = render.status_html(t("link.restored", lang), "done")
     if "preset" in given:

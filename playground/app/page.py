@@ -10,12 +10,14 @@ from typing import Any
 
 import gradio as gr
 
+from ..i18n import t
 from ..settings import get_settings
 from . import mcp_tools
 from .after_run import after_run
 from .code_tab import initial_status as code_initial_status
 from .code_tab import build_code
 from .compare_tab import build_compare
+from .compare_tab import idle_views as compare_idle_views
 from .generate_tab import build_generate, generate
 from .guard import PRIVATE, PRIVATE_QUEUED, guarded
 from .language import L, language_of, wire_picker
@@ -26,17 +28,23 @@ from .run_request import build_request, collect_params
 from .theory_tab import build_theory, theory_view
 from .trace_files import TRACE_FILES_KEPT_S
 from .tune_tab import build_tune_tab
+from .tune_tab import idle_status as tune_idle_status
 
 TITLE = "Assisted-decoding playground"
+# The tabs' ids, in the page's order (their names are the `ui.tab.<id>` strings).
+TABS = ("replay", "theory", "compare", "code", "methods", "tune")
 
 
 def localize_tabs(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
     """The tabs' initial server-written views in the visitor's language (left as built for English)."""
     lang = language_of(request)
     if lang == "en":
-        return tuple(gr.skip() for _ in range(14))
+        return tuple(gr.skip() for _ in range(17 + len(TABS)))
+    # The tabs' names too: Gradio's own switch of language (the page's ?lang= in another browser language) renames
+    # only the selected tab.
     return (methods_table_html(lang), *theory_view(None, lang=lang), *replay_load(None, "", lang),
-            gr.skip(), gr.skip(), code_initial_status(lang))
+            gr.skip(), gr.skip(), code_initial_status(lang), *compare_idle_views(lang), tune_idle_status(lang),
+            *(gr.update(label=t(f"ui.tab.{tab}", lang)) for tab in TABS))
 
 
 def build_ui() -> gr.Blocks:
@@ -51,21 +59,24 @@ def build_ui() -> gr.Blocks:
             language = language_picker()
         main = build_generate(demo)
         baselines = gr.State([])  # this session's baseline traces: from runs and from Compare
-        with gr.Tabs(elem_id="pg-tabs"):
+        with gr.Tabs(elem_id="pg-tabs") as tabs:
             replay = build_replay()
             theory = build_theory()
-            build_compare([main.prompt, main.target, main.assistant, main.method, main.dtype, main.chat],
-                          main.param_components, baselines)
+            compare_boxes = build_compare([main.prompt, main.target, main.assistant, main.method, main.dtype,
+                                           main.chat], main.param_components, baselines)
             code = build_code(main.method, main.param_components, main.params_json, main.settings_for_code)
             methods_table = build_methods()
-            build_tune_tab(dict(prompt=main.prompt, target=main.target, assistant=main.assistant, method=main.method,
-                                dtype=main.dtype, chat=main.chat, max_new_tokens=main.max_new_tokens,
-                                param_components=main.param_components),
-                           guarded(collect_params), build_request, guarded)
+            tune_status = build_tune_tab(
+                dict(prompt=main.prompt, target=main.target, assistant=main.assistant, method=main.method,
+                     dtype=main.dtype, chat=main.chat, max_new_tokens=main.max_new_tokens,
+                     param_components=main.param_components),
+                guarded(collect_params), build_request, guarded)
+        tab_items = [child for child in tabs.children if isinstance(child, gr.Tab)]
+        assert tuple(tab.id for tab in tab_items) == TABS, [tab.id for tab in tab_items]
         # The tabs' server-written parts in the visitor's language, and the language picker.
         wire_picker(demo, language)
-        demo.load(guarded(localize_tabs), None, [methods_table, theory.plot, theory.diagnosis, *replay.outputs, *code.outputs],
-                  **PRIVATE)
+        demo.load(guarded(localize_tabs), None, [methods_table, theory.plot, theory.diagnosis, *replay.outputs, *code.outputs,
+                                                 *compare_boxes, tune_status, *tab_items], **PRIVATE)
         # After each run: replay it, place it on the theory curves with its diagnosis, show its code.
         main.run_event.then(after_run, [main.run_trace, baselines],
                             [replay.last_run, *replay.outputs, theory.plot, theory.diagnosis, baselines, *code.outputs],

@@ -107,25 +107,30 @@ def replay_next(trace: Trace | None, value: Any) -> Any:
 
 
 PLAY_EVERY_S = 1.0  # one verification step per second: time to read the sentence under the text
-PLAY, PAUSE = "▶ Play", "⏸ Pause"
+PLAY, PAUSE = t("ui.replay.play"), t("ui.replay.pause")  # the button's two names (English; the page's: `L`)
 
 
-def replay_play(trace: Trace | None, value: Any, playing: bool) -> tuple[Any, Any, Any, bool]:
+def replay_play(trace: Trace | None, value: Any, playing: bool,
+                request: gr.Request = None) -> tuple[Any, Any, Any, bool]:  # type: ignore[assignment]
     """Play / Pause: (slider, timer, button, playing). Playing from the last step starts over at step 1."""
+    lang = language_of(request)
     if playing is True or trace is None or len(trace.steps) < 2:
-        return gr.skip(), gr.update(active=False), gr.update(value=PLAY), False
+        return gr.skip(), gr.update(active=False), gr.update(value=t("ui.replay.play", lang)), False
     at_end = step_number(value, len(trace.steps)) >= len(trace.steps)
-    return (gr.update(value=1) if at_end else gr.skip()), gr.update(active=True), gr.update(value=PAUSE), True
+    return ((gr.update(value=1) if at_end else gr.skip()), gr.update(active=True),
+            gr.update(value=t("ui.replay.pause", lang)), True)
 
 
-def replay_tick(trace: Trace | None, value: Any, playing: bool) -> tuple[Any, Any, Any, bool]:
+def replay_tick(trace: Trace | None, value: Any, playing: bool,
+                request: gr.Request = None) -> tuple[Any, Any, Any, bool]:  # type: ignore[assignment]
     """One step forward while playing; at the last step the play ends by itself."""
+    play = gr.update(value=t("ui.replay.play", language_of(request)))
     if playing is not True or trace is None or not trace.steps:
-        return gr.skip(), gr.update(active=False), gr.update(value=PLAY), False
+        return gr.skip(), gr.update(active=False), play, False
     n = len(trace.steps)
     step = min(n, step_number(value, n) + 1)
     if step >= n:
-        return gr.update(value=step), gr.update(active=False), gr.update(value=PLAY), False
+        return gr.update(value=step), gr.update(active=False), play, False
     return gr.update(value=step), gr.skip(), gr.skip(), True
 
 
@@ -193,8 +198,8 @@ def on_trace_upload(upload: Any, request: gr.Request = None) -> tuple[Any, ...]:
         trace = load_trace_file(path)
         return replay_load(trace, t("replay.loaded", lang, name=name), lang)
     except Exception as exc:  # TraceFormatError, OSError, or anything else: one line, never a traceback
-        reason = (str(exc) if isinstance(exc, TraceFormatError) else "the file could not be read"
-                  if isinstance(exc, OSError) else user_message(exc, "reading the trace"))
+        reason = (str(exc) if isinstance(exc, TraceFormatError) else t("replay.unreadable", lang)
+                  if isinstance(exc, OSError) else user_message(exc, t("error.what.reading_trace", lang), lang))
         message = t("replay.cannot", lang, name=name, reason=reason)
         return (gr.skip(), render.status_html(message, "error"), *([gr.skip()] * 6))
 
@@ -222,7 +227,7 @@ def build_replay() -> ReplayTab:
         with gr.Row():
             replay_prev_btn = gr.Button(L("ui.replay.prev"), size="sm", elem_id="pg-replay-prev")
             replay_next_btn = gr.Button(L("ui.replay.next"), size="sm", elem_id="pg-replay-next")
-            replay_play_btn = gr.Button(PLAY, size="sm", variant="primary", elem_id="pg-replay-play")
+            replay_play_btn = gr.Button(L("ui.replay.play"), size="sm", variant="primary", elem_id="pg-replay-play")
         replay_timer = gr.Timer(PLAY_EVERY_S, active=False)
         replay_detail = gr.HTML("", elem_id="pg-replay-step")
         replay_tokens = gr.HTML(replay_view(None, 1)[0], elem_id="pg-replay-output", max_height=420)

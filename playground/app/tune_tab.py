@@ -15,7 +15,8 @@ import gradio as gr
 from .. import render, tune_report
 from ..charts import follow_the_page
 from ..gpu import gpu
-from .language import L
+from ..i18n import DEFAULT_LANGUAGE, t
+from .language import L, language_of, with_language
 from ..settings import get_settings
 from ..trace import short_repr
 
@@ -32,17 +33,17 @@ def _prompts(prompt: str, more: Any) -> list[str]:
     from .. import tune
 
     if more is not None and not isinstance(more, str):
-        raise tune.TuneError(f"more prompts must be text, one per line; got {short_repr(more, 40)}")
+        raise tune.TuneError.keyed("error.tune.more_not_text", got=short_repr(more, 40))
     limit = (MAX_EXTRA_PROMPTS + 1) * 16 * get_settings().max_prompt_tokens  # as the page's own prompt is bounded
     if len(more or "") > limit:
-        raise tune.TuneError(f"more prompts are {len(more or '')} characters long; at most {limit} are accepted")
+        raise tune.TuneError.keyed("error.tune.more_too_long", n=len(more or ""), limit=limit)
     try:
         (more or "").encode("utf-8")
     except UnicodeEncodeError:
-        raise tune.TuneError("more prompts are not valid text (they hold a lone surrogate)") from None
+        raise tune.TuneError.keyed("error.tune.more_surrogate") from None
     extra = [line.strip() for line in (more or "").splitlines() if line.strip()]
     if len(extra) > MAX_EXTRA_PROMPTS:
-        raise tune.TuneError(f"at most {MAX_EXTRA_PROMPTS} more prompts, one per line; got {len(extra)}")
+        raise tune.TuneError.keyed("error.tune.more_count", limit=MAX_EXTRA_PROMPTS, got=len(extra))
     return [prompt or ""] + extra
 
 
@@ -52,43 +53,44 @@ def _max_draft(value: Any) -> int:
 
     if (isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= MAX_DRAFT
             or value != int(value)):
-        raise tune.TuneError(f"the largest draft length must be a whole number from 1 to {MAX_DRAFT}; "
-                             f"got {short_repr(value, 40)}")
+        raise tune.TuneError.keyed("error.tune.max_draft", limit=MAX_DRAFT, got=short_repr(value, 40))
     return int(value)
 
 
-def result_html(data: dict[str, Any]) -> str:
-    """The verdict and the best settings, predicted beside measured."""
-    rows = tune_report.table_rows(data, tune_report.best_rows(data))
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in tune_report.TABLE_HEADERS)
+def result_html(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
+    """The verdict and the best settings, predicted beside measured (in `lang`)."""
+    rows = tune_report.table_rows(data, tune_report.best_rows(data), lang)
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in tune_report.table_headers(lang))
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
     losses = ""
     if len(data["losses"]) > 1:
-        lhead = "".join(f"<th>{h}</th>" for h in ("prompt", "own best", "its speedup", "with the overall best", "loss"))
+        lhead = "".join(f"<th>{html.escape(h)}</th>" for h in tune_report.losses_headers(lang))
         lbody = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>"  # cells escaped by losses_rows
                         for row in tune_report.losses_rows(data))
         losses = f'<table class="pg-table" data-testid="pg-tune-losses"><tr>{lhead}</tr>{lbody}</table>'
-    return (f'<p data-testid="pg-tune-verdict">{html.escape(tune_report.verdict(data))}</p>'
+    return (f'<p data-testid="pg-tune-verdict">{html.escape(tune_report.verdict(data, lang))}</p>'
             f'<table class="pg-table" data-testid="pg-tune-table"><tr>{head}</tr>{body}</table>{losses}')
 
 
-def _views(result: tune.TuneResult, message: str) -> tuple[Any, ...]:
+def _views(result: tune.TuneResult, message: str, lang: str) -> tuple[Any, ...]:
     data = result.to_dict()
-    figs = [follow_the_page(f) for f in tune_report.figures(data).values()]
-    return (render.status_html(message, "done"), result_html(data), *figs, result)
+    figs = [follow_the_page(f) for f in tune_report.figures(data, lang).values()]
+    return (render.status_html(message, "done"), result_html(data, lang), *figs, result)
 
 
-def _failed(exc: BaseException, state: Any = None) -> tuple[Any, ...]:
+def _failed(exc: BaseException, lang: str, state: Any = None) -> tuple[Any, ...]:
     from ..engine import user_message
 
-    return (render.status_html(user_message(exc, "tuning"), "error"), gr.skip(), gr.skip(), gr.skip(), gr.skip(), state)
+    return (render.status_html(user_message(exc, t("error.what.tuning", lang), lang), "error"), gr.skip(), gr.skip(),
+            gr.skip(), gr.skip(), state)
 
 
 @gpu(duration=300)  # a baseline run, a drafter pass and a calibration per prompt
 def run_tune(build_request: BuildRequest, prompt: str, target: str | None, assistant: str | None,
              method: str | None, params: Any, dtype: str | None, chat: Any, max_new_tokens: Any, max_draft: Any,
-             more_prompts: str | None) -> tuple[Any, ...]:
-    """Tune the page's settings on its prompt (and any more given); outputs: status, table, 3 charts, result."""
+             more_prompts: str | None, lang: str = DEFAULT_LANGUAGE) -> tuple[Any, ...]:
+    """Tune the page's settings on its prompt (and any more given); outputs: status, table, 3 charts, result
+    (written in `lang`)."""
     from .. import tune
 
     try:
@@ -97,32 +99,41 @@ def run_tune(build_request: BuildRequest, prompt: str, target: str | None, assis
         draft = _max_draft(max_draft)
         result = tune.tune(tune.TuneRequest(run=run, max_draft=draft), _prompts(run.prompt, more_prompts))
     except Exception as exc:  # one clear line for the user; the server keeps serving
-        return _failed(exc)
+        return _failed(exc, lang)
     best = result.best()
-    return _views(result, f"Predicted {len(result.overall())} settings on {len(result.prompts)} prompt(s)"
-                  + (f"; recommended: {best.setting.label}" if best else ""))
+    message = t("tune.status.predicted", lang, settings=len(result.overall()),
+                prompts=tune_report.tn_prompts(len(result.prompts), lang))
+    if best:
+        message += t("tune.status.recommended", lang, label=best.setting.label)
+    return _views(result, message, lang)
 
 
 @gpu(duration=300)
-def run_verify(result: tune.TuneResult | None) -> tuple[Any, ...]:
-    """Run the recommended setting and the default for real; the table then shows measured beside predicted."""
+def run_verify(result: tune.TuneResult | None, lang: str = DEFAULT_LANGUAGE) -> tuple[Any, ...]:
+    """Run the recommended setting and the default for real; the table then shows measured beside predicted
+    (in `lang`)."""
     from .. import tune
 
     if result is None:
-        return _failed(tune.TuneError("press Tune first: there is no recommendation to measure yet"))
+        return _failed(tune.TuneError.keyed("error.tune.verify_first"), lang)
     try:
         tune.verify(result)
     except Exception as exc:
-        return _failed(exc, result)
-    return _views(result, "Measured the recommended setting and the default (baseline run beside them)")
+        return _failed(exc, lang, result)
+    return _views(result, t("tune.status.measured", lang), lang)
+
+
+def idle_status(lang: str = DEFAULT_LANGUAGE) -> str:
+    """The status before anything ran (the page shows it in the visitor's language)."""
+    return render.status_html(t("tune.status.idle", lang), "idle")
 
 
 def build_tune_tab(page: dict[str, Any], collect_params: Callable[..., dict[str, Any]],
-                   build_request: BuildRequest, guard: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+                   build_request: BuildRequest, guard: Callable[[Callable[..., Any]], Callable[..., Any]]) -> gr.HTML:
     """The Tune tab (call inside the page's `gr.Tabs`). `page` holds the page's prompt, target, assistant,
     method, dtype, chat, max_new_tokens components and its `param_components`; `collect_params`,
     `build_request` and `guard` are the page's own (the method's parameters, the validated request, the wrapper
-    that answers a value no control sends with our one-line message)."""
+    that answers a value no control sends with our one-line message). Returns the status box (`idle_status`)."""
     with gr.Tab(L("ui.tab.tune"), id="tune", elem_id="pg-tab-tune"):
         gr.Markdown(L("ui.tune.intro"))
         with gr.Row():
@@ -132,8 +143,7 @@ def build_tune_tab(page: dict[str, Any], collect_params: Callable[..., dict[str,
         with gr.Row():
             tune_btn = gr.Button(L("ui.tune.run"), variant="primary", elem_id="pg-tune-run")
             verify_btn = gr.Button(L("ui.tune.verify"), elem_id="pg-tune-verify")
-        status = gr.HTML(render.status_html("Choose a method on the left and press Tune.", "idle"),
-                         elem_id="pg-tune-status")
+        status = gr.HTML(idle_status(), elem_id="pg-tune-status")
         table = gr.HTML("", elem_id="pg-tune-table")
         with gr.Row():
             speed = gr.Plot(show_label=False, elem_id="pg-tune-speedup")
@@ -146,12 +156,13 @@ def build_tune_tab(page: dict[str, Any], collect_params: Callable[..., dict[str,
     private = dict(api_visibility="private", show_progress="minimal", show_progress_on=[status], concurrency_limit=1,
                    preprocess=False)
 
-    def tune_page(*values: Any) -> tuple[Any, ...]:
-        return run_tune(build_request, *values)
+    def tune_page(request: gr.Request, *values: Any) -> tuple[Any, ...]:
+        return run_tune(build_request, *values, lang=language_of(request))
 
     tune_btn.click(collect_params, [page["method"], *page["param_components"]], params, queue=False,
                    api_visibility="private", show_progress="hidden", preprocess=False).then(
         guard(tune_page),
         [page["prompt"], page["target"], page["assistant"], page["method"], params, page["dtype"], page["chat"],
          page["max_new_tokens"], max_draft, more], outputs, **private)
-    verify_btn.click(guard(run_verify), result, outputs, **private)
+    verify_btn.click(guard(with_language(run_verify)), result, outputs, **private)
+    return status

@@ -11,7 +11,8 @@ baseline / method.
 Modules, in the order data flows through them:
 
 * `specs`: what to run (`MethodSpec`, `parse_methods`); `prompts`: on what (`load_prompts`).
-* `measure`: the measuring loop (`compare_on_prompt` for one prompt, `run_bench` for many).
+* `measure`: the measuring loop (`prepare_specs` loads and validates each method once, `compare_on_prompt`
+  measures them on one prompt, `run_bench` on many).
 * `lossless`: the check against baseline or plain `generate()`, with the target's margin at a divergence.
 * `rows`: one typed `BenchRow` per method × prompt; `aggregation`: `Aggregate` per method × category.
 * `figures`, `report`, `output`: the charts, the HTML report and the files (CSV, JSON, traces/).
@@ -24,7 +25,7 @@ from .aggregation import ALL, Aggregate, aggregate, in_category, predict
 from .figures import compare_figures, figures
 from .lossless import (Divergence, LosslessCheck, PlainCheck, check_against_plain, check_lossless,
                        divergence_margin)
-from .measure import BenchResult, CompareResult, Progress, compare_on_prompt, run_bench
+from .measure import BenchResult, CompareResult, Progress, compare_on_prompt, prepare_specs, run_bench
 from .output import load_result, results_table, write_csv, write_outputs
 from .prompts import EXAMPLE_PROMPTS, SPEC_BENCH_FILE, SPEC_BENCH_NAME, BenchPrompt, load_prompts
 from .report import render_report
@@ -34,7 +35,7 @@ from .specs import BenchError, MethodSpec, make_spec, parse_methods
 __all__ = [
     "ALL", "Aggregate", "aggregate", "in_category", "predict", "compare_figures", "figures", "Divergence",
     "LosslessCheck", "PlainCheck", "check_against_plain", "check_lossless", "divergence_margin", "BenchResult",
-    "CompareResult", "Progress", "compare_on_prompt", "run_bench", "load_result", "results_table", "write_csv",
+    "CompareResult", "Progress", "compare_on_prompt", "prepare_specs", "run_bench", "load_result", "results_table", "write_csv",
     "write_outputs", "EXAMPLE_PROMPTS", "SPEC_BENCH_FILE", "SPEC_BENCH_NAME", "BenchPrompt", "load_prompts",
     "render_report", "CSV_COLUMNS", "BenchRow", "Measurement", "build_row", "BenchError", "MethodSpec", "make_spec",
     "parse_methods",

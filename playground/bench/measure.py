@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 from .. import theory
+from ..i18n import DEFAULT_LANGUAGE, t
 from ..trace import Trace
 from .aggregation import ALL, Aggregate, aggregate
 from .lossless import LosslessCheck, checked_against
@@ -52,6 +53,33 @@ def _request(spec: MethodSpec, prompt: str, *, target: str, max_new_tokens: int,
                       params=dict(spec.params), max_new_tokens=max_new_tokens, dtype=dtype, chat=chat)
 
 
+def prepare_specs(prompt: str, specs: Sequence[MethodSpec], *, target: str, max_new_tokens: int, dtype: str,
+                  chat: bool | None, store: Any = None, progress: Progress | None = None,
+                  skip_failing: bool = False, lang: str = DEFAULT_LANGUAGE) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """Load and validate every spec once (label -> `PreparedRun`), before anything is measured.
+
+    With `skip_failing`, a method other than baseline that cannot run with this target is left out and listed
+    as (label, reason) instead of failing the whole comparison (the page's Compare does this).
+    """
+    from ..engine import prepare, user_message
+    from ..models import STORE
+
+    store = store if store is not None else STORE
+    prepared: dict[str, Any] = {}
+    skipped: list[tuple[str, str]] = []
+    for spec in specs:
+        if progress is not None:
+            progress(t("bench.progress.preparing", lang, label=spec.label))
+        try:
+            prepared[spec.label] = prepare(_request(spec, prompt, target=target, max_new_tokens=max_new_tokens,
+                                                    dtype=dtype, chat=chat), store, progress)
+        except Exception as exc:
+            if not skip_failing or spec.method == "baseline":
+                raise
+            skipped.append((spec.label, user_message(exc, lang=lang)))
+    return prepared, skipped
+
+
 def compare_on_prompt(
     prompt: str | BenchPrompt,
     specs: Sequence[MethodSpec],
@@ -66,6 +94,8 @@ def compare_on_prompt(
     store: Any = None,
     progress: Progress | None = None,
     prompt_label: str = "",
+    prepared: dict[str, Any] | None = None,
+    lang: str = DEFAULT_LANGUAGE,
 ) -> CompareResult:
     """Run baseline and `specs` on one prompt, interleaved and repeated; rows, aggregates, traces, diagnoses.
 
@@ -73,11 +103,13 @@ def compare_on_prompt(
     measuring. Each repeat runs every method once, in an order rotated by one per repeat; with
     `measure_overhead` each method also runs as plain `generate()` next to its instrumented run
     (alternating which goes first). A method that fails records its error in its row.
+    `prepared` (label -> `PreparedRun`, from `prepare_specs` on the same prompt and settings) saves preparing
+    them again; each method is prepared once per call either way (the warm-up reuses it with fewer tokens).
+    `lang` is the language of the progress messages and diagnoses (the CLI's English by default).
     """
-    from ..engine import LiveRun, plain_generate, prepare, user_message
-    from ..models import DEFAULT_TARGET, STORE
+    from ..engine import LiveRun, plain_generate, user_message
+    from ..models import DEFAULT_TARGET
 
-    store = store if store is not None else STORE
     target = target or DEFAULT_TARGET
     bp = prompt if isinstance(prompt, BenchPrompt) else BenchPrompt("", "", prompt)
     if repeats < 1:
@@ -87,16 +119,16 @@ def compare_on_prompt(
         specs.insert(0, make_spec("baseline"))
     report = progress or (lambda _msg: None)
 
-    prepared: dict[str, Any] = {}
-    for spec in specs:  # load and validate everything before measuring anything
-        prepared[spec.label] = prepare(_request(spec, bp.text, target=target, max_new_tokens=max_new_tokens,
-                                                dtype=dtype, chat=chat), store, progress)
+    prepared = dict(prepared or {})
+    missing = [spec for spec in specs if spec.label not in prepared]
+    if missing:  # load and validate everything before measuring anything
+        prepared.update(prepare_specs(bp.text, missing, target=target, max_new_tokens=max_new_tokens, dtype=dtype,
+                                      chat=chat, store=store, progress=progress, lang=lang)[0])
     if warmup:
         for spec in specs:
-            report(f"{prompt_label}warm-up {spec.label}")
+            report(t("bench.progress.warmup", lang, prefix=prompt_label, label=spec.label))
             try:
-                req = _request(spec, bp.text, target=target, max_new_tokens=min(16, max_new_tokens), dtype=dtype, chat=chat)
-                LiveRun(prepare(req, store)).run()
+                LiveRun(prepared[spec.label].with_max_new_tokens(min(16, max_new_tokens))).run()
             except Exception:  # the measured run will report it
                 pass
 
@@ -117,16 +149,13 @@ def compare_on_prompt(
                         m.plain_ids.append(ids)
                         m.plain_s.append(seconds)
             except Exception as exc:  # keep measuring the others; the row says what failed
-                m.error = user_message(exc)
-                report(f"{prompt_label}{spec.label}: error: {m.error}")
+                m.error = user_message(exc, lang=lang)
+                report(t("bench.progress.error", lang, prefix=prompt_label, label=spec.label, error=m.error))
                 continue
-            t = m.traces[-1]
+            run = m.traces[-1]
             base = results[specs[0].label].traces
-            sp = theory.measured_speedup(t, base[-1]) if base and spec.method != "baseline" else None
-            acc = "" if t.summary.acceptance_rate is None else f", α={t.summary.acceptance_rate:.2f}"
-            report(f"{prompt_label}rep {r + 1}/{repeats} {spec.label}: {t.summary.new_tokens} tok in "
-                   f"{t.summary.elapsed_s:.2f} s, {t.summary.tokens_per_s or 0:.1f} tok/s, "
-                   f"τ={t.summary.tokens_per_step or 0:.2f}{acc}" + (f", ×{sp:.2f} vs baseline" if sp else ""))
+            sp = theory.measured_speedup(run, base[-1]) if base and spec.method != "baseline" else None
+            report(_repeat_line(run, prompt_label, r, repeats, spec.label, sp, lang))
 
     base_m = results[specs[0].label]
     checks: dict[str, LosslessCheck] = {}
@@ -146,9 +175,22 @@ def compare_on_prompt(
         if m.traces:
             rep = _representative(m.traces)
             traces[spec.label] = rep
-            diagnoses[spec.label] = theory.diagnose(rep, base_rep if spec.method != "baseline" else None)
+            diagnoses[spec.label] = theory.diagnose(rep, base_rep if spec.method != "baseline" else None, lang)
     return CompareResult(prompt=bp, rows=rows, aggregates=aggregate(rows), traces=traces, diagnoses=diagnoses,
                          checks=checks)
+
+
+def _repeat_line(run: Trace, prefix: str, r: int, repeats: int, label: str, speedup: float | None, lang: str) -> str:
+    """The progress line after one measured run: tokens, time, throughput, τ, α and the speedup so far."""
+    s = run.summary
+    line = t("bench.progress.repeat", lang, prefix=prefix, rep=r + 1, repeats=repeats, label=label,
+             tokens=s.new_tokens, s=f"{s.elapsed_s:.2f}", tps=f"{s.tokens_per_s or 0:.1f}",
+             tau=f"{s.tokens_per_step or 0:.2f}")
+    if s.acceptance_rate is not None:
+        line += f", α={s.acceptance_rate:.2f}"
+    if speedup:
+        line += t("bench.progress.vs_baseline", lang, x=f"{speedup:.2f}")
+    return line
 
 
 # --- the whole benchmark --------------------------------------------------------------------------
