@@ -21,16 +21,16 @@ from ..timeline import race_timeline
 from ..errors import PlaygroundError
 from ..gpu import gpu
 from ..i18n import t
-from ..methods import METHODS, get_method
+from ..methods import METHODS, REFERENCE, get_method, is_reference
+from ..request import MAX_NEW_TOKENS
 from ..settings import get_settings
 from ..trace import Trace, short_repr
 from .background import in_thread
-from .guard import PRIVATE_QUEUED, guarded
+from .guard import PRIVATE_QUEUED, guarded, long_job
 from .language import L, language_of
 from .run_request import DEFAULT_METHOD, MAX_NAME_SHOWN, build_request, collect_params, parse_integer, suggest_assistant
 from .theory_tab import remember_baseline
 
-COMPARE_TOKENS = 32  # new tokens per run when the request names none
 MAX_COMPARE_REPEATS = 5  # as the page's slider
 RACE_MAX_S = 10.0  # a race replay lasts at most this long …
 RACE_MIN_S = 2.5  # … and at least this long (shorter races are slowed down, and say so)
@@ -58,11 +58,11 @@ def compare_specs(methods: Sequence[str], target: str, assistant: str | None, cu
                   *param_values: Any) -> list[bench.MethodSpec]:
     """Specs for the chosen methods with the page's parameter values (baseline first, always)."""
 
-    chosen = [m for m in dict.fromkeys(methods or []) if m != "baseline"]
+    chosen = [m for m in dict.fromkeys(methods or []) if not is_reference(m)]
     if not chosen:
         raise PlaygroundError("choose at least one method to compare with baseline")
     current = METHODS.get(current_method or "")
-    specs = [bench.make_spec("baseline")]
+    specs = [bench.make_spec(REFERENCE)]
     for name in chosen:
         method = get_method(name)
         params = collect_params(name, *param_values)
@@ -98,7 +98,7 @@ def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str,
             rows.append(f'<tr data-method="{html.escape(row.method)}" data-label="{html.escape(label)}">'
                         f'<td>{html.escape(label)}</td><td colspan="9">⚠ {html.escape(row.error)}</td></tr>')
             continue
-        if row.method == "baseline":
+        if is_reference(row.method):
             check = "the reference"
         elif row.lossless_ok is True:
             check = "= baseline"
@@ -109,7 +109,7 @@ def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str,
             check = html.escape(row.lossless_note or "–")
         speed = a.speedup if a is not None else row.speedup
 
-        is_method = row.method != "baseline"
+        is_method = not is_reference(row.method)
         cells = [
             f"<b>{_fmt(speed, '.2f', '×')}</b>",
             _fmt(_figure(a, "tokens_per_s"), ".1f"),
@@ -149,7 +149,7 @@ def compare_verdict(result: bench.CompareResult) -> str:
 def diagnoses_html(result: bench.CompareResult) -> str:
     parts = []
     for label, sentences in result.diagnoses.items():
-        if label == "baseline" or not sentences:
+        if label == REFERENCE or not sentences:
             continue
         explanation = next((a.explanation for a in result.aggregates if a.label == label), "")
         items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
@@ -174,12 +174,12 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
     Outputs: (status, table HTML, speedup figure, step-cost figure, diagnoses HTML, race method
     dropdown, compare state, baselines state). Streams progress in the status; errors end up there too.
     """
-    from ..engine import RunRequest, prepare, user_message
+    from ..engine import prepare, user_message
 
     try:
         # The page's own checks (`build_request`) on the shared settings: types, sizes, finite numbers, text.
-        request = build_request(prompt, target, assistant, method, None, max_new_tokens or COMPARE_TOKENS, False,
-                                   None, None, None, None, chat, dtype)
+        request = build_request(prompt, target, assistant, method, None, max_new_tokens or None, False,
+                                None, None, None, None, chat, dtype, surface="compare")
         if not request.prompt.strip():
             raise PlaygroundError("the prompt is empty: type something for the model to continue")
         if not isinstance(methods, list) or not all(isinstance(m, str) for m in methods):
@@ -199,12 +199,11 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
             for spec in specs:  # a method the model cannot do is skipped with its reason, not fatal
                 progress(f"Preparing {spec.label}…")
                 try:
-                    prepare(RunRequest(prompt=prompt, target=target, method=spec.method, assistant=spec.assistant,
-                                       params=dict(spec.params), max_new_tokens=tokens, dtype=dtype, chat=chat_value),
+                    prepare(spec.request(prompt, target=target, max_new_tokens=tokens, dtype=dtype, chat=chat_value),
                             progress=progress)
                     ok.append(spec)
                 except Exception as exc:
-                    if spec.method == "baseline":
+                    if spec.is_reference:
                         raise
                     skipped.append((spec.label, user_message(exc)))
             if len(ok) < 2:
@@ -223,8 +222,8 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
                 outcome = value
         result, skipped = outcome
         figs = bench.compare_figures(result)
-        state = CompareState(baseline=result.traces.get("baseline"),
-                             traces={k: v for k, v in result.traces.items() if k != "baseline"})
+        state = CompareState(baseline=result.traces.get(REFERENCE),
+                             traces={k: v for k, v in result.traces.items() if k != REFERENCE})
         choices = list(state.traces)
         best = max((a for a in result.aggregates if a.label in state.traces and a.speedup is not None),
                    key=lambda a: a.speedup, default=None)
@@ -314,10 +313,10 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
         gr.Markdown(L("ui.compare.intro"))
         with gr.Row():
             compare_methods = gr.CheckboxGroup(
-                [(m.title, name) for name, m in METHODS.items() if name != "baseline"], value=[DEFAULT_METHOD],
+                [(m.title, name) for name, m in METHODS.items() if m.drafts], value=[DEFAULT_METHOD],
                 label=L("ui.compare.methods"), elem_id="pg-compare-methods", scale=3)
             with gr.Column(scale=1, min_width=220):
-                compare_tokens = gr.Slider(2, max_tokens, value=min(32, max_tokens),
+                compare_tokens = gr.Slider(2, max_tokens, value=min(MAX_NEW_TOKENS["compare"], max_tokens),
                                            step=1, label=L("ui.compare.tokens"), elem_id="pg-compare-tokens")
                 compare_repeats = gr.Slider(1, 5, value=1, step=1, label=L("ui.compare.repeats"),
                                             elem_id="pg-compare-repeats")
@@ -339,8 +338,5 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
     compare_btn.click(
         compare, [*settings, compare_methods, compare_tokens, compare_repeats, baselines, *param_components],
         [compare_status, compare_table, compare_speed, compare_cost, compare_diag, race_method, compare_state,
-         baselines], api_visibility="private", show_progress="minimal", show_progress_on=[compare_status],
-        preprocess=False,
-        concurrency_limit=1,
-    )
+         baselines], **long_job(compare_status))
     race_btn.click(guarded(play_race), [race_method, compare_state], race, **PRIVATE_QUEUED)

@@ -22,7 +22,6 @@ from .language import L, language_of, wire_picker
 from .language import picker as language_picker
 from .methods_tab import build_methods, methods_table_html
 from .replay_tab import build_replay, replay_load
-from .run_request import build_request, collect_params
 from .theory_tab import build_theory, theory_view
 from .trace_files import TRACE_FILES_KEPT_S
 from .tune_tab import build_tune_tab
@@ -60,8 +59,7 @@ def build_ui() -> gr.Blocks:
             methods_table = build_methods()
             build_tune_tab(dict(prompt=main.prompt, target=main.target, assistant=main.assistant, method=main.method,
                                 dtype=main.dtype, chat=main.chat, max_new_tokens=main.max_new_tokens,
-                                param_components=main.param_components),
-                           guarded(collect_params), build_request, guarded)
+                                param_components=main.param_components))
         # The tabs' server-written parts in the visitor's language, and the language picker.
         wire_picker(demo, language)
         demo.load(guarded(localize_tabs), None, [methods_table, theory.plot, theory.diagnosis, *replay.outputs, *code.outputs],

@@ -8,22 +8,22 @@ and drawn by `tune_report`; this module only wires Gradio to them.
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
 from .. import render, tune_report
 from ..charts import follow_the_page
 from ..gpu import gpu
+from .guard import PRIVATE, guarded, long_job
 from .language import L
+from .run_request import build_request, collect_params
 from ..settings import get_settings
 from ..trace import short_repr
 
 if TYPE_CHECKING:  # torch comes in with the first tune, not when the page is built
     from .. import tune
-    from ..engine import RunRequest
 
-BuildRequest = Callable[..., "RunRequest"]  # request.build_request: the page's values -> a validated RunRequest
 MAX_EXTRA_PROMPTS = 8
 MAX_DRAFT = 16  # the slider's maximum
 
@@ -85,7 +85,7 @@ def _failed(exc: BaseException, state: Any = None) -> tuple[Any, ...]:
 
 
 @gpu(duration=300)  # a baseline run, a drafter pass and a calibration per prompt
-def run_tune(build_request: BuildRequest, prompt: str, target: str | None, assistant: str | None,
+def run_tune(prompt: str, target: str | None, assistant: str | None,
              method: str | None, params: Any, dtype: str | None, chat: Any, max_new_tokens: Any, max_draft: Any,
              more_prompts: str | None) -> tuple[Any, ...]:
     """Tune the page's settings on its prompt (and any more given); outputs: status, table, 3 charts, result."""
@@ -117,12 +117,9 @@ def run_verify(result: tune.TuneResult | None) -> tuple[Any, ...]:
     return _views(result, "Measured the recommended setting and the default (baseline run beside them)")
 
 
-def build_tune_tab(page: dict[str, Any], collect_params: Callable[..., dict[str, Any]],
-                   build_request: BuildRequest, guard: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+def build_tune_tab(page: dict[str, Any]) -> None:
     """The Tune tab (call inside the page's `gr.Tabs`). `page` holds the page's prompt, target, assistant,
-    method, dtype, chat, max_new_tokens components and its `param_components`; `collect_params`,
-    `build_request` and `guard` are the page's own (the method's parameters, the validated request, the wrapper
-    that answers a value no control sends with our one-line message)."""
+    method, dtype, chat, max_new_tokens components and its `param_components`."""
     with gr.Tab(L("ui.tab.tune"), id="tune", elem_id="pg-tab-tune"):
         gr.Markdown(L("ui.tune.intro"))
         with gr.Row():
@@ -143,15 +140,13 @@ def build_tune_tab(page: dict[str, Any], collect_params: Callable[..., dict[str,
         params = gr.JSON(value={}, visible=False)
 
     outputs = [status, table, speed, per_step, positions, result]
-    private = dict(api_visibility="private", show_progress="minimal", show_progress_on=[status], concurrency_limit=1,
-                   preprocess=False)
+    private = long_job(status)
 
     def tune_page(*values: Any) -> tuple[Any, ...]:
-        return run_tune(build_request, *values)
+        return run_tune(*values)
 
-    tune_btn.click(collect_params, [page["method"], *page["param_components"]], params, queue=False,
-                   api_visibility="private", show_progress="hidden", preprocess=False).then(
-        guard(tune_page),
+    tune_btn.click(guarded(collect_params), [page["method"], *page["param_components"]], params, **PRIVATE).then(
+        guarded(tune_page),
         [page["prompt"], page["target"], page["assistant"], page["method"], params, page["dtype"], page["chat"],
          page["max_new_tokens"], max_draft, more], outputs, **private)
-    verify_btn.click(guard(run_verify), result, outputs, **private)
+    verify_btn.click(guarded(run_verify), result, outputs, **private)

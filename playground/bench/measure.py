@@ -15,6 +15,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 from .. import theory
+from ..methods import REFERENCE
+from ..request import DEFAULT_DTYPE, MAX_NEW_TOKENS
 from ..trace import Trace
 from .aggregation import ALL, Aggregate, aggregate
 from .lossless import LosslessCheck, checked_against
@@ -45,20 +47,13 @@ def _representative(traces: list[Trace]) -> Trace:
     return traces[_median_index([t.summary.elapsed_s for t in traces])]
 
 
-def _request(spec: MethodSpec, prompt: str, *, target: str, max_new_tokens: int, dtype: str, chat: bool | None) -> Any:
-    from ..engine import RunRequest
-
-    return RunRequest(prompt=prompt, target=target, method=spec.method, assistant=spec.assistant,
-                      params=dict(spec.params), max_new_tokens=max_new_tokens, dtype=dtype, chat=chat)
-
-
 def compare_on_prompt(
     prompt: str | BenchPrompt,
     specs: Sequence[MethodSpec],
     *,
     target: str | None = None,
-    max_new_tokens: int = 48,
-    dtype: str = "auto",
+    max_new_tokens: int = MAX_NEW_TOKENS["bench"],
+    dtype: str = DEFAULT_DTYPE,
     chat: bool | None = None,
     repeats: int = 1,
     warmup: bool = True,
@@ -83,19 +78,20 @@ def compare_on_prompt(
     if repeats < 1:
         raise BenchError(f"repeats must be at least 1; got {repeats}")
     specs = list(specs)
-    if not any(s.method == "baseline" for s in specs):
-        specs.insert(0, make_spec("baseline"))
+    if not any(s.is_reference for s in specs):
+        specs.insert(0, make_spec(REFERENCE))
     report = progress or (lambda _msg: None)
 
     prepared: dict[str, Any] = {}
     for spec in specs:  # load and validate everything before measuring anything
-        prepared[spec.label] = prepare(_request(spec, bp.text, target=target, max_new_tokens=max_new_tokens,
-                                                dtype=dtype, chat=chat), store, progress)
+        prepared[spec.label] = prepare(spec.request(bp.text, target=target, max_new_tokens=max_new_tokens,
+                                                    dtype=dtype, chat=chat), store, progress)
     if warmup:
         for spec in specs:
             report(f"{prompt_label}warm-up {spec.label}")
             try:
-                req = _request(spec, bp.text, target=target, max_new_tokens=min(16, max_new_tokens), dtype=dtype, chat=chat)
+                req = spec.request(bp.text, target=target, max_new_tokens=min(MAX_NEW_TOKENS["bench_warm_up"], max_new_tokens),
+                                   dtype=dtype, chat=chat)
                 LiveRun(prepare(req, store)).run()
             except Exception:  # the measured run will report it
                 pass
@@ -122,7 +118,7 @@ def compare_on_prompt(
                 continue
             t = m.traces[-1]
             base = results[specs[0].label].traces
-            sp = theory.measured_speedup(t, base[-1]) if base and spec.method != "baseline" else None
+            sp = theory.measured_speedup(t, base[-1]) if base and not spec.is_reference else None
             acc = "" if t.summary.acceptance_rate is None else f", α={t.summary.acceptance_rate:.2f}"
             report(f"{prompt_label}rep {r + 1}/{repeats} {spec.label}: {t.summary.new_tokens} tok in "
                    f"{t.summary.elapsed_s:.2f} s, {t.summary.tokens_per_s or 0:.1f} tok/s, "
@@ -137,7 +133,7 @@ def compare_on_prompt(
     for spec in specs:
         m = results[spec.label]
         check = None
-        if m.traces and base_m.traces and spec.method != "baseline":
+        if m.traces and base_m.traces and not spec.is_reference:
             check = checked_against(prepared[specs[0].label], m.traces[0], base_m.traces[0])
             checks[spec.label] = check
             if check.severity in ("error", "near-tie"):
@@ -146,7 +142,7 @@ def compare_on_prompt(
         if m.traces:
             rep = _representative(m.traces)
             traces[spec.label] = rep
-            diagnoses[spec.label] = theory.diagnose(rep, base_rep if spec.method != "baseline" else None)
+            diagnoses[spec.label] = theory.diagnose(rep, base_rep if not spec.is_reference else None)
     return CompareResult(prompt=bp, rows=rows, aggregates=aggregate(rows), traces=traces, diagnoses=diagnoses,
                          checks=checks)
 
@@ -178,7 +174,7 @@ class BenchResult:
 
 
 def run_bench(prompts: Sequence[BenchPrompt], specs: Sequence[MethodSpec], *, target: str | None = None,
-              max_new_tokens: int = 48, dtype: str = "auto", chat: bool | None = None, repeats: int = 1,
+              max_new_tokens: int = MAX_NEW_TOKENS["bench"], dtype: str = DEFAULT_DTYPE, chat: bool | None = None, repeats: int = 1,
               measure_overhead: bool = True, store: Any = None, progress: Progress | None = None,
               command: str = "") -> BenchResult:
     """Every prompt through `compare_on_prompt`; one warm-up (on the first prompt) for the whole run."""
