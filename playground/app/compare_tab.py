@@ -28,6 +28,7 @@ from ..trace import Trace, short_repr
 from .background import in_thread
 from .guard import PRIVATE_QUEUED, guarded, long_job
 from .language import L, language_of
+from .panels import results_panel
 from .run_request import DEFAULT_METHOD, MAX_NAME_SHOWN, build_request, collect_params, parse_integer, suggest_assistant
 from .theory_tab import remember_baseline
 
@@ -321,12 +322,8 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
                 compare_repeats = gr.Slider(1, 5, value=1, step=1, label=L("ui.compare.repeats"),
                                             elem_id="pg-compare-repeats")
         compare_btn = gr.Button(L("ui.compare.run"), variant="primary", elem_id="pg-compare-run")
-        compare_status = gr.HTML(render.status_html("Choose methods and press Compare.", "idle"),
-                                 elem_id="pg-compare-status")
-        compare_table = gr.HTML("", elem_id="pg-compare-table")
-        with gr.Row():
-            compare_speed = gr.Plot(show_label=False, elem_id="pg-compare-speedup")
-            compare_cost = gr.Plot(show_label=False, elem_id="pg-compare-cost")
+        panel = results_panel("compare", render.status_html("Choose methods and press Compare.", "idle"),
+                              ("speedup", "cost"))
         compare_diag = gr.HTML("", elem_id="pg-compare-diagnosis")
         with gr.Row():
             race_method = gr.Dropdown(choices=[], value=None, label=L("ui.compare.race_against"),
@@ -337,6 +334,6 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
 
     compare_btn.click(
         compare, [*settings, compare_methods, compare_tokens, compare_repeats, baselines, *param_components],
-        [compare_status, compare_table, compare_speed, compare_cost, compare_diag, race_method, compare_state,
-         baselines], **long_job(compare_status))
+        [panel.status, panel.table, panel.left, panel.right, compare_diag, race_method, compare_state, baselines],
+        **long_job(panel.status))
     race_btn.click(guarded(play_race), [race_method, compare_state], race, **PRIVATE_QUEUED)

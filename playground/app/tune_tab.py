@@ -17,6 +17,7 @@ from ..charts import follow_the_page
 from ..gpu import gpu
 from .guard import PRIVATE, guarded, long_job
 from .language import L
+from .panels import results_panel
 from .run_request import build_request, collect_params
 from ..settings import get_settings
 from ..trace import short_repr
@@ -129,18 +130,14 @@ def build_tune_tab(page: dict[str, Any]) -> None:
         with gr.Row():
             tune_btn = gr.Button(L("ui.tune.run"), variant="primary", elem_id="pg-tune-run")
             verify_btn = gr.Button(L("ui.tune.verify"), elem_id="pg-tune-verify")
-        status = gr.HTML(render.status_html("Choose a method on the left and press Tune.", "idle"),
-                         elem_id="pg-tune-status")
-        table = gr.HTML("", elem_id="pg-tune-table")
-        with gr.Row():
-            speed = gr.Plot(show_label=False, elem_id="pg-tune-speedup")
-            per_step = gr.Plot(show_label=False, elem_id="pg-tune-tokens")
+        panel = results_panel("tune", render.status_html("Choose a method on the left and press Tune.", "idle"),
+                              ("speedup", "tokens"))
         positions = gr.Plot(show_label=False, elem_id="pg-tune-positions")
         result = gr.State(None)
         params = gr.JSON(value={}, visible=False)
 
-    outputs = [status, table, speed, per_step, positions, result]
-    private = long_job(status)
+    outputs = [panel.status, panel.table, panel.left, panel.right, positions, result]
+    private = long_job(panel.status)
 
     def tune_page(*values: Any) -> tuple[Any, ...]:
         return run_tune(*values)
