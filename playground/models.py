@@ -245,7 +245,7 @@ def host_device() -> str:
 
 def host_precision_note() -> str:
     """What "auto" means on this host, for the page before a run: the CPU's facts on a CPU host, the GPU's
-    (or that it is attached per run) on a GPU host; never the CPU's on a GPU host."""
+    (or, before torch is imported, that it is checked when a run starts) on a GPU host; never the CPU's there."""
     device = host_device()
     if device == "cpu":
         return auto_reason(device, _cpu_bf16_flags())[1]

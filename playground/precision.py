@@ -59,10 +59,11 @@ def check_choice(choice: str) -> None:
 def auto_reason(device: str, cpu_flags: tuple[str, ...] = (), gpu_bf16: bool | None = None) -> tuple[str | None, str]:
     """What "auto" picks on this device and why: bfloat16 only where the hardware computes it natively
     (emulated bf16 is slower than fp32). Pure: the device's facts are arguments. `gpu_bf16` None means the GPU
-    is not known yet (a ZeroGPU Space attaches one per run): the dtype is then None and the sentence says so."""
+    is not asked yet (a ZeroGPU Space attaches one per run; the page is built before torch is imported): the dtype
+    is then None and the sentence says when it is decided."""
     if device.startswith("cuda"):
         if gpu_bf16 is None:
-            return None, "bfloat16 where the GPU supports it, else float32 (the GPU is attached for each run)"
+            return None, "bfloat16 if the GPU supports it, else float32 (checked when a run starts)"
         if gpu_bf16:
             return "bfloat16", "bfloat16: GPU supports bfloat16"
         return "float32", "float32: GPU has no bfloat16 support"
