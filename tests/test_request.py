@@ -84,3 +84,16 @@ def test_no_surface_builds_a_request_by_hand() -> None:
     callers = sorted(str(p.relative_to(package)) for p in package.rglob("*.py") if "RunRequest(" in p.read_text()
                      and p.name != "request.py")
     assert callers == []
+
+
+def test_the_agents_tools_document_every_precision_choice() -> None:
+    """The MCP tools' argument help (a docstring: Gradio reads it as written) names exactly the choices listed in
+    `precision.DTYPE_CHOICES`."""
+    from playground.app import mcp_tools
+    from playground.precision import DTYPE_CHOICES
+
+    expected = ", ".join(DTYPE_CHOICES[:-1]) + " or " + DTYPE_CHOICES[-1] + "."
+    for tool in mcp_tools.TOOLS:
+        lines = [line.strip() for line in (tool.__doc__ or "").splitlines() if line.strip().startswith("dtype:")]
+        assert lines == [f"dtype: {expected}"], tool.__name__
+        assert inspect.signature(tool).parameters["dtype"].default == default("dtype")
