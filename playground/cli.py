@@ -11,19 +11,17 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from .methods import METHODS, MethodError, parse_assignments
-from .models import DEFAULT_TARGET
-
-if TYPE_CHECKING:
-    from .engine import RunRequest
+from .precision import DTYPE_CHOICES
+from .request import MAX_NEW_TOKENS, RunRequest, default, new_request
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, trace_out: bool = True) -> None:
-    parser.add_argument("--target", default=DEFAULT_TARGET, help="catalogue key, Hub id or local directory")
+    parser.add_argument("--target", default=default("target"), help="catalogue key, Hub id or local directory")
     parser.add_argument("--assistant", default=None, help="assistant model (speculative, universal, mtp_drafter)")
-    parser.add_argument("--method", default="baseline", choices=list(METHODS))
+    parser.add_argument("--method", default=default("method"), choices=list(METHODS))
     parser.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
                         help="a method parameter under its generate() name, e.g. prompt_lookup_num_tokens=10")
     parser.add_argument("--preset", metavar="NAME",
@@ -32,19 +30,19 @@ def add_run_arguments(parser: argparse.ArgumentParser, trace_out: bool = True) -
     prompt = parser.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", help="the prompt text (required without --preset)")
     prompt.add_argument("--prompt-file", type=Path, help="read the prompt from a file")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS["run"])
     parser.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
-    parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--top-k", type=int, default=0, help="0 = off")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--temperature", type=float, default=default("temperature"))
+    parser.add_argument("--top-p", type=float, default=default("top_p"))
+    parser.add_argument("--top-k", type=int, default=default("top_k"), help="0 = off")
+    parser.add_argument("--seed", type=int, default=default("seed"))
     chat = parser.add_mutually_exclusive_group()
     chat.add_argument("--chat", dest="chat", action="store_true", default=None, help="apply the chat template")
     chat.add_argument("--no-chat", dest="chat", action="store_false", help="raw prompt, no chat template")
     parser.add_argument("--system", default=None, help="a system message before the prompt (chat template only)")
     parser.add_argument("--chat-template-kwarg", dest="chat_template_kwargs", action="append", default=[],
                         metavar="KEY=VALUE", help="a chat template variable, VALUE as JSON, e.g. enable_thinking=false")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    parser.add_argument("--dtype", default=default("dtype"), choices=DTYPE_CHOICES)
     if trace_out:
         parser.add_argument("--trace-out", type=Path, help="write the trace as JSON here")
     parser.add_argument("--quiet", action="store_true", help="print only the summary line")
@@ -99,10 +97,8 @@ def _template_kwargs(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def request_from_args(args: argparse.Namespace) -> "RunRequest":
+def request_from_args(args: argparse.Namespace) -> RunRequest:
     """The engine request a parsed `run` command line stands for."""
-    from .engine import RunRequest
-
     prompt = _read_prompt(args)
     if args.preset:
         from .presets import get_preset
@@ -119,11 +115,11 @@ def request_from_args(args: argparse.Namespace) -> "RunRequest":
         reason = preset.unavailable(hub_reachable())
         if reason:
             raise MethodError(reason)
-        return RunRequest(**preset.request_fields(prompt, dtype=args.dtype))
+        return preset.request(prompt, dtype=args.dtype)
     if prompt is None:
         raise MethodError("give --prompt, --prompt-file or --preset")
-    return RunRequest(
-        prompt=prompt, target=args.target, method=args.method, assistant=args.assistant,
+    return new_request(
+        prompt, target=args.target, method=args.method, assistant=args.assistant,
         params=parse_assignments(args.assignments), max_new_tokens=args.max_new_tokens, sample=args.sample,
         temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, seed=args.seed, chat=args.chat,
         dtype=args.dtype, system=args.system, chat_template_kwargs=_template_kwargs(args.chat_template_kwargs),
@@ -243,11 +239,11 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated methods with parameters, e.g. "
                              "prompt_lookup:prompt_lookup_num_tokens=5,speculative:num_assistant_tokens=5 "
                              "(baseline always runs; method:assistant=MODEL gives one method its own assistant)")
-    parser.add_argument("--target", default=DEFAULT_TARGET, help="catalogue key, Hub id or local directory")
+    parser.add_argument("--target", default=default("target"), help="catalogue key, Hub id or local directory")
     parser.add_argument("--assistant", default=None, help="assistant for the methods that need one")
-    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS["bench"])
     parser.add_argument("--repeats", type=int, default=3, help="measured runs of each method per prompt (medians)")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    parser.add_argument("--dtype", default=default("dtype"), choices=DTYPE_CHOICES)
     chat = parser.add_mutually_exclusive_group()
     chat.add_argument("--chat", dest="chat", action="store_true", default=None, help="apply the chat template")
     chat.add_argument("--no-chat", dest="chat", action="store_false", help="raw prompts, no chat template")

@@ -26,7 +26,7 @@ import queue
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -39,9 +39,10 @@ from .errors import PlaygroundError, localized_message
 from .i18n import DEFAULT_LANGUAGE, t
 from .methods import EmptyDraft, Method, MethodError, ModelFacts, get_method
 from .models import (
-    CATALOGUE, DEFAULT_TARGET, HUB_ID_RE, STORE, LoadedModel, ModelStore, default_device, describe_precision,
-    same_vocabulary,
+    CATALOGUE, HUB_ID_RE, STORE, LoadedModel, ModelStore, Precision, default_device,
+    resolve_precision, same_vocabulary,
 )
+from .request import RunRequest
 from .settings import get_settings
 from .trace import Step, Trace, TraceFormatError, classify_step
 
@@ -65,32 +66,6 @@ class RunError(PlaygroundError):
 
 
 @dataclass
-class RunRequest:
-    prompt: str
-    target: str = DEFAULT_TARGET
-    method: str = "baseline"
-    assistant: str | None = None
-    params: dict[str, Any] = field(default_factory=dict)
-    max_new_tokens: int = 64
-    sample: bool = False
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0  # 0 = off
-    seed: int = 0
-    chat: bool | None = None  # None: apply the chat template where the model is a chat model
-    dtype: str = "auto"
-    system: str | None = None  # a system message before the prompt (chat template only)
-    # Extra variables for the chat template, e.g. {"enable_thinking": False} (plain JSON values only)
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def decoding(self) -> dict[str, Any]:
-        base: dict[str, Any] = {"sample": self.sample, "max_new_tokens": self.max_new_tokens, "seed": self.seed}
-        if self.sample:
-            base.update(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)
-        return base
-
-
-@dataclass
 class PreparedRun:
     """Everything resolved and loaded; `generate_kwargs` is exactly what `generate()` receives."""
 
@@ -107,6 +82,7 @@ class PreparedRun:
     draft_config_model: Any
     eos_ids: frozenset[int]
     lossy: bool
+    precision: Precision  # the request's dtype choice resolved once (dtype, device, why): every view reads it
     # What the engine did to the assistant beyond loading it, by name (see ASSISTANT_ADAPTATIONS): a script
     # that reproduces the run must do the same.
     assistant_adaptations: tuple[str, ...] = ()
@@ -116,7 +92,7 @@ class PreparedRun:
 
     def with_max_new_tokens(self, n: int) -> "PreparedRun":
         """The same run cut to `n` new tokens (a warm-up), without loading or validating anything again."""
-        return dataclasses.replace(self, request=dataclasses.replace(self.request, max_new_tokens=int(n)),
+        return dataclasses.replace(self, request=self.request.but(max_new_tokens=int(n)),
                                    generate_kwargs={**self.generate_kwargs, "max_new_tokens": int(n)})
 
 
@@ -229,8 +205,8 @@ def model_facts(target: LoadedModel, assistant: LoadedModel | None, sample: bool
     )
 
 
-def _universal_sampling_assistant(store: ModelStore, req: RunRequest, target: LoadedModel,
-                                  progress: Callable[[str], None] | None) -> LoadedModel:
+def _dedicated_assistant(store: ModelStore, req: RunRequest, precision: Precision, target: LoadedModel,
+                         progress: Callable[[str], None] | None) -> LoadedModel:
     """The assistant for universal decoding with sampling: a dedicated copy, one per target tokenizer object.
 
     Transformers prunes this assistant's LM head (and remaps its embeddings) in place to the vocabulary it
@@ -242,7 +218,7 @@ def _universal_sampling_assistant(store: ModelStore, req: RunRequest, target: Lo
     biased (the chi-square tests in tests/test_method_sampling.py show both).
     """
     purpose = f"universal-sampling:{req.target}:{id(target.tokenizer)}"
-    assistant = store.get_copy(req.assistant, req.dtype, purpose=purpose, progress=progress, bound_to=target)
+    assistant = store.get_copy(req.assistant, precision, purpose=purpose, progress=progress, bound_to=target)
     assistant.universal_target_tokenizer = target.tokenizer  # type: ignore[attr-defined]
     tok = assistant.tokenizer
     with assistant.lock:
@@ -304,17 +280,19 @@ def prepare(
     if method.needs_assistant and not req.assistant:
         raise RunError.keyed("error.needs_assistant", method=method.title)
     if not method.needs_assistant and req.assistant:
-        req = RunRequest(**{**req.__dict__, "assistant": None})
-    target = store.get(req.target, req.dtype, progress)
+        req = req.but(assistant=None)
+    precision = resolve_precision(req.dtype)
+    target = store.get(req.target, precision, progress)
     assistant: LoadedModel | None = None
     adaptations: tuple[str, ...] = ()
     if method.needs_assistant:
-        # Sampling universal decoding prunes and remaps the assistant in place: give it its own copy.
-        if method.name == "universal" and req.sample:
-            assistant = _universal_sampling_assistant(store, req, target, progress)
+        # A method that adapts its assistant in place (universal decoding with sampling prunes and remaps it)
+        # gets a dedicated copy.
+        if method.needs_dedicated_assistant(req.sample):
+            assistant = _dedicated_assistant(store, req, precision, target, progress)
             adaptations = (ID_ORDERED_VOCABULARY, PRUNED_BEFORE_SEEDING)
         else:
-            assistant = store.get(req.assistant, req.dtype, progress)
+            assistant = store.get(req.assistant, precision, progress)
     method.validate(model_facts(target, assistant, req.sample), params)
 
     chat = _chat_default(req.target, target) if req.chat is None else bool(req.chat)
@@ -351,7 +329,7 @@ def prepare(
         request=req, method=method, params=params, target=target, assistant=assistant, input_ids=input_ids,
         rendered_prompt=rendered, chat=chat, generate_kwargs=kwargs, draft_config=draft_config,
         draft_config_model=owner, eos_ids=_eos_ids(target), lossy=method.is_lossy(params, req.sample),
-        assistant_adaptations=adaptations,
+        precision=precision, assistant_adaptations=adaptations,
     )
 
 
@@ -686,8 +664,8 @@ def environment(prepared: PreparedRun) -> dict[str, Any]:
         "transformers": transformers.__version__,
         "python": platform.python_version(),
         "device": prepared.target.device,
-        "dtype": str(prepared.target.dtype).replace("torch.", ""),
-        "precision": describe_precision(prepared.request.dtype, prepared.target.device),
+        "dtype": prepared.precision.dtype,
+        "precision": prepared.precision.reason,
         "threads": torch.get_num_threads(),
         "machine": platform.machine(),
     }
@@ -738,7 +716,7 @@ class LiveRun:
         kwargs["logits_processor"] = LogitsProcessorList([self._watch])
         try:
             with exclusive(prepared), torch.inference_mode():
-                if prepared.method.name == "baseline":
+                if prepared.method.observed_by == "streamer":
                     kwargs["streamer"] = recorder.streamer(prepared.input_ids.shape[1])
                     patch: contextlib.AbstractContextManager[Any] = _step_starts_at_forward(model, recorder)
                 else:
@@ -820,7 +798,7 @@ class LiveRun:
         w = self._ensemble_weight
         mixture = [w * pk + (1 - w) * qk for pk, qk in zip(p, q)] if w is not None and p and q else None
         no_draft_reason = ""
-        if not drafted and prepared.method.name != "baseline":
+        if not drafted and prepared.method.drafts:
             prompt_len = prepared.input_ids.shape[1]
             no_draft_reason = prepared.method.empty_draft_reason(EmptyDraft(
                 context=prepared.input_ids[0].tolist() + self.trace.output_ids, first_step=not self.trace.steps,

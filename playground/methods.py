@@ -158,10 +158,28 @@ class Method:
     sampling_bias: str | None = None
     # Why a step drafted nothing, where the method can tell (None: the generic reasons of `empty_draft_reason`).
     explain_empty_draft: Callable[[EmptyDraft], str | None] | None = None
+    # True for the one method that drafts nothing: the reference every speedup, lossless check and comparison is
+    # measured against (`reference_method`).
+    reference: bool = False
+    # How the engine observes a run: "streamer" (one token per target forward: a streamer and a forward hook see
+    # every step) or "candidate_generator" (the drafting loop is instrumented to record drafts and verdicts).
+    observed_by: Literal["streamer", "candidate_generator"] = "candidate_generator"
+    # When the method needs a dedicated copy of its assistant because Transformers adapts the assistant in place
+    # (universal decoding with sampling prunes its LM head to the shared vocabulary): never, or when sampling.
+    dedicated_assistant: Literal["never", "sampling"] = "never"
 
     @property
     def needs_assistant(self) -> bool:
         return self.assistant != "none"
+
+    @property
+    def drafts(self) -> bool:
+        """Whether the method proposes drafts at all (every method but the reference)."""
+        return not self.reference
+
+    def needs_dedicated_assistant(self, sample: bool) -> bool:
+        """Whether this run's assistant must be a copy of its own (see `dedicated_assistant`)."""
+        return self.needs_assistant and self.dedicated_assistant == "sampling" and sample
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -362,6 +380,8 @@ _register(Method(
         "cost": "One full target forward per token; on small models the cost is dominated by memory traffic.",
         "failure": "None; it is the definition of correct output.",
     },
+    reference=True,
+    observed_by="streamer",
 ))
 
 _register(Method(
@@ -520,7 +540,22 @@ _register(Method(
     assistant="different_tokenizer",
     draft_logits="sampling",
     check=_check_universal,
+    dedicated_assistant="sampling",
 ))
+
+
+def reference_method() -> Method:
+    """The method that drafts nothing, which every other is compared with (exactly one is registered)."""
+    (reference,) = (m for m in METHODS.values() if m.reference)
+    return reference
+
+
+REFERENCE = reference_method().name  # its name, for benchmark specs and traces (which name methods as data)
+
+
+def is_reference(name: str | None) -> bool:
+    """Whether a method named in a trace, row or request is the no-drafting reference."""
+    return name == REFERENCE
 
 
 def get_method(name: str) -> Method:

@@ -52,6 +52,7 @@ from huggingface_hub.utils import get_session
 from safetensors import safe_open
 
 from .errors import PlaygroundError
+from .precision import Precision, auto_reason, check_choice, precision_for
 from .settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
@@ -196,48 +197,62 @@ def _cpu_bf16_flags() -> tuple[str, ...]:
     return tuple(label for flag, label in names.items() if flag in flags)
 
 
-def _auto_dtype(device: str) -> tuple[str, str]:
-    """bfloat16 only where the hardware computes it natively; emulated bf16 is slower than fp32.
+def _cuda_bf16() -> bool:
+    import torch
 
-    Returns the dtype's name and why, so the page can say it without importing torch (CPU case).
-    """
-    if device.startswith("cuda"):
-        import torch
-
-        if torch.cuda.is_bf16_supported():
-            return "bfloat16", "bfloat16: GPU supports bfloat16"
-        return "float32", "float32: GPU has no bfloat16 support"
-    if device == "cpu":
-        flags = _cpu_bf16_flags()
-        if flags:
-            return "bfloat16", f"bfloat16: CPU has {' and '.join(flags)}"
-        return "float32", "float32: CPU has no native bfloat16 (AVX512-BF16 or AMX-BF16)"
-    return "float32", f"float32: no bfloat16 check for device {device!r}"
+    return bool(torch.cuda.is_bf16_supported())
 
 
-_EXPLICIT_DTYPES = ("float32", "bfloat16", "float16")
+def resolve_precision(choice: str = "auto", device: str | None = None) -> Precision:
+    """The one place a precision choice is resolved for a run: the hardware asked, the record returned."""
+    device = default_device() if device is None else device
+    check_choice(choice)
+    if choice != "auto":
+        return precision_for(choice, device)
+    return precision_for(choice, device, _cpu_bf16_flags() if device == "cpu" else (),
+                         _cuda_bf16() if device.startswith("cuda") else None)
+
+
+def as_precision(dtype: str | Precision) -> Precision:
+    """A precision record as is, a choice resolved for this host's device (the store's and loader's callers
+    may pass either: a prepared run passes the record it resolved)."""
+    return dtype if isinstance(dtype, Precision) else resolve_precision(dtype)
 
 
 def resolve_dtype(name: str, device: str = "cpu") -> torch.dtype:
-    """Map a UI dtype choice ("auto", "float32", "bfloat16", "float16") to a torch dtype."""
-    import torch
-
-    if name == "auto":
-        return getattr(torch, _auto_dtype(device)[0])
-    if name not in _EXPLICIT_DTYPES:
-        raise PlaygroundError(  # a ValueError the UI shows as is
-            f"unknown dtype {name!r}: use auto, {', '.join(_EXPLICIT_DTYPES)}"
-        )
-    return getattr(torch, name)
+    """Map a dtype choice (one of DTYPE_CHOICES) to a torch dtype."""
+    return resolve_precision(name, device).torch_dtype()
 
 
 def describe_precision(name: str = "auto", device: str = "cpu") -> str:
     """Why a dtype was picked, for the UI, e.g. "bfloat16: CPU has AVX512-BF16"."""
-    if name == "auto":
-        return _auto_dtype(device)[1]
-    if name not in _EXPLICIT_DTYPES:
-        resolve_dtype(name, device)  # raises the one message for an unknown name
-    return f"{name}: chosen explicitly"
+    return resolve_precision(name, device).reason
+
+
+def host_device() -> str:
+    """The device runs will use, found without importing torch or touching CUDA (the page asks before any run):
+    "cuda" on a ZeroGPU Space (`spaces` attaches a GPU per call) or where torch, already imported, sees one, or
+    where an NVIDIA driver is loaded; otherwise "cpu"."""
+    from . import gpu
+
+    if gpu.available():
+        return "cuda"
+    torch_module = sys.modules.get("torch")
+    if torch_module is not None:
+        return "cuda" if torch_module.cuda.is_available() else "cpu"
+    return "cuda" if Path("/proc/driver/nvidia/version").exists() else "cpu"
+
+
+def host_precision_note() -> str:
+    """What "auto" means on this host, for the page before a run: the CPU's facts on a CPU host, the GPU's
+    (or, before torch is imported, that it is checked when a run starts) on a GPU host; never the CPU's there."""
+    device = host_device()
+    if device == "cpu":
+        return auto_reason(device, _cpu_bf16_flags())[1]
+    from . import gpu
+
+    known = "torch" in sys.modules and not gpu.available()  # ZeroGPU: CUDA must not be touched outside a run
+    return auto_reason(device, gpu_bf16=_cuda_bf16() if known else None)[1]
 
 
 def default_device() -> str:
@@ -951,16 +966,17 @@ def load_saved_tokenizer(directory: Path) -> Any:
         **{name: copy.copy(getattr(tokenizer_class, name)) for name in _CLASS_SETTINGS})
 
 
-def load_model(spec: str, dtype: str = "auto", progress: Progress | None = None) -> LoadedModel:
+def load_model(spec: str, dtype: str | Precision = "auto", progress: Progress | None = None) -> LoadedModel:
     """Load a catalogue key, Hub id (owner/name) or local directory for generation."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     report = progress or _no_progress
     settings = get_settings()
     source = _resolve(spec, settings)
-    device = default_device()
-    torch_dtype = resolve_dtype(dtype, device)
-    dtype_name = str(torch_dtype).removeprefix("torch.")
+    precision = as_precision(dtype)
+    device = precision.device
+    torch_dtype = precision.torch_dtype()
+    dtype_name = precision.dtype
     # Bundled weights are kept in float32 (the conversion) and in each other dtype loaded (a copy, made once).
     uses_dtype_copy = source.kind == "bundled" and dtype_name != "float32"
     started = time.perf_counter()
@@ -1073,14 +1089,14 @@ def _safetensors_param_count(directory: Path) -> int | None:
     return total
 
 
-def estimate_param_bytes(spec: str, dtype: str = "auto") -> int | None:
+def estimate_param_bytes(spec: str, dtype: str | Precision = "auto") -> int | None:
     """Parameter bytes a model will need, from its safetensors headers, without loading it.
 
     None when unknown (a bundled model not converted yet, a Hub model that is neither reachable nor cached).
     """
     settings = get_settings()
     source = _resolve(spec, settings)
-    itemsize = resolve_dtype(dtype, default_device()).itemsize
+    itemsize = as_precision(dtype).torch_dtype().itemsize
     count: int | None = None
     if source.kind == "bundled":
         assert source.entry is not None and source.entry.gguf is not None
@@ -1121,14 +1137,15 @@ class ModelStore:
         self._key_locks: dict[_StoreKey, threading.Lock] = {}
         self._bound: dict[_StoreKey, LoadedModel] = {}  # copy -> the model it was made for (see get_copy)
 
-    def get(self, spec: str, dtype: str = "auto", progress: Progress | None = None) -> LoadedModel:
+    def get(self, spec: str, dtype: str | Precision = "auto", progress: Progress | None = None) -> LoadedModel:
         """The loaded model for spec, loading it (once, even with concurrent callers) if needed."""
         _resolve(spec, get_settings())  # the access rules apply to cached models too
-        key = (spec, resolve_dtype(dtype, default_device()), None)
-        return self._obtain(key, lambda: load_model(spec, dtype, progress),
-                            lambda: estimate_param_bytes(spec, dtype))
+        precision = as_precision(dtype)
+        key = (spec, precision.torch_dtype(), None)
+        return self._obtain(key, lambda: load_model(spec, precision, progress),
+                            lambda: estimate_param_bytes(spec, precision))
 
-    def get_copy(self, spec: str, dtype: str = "auto", purpose: str = "assistant",
+    def get_copy(self, spec: str, dtype: str | Precision = "auto", purpose: str = "assistant",
                  progress: Progress | None = None, bound_to: LoadedModel | None = None) -> LoadedModel:
         """A dedicated deep copy of a model, cached per purpose.
 
@@ -1138,10 +1155,11 @@ class ModelStore:
         it: the store drops it with that model.
         """
         _resolve(spec, get_settings())
-        key = (spec, resolve_dtype(dtype, default_device()), purpose)
+        precision = as_precision(dtype)
+        key = (spec, precision.torch_dtype(), purpose)
 
         def make() -> LoadedModel:
-            base = self.get(spec, dtype, progress)
+            base = self.get(spec, precision, progress)
             started = time.perf_counter()
             with base.lock:  # no generation may modify it while it is copied
                 model, tokenizer = copy.deepcopy(base.model), copy.deepcopy(base.tokenizer)

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 from .errors import PlaygroundError
 from .methods import get_method
 from .models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
+from .request import MAX_NEW_TOKENS, RunRequest, new_request
 from .settings import get_settings
 from .trace import short_repr
 
@@ -33,7 +34,7 @@ TRANSFORMERS_DRAFT_DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "num_assistant_tokens": 20, "num_assistant_tokens_schedule": "constant", "assistant_confidence_threshold": 0.4,
 })
 TRANSFORMERS_TOP_K = 50
-UNSET_LENGTH = 20  # new tokens asked for where the guide's code leaves the length to generate()'s default
+UNSET_LENGTH = MAX_NEW_TOKENS["guide"]  # new tokens where the guide's code leaves the length to generate()'s default
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,11 @@ class Preset:
             "chat_template_kwargs": dict(self.chat_template_kwargs),
         }
         return {**fields, **overrides}
+
+    def request(self, prompt: str | None = None, **overrides: Any) -> RunRequest:
+        """The engine request for this example (`request_fields`, built by the one request builder)."""
+        fields = self.request_fields(prompt, **overrides)
+        return new_request(fields.pop("prompt"), surface="guide", **fields)
 
     def offline(self) -> Preset:
         """The same example on the bundled models (check `stand_in` first: not every method has one)."""

@@ -24,7 +24,7 @@ import html
 from typing import Iterable, Sequence
 
 from .i18n import DEFAULT_LANGUAGE, direction, t, tn
-from .methods import NO_DRAFT_REASONS
+from .methods import METHODS, NO_DRAFT_REASONS, is_reference
 from .trace import ACCEPTED, BONUS, CORRECTION, DISCARDED, REJECTED, TARGET, UNVERIFIED, Step, Summary, Trace
 
 # Okabe–Ito colours, one per status (see the module docstring).
@@ -313,8 +313,7 @@ def render_document(trace: Trace, title: str | None = None, lang: str = DEFAULT_
 # --------------------------------------------------------------------------- replay: one step in words and pictures
 
 # Who drafts, per method, for the narration ("Step 5: the assistant drafted 4 tokens …"): `render.drafter.<method>`.
-DRAFTER: dict[str, str] = {method: t(f"render.drafter.{method}") for method in (
-    "speculative", "prompt_lookup", "early_exit", "mtp", "mtp_drafter", "universal")}
+DRAFTER: dict[str, str] = {name: t(f"render.drafter.{name}") for name, method in METHODS.items() if method.drafts}
 
 # Why a step of a drafting method drafted nothing, for traces that do not say (schema 1): `render.no_draft.<method>`.
 _NO_DRAFT: frozenset[str] = frozenset({"mtp", "mtp_drafter"})
@@ -354,7 +353,7 @@ def narrate_step(step: Step, method: str = "", position: int | None = None, lang
     other = t("narrate.other_time", lang, ms=f"{step.other_ms:.1f}") if step.other_ms else ""
     timing = t("narrate.timing", lang, draft=f"{step.draft_ms:.1f}", verify=f"{step.verify_ms:.1f}", other=other)
     if not step.drafted:
-        if method == "baseline" or not method:
+        if not method or is_reference(method):
             took = t("narrate.took", lang, ms=f"{step.verify_ms:.1f}",
                      prompt=t("narrate.reads_prompt", lang) if n == 1 else "",
                      other=t("narrate.other_time_end", lang, ms=f"{step.other_ms:.1f}") if step.other_ms

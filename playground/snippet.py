@@ -30,11 +30,12 @@ import torch
 import transformers
 
 from .engine import (
-    ASSISTANT_ADAPTATIONS, ID_ORDERED_VOCABULARY, PRUNED_BEFORE_SEEDING, PreparedRun, RunRequest, prepare,
+    ASSISTANT_ADAPTATIONS, ID_ORDERED_VOCABULARY, PRUNED_BEFORE_SEEDING, PreparedRun, prepare,
 )
 from .errors import PlaygroundError
 from .methods import get_method
 from .models import CATALOGUE, STORE, ModelStore, converted_dir
+from .request import MAX_NEW_TOKENS, RunRequest, default, new_request
 from .settings import get_settings
 from .trace import Trace
 
@@ -87,14 +88,10 @@ def model_location(spec: str) -> tuple[str, list[str]]:
 
 # --- the Python script ----------------------------------------------------------------------
 
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def _load_lines(var: str, tok_var: str | None, spec: str, dtype: torch.dtype, device: str) -> list[str]:
+def _load_lines(var: str, tok_var: str | None, spec: str, dtype: str, device: str) -> list[str]:
     location, comment = model_location(spec)
     bundled = bool(comment)
-    options = [f"dtype=torch.{_dtype_name(dtype)}"]
+    options = [f"dtype=torch.{dtype}"]
     if device.startswith("cuda"):
         options.append('device_map="auto"')
     if get_settings().trust_remote_code and not bundled:
@@ -143,19 +140,19 @@ def python_snippet(prepared: PreparedRun) -> str:
         # (Nothing like "coding:" may appear in the first two lines: Python would read it as the file's encoding.)
         "# Reproduces a playground run with Transformers alone.",
         f"# Made with transformers=={transformers.__version__}, torch=={torch.__version__.split('+')[0]}"
-        f" ({target.device}, {_dtype_name(target.dtype)}).",
+        f" ({prepared.precision.device}, {prepared.precision.dtype}).",
         f"# Method: {method.title} ({method.name}).",
         "import torch",
         "from transformers import AutoModelForCausalLM, AutoTokenizer",
         "",
     ]
-    out += _load_lines("model", "tokenizer", req.target, target.dtype, target.device)
+    out += _load_lines("model", "tokenizer", req.target, prepared.precision.dtype, target.device)
     if self_assisted:
         out += ["# The assistant is the target itself: the same model object drafts and verifies."]
     elif assistant is not None:
         tok_var = "assistant_tokenizer" if "assistant_tokenizer" in used else None
         out += [""] + _load_lines("assistant_model", tok_var, req.assistant or assistant.name,
-                                  assistant.dtype, assistant.device)
+                                  prepared.precision.dtype, assistant.device)
 
     out += _adaptation_lines(prepared)
 
@@ -232,12 +229,13 @@ def _adaptation_lines(prepared: PreparedRun) -> list[str]:
 def request_from_trace(trace: Trace) -> RunRequest:
     """The request that reproduces a trace's run (its resolved chat and precision included)."""
     d = trace.decoding
-    return RunRequest(
-        prompt=trace.prompt, target=trace.target, method=trace.method, assistant=trace.assistant,
-        params=dict(trace.params), max_new_tokens=int(d.get("max_new_tokens", trace.summary.new_tokens or 64)),
-        sample=bool(d.get("sample", False)), temperature=float(d.get("temperature", 1.0)),
-        top_p=float(d.get("top_p", 1.0)), top_k=int(d.get("top_k", 0)), seed=int(d.get("seed", 0)),
-        chat=trace.chat, dtype=str(trace.env.get("dtype") or "auto"), system=trace.system,
+    return new_request(
+        trace.prompt, target=trace.target, method=trace.method, assistant=trace.assistant,
+        params=dict(trace.params), max_new_tokens=int(d.get("max_new_tokens", trace.summary.new_tokens or MAX_NEW_TOKENS["run"])),
+        sample=bool(d.get("sample", default("sample"))), temperature=float(d.get("temperature", default("temperature"))),
+        top_p=float(d.get("top_p", default("top_p"))), top_k=int(d.get("top_k", default("top_k"))),
+        seed=int(d.get("seed", default("seed"))), chat=trace.chat, dtype=str(trace.env.get("dtype") or default("dtype")),
+        system=trace.system,
         chat_template_kwargs=dict(trace.chat_template_kwargs),
     )
 
@@ -253,7 +251,7 @@ def resolved_request(prepared: PreparedRun) -> RunRequest:
     """The request with every choice the engine made spelled out: all parameters, chat, dtype."""
     return replace(
         prepared.request, params=dict(prepared.params), chat=prepared.chat,
-        dtype=_dtype_name(prepared.target.dtype),
+        dtype=prepared.precision.dtype,
     )
 
 
@@ -270,7 +268,7 @@ _ALWAYS = ("target", "method", "prompt")
 def _cli_defaults() -> dict[str, Any]:
     """What `python -m playground run` assumes for an option left out: RunRequest's defaults (a test pins the
     parser's defaults to them)."""
-    return {f.name: f.default for f in fields(RunRequest) if f.default is not MISSING}
+    return {f.name: default(f.name) for f in fields(RunRequest) if f.default is not MISSING}
 
 
 def _cli_value(value: Any) -> str:

@@ -58,6 +58,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .i18n import DEFAULT_LANGUAGE, t
+from .methods import is_reference
+from .precision import REDUCED_DTYPES
 from .trace import Step, Trace, acceptance_by_position
 
 __all__ = [
@@ -202,7 +204,7 @@ def estimate(trace: Trace, baseline: Trace | None = None) -> Estimates:
                 est.prefill_share = first_b / total_b
                 est.prefill_ratio = _unsped_ms(trace) / first_b if first_b > 0 else 1.0
 
-    if trace.method == "baseline":
+    if is_reference(trace.method):
         est.theoretical_speedup = est.with_verify_cost = est.with_empty_steps = est.refined_speedup = 1.0
         return est
     if est.alpha is None or est.gamma is None:
@@ -258,7 +260,7 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
     """A few plain sentences (in `lang`) on why this run was faster or slower than baseline (pure; for the UI)."""
     s = trace.summary
     out: list[str] = []
-    if trace.method == "baseline":
+    if is_reference(trace.method):
         T = baseline_step_ms(trace)
         if T:
             out.append(t("diag.baseline", lang, ms=f"{T:.0f}", tps=f"{s.tokens_per_s or 0:.1f}"))
@@ -328,7 +330,7 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
             out.append(
                 t("diag.diverges_near_tie", lang, index=index,
                   dtype=trace.env.get("dtype", t("diag.this_precision", lang)))
-                if trace.env.get("dtype") in ("bfloat16", "float16")
+                if trace.env.get("dtype") in REDUCED_DTYPES
                 else t("diag.diverges_bug", lang, index=index)
             )
         elif trace.lossy:
@@ -365,7 +367,7 @@ def explain_gap(fig: dict[str, Any], threshold: float = 0.2, lang: str = DEFAULT
     """
     measured, theo = fig.get("speedup"), fig.get("theoretical_speedup")
     if measured is None or theo is None or theo <= 0:
-        if fig.get("acceptance_rate") is None and fig.get("method") != "baseline":
+        if fig.get("acceptance_rate") is None and not is_reference(fig.get("method")):
             return t("gap.nothing_drafted", lang)
         return ""
     rel = measured / theo - 1.0

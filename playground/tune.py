@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from .engine import LiveRun, RunError, RunRequest, in_worker_thread, prepare
-from .methods import get_method
+from .methods import REFERENCE, get_method
 from .models import STORE, ModelStore
 from .trace import Step, acceptance_by_position, classify_step, summarize_steps
 
@@ -543,14 +543,10 @@ def _check(request: TuneRequest) -> None:
         raise TuneError("n-gram sizes must be between 1 and 10")
 
 
-def _with(run: RunRequest, **changes: Any) -> RunRequest:
-    return RunRequest(**{**run.__dict__, **changes})
-
-
 def run_baseline(run: RunRequest, store: ModelStore, progress: Progress | None = None) -> Any:
     """The target's greedy output through the engine: the same `generate()` call a baseline run makes."""
-    base = _with(run, method="baseline", assistant=None, params={})
-    LiveRun(prepare(_with(base, max_new_tokens=1), store, progress)).run()  # warm-up
+    base = run.but(method=REFERENCE, assistant=None, params={})
+    LiveRun(prepare(base.but(max_new_tokens=1), store, progress)).run()  # warm-up
     return LiveRun(prepare(base, store, progress)).run()
 
 
@@ -559,7 +555,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
     _check(request)
     run = request.run
     settings = request.settings()
-    method_run = prepare(_with(run, params={k: v for k, v in run.params.items() if k not in _SWEPT}), store, progress)
+    method_run = prepare(run.but(params={k: v for k, v in run.params.items() if k not in _SWEPT}), store, progress)
     if progress:
         progress("baseline pass")
     baseline = run_baseline(run, store, progress)
@@ -719,7 +715,7 @@ def tune(request: TuneRequest, prompts: Sequence[str], store: ModelStore = STORE
     for k, prompt in enumerate(prompts, 1):
         if progress:
             progress(f"prompt {k}/{len(prompts)}")
-        results.append(tune_prompt(TuneRequest(**{**request.__dict__, "run": _with(request.run, prompt=prompt)}),
+        results.append(tune_prompt(TuneRequest(**{**request.__dict__, "run": request.run.but(prompt=prompt)}),
                                    store, progress))
     return TuneResult(request=request, prompts=results, meta={"env": results[0].env,
                                                               "method": request.run.method,
@@ -733,7 +729,7 @@ def tune(request: TuneRequest, prompts: Sequence[str], store: ModelStore = STORE
 def run_setting(run: RunRequest, setting: Setting, store: ModelStore = STORE,
                 progress: Progress | None = None) -> Any:
     """A real run of one setting through the engine (its trace)."""
-    return LiveRun(prepare(_with(run, method=setting.method, params=setting.values), store, progress)).run()
+    return LiveRun(prepare(run.but(method=setting.method, params=setting.values), store, progress)).run()
 
 
 def verify(result: TuneResult, store: ModelStore = STORE, progress: Progress | None = None,
@@ -744,7 +740,7 @@ def verify(result: TuneResult, store: ModelStore = STORE, progress: Progress | N
     base_total = 0.0
     steps: dict[Setting, list[Outcome]] = {s: [] for s in chosen}
     for p in result.prompts:
-        run = _with(result.request.run, prompt=p.prompt)
+        run = result.request.run.but(prompt=p.prompt)
         if progress:
             progress(f"measuring on: {p.prompt[:40]!r}")
         base_s = run_baseline(run, store).summary.elapsed_s

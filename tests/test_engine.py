@@ -235,3 +235,34 @@ def test_float16_advice_names_the_cure():
 
     message = non_finite_message(torch.float16, 3)
     assert "float16 overflows for this model; use bfloat16 or float32" in message
+
+
+def test_the_prepared_run_carries_its_precision_and_the_trace_reads_it(store, tiny_models):
+    """The request's dtype choice is resolved once, into the record the run carries; the loaded models, the trace's
+    environment and every view read that record."""
+    from playground.models import resolve_precision
+
+    for choice in ("float32", "auto"):
+        prepared = prepare(RunRequest(prompt=PROMPT, target=tiny_models["target"], method="speculative",
+                                      assistant=tiny_models["target"], max_new_tokens=3, dtype=choice), store)
+        assert prepared.precision == resolve_precision(choice, prepared.target.device)
+        assert prepared.precision.choice == choice
+        assert all(m.dtype == prepared.precision.torch_dtype() for m in prepared.models())
+        trace = LiveRun(prepared).run()
+        assert trace.env["dtype"] == prepared.precision.dtype
+        assert trace.env["precision"] == prepared.precision.reason
+        assert trace.env["device"] == prepared.precision.device
+
+
+def test_what_differs_between_methods_is_read_from_the_registry():
+    """The engine asks the registry how to observe a run and whether the assistant needs its own copy."""
+    from playground.methods import METHODS, REFERENCE, is_reference, reference_method
+
+    assert reference_method().name == REFERENCE == "baseline" and is_reference("baseline")
+    assert [m.name for m in METHODS.values() if m.reference] == [REFERENCE]
+    assert [m.name for m in METHODS.values() if m.observed_by == "streamer"] == [REFERENCE]
+    assert all(m.drafts == (m.name != REFERENCE) for m in METHODS.values())
+    dedicated = {m.name for m in METHODS.values() if m.needs_dedicated_assistant(sample=True)}
+    assert dedicated == {"universal"}
+    assert not any(m.needs_dedicated_assistant(sample=False) for m in METHODS.values())
+    assert not is_reference("prompt_lookup") and not is_reference(None)

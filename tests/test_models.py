@@ -7,6 +7,7 @@ the first run on a machine pays its ~1 minute).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -37,8 +38,10 @@ from playground.models import (
     hub_reachable,
     load_model,
     resolve_dtype,
+    resolve_precision,
     same_vocabulary,
 )
+from playground.precision import DTYPE_CHOICES, Precision, auto_reason, dtype_choices, precision_for
 from playground.settings import SETTINGS_DOC, Settings, get_settings
 
 WORDS = ["<unk>", "<s>", "</s>", "the", "a", "cat", "dog", "sat", "on", "mat", "hello", "world"]
@@ -180,6 +183,67 @@ def test_avx512_bf16_machine_picks_bfloat16() -> None:
         pytest.skip("CPU without AVX512-BF16")
     assert resolve_dtype("auto", "cpu") == torch.bfloat16
     assert "AVX512-BF16" in describe_precision("auto", "cpu")
+
+
+def test_precision_record_on_this_cpu() -> None:
+    """`auto` follows this CPU's bfloat16 flags (AVX512-BF16 or AMX-BF16); the record is resolved once, frozen,
+    and its sentence is the one `describe_precision` gives."""
+    flags = models._cpu_bf16_flags()
+    record = resolve_precision("auto", "cpu")
+    if flags:
+        assert record == Precision("auto", "bfloat16", "cpu", f"bfloat16: CPU has {' and '.join(flags)}")
+        assert record.reduced
+    else:
+        assert record == Precision("auto", "float32", "cpu",
+                                   "float32: CPU has no native bfloat16 (AVX512-BF16 or AMX-BF16)")
+        assert not record.reduced
+    assert ("avx512_bf16" in Path("/proc/cpuinfo").read_text()) == ("AVX512-BF16" in flags)
+    assert record.torch_dtype() == resolve_dtype("auto", "cpu")
+    assert record.reason == describe_precision("auto", "cpu")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.dtype = "float16"  # type: ignore[misc]
+
+
+def test_precision_explicit_choices_and_unknown_ones() -> None:
+    for choice in ("float32", "bfloat16", "float16"):
+        record = resolve_precision(choice, "cpu")
+        assert record == Precision(choice, choice, "cpu", f"{choice}: chosen explicitly")
+        assert record.torch_dtype() == getattr(torch, choice)
+    assert resolve_precision("float32", "cuda") == Precision("float32", "float32", "cuda", "float32: chosen explicitly")
+    with pytest.raises(ValueError, match="unknown dtype 'fp8': use auto, float32, bfloat16, float16"):
+        resolve_precision("fp8", "cpu")
+    with pytest.raises(ValueError, match="unknown dtype 'fp8'"):
+        precision_for("fp8", "cuda", gpu_bf16=True)
+
+
+def test_precision_on_a_gpu_from_the_device_facts() -> None:
+    """The rules for a GPU, as a pure function of what the device says (no GPU needed): never the CPU's words."""
+    assert precision_for("auto", "cuda", gpu_bf16=True) == Precision("auto", "bfloat16", "cuda",
+                                                                    "bfloat16: GPU supports bfloat16")
+    assert precision_for("auto", "cuda:1", gpu_bf16=False) == Precision("auto", "float32", "cuda:1",
+                                                                       "float32: GPU has no bfloat16 support")
+    # CPU flags do not matter on a GPU
+    assert precision_for("auto", "cuda", ("AVX512-BF16",), gpu_bf16=False).dtype == "float32"
+    dtype, note = auto_reason("cuda")  # a ZeroGPU Space's page: the GPU is attached per run, not known yet
+    assert dtype is None and "GPU" in note and "CPU" not in note
+    with pytest.raises(ValueError, match="bfloat16 support is unknown"):
+        precision_for("auto", "cuda")
+    assert precision_for("auto", "mps") == Precision("auto", "float32", "mps",
+                                                     "float32: no bfloat16 check for device 'mps'")
+
+
+def test_the_page_describes_this_hosts_device() -> None:
+    """On this CPU-only host the page's note is the CPU's; its precision choices leave out float16 (refused on CPU)
+    and on a GPU include every choice."""
+    if Path("/proc/driver/nvidia/version").exists():
+        pytest.skip("a host with an NVIDIA driver")
+    assert models.host_device() == "cpu"
+    assert models.host_precision_note() == describe_precision("auto", "cpu")
+    assert dtype_choices("cpu") == ("auto", "float32", "bfloat16")
+    assert dtype_choices("cuda") == DTYPE_CHOICES == ("auto", "float32", "bfloat16", "float16")
+    from playground.app import links, run_request
+
+    assert run_request.DTYPES == dtype_choices("cpu") and links.DTYPES is run_request.DTYPES
 
 
 # --------------------------------------------------------------------------- catalogue

@@ -195,11 +195,11 @@ def test_cli_tune_refuses_bad_input_with_one_line(tiny_models, tmp_path, capsys)
 
 
 def test_tune_tab_handlers_run_a_tiny_tune_and_measure_it(tiny_models, one_torch_thread) -> None:
-    from playground.app import run_request, tune_tab
+    from playground.app import tune_tab
 
     params = {"prompt_lookup_num_tokens": 10, "max_matching_ngram_size": 2}
     status, table, speed, per_step, positions, result = tune_tab.run_tune(
-        run_request.build_request, PROMPTS[0], tiny_models["target"], None, "prompt_lookup", params, "float32", "off", 20, 3,
+        PROMPTS[0], tiny_models["target"], None, "prompt_lookup", params, "float32", "off", 20, 3,
         PROMPTS[1] + "\n")
     assert 'data-kind="done"' in status and "recommended" in status
     assert len(result.prompts) == 2 and "★" in table and 'data-testid="pg-tune-losses"' in table
@@ -210,12 +210,12 @@ def test_tune_tab_handlers_run_a_tiny_tune_and_measure_it(tiny_models, one_torch
 
 
 def test_tune_tab_handlers_say_what_is_wrong(tiny_models) -> None:
-    from playground.app import run_request, tune_tab
+    from playground.app import tune_tab
 
-    status, *_ = tune_tab.run_tune(run_request.build_request, PROMPTS[0], tiny_models["target"], tiny_models["other"],
+    status, *_ = tune_tab.run_tune(PROMPTS[0], tiny_models["target"], tiny_models["other"],
                                    "universal", {}, "float32", "off", 20, 3, "")
     assert 'data-kind="error"' in status and "re-tokenises" in status
-    status, *_ = tune_tab.run_tune(run_request.build_request, PROMPTS[0], tiny_models["target"], None, "prompt_lookup", {},
+    status, *_ = tune_tab.run_tune(PROMPTS[0], tiny_models["target"], None, "prompt_lookup", {},
                                    "float32", "off", 20, 3, "\n".join(["more"] * 9))
     assert 'data-kind="error"' in status and "at most 8" in status
     status, *_ = tune_tab.run_verify(None)

@@ -118,7 +118,9 @@ def test_the_preset_picker_fills_the_controls_and_an_edit_clears_it(open_link: A
     page = open_link({})
     # Offline (HF_HUB_OFFLINE=1): picking a Hub example fills in its stand-in and says why.
     choose(page, "pg-preset", "Prompt lookup, greedy (needs the Hub: picks its offline stand-in)")
-    page.wait_for_function("() => document.querySelector('#pg-preset input').value.includes('offline stand-in')")
+    # (The picked label itself mentions the stand-in: wait for the server's answer, the stand-in's own title.)
+    page.wait_for_function("(title) => document.querySelector('#pg-preset input').value === title",
+                           arg=PRESETS["prompt-lookup-greedy-offline"].title)
     seen = controls(page)
     assert seen["preset"] == PRESETS["prompt-lookup-greedy-offline"].title
     assert (seen["method"], seen["lookup"], seen["ngram"], seen["max_new_tokens"]) == (

@@ -21,16 +21,17 @@ from ..timeline import race_timeline
 from ..errors import PlaygroundError
 from ..gpu import gpu
 from ..i18n import DEFAULT_LANGUAGE, t, tn
-from ..methods import METHODS, get_method
+from ..methods import METHODS, REFERENCE, get_method, is_reference
+from ..request import MAX_NEW_TOKENS
 from ..settings import get_settings
 from ..trace import Trace, short_repr
 from .background import in_thread
-from .guard import PRIVATE_QUEUED, guarded
+from .guard import PRIVATE_QUEUED, guarded, long_job
 from .language import L, language_of, with_language
+from .panels import results_panel
 from .run_request import DEFAULT_METHOD, MAX_NAME_SHOWN, build_request, collect_params, parse_integer, suggest_assistant
 from .theory_tab import remember_baseline
 
-COMPARE_TOKENS = 32  # new tokens per run when the request names none
 MAX_COMPARE_REPEATS = 5  # as the page's slider
 RACE_MAX_S = 10.0  # a race replay lasts at most this long …
 RACE_MIN_S = 2.5  # … and at least this long (shorter races are slowed down, and say so)
@@ -58,11 +59,11 @@ def compare_specs(methods: Sequence[str], target: str, assistant: str | None, cu
                   *param_values: Any) -> list[bench.MethodSpec]:
     """Specs for the chosen methods with the page's parameter values (baseline first, always)."""
 
-    chosen = [m for m in dict.fromkeys(methods or []) if m != "baseline"]
+    chosen = [m for m in dict.fromkeys(methods or []) if not is_reference(m)]
     if not chosen:
         raise PlaygroundError.keyed("error.compare.no_method")
     current = METHODS.get(current_method or "")
-    specs = [bench.make_spec("baseline")]
+    specs = [bench.make_spec(REFERENCE)]
     for name in chosen:
         method = get_method(name)
         params = collect_params(name, *param_values)
@@ -91,7 +92,7 @@ COLUMNS = ("method", "speedup", "tokens_per_s", "alpha", "tau", "draft_ms", "ver
 def _output_check(row: bench.BenchRow, trace: Trace | None, lang: str) -> str:
     """The output column (HTML): the reference, equal to baseline, where it differs (and why, on hover), or why
     it is not compared token by token (a lossy setting, sampling)."""
-    if row.method == "baseline":
+    if is_reference(row.method):
         return html.escape(t("compare.check.reference", lang))
     if row.lossless_ok is True:
         return html.escape(t("compare.check.same", lang))
@@ -124,7 +125,7 @@ def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str,
             continue
         speed = a.speedup if a is not None else row.speedup
 
-        is_method = row.method != "baseline"
+        is_method = not is_reference(row.method)
         cells = [
             f"<b>{_fmt(speed, '.2f', '×')}</b>",
             _fmt(_figure(a, "tokens_per_s"), ".1f"),
@@ -163,7 +164,7 @@ def diagnoses_html(result: bench.CompareResult, lang: str = DEFAULT_LANGUAGE) ->
     """Each method's diagnosis (written in `lang` by `compare_on_prompt`) and why measured and predicted differ."""
     parts = []
     for label, sentences in result.diagnoses.items():
-        if label == "baseline" or not sentences:
+        if label == REFERENCE or not sentences:
             continue
         agg = next((a for a in result.aggregates if a.label == label), None)
         explanation = "" if agg is None else theory.explain_gap(agg.to_dict(), lang=lang)
@@ -195,8 +196,8 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
 
     try:
         # The page's own checks (`build_request`) on the shared settings: types, sizes, finite numbers, text.
-        request = build_request(prompt, target, assistant, method, None, max_new_tokens or COMPARE_TOKENS, False,
-                                   None, None, None, None, chat, dtype)
+        request = build_request(prompt, target, assistant, method, None, max_new_tokens or None, False,
+                                None, None, None, None, chat, dtype, surface="compare")
         if not request.prompt.strip():
             raise PlaygroundError.keyed("error.prompt_empty")
         if not isinstance(methods, list) or not all(isinstance(m, str) for m in methods):
@@ -231,8 +232,8 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
                 outcome = value
         result, skipped = outcome
         figs = bench.compare_figures(result, lang)
-        state = CompareState(baseline=result.traces.get("baseline"),
-                             traces={k: v for k, v in result.traces.items() if k != "baseline"})
+        state = CompareState(baseline=result.traces.get(REFERENCE),
+                             traces={k: v for k, v in result.traces.items() if k != REFERENCE})
         choices = list(state.traces)
         best = max((a for a in result.aggregates if a.label in state.traces and a.speedup is not None),
                    key=lambda a: a.speedup, default=None)
@@ -328,20 +329,16 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
         gr.Markdown(L("ui.compare.intro"))
         with gr.Row():
             compare_methods = gr.CheckboxGroup(
-                [(m.title, name) for name, m in METHODS.items() if name != "baseline"], value=[DEFAULT_METHOD],
+                [(m.title, name) for name, m in METHODS.items() if m.drafts], value=[DEFAULT_METHOD],
                 label=L("ui.compare.methods"), elem_id="pg-compare-methods", scale=3)
             with gr.Column(scale=1, min_width=220):
-                compare_tokens = gr.Slider(2, max_tokens, value=min(32, max_tokens),
+                compare_tokens = gr.Slider(2, max_tokens, value=min(MAX_NEW_TOKENS["compare"], max_tokens),
                                            step=1, label=L("ui.compare.tokens"), elem_id="pg-compare-tokens")
                 compare_repeats = gr.Slider(1, 5, value=1, step=1, label=L("ui.compare.repeats"),
                                             elem_id="pg-compare-repeats")
         compare_btn = gr.Button(L("ui.compare.run"), variant="primary", elem_id="pg-compare-run")
         idle_status, idle_race = idle_views()
-        compare_status = gr.HTML(idle_status, elem_id="pg-compare-status")
-        compare_table = gr.HTML("", elem_id="pg-compare-table")
-        with gr.Row():
-            compare_speed = gr.Plot(show_label=False, elem_id="pg-compare-speedup")
-            compare_cost = gr.Plot(show_label=False, elem_id="pg-compare-cost")
+        panel = results_panel("compare", idle_status, ("speedup", "cost"))
         compare_diag = gr.HTML("", elem_id="pg-compare-diagnosis")
         with gr.Row():
             race_method = gr.Dropdown(choices=[], value=None, label=L("ui.compare.race_against"),
@@ -352,10 +349,7 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
 
     compare_btn.click(
         with_language(compare), [*settings, compare_methods, compare_tokens, compare_repeats, baselines, *param_components],
-        [compare_status, compare_table, compare_speed, compare_cost, compare_diag, race_method, compare_state,
-         baselines], api_visibility="private", show_progress="minimal", show_progress_on=[compare_status],
-        preprocess=False,
-        concurrency_limit=1,
-    )
+        [panel.status, panel.table, panel.left, panel.right, compare_diag, race_method, compare_state, baselines],
+        **long_job(panel.status))
     race_btn.click(guarded(play_race), [race_method, compare_state], race, **PRIVATE_QUEUED)
-    return [compare_status, race]
+    return [panel.status, race]

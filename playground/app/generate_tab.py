@@ -28,7 +28,8 @@ from ..examples import BY_NAME, localized_examples
 from ..i18n import DEFAULT_LANGUAGE, LANGUAGES, t, tn
 from ..gpu import gpu
 from ..methods import METHODS, get_method
-from ..models import CATALOGUE, DEFAULT_TARGET, describe_precision, hub_reachable
+from ..models import CATALOGUE, DEFAULT_TARGET, host_precision_note, hub_reachable
+from ..request import MAX_NEW_TOKENS, RunRequest, default
 from ..settings import get_settings
 from . import links, preload, preset_picker, trace_files
 from .background import in_thread
@@ -39,7 +40,7 @@ from .run_request import (CHAT_CHOICES, DEFAULT_METHOD, DTYPES, build_request, c
                       param_specs, param_update, parse_flag, suggest_assistant)
 
 if TYPE_CHECKING:  # the engine (torch, Transformers) is imported by the handlers, when they run
-    from ..engine import LiveRun, RunRequest
+    from ..engine import LiveRun
 
 # Page updates while streaming: tokens and figures after every step, but at most every
 # UPDATE_EVERY_S (steps of real models on CPU take longer; tiny models would flood the browser),
@@ -146,13 +147,13 @@ def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ..
     return (gr.update(choices=[(m.localized(lang).title, name) for name, m in METHODS.items()]), method.summary,
             lecture_html(method, lang), render.legend_html(lang), render.empty_tokens(lang=lang),
             render.stats_html(None, lang=lang), *charts.figures([], lang=lang),
-            gr.update(info=t("ui.dtype.info", lang, what=describe_precision("auto"))))
+            gr.update(info=t("ui.dtype.info", lang, what=host_precision_note())))
 
 
 def restore_link(request: gr.Request) -> list[Any]:
     """The settings of a shareable link (the page's URL query), validated as the API's values are."""
     query = dict(request.query_params) if request is not None else {}
-    return links.restore(query, build_request, list(param_specs()), language_of(request))
+    return links.restore(query, list(param_specs()), language_of(request))
 
 
 # --------------------------------------------------------------------------- the streaming handler
@@ -189,7 +190,7 @@ def generate(
     assistant: str | None = None,
     method: str = DEFAULT_METHOD,
     params: Any = None,
-    max_new_tokens: float = 64,
+    max_new_tokens: float = MAX_NEW_TOKENS["page"],
     sample: bool = False,
     temperature: float = 1.0,
     top_p: float = 1.0,
@@ -255,7 +256,7 @@ def generate(
         status = render.status_html(
             t("status.generating", lang, method=prepared.method.localized(lang).title, target=run_request.target),
             "running",
-            describe_precision(run_request.dtype, prepared.target.device))
+            prepared.precision.reason)
         yield (render.empty_tokens(t("render.waiting", lang), lang), gr.skip(), gr.skip(), gr.skip(), status, gr.skip(),
                gr.skip())
         last_update, last_chart = 0.0, time.perf_counter()
@@ -276,7 +277,7 @@ def generate(
         message, note = _done_message(live, lang)
         path = trace_files.save_trace(live.trace, key)
         plain = None
-        if check and prepared.method.name != "baseline" and live.trace.finish_reason in ("eos", "length"):
+        if check and prepared.method.drafts and live.trace.finish_reason in ("eos", "length"):
             yield (stream.html(), render.stats_html(live.trace.summary, lang=lang), gr.skip(), gr.skip(),
                    render.status_html(t("status.checking_plain", lang), "running"), gr.skip(), gr.skip())
             result = bench.check_against_plain(prepared, live.trace)
@@ -360,9 +361,9 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
                 seed = gr.Number(value=0, precision=0, label=L("ui.seed"))
                 chat = gr.Radio(list(CHAT_CHOICES), value="auto", label=L("ui.chat.label"),
                                 info=L("ui.chat.info"))
-            dtype = gr.Radio(list(DTYPES), value="auto", label=L("ui.dtype.label"),
-                             info=t("ui.dtype.info", what=describe_precision("auto")), elem_id="pg-dtype")
-            max_new_tokens = gr.Slider(1, settings.max_new_tokens, value=64, step=1, label=L("ui.max_new_tokens"),
+            dtype = gr.Radio(list(DTYPES), value=default("dtype"), label=L("ui.dtype.label"),
+                             info=t("ui.dtype.info", what=host_precision_note()), elem_id="pg-dtype")
+            max_new_tokens = gr.Slider(1, settings.max_new_tokens, value=MAX_NEW_TOKENS["page"], step=1, label=L("ui.max_new_tokens"),
                                        elem_id="pg-max-new-tokens")
             params_json = gr.JSON(value={}, visible=False, label="params")
 
@@ -400,9 +401,8 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
     api_inputs = [prompt, target, assistant, method, params_json, max_new_tokens, sample, temperature, top_p,
                   top_k, seed, chat, dtype]
     controls = [target, assistant, method, sample, temperature, top_p, top_k, seed, chat, max_new_tokens]
-    preset_picker.wire(preset, preset_info, controls, prompt, param_components, list(specs), guarded)
-    links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components, guarded(collect_params),
-               guarded)
+    preset_picker.wire(preset, preset_info, controls, prompt, param_components, list(specs))
+    links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components)
     outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file, run_trace]
     run_event = generate_btn.click(guarded(with_language(on_generate_click)), [method, *param_components],
                                    [params_json, status, run_started], **PRIVATE).then(

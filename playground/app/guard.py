@@ -84,3 +84,10 @@ def guarded(handler: Callable[..., Any]) -> Callable[..., Any]:
 PRIVATE: dict[str, Any] = dict(queue=False, api_visibility="private", show_progress="hidden", preprocess=False)
 # The same in the queue, for handlers that do more work (a run's follow-up views, the race).
 PRIVATE_QUEUED: dict[str, Any] = dict(api_visibility="private", show_progress="hidden", preprocess=False)
+
+
+def long_job(status: Any) -> dict[str, Any]:
+    """How a tab registers its long job (Compare, Tune): private, one at a time, its progress shown on its own
+    status box only (the rest of the page stays usable)."""
+    return dict(api_visibility="private", show_progress="minimal", show_progress_on=[status], concurrency_limit=1,
+                preprocess=False)

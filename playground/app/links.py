@@ -2,20 +2,22 @@
 
 The query uses the API's parameter names (`prompt`, `target`, `assistant`, `method`, `params`, `max_new_tokens`,
 `sample`, `temperature`, `top_p`, `top_k`, `seed`, `chat`, `dtype`, or `preset`). A link's values are untrusted:
-they pass through the same request builder as the API (`build`, i.e. `request.build_request`) and the registry's
+they pass through the same request builder as the API (`run_request.build_request`) and the registry's
 parameter checks before any control is set; a link that fails is not applied and the reason is shown as text.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Mapping
 from urllib.parse import urlencode
 
 import gradio as gr
 
 from .. import render
 from . import preset_picker
+from .guard import PRIVATE, guarded
+from .run_request import DTYPES, build_request, collect_params
 from ..i18n import t
 from ..methods import get_method
 from ..presets import get_preset
@@ -23,14 +25,8 @@ from ..errors import PlaygroundError
 
 FIELDS = ("prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature", "top_p",
           "top_k", "seed", "chat", "dtype")
-DTYPES = ("auto", "float32", "bfloat16")  # the page's precision choices
 MAX_LINK_PROMPT_CHARS = 4000  # longer prompts make links that browsers and chat apps cut off
 MAX_LINK_CHARS = 8000  # the whole query: the prompt's share plus model names and parameters of sane length
-
-if TYPE_CHECKING:  # the engine (torch, Transformers) is imported when a link is restored
-    from ..engine import RunRequest
-
-Build = Callable[..., "RunRequest"]
 
 # The browser turns the query string into the address shown and copied (no server-side notion of the page's URL,
 # which differs behind a Space's proxy).
@@ -70,11 +66,11 @@ def _text(value: Any) -> str:
         int(value) if isinstance(value, float) else value)
 
 
-def restore(query: Mapping[str, str], build: Build, param_names: list[str], lang: str = "en") -> list[Any]:
+def restore(query: Mapping[str, str], param_names: list[str], lang: str = "en") -> list[Any]:
     """Updates for [picker, preset info, target, assistant, method, sample, temperature, top_p, top_k, seed, chat,
     max_new_tokens, prompt, dtype, link status, *parameters] from a link's query; nothing changes without one.
     A preset that needs the unreachable Hub fills in its offline stand-in, as the picker does."""
-    from ..engine import RunRequest, user_message, validate_request
+    from ..engine import user_message, validate_request
 
     given = {k: query[k] for k in (*FIELDS, "preset") if k in query}
     if not given:
@@ -82,11 +78,11 @@ def restore(query: Mapping[str, str], build: Build, param_names: list[str], lang
     try:
         if "preset" in given:
             get_preset(given["preset"])  # a known name, or the error below
-            request = build(given.get("prompt", ""), *([None] * 11), given.get("dtype"))
+            request = build_request(given.get("prompt", ""), *([None] * 11), given.get("dtype"))
         else:
-            request = build(given.get("prompt", ""), *(given.get(k) for k in FIELDS[1:]))
+            request = build_request(given.get("prompt", ""), *(given.get(k) for k in FIELDS[1:]))
             get_method(request.method).resolve_params(request.params)
-        validate_request(request if request.prompt.strip() else RunRequest(**{**request.__dict__, "prompt": "…"}))
+        validate_request(request if request.prompt.strip() else request.but(prompt="…"))
         if request.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {request.dtype!r}: use {', '.join(DTYPES)}")
     except Exception as exc:  # a bad link: say why, as text, and leave the page as it is
@@ -106,22 +102,19 @@ def restore(query: Mapping[str, str], build: Build, param_names: list[str], lang
 
 
 def wire(button: gr.Button, link: gr.Textbox, picker: Any, prompt: Any, controls: list[Any], dtype: Any,
-         param_components: list[Any], collect: Callable[..., dict[str, Any]],
-         guard: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+         param_components: list[Any]) -> None:
     """The link button: the settings (controls = target … max_new_tokens) become a URL, shown in `link` and put in
-    the address bar. `guard` (the page's `guarded`) answers a value no control sends with our one-line message."""
-    private = dict(queue=False, api_visibility="private", show_progress="hidden", preprocess=False)
-
+    the address bar; a value no control sends gets our one-line message (`guarded`)."""
     def make(preset: str | None, prompt_text: str, *values: Any) -> str:
         (target, assistant, method, sample, temperature, top_p, top_k, seed, chat, length, dtype_value,
          *param_values) = values
         query = query_for(preset_picker.known(preset), prompt_text if isinstance(prompt_text, str) else "", target,
-                          assistant, method, collect(method, *param_values), length, sample, temperature, top_p,
+                          assistant, method, collect_params(method, *param_values), length, sample, temperature, top_p,
                           top_k, seed, chat, dtype_value)
         if len(query) > MAX_LINK_CHARS:  # only a client that is not the page sends names this long
             raise PlaygroundError(f"these settings make a link of {len(query)} characters; at most {MAX_LINK_CHARS}")
         return query
 
     # The query string lands in the link box first; the browser then turns it into the full address.
-    button.click(guard(make), [picker, prompt, *controls, dtype, *param_components], link, **private).then(
-        None, link, link, js=TO_ADDRESS_JS, **private)
+    button.click(guarded(make), [picker, prompt, *controls, dtype, *param_components], link, **PRIVATE).then(
+        None, link, link, js=TO_ADDRESS_JS, **PRIVATE)

@@ -18,6 +18,7 @@ from ..errors import PlaygroundError
 from ..gpu import gpu
 from ..models import DEFAULT_TARGET
 from ..presets import get_preset
+from ..request import MAX_NEW_TOKENS, default, new_request
 from ..settings import get_settings
 
 MAX_BENCH_PROMPTS_PER_CATEGORY = 3  # a tool call should end in minutes, not hours
@@ -46,9 +47,10 @@ def _rows(aggregates: list[Aggregate]) -> list[dict[str, Any]]:
     return [{k: getattr(a, k) for k in AGGREGATE_FIELDS} for a in aggregates]
 
 
-def generate(prompt: str = "", target: str = DEFAULT_TARGET, method: str = "baseline", assistant: str = "",
-             params: str = "{}", max_new_tokens: int = 64, sample: bool = False, temperature: float = 1.0,
-             seed: int = 0, dtype: str = "auto", preset: str = "") -> str:
+def generate(prompt: str = "", target: str = DEFAULT_TARGET, method: str = default("method"), assistant: str = "",
+             params: str = "{}", max_new_tokens: int = MAX_NEW_TOKENS["run"], sample: bool = False,
+             temperature: float = default("temperature"), seed: int = default("seed"), dtype: str = default("dtype"),
+             preset: str = "") -> str:
     """Generate text with one assisted-decoding (speculative decoding) method of Hugging Face Transformers and
     report how drafting went: the text, how many drafted tokens the target accepted, tokens per verification step
     and speed.
@@ -68,14 +70,14 @@ def generate(prompt: str = "", target: str = DEFAULT_TARGET, method: str = "base
     Returns:
         JSON with output_text, method, target, assistant, params, lossy, finish_reason and summary (new_tokens, steps, drafted, accepted, acceptance_rate, tokens_per_step, elapsed_s, tokens_per_s).
     """
-    from ..engine import RunRequest, run  # torch and Transformers: imported by the first call, not with the page
+    from ..engine import run  # torch and Transformers: imported by the first call, not with the page
 
     if preset:
-        request = RunRequest(**get_preset(preset).request_fields(prompt, dtype=dtype))
+        request = get_preset(preset).request(prompt, dtype=dtype)
     else:
-        request = RunRequest(prompt=prompt, target=target or DEFAULT_TARGET, method=method, assistant=assistant or None,
-                             params=_params(params), max_new_tokens=int(max_new_tokens), sample=bool(sample),
-                             temperature=float(temperature), seed=int(seed), dtype=dtype)
+        request = new_request(prompt, target=target or DEFAULT_TARGET, method=method, assistant=assistant or None,
+                              params=_params(params), max_new_tokens=int(max_new_tokens), sample=bool(sample),
+                              temperature=float(temperature), seed=int(seed), dtype=dtype)
     trace = run(request)
     summary = {k: getattr(trace.summary, k) for k in SUMMARY_FIELDS}
     return _json({"output_text": trace.output_text, "method": trace.method, "target": trace.target,
@@ -84,7 +86,7 @@ def generate(prompt: str = "", target: str = DEFAULT_TARGET, method: str = "base
 
 
 def compare(prompt: str, methods: str = "prompt_lookup", target: str = DEFAULT_TARGET, assistant: str = "",
-            max_new_tokens: int = 32, repeats: int = 1, dtype: str = "auto") -> str:
+            max_new_tokens: int = MAX_NEW_TOKENS["compare"], repeats: int = 1, dtype: str = default("dtype")) -> str:
     """Compare drafting methods against plain decoding (baseline) on one prompt, warmed up and interleaved in the
     same process, and say which one pays off on this machine.
 
@@ -107,7 +109,8 @@ def compare(prompt: str, methods: str = "prompt_lookup", target: str = DEFAULT_T
 
 
 def bench(methods: str = "prompt_lookup", categories: str = "", limit: int = 1, target: str = DEFAULT_TARGET,
-          assistant: str = "", max_new_tokens: int = 32, repeats: int = 1, dtype: str = "auto") -> str:
+          assistant: str = "", max_new_tokens: int = MAX_NEW_TOKENS["compare"], repeats: int = 1,
+          dtype: str = default("dtype")) -> str:
     """Benchmark drafting methods against baseline on Spec-Bench's prompts (480 questions in 13 categories such as
     summarization, rag, qa, translation, coding) and report the speedup per category.
 

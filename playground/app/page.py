@@ -24,7 +24,6 @@ from .language import L, language_of, wire_picker
 from .language import picker as language_picker
 from .methods_tab import build_methods, methods_table_html
 from .replay_tab import build_replay, replay_load
-from .run_request import build_request, collect_params
 from .theory_tab import build_theory, theory_view
 from .trace_files import TRACE_FILES_KEPT_S
 from .tune_tab import build_tune_tab
@@ -69,8 +68,7 @@ def build_ui() -> gr.Blocks:
             tune_status = build_tune_tab(
                 dict(prompt=main.prompt, target=main.target, assistant=main.assistant, method=main.method,
                      dtype=main.dtype, chat=main.chat, max_new_tokens=main.max_new_tokens,
-                     param_components=main.param_components),
-                guarded(collect_params), build_request, guarded)
+                     param_components=main.param_components))
         tab_items = [child for child in tabs.children if isinstance(child, gr.Tab)]
         assert tuple(tab.id for tab in tab_items) == TABS, [tab.id for tab in tab_items]
         # The tabs' server-written parts in the visitor's language, and the language picker.

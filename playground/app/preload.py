@@ -17,8 +17,8 @@ import gradio as gr
 from .. import render
 from ..i18n import t
 from ..models import CATALOGUE, DEFAULT_TARGET, STORE, ensure_converted
+from ..request import DEFAULT_METHOD, new_request
 from .language import language_of
-from .run_request import DEFAULT_METHOD
 
 logger = logging.getLogger(__name__)
 
@@ -110,10 +110,10 @@ class Preload:
     @staticmethod
     def _warm_up(target: str, dtype: str) -> None:
         """One tiny drafted run, so the first click does not pay for first-call kernel set-up."""
-        from ..engine import LiveRun, RunRequest, prepare
+        from ..engine import LiveRun, prepare
 
-        request = RunRequest(prompt="one two three, one two three, one two", target=target, method=DEFAULT_METHOD,
-                             params={"prompt_lookup_num_tokens": 3}, max_new_tokens=4, dtype=dtype)
+        request = new_request("one two three, one two three, one two", surface="preload_warm_up", target=target,
+                              method=DEFAULT_METHOD, params={"prompt_lookup_num_tokens": 3}, dtype=dtype)
         LiveRun(prepare(request)).run()
 
     @property

@@ -8,7 +8,7 @@ control the preset set (other than the prompt and precision) clears the picker, 
 from __future__ import annotations
 
 import html
-from typing import Any, Callable
+from typing import Any
 
 import gradio as gr
 
@@ -16,6 +16,7 @@ from ..errors import PlaygroundError
 from ..methods import get_method
 from ..models import hub_reachable
 from ..presets import GUIDE_URL, PRESETS, Preset, get_preset, runnable
+from .guard import PRIVATE, guarded
 from .language import L
 
 CHAT_VALUE = {True: "on", False: "off", None: "auto"}
@@ -71,12 +72,11 @@ def on_preset(name: str | None, param_names: list[str], online: bool | None = No
 
 
 def wire(picker: gr.Dropdown, info: gr.HTML, controls: list[Any], prompt: gr.Textbox, param_components: list[Any],
-         param_names: list[str], guard: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+         param_names: list[str]) -> None:
     """Connect the picker: picking fills `controls` (target … max_new_tokens), the prompt and the parameters;
-    a user's edit of a control or parameter clears it. `guard` (the page's `guarded`) answers a value no
-    control sends with our one-line message."""
+    a user's edit of a control or parameter clears it. A value no control sends gets our one-line message
+    (`guarded`)."""
     outputs = [picker, info, *controls, prompt, *param_components]
-    private = dict(queue=False, api_visibility="private", show_progress="hidden", preprocess=False)
 
     def pick_preset(name: Any) -> list[Any]:
         if name is not None and not isinstance(name, str):
@@ -86,9 +86,9 @@ def wire(picker: gr.Dropdown, info: gr.HTML, controls: list[Any], prompt: gr.Tex
     def clear_preset() -> tuple[None, str]:
         return None, ""
 
-    picker.input(guard(pick_preset), picker, outputs, **private)
+    picker.input(guarded(pick_preset), picker, outputs, **PRIVATE)
     for component in [*controls, *param_components]:
-        component.input(guard(clear_preset), None, [picker, info], **private)
+        component.input(guarded(clear_preset), None, [picker, info], **PRIVATE)
 
 
 def picker(online: bool) -> gr.Dropdown:

@@ -11,24 +11,20 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gradio as gr
 
 from .language import L
 from ..errors import PlaygroundError
 from ..methods import METHODS, Method, Param, get_method
-from ..models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, hub_reachable
+from ..models import CATALOGUE, DEFAULT_UNIVERSAL_ASSISTANT, host_device, hub_reachable
+from ..precision import dtype_choices
 from ..presets import get_preset
+from ..request import DEFAULT_METHOD, RunRequest, Surface, default, new_request
 from ..settings import get_settings
 
-# The engine imports torch and Transformers (seconds): `build_request` imports it when it runs, so the page is
-# served while the start-up load imports them.
-if TYPE_CHECKING:
-    from ..engine import RunRequest
-
-DEFAULT_METHOD = "prompt_lookup"
-DTYPES = ("auto", "float32", "bfloat16")
+DTYPES = dtype_choices(host_device())  # the precisions a run on this host can use (the page's radio, links)
 CHAT_CHOICES = ("auto", "on", "off")
 MAX_NAME_SHOWN = 60  # characters of a visitor's file or model name echoed in a message
 
@@ -169,9 +165,14 @@ def parse_chat(chat: Any) -> bool | None:
     raise PlaygroundError(f"chat must be auto, on or off; got {_short(chat)}")
 
 
+def _unset(value: Any) -> bool:
+    """A value the client left out: None or an empty text."""
+    return value is None or (isinstance(value, str) and value == "")
+
+
 def parse_number(value: Any, default: float, name: str) -> float:
     """A number from a client: finite, not absurdly large, our message otherwise."""
-    if value is None or value == "":
+    if _unset(value):
         return default
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**64:
         raise PlaygroundError(f"{name} is far too large; got a number of {value.bit_length()} bits")
@@ -214,11 +215,10 @@ def parse_flag(value: Any, name: str) -> bool:
 def build_request(prompt: str, target: str | None, assistant: str | None, method: str | None, params: Any,
                   max_new_tokens: float | None, sample: bool | None, temperature: float | None,
                   top_p: float | None, top_k: float | None, seed: float | None, chat: Any,
-                  dtype: str | None, preset: Any = None) -> RunRequest:
+                  dtype: str | None, preset: Any = None, surface: Surface = "page") -> RunRequest:
     """The engine request for the API's (or the page's) values, checked; a `preset` (a guide example's name)
-    sets everything but the prompt (an empty one: the guide's) and the precision."""
-    from ..engine import RunRequest
-
+    sets everything but the prompt (an empty one: the guide's) and the precision. A value left out (None) takes
+    the request's default, and the new-token count that of `surface` (the tab asking)."""
     def text(value: Any, default: str, name: str, limit: int = MAX_WORD_CHARS) -> str:
         if value is None:
             return default
@@ -234,20 +234,21 @@ def build_request(prompt: str, target: str | None, assistant: str | None, method
         reason = chosen.unavailable(hub_reachable())
         if reason:
             raise PlaygroundError(reason)
-        return RunRequest(**chosen.request_fields(prompt, dtype=text(dtype, "auto", "dtype")))
-    return RunRequest(
-        prompt=prompt or "",
-        target=text(target, DEFAULT_TARGET, "target", MAX_NAME_CHARS),
+        return chosen.request(prompt, dtype=text(dtype, default("dtype"), "dtype"))
+    return new_request(
+        prompt or "",
+        surface=surface,
+        target=text(target, default("target"), "target", MAX_NAME_CHARS),
         method=text(method, DEFAULT_METHOD, "method"),
         assistant=text(assistant, "", "assistant", MAX_NAME_CHARS) or None,
         params=parse_params(params),
-        max_new_tokens=parse_integer(max_new_tokens, 64, "max_new_tokens"),
+        max_new_tokens=None if _unset(max_new_tokens) else parse_integer(max_new_tokens, 0, "max_new_tokens"),
         sample=parse_flag(sample, "sample"),
-        temperature=parse_number(temperature, 1.0, "temperature"),
-        top_p=parse_number(top_p, 1.0, "top_p"),
-        top_k=parse_integer(top_k, 0, "top_k"),
-        seed=parse_integer(seed, 0, "seed"),
+        temperature=parse_number(temperature, default("temperature"), "temperature"),
+        top_p=parse_number(top_p, default("top_p"), "top_p"),
+        top_k=parse_integer(top_k, default("top_k"), "top_k"),
+        seed=parse_integer(seed, default("seed"), "seed"),
         chat=parse_chat(chat),
-        dtype=text(dtype, "auto", "dtype"),
+        dtype=text(dtype, default("dtype"), "dtype"),
     )
 

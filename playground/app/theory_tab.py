@@ -14,6 +14,7 @@ import gradio as gr
 
 from .. import charts, render, theory
 from ..i18n import t
+from ..methods import is_reference
 from ..trace import Trace
 from .language import L
 
@@ -37,7 +38,7 @@ def find_baseline(trace: Trace, baselines: Sequence[Trace] | None) -> Trace | No
 
 def remember_baseline(baselines: Sequence[Trace] | None, trace: Trace | None) -> list[Trace]:
     out = list(baselines or [])
-    if trace is not None and trace.method == "baseline" and trace.steps:
+    if trace is not None and is_reference(trace.method) and trace.steps:
         out = [b for b in out if not _same_run_settings(b, trace)] + [trace]
     return out[-MAX_BASELINES:]
 

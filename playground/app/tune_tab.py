@@ -8,7 +8,7 @@ and drawn by `tune_report`; this module only wires Gradio to them.
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
@@ -16,15 +16,16 @@ from .. import render, tune_report
 from ..charts import follow_the_page
 from ..gpu import gpu
 from ..i18n import DEFAULT_LANGUAGE, t
+from .guard import PRIVATE, guarded, long_job
 from .language import L, language_of, with_language
+from .panels import results_panel
+from .run_request import build_request, collect_params
 from ..settings import get_settings
 from ..trace import short_repr
 
 if TYPE_CHECKING:  # torch comes in with the first tune, not when the page is built
     from .. import tune
-    from ..engine import RunRequest
 
-BuildRequest = Callable[..., "RunRequest"]  # request.build_request: the page's values -> a validated RunRequest
 MAX_EXTRA_PROMPTS = 8
 MAX_DRAFT = 16  # the slider's maximum
 
@@ -86,7 +87,7 @@ def _failed(exc: BaseException, lang: str, state: Any = None) -> tuple[Any, ...]
 
 
 @gpu(duration=300)  # a baseline run, a drafter pass and a calibration per prompt
-def run_tune(build_request: BuildRequest, prompt: str, target: str | None, assistant: str | None,
+def run_tune(prompt: str, target: str | None, assistant: str | None,
              method: str | None, params: Any, dtype: str | None, chat: Any, max_new_tokens: Any, max_draft: Any,
              more_prompts: str | None, lang: str = DEFAULT_LANGUAGE) -> tuple[Any, ...]:
     """Tune the page's settings on its prompt (and any more given); outputs: status, table, 3 charts, result
@@ -128,12 +129,10 @@ def idle_status(lang: str = DEFAULT_LANGUAGE) -> str:
     return render.status_html(t("tune.status.idle", lang), "idle")
 
 
-def build_tune_tab(page: dict[str, Any], collect_params: Callable[..., dict[str, Any]],
-                   build_request: BuildRequest, guard: Callable[[Callable[..., Any]], Callable[..., Any]]) -> gr.HTML:
+def build_tune_tab(page: dict[str, Any]) -> gr.HTML:
     """The Tune tab (call inside the page's `gr.Tabs`). `page` holds the page's prompt, target, assistant,
-    method, dtype, chat, max_new_tokens components and its `param_components`; `collect_params`,
-    `build_request` and `guard` are the page's own (the method's parameters, the validated request, the wrapper
-    that answers a value no control sends with our one-line message). Returns the status box (`idle_status`)."""
+    method, dtype, chat, max_new_tokens components and its `param_components`. Returns the status box
+    (`idle_status` fills it in the visitor's language)."""
     with gr.Tab(L("ui.tab.tune"), id="tune", elem_id="pg-tab-tune"):
         gr.Markdown(L("ui.tune.intro"))
         with gr.Row():
@@ -143,26 +142,20 @@ def build_tune_tab(page: dict[str, Any], collect_params: Callable[..., dict[str,
         with gr.Row():
             tune_btn = gr.Button(L("ui.tune.run"), variant="primary", elem_id="pg-tune-run")
             verify_btn = gr.Button(L("ui.tune.verify"), elem_id="pg-tune-verify")
-        status = gr.HTML(idle_status(), elem_id="pg-tune-status")
-        table = gr.HTML("", elem_id="pg-tune-table")
-        with gr.Row():
-            speed = gr.Plot(show_label=False, elem_id="pg-tune-speedup")
-            per_step = gr.Plot(show_label=False, elem_id="pg-tune-tokens")
+        panel = results_panel("tune", idle_status(), ("speedup", "tokens"))
         positions = gr.Plot(show_label=False, elem_id="pg-tune-positions")
         result = gr.State(None)
         params = gr.JSON(value={}, visible=False)
 
-    outputs = [status, table, speed, per_step, positions, result]
-    private = dict(api_visibility="private", show_progress="minimal", show_progress_on=[status], concurrency_limit=1,
-                   preprocess=False)
+    outputs = [panel.status, panel.table, panel.left, panel.right, positions, result]
+    private = long_job(panel.status)
 
     def tune_page(request: gr.Request, *values: Any) -> tuple[Any, ...]:
-        return run_tune(build_request, *values, lang=language_of(request))
+        return run_tune(*values, lang=language_of(request))
 
-    tune_btn.click(collect_params, [page["method"], *page["param_components"]], params, queue=False,
-                   api_visibility="private", show_progress="hidden", preprocess=False).then(
-        guard(tune_page),
+    tune_btn.click(guarded(collect_params), [page["method"], *page["param_components"]], params, **PRIVATE).then(
+        guarded(tune_page),
         [page["prompt"], page["target"], page["assistant"], page["method"], params, page["dtype"], page["chat"],
          page["max_new_tokens"], max_draft, more], outputs, **private)
-    verify_btn.click(guard(with_language(run_verify)), result, outputs, **private)
-    return status
+    verify_btn.click(guarded(with_language(run_verify)), result, outputs, **private)
+    return panel.status

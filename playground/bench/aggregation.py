@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import theory
+from ..methods import is_reference
 from .rows import BenchRow, median, read_record
 from .specs import BenchError
 
@@ -65,7 +66,7 @@ class Aggregate:
 
     @property
     def is_baseline(self) -> bool:
-        return self.method == "baseline"
+        return is_reference(self.method)
 
     def check_invariants(self) -> None:
         """Raise BenchError if the figures contradict each other."""
@@ -100,7 +101,7 @@ def in_category(aggs: list[Aggregate], category: str | None = None) -> list[Aggr
 def aggregate(rows: list[BenchRow]) -> list[Aggregate]:
     """Per method (label) x category, plus each label over all categories ("all") when there are several."""
     ok = [r for r in rows if r.ran]
-    baseline = {r.key: r for r in ok if r.method == "baseline"}
+    baseline = {r.key: r for r in ok if is_reference(r.method)}
     labels = list(dict.fromkeys(r.label for r in ok))
     categories = list(dict.fromkeys(r.category for r in ok))
     out: list[Aggregate] = []
@@ -154,7 +155,7 @@ def _aggregate_group(label: str, category: str, group: list[BenchRow],
     agg.position_acceptance_judged = [kept / judged if judged else None for _, kept, judged in counts]
     # theory from pooled inputs
     drafting_steps = sum(r.drafting_steps or 0 for r in group)
-    agg.empty_draft_fraction = 1 - drafting_steps / steps if steps and method != "baseline" else None
+    agg.empty_draft_fraction = 1 - drafting_steps / steps if steps and not is_reference(method) else None
     agg.gamma = (sum(r.drafted_tokens_total or 0 for r in group) / drafting_steps) if drafting_steps else None
     agg.c = _weighted([(r.c, r.drafted_tokens_total or 0) for r in group])
     agg.verify_cost = _weighted([(r.verify_cost, r.drafting_steps or 0) for r in group])
@@ -169,7 +170,7 @@ def _aggregate_group(label: str, category: str, group: list[BenchRow],
     mism = [r for r in group if r.lossless_ok is False]
     agg.lossless_mismatches = len(mism)
     agg.lossless_errors = sum(1 for r in mism if r.lossless_severity == "error")
-    agg.explanation = theory.explain_gap(agg.to_dict()) if method != "baseline" else ""
+    agg.explanation = theory.explain_gap(agg.to_dict()) if not is_reference(method) else ""
     agg.check_invariants()
     return agg
 
@@ -180,7 +181,7 @@ def predict(method: str, alpha: float | None, gamma: float | None, c: float | No
     """Leviathan's prediction and the refinement stages for pooled inputs (None where not computable).
 
     `v` is what a drafting step costs besides drafting, in baseline steps: verify + other (v + o)."""
-    if method == "baseline":
+    if is_reference(method):
         return {"theoretical_speedup": 1.0, "with_verify_cost": 1.0, "with_empty_steps": 1.0,
                 "refined_speedup": 1.0, "expected_tokens_per_step": 1.0}
     out: dict[str, float | None] = {"theoretical_speedup": None, "with_verify_cost": None, "with_empty_steps": None,

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from .. import charts
 from ..i18n import DEFAULT_LANGUAGE, t
+from ..methods import is_reference
 from ..report_html import BASELINE_COLOR, color, style_figure
 from .aggregation import ALL, Aggregate, in_category
 
@@ -62,7 +63,7 @@ def throughput_figure(aggs: list[Aggregate], lang: str = DEFAULT_LANGUAGE) -> go
     fig = go.Figure()
     for i, label in enumerate(dict.fromkeys(a.label for a in aggs)):
         by_cat = _by_category(aggs, label)
-        colour = BASELINE_COLOR if label == "baseline" else color(i)
+        colour = BASELINE_COLOR if is_reference(label) else color(i)
         fig.add_bar(x=cats, y=[by_cat[c].tokens_per_s if c in by_cat else None for c in cats], name=label,
                     marker_color=colour)
     return style_figure(fig, t("bench.chart.throughput.title", lang), barmode="group",
@@ -117,7 +118,7 @@ def race_figure(timeline: dict[str, Any]) -> go.Figure:
         pts = lane["points"]
         fig.add_scatter(x=[p["t_ms"] / 1000 for p in pts], y=[p["tokens"] for p in pts], mode="lines",
                         line_shape="hv", name=lane["label"],
-                        line_color=BASELINE_COLOR if lane["method"] == "baseline" else color(i),
+                        line_color=BASELINE_COLOR if is_reference(lane["method"]) else color(i),
                         text=[p["text"] for p in pts], hovertemplate="%{x:.2f} s: %{y} tokens<br>%{text}")
     return style_figure(fig, "Race: tokens emitted over time (sum of step times)", xaxis_title="seconds",
                         yaxis_title="tokens emitted")

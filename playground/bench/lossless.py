@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import theory
-from ..methods import get_method
+from ..methods import REFERENCE, get_method
+from ..precision import REDUCED_DTYPES
 from ..trace import Trace
 
 SEVERITIES = ("ok", "error", "near-tie", "n/a")
@@ -52,7 +53,7 @@ def check_lossless(method_ids: list[int], baseline_ids: list[int], *, dtype: str
         where += (f"; the target's probabilities there: {div.p_baseline:.4f} for baseline's token vs "
                   f"{div.p_method:.4f} for the method's (margin {div.margin:.4f}"
                   + (", an exact tie at this precision" if div.margin == 0 else "") + ")")
-    if dtype in ("bfloat16", "float16"):
+    if dtype in REDUCED_DTYPES:
         return LosslessCheck(False, "near-tie", f"differs in {dtype} ({where}): batched verification rounds "
                              "differently from one-token steps, which can flip a near-tie", div)
     return LosslessCheck(False, "error", f"LOSSLESS VIOLATION in {dtype}: {where}", div)
@@ -111,10 +112,10 @@ class PlainCheck:
 def check_against_plain(prepared: Any, trace: Trace, store: Any = None) -> PlainCheck:
     """Run `prepared`'s settings as baseline and compare outputs: identical, or the first divergence with its
     reason (a lossy setting, sampling's different draws, or a near-tie in reduced precision and its margin)."""
-    from ..engine import LiveRun, RunRequest, prepare
+    from ..engine import LiveRun, prepare
 
     req = prepared.request
-    plain_request = RunRequest(**{**req.__dict__, "method": "baseline", "assistant": None, "params": {}})
+    plain_request = req.but(method=REFERENCE, assistant=None, params={})
     plain = LiveRun(prepare(plain_request, store) if store is not None else prepare(plain_request)).run()
     speedup = theory.measured_speedup(trace, plain)
     index = theory.first_divergence(trace.output_ids, plain.output_ids)

@@ -16,6 +16,8 @@ from typing import Any, Callable, Sequence
 
 from .. import theory
 from ..i18n import DEFAULT_LANGUAGE, t
+from ..methods import REFERENCE
+from ..request import DEFAULT_DTYPE, MAX_NEW_TOKENS
 from ..trace import Trace
 from .aggregation import ALL, Aggregate, aggregate
 from .lossless import LosslessCheck, checked_against
@@ -46,13 +48,6 @@ def _representative(traces: list[Trace]) -> Trace:
     return traces[_median_index([t.summary.elapsed_s for t in traces])]
 
 
-def _request(spec: MethodSpec, prompt: str, *, target: str, max_new_tokens: int, dtype: str, chat: bool | None) -> Any:
-    from ..engine import RunRequest
-
-    return RunRequest(prompt=prompt, target=target, method=spec.method, assistant=spec.assistant,
-                      params=dict(spec.params), max_new_tokens=max_new_tokens, dtype=dtype, chat=chat)
-
-
 def prepare_specs(prompt: str, specs: Sequence[MethodSpec], *, target: str, max_new_tokens: int, dtype: str,
                   chat: bool | None, store: Any = None, progress: Progress | None = None,
                   skip_failing: bool = False, lang: str = DEFAULT_LANGUAGE) -> tuple[dict[str, Any], list[tuple[str, str]]]:
@@ -71,10 +66,10 @@ def prepare_specs(prompt: str, specs: Sequence[MethodSpec], *, target: str, max_
         if progress is not None:
             progress(t("bench.progress.preparing", lang, label=spec.label))
         try:
-            prepared[spec.label] = prepare(_request(spec, prompt, target=target, max_new_tokens=max_new_tokens,
-                                                    dtype=dtype, chat=chat), store, progress)
+            prepared[spec.label] = prepare(spec.request(prompt, target=target, max_new_tokens=max_new_tokens,
+                                                        dtype=dtype, chat=chat), store, progress)
         except Exception as exc:
-            if not skip_failing or spec.method == "baseline":
+            if not skip_failing or spec.is_reference:
                 raise
             skipped.append((spec.label, user_message(exc, lang=lang)))
     return prepared, skipped
@@ -85,8 +80,8 @@ def compare_on_prompt(
     specs: Sequence[MethodSpec],
     *,
     target: str | None = None,
-    max_new_tokens: int = 48,
-    dtype: str = "auto",
+    max_new_tokens: int = MAX_NEW_TOKENS["bench"],
+    dtype: str = DEFAULT_DTYPE,
     chat: bool | None = None,
     repeats: int = 1,
     warmup: bool = True,
@@ -115,8 +110,8 @@ def compare_on_prompt(
     if repeats < 1:
         raise BenchError(f"repeats must be at least 1; got {repeats}")
     specs = list(specs)
-    if not any(s.method == "baseline" for s in specs):
-        specs.insert(0, make_spec("baseline"))
+    if not any(s.is_reference for s in specs):
+        specs.insert(0, make_spec(REFERENCE))
     report = progress or (lambda _msg: None)
 
     prepared = dict(prepared or {})
@@ -128,7 +123,8 @@ def compare_on_prompt(
         for spec in specs:
             report(t("bench.progress.warmup", lang, prefix=prompt_label, label=spec.label))
             try:
-                LiveRun(prepared[spec.label].with_max_new_tokens(min(16, max_new_tokens))).run()
+                warm_up = min(MAX_NEW_TOKENS["bench_warm_up"], max_new_tokens)
+                LiveRun(prepared[spec.label].with_max_new_tokens(warm_up)).run()
             except Exception:  # the measured run will report it
                 pass
 
@@ -154,7 +150,7 @@ def compare_on_prompt(
                 continue
             run = m.traces[-1]
             base = results[specs[0].label].traces
-            sp = theory.measured_speedup(run, base[-1]) if base and spec.method != "baseline" else None
+            sp = theory.measured_speedup(run, base[-1]) if base and not spec.is_reference else None
             report(_repeat_line(run, prompt_label, r, repeats, spec.label, sp, lang))
 
     base_m = results[specs[0].label]
@@ -166,7 +162,7 @@ def compare_on_prompt(
     for spec in specs:
         m = results[spec.label]
         check = None
-        if m.traces and base_m.traces and spec.method != "baseline":
+        if m.traces and base_m.traces and not spec.is_reference:
             check = checked_against(prepared[specs[0].label], m.traces[0], base_m.traces[0])
             checks[spec.label] = check
             if check.severity in ("error", "near-tie"):
@@ -175,7 +171,7 @@ def compare_on_prompt(
         if m.traces:
             rep = _representative(m.traces)
             traces[spec.label] = rep
-            diagnoses[spec.label] = theory.diagnose(rep, base_rep if spec.method != "baseline" else None, lang)
+            diagnoses[spec.label] = theory.diagnose(rep, base_rep if not spec.is_reference else None, lang)
     return CompareResult(prompt=bp, rows=rows, aggregates=aggregate(rows), traces=traces, diagnoses=diagnoses,
                          checks=checks)
 
@@ -220,7 +216,7 @@ class BenchResult:
 
 
 def run_bench(prompts: Sequence[BenchPrompt], specs: Sequence[MethodSpec], *, target: str | None = None,
-              max_new_tokens: int = 48, dtype: str = "auto", chat: bool | None = None, repeats: int = 1,
+              max_new_tokens: int = MAX_NEW_TOKENS["bench"], dtype: str = DEFAULT_DTYPE, chat: bool | None = None, repeats: int = 1,
               measure_overhead: bool = True, store: Any = None, progress: Progress | None = None,
               command: str = "") -> BenchResult:
     """Every prompt through `compare_on_prompt`; one warm-up (on the first prompt) for the whole run."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import theory
+from ..methods import REFERENCE
 from ..report_html import escape as _e
 from ..report_html import figure_html, fmt, page, table
 from ..timeline import race_timeline
@@ -74,9 +75,9 @@ def _races(result: "BenchResult") -> str:
     """Baseline against each method on the first prompt."""
     races = []
     for key, by_label in list(result.traces.items())[:1]:
-        base = by_label.get("baseline")
+        base = by_label.get(REFERENCE)
         for label, trace in by_label.items():
-            if label != "baseline" and base is not None:
+            if label != REFERENCE and base is not None:
                 fig = race_figure(race_timeline(base, trace))
                 fig.update_layout(title=f"Race on {key}: baseline vs {label}")
                 races.append(figure_html(fig))
@@ -197,7 +198,7 @@ def render_report(result: "BenchResult") -> str:
     parts.append(_overhead_section(result))
     parts.append(_per_prompt_table(rows))
     diag = [f"<p><b>{_e(key)} · {_e(label)}</b>: {_e(' '.join(sentences))}</p>"
-            for key, by_label in result.diagnoses.items() for label, sentences in by_label.items() if label != "baseline"]
+            for key, by_label in result.diagnoses.items() for label, sentences in by_label.items() if label != REFERENCE]
     if diag:
         parts.append("<h2>Diagnosis per prompt</h2>" + "".join(diag))
     return page("Assisted decoding benchmark", "\n".join(parts))

@@ -182,7 +182,7 @@ def build_row(spec: MethodSpec, prompt: BenchPrompt, m: Measurement, base: Measu
                    params=json.dumps(spec.params, sort_keys=True), repeats=len(m.traces), error=m.error or "")
     if not m.traces:
         return row
-    is_baseline = spec.method == "baseline"
+    is_baseline = spec.is_reference
     t0 = m.traces[0]
     s0 = t0.summary
     row.new_tokens, row.steps, row.drafted, row.accepted = s0.new_tokens, s0.steps, s0.drafted, s0.accepted

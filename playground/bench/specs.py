@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..methods import METHODS, MethodError, get_method, parse_assignments
+from ..methods import METHODS, REFERENCE, MethodError, get_method, is_reference, parse_assignments
+from ..request import RunRequest, new_request
 
 
 class BenchError(MethodError):
@@ -21,6 +22,16 @@ class MethodSpec:
 
     def __hash__(self) -> int:
         return hash(self.label)
+
+    @property
+    def is_reference(self) -> bool:
+        """Whether this is the no-drafting run every other is measured against."""
+        return is_reference(self.method)
+
+    def request(self, prompt: str, *, target: str, max_new_tokens: int, dtype: str, chat: bool | None) -> RunRequest:
+        """The engine request that runs this method on a prompt (the one request builder)."""
+        return new_request(prompt, target=target, method=self.method, assistant=self.assistant,
+                           params=dict(self.params), max_new_tokens=max_new_tokens, dtype=dtype, chat=chat)
 
 
 def _label(method: str, params: dict[str, Any]) -> str:
@@ -59,13 +70,13 @@ def parse_methods(text: str | None, default_assistant: str | None = None) -> lis
             groups[-1][1].extend(p for p in item.split(":") if p.strip())
             continue
         groups.append((head.strip(), [p for p in rest.split(":") if p.strip()] if rest else []))
-    specs: list[MethodSpec] = [make_spec("baseline")]
+    specs: list[MethodSpec] = [make_spec(REFERENCE)]
     for name, assignments in groups:
         if name not in METHODS:
             raise BenchError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
         values = parse_assignments(assignments)
         assistant = values.pop("assistant", None) or default_assistant
-        if name == "baseline" and not values:
+        if is_reference(name) and not values:
             continue
         method = get_method(name)
         if method.needs_assistant and not assistant:

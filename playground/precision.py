@@ -1,0 +1,92 @@
+"""A run's precision as one record: the choices, the rules of "auto", and the sentence that explains them.
+
+Pure and torch-free (views, theory and the benchmark read it); `models.resolve_precision` asks the hardware for
+the facts these functions take as arguments, once per run, and the prepared run carries the resulting `Precision`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .errors import PlaygroundError
+
+if TYPE_CHECKING:
+    import torch
+
+DTYPE_CHOICES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
+"""Every precision a run may ask for, listed once: "auto" picks per device (`precision_for`), the others are
+torch dtype names. The page offers those its device can run (`dtype_choices`)."""
+
+CPU_ONLY_REFUSED = ("float16",)  # overflows on CPU in models such as the bundled Gemma (engine.validate_request)
+# Precisions whose rounding can flip a near-tie: a batched verification pass may then pick the other token than
+# one-token steps, so a greedy difference from baseline is reported as a near-tie, not an error.
+REDUCED_DTYPES = ("bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A run's precision, resolved once: what was asked, the torch dtype it became, where, and why.
+
+    Plain strings, so every view (page, CLI, benchmark, snippet, links) reads it without importing torch.
+    """
+
+    choice: str  # as asked: one of DTYPE_CHOICES
+    dtype: str  # the torch dtype's name, e.g. "bfloat16"
+    device: str  # "cpu", "cuda", ...
+    reason: str  # one sentence for the user, e.g. "bfloat16: CPU has AVX512-BF16"
+
+    def torch_dtype(self) -> torch.dtype:
+        """The torch dtype itself (imports torch: for the loader and the store, not for views)."""
+        import torch
+
+        return getattr(torch, self.dtype)
+
+    @property
+    def reduced(self) -> bool:
+        """Whether rounding can flip a near-tie between two tokens (see `REDUCED_DTYPES`)."""
+        return self.dtype in REDUCED_DTYPES
+
+
+def check_choice(choice: str) -> None:
+    """Refuse a choice that is not one of DTYPE_CHOICES, naming them."""
+    if choice not in DTYPE_CHOICES:
+        raise PlaygroundError(  # a ValueError the UI shows as is
+            f"unknown dtype {choice!r}: use {', '.join(DTYPE_CHOICES)}"
+        )
+
+
+def auto_reason(device: str, cpu_flags: tuple[str, ...] = (), gpu_bf16: bool | None = None) -> tuple[str | None, str]:
+    """What "auto" picks on this device and why: bfloat16 only where the hardware computes it natively
+    (emulated bf16 is slower than fp32). Pure: the device's facts are arguments. `gpu_bf16` None means the GPU
+    is not asked yet (a ZeroGPU Space attaches one per run; the page is built before torch is imported): the dtype
+    is then None and the sentence says when it is decided."""
+    if device.startswith("cuda"):
+        if gpu_bf16 is None:
+            return None, "bfloat16 if the GPU supports it, else float32 (checked when a run starts)"
+        if gpu_bf16:
+            return "bfloat16", "bfloat16: GPU supports bfloat16"
+        return "float32", "float32: GPU has no bfloat16 support"
+    if device == "cpu":
+        if cpu_flags:
+            return "bfloat16", f"bfloat16: CPU has {' and '.join(cpu_flags)}"
+        return "float32", "float32: CPU has no native bfloat16 (AVX512-BF16 or AMX-BF16)"
+    return "float32", f"float32: no bfloat16 check for device {device!r}"
+
+
+def precision_for(choice: str, device: str, cpu_flags: tuple[str, ...] = (),
+                  gpu_bf16: bool | None = None) -> Precision:
+    """The precision record for a choice on a device whose facts are given (pure; `resolve_precision` asks the
+    hardware). An unknown choice raises the one message that lists the choices."""
+    check_choice(choice)
+    if choice != "auto":
+        return Precision(choice, choice, device, f"{choice}: chosen explicitly")
+    dtype, reason = auto_reason(device, cpu_flags, gpu_bf16)
+    if dtype is None:
+        raise PlaygroundError(f"cannot resolve auto precision on {device}: its bfloat16 support is unknown")
+    return Precision(choice, dtype, device, reason)
+
+
+def dtype_choices(device: str) -> tuple[str, ...]:
+    """The precisions a run on this device can use (float16 is refused on CPU)."""
+    return tuple(c for c in DTYPE_CHOICES if not (device == "cpu" and c in CPU_ONLY_REFUSED))
