@@ -301,17 +301,3 @@ def test_the_bundled_gemma_copy_equals_its_cast() -> None:
         assert set(handle.keys()) <= set(expected)
         assert all(torch.equal(handle.get_tensor(name), expected[name]) for name in handle.keys())
 
-
-@pytest.mark.parametrize("preset, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
-def test_openmp_threads_wait_passively_unless_told_otherwise(preset: str | None, expected: str) -> None:
-    """Set before torch loads OpenMP (the CLI and the app import torch only later), and a user's choice wins."""
-    import os
-
-    env = {name: value for name, value in os.environ.items() if name != "OMP_WAIT_POLICY"}
-    if preset is not None:
-        env["OMP_WAIT_POLICY"] = preset
-    code = ("import os, sys; import playground.cli; assert 'torch' not in sys.modules; "
-            "print(os.environ['OMP_WAIT_POLICY'])")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=300, check=True)
-    assert result.stdout.strip() == expected
