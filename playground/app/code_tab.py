@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import gradio as gr
 
 from .. import render
-from ..i18n import t
+from ..i18n import localize, t
 from .background import in_thread
 from .guard import PRIVATE, PRIVATE_QUEUED, guarded
 from .language import L, with_language
@@ -49,7 +49,7 @@ def show_code_for_settings(*inputs: Any, lang: str = "en") -> Iterator[tuple[Any
         view = None
         for kind, value in in_thread(lambda progress: show_code(prepare(request, progress=progress)), "playground-code"):
             if kind == "progress":
-                yield gr.skip(), gr.skip(), render.status_html(value, "running")
+                yield gr.skip(), gr.skip(), render.status_html(localize(value, lang), "running")
             else:
                 view = value
         yield view.python, view.cli, render.status_html(

@@ -20,7 +20,7 @@ from .. import bench, render, theory
 from ..timeline import race_timeline
 from ..errors import PlaygroundError
 from ..gpu import gpu
-from ..i18n import DEFAULT_LANGUAGE, t, tn
+from ..i18n import DEFAULT_LANGUAGE, localize, t, tn
 from ..methods import METHODS, REFERENCE, get_method, is_reference
 from ..request import MAX_NEW_TOKENS
 from ..settings import get_settings
@@ -227,7 +227,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
         outcome = None
         for kind, value in in_thread(work, "playground-compare"):
             if kind == "progress":
-                yield _compare_outputs(render.status_html(t("compare.progress", lang, stage=value), "running"))
+                yield _compare_outputs(render.status_html(t("compare.progress", lang, stage=localize(value, lang)), "running"))
             else:
                 outcome = value
         result, skipped = outcome

@@ -25,7 +25,7 @@ import gradio as gr
 
 from .. import bench, charts, render
 from ..examples import BY_NAME, localized_examples
-from ..i18n import DEFAULT_LANGUAGE, LANGUAGES, t, tn
+from ..i18n import DEFAULT_LANGUAGE, LANGUAGES, localize, t, tn
 from ..gpu import gpu
 from ..methods import METHODS, get_method
 from ..models import CATALOGUE, DEFAULT_TARGET, host_precision_note, hub_reachable
@@ -241,8 +241,8 @@ def generate(
         prepared = None
         for kind, value in _prepare_in_thread(run_request, session):
             if kind == "progress":
-                yield (gr.skip(), gr.skip(), gr.skip(), gr.skip(), render.status_html(value, "running"), gr.skip(),
-                       gr.skip())
+                yield (gr.skip(), gr.skip(), gr.skip(), gr.skip(), render.status_html(localize(value, lang), "running"),
+                       gr.skip(), gr.skip())
             else:
                 prepared = value
         assert prepared is not None

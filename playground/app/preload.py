@@ -15,7 +15,8 @@ from typing import Any
 import gradio as gr
 
 from .. import render
-from ..i18n import t
+from ..errors import PlaygroundError
+from ..i18n import Message, localize, t
 from ..models import CATALOGUE, DEFAULT_TARGET, STORE, ensure_converted
 from ..request import DEFAULT_METHOD, new_request
 from .language import language_of
@@ -31,7 +32,7 @@ class Preload:
     """
 
     def __init__(self) -> None:
-        self.message = ""
+        self.message = ""  # a `Message` (English as a str; the page shows it in the visitor's language)
         self.error: str | None = None
         self.done = threading.Event()
         self.thread: threading.Thread | None = None
@@ -51,22 +52,24 @@ class Preload:
                 # The first seconds of a start: the server is already up while these import.
                 from ..engine import user_message
 
-                self.message = f"Loading {target}…"
+                self.message = Message.keyed("load.preload.loading", target=target)
                 STORE.get(target, dtype, self._report)
                 loaded = time.perf_counter()
-                self.message = f"Warming up {target}…"
+                self.message = Message.keyed("load.preload.warming", target=target)
                 self._warm_up(target, dtype)
-                self.message = f"{target} is loaded and ready."
+                self.message = Message.keyed("load.preload.ready", target=target)
                 self.seconds = time.perf_counter() - started
                 logger.info("preloaded %s in %.1f s (load %.1f s, warm-up %.1f s)", target, self.seconds,
                             loaded - started, self.seconds - (loaded - started))
             except Exception as exc:  # shown in the page; a click will retry and report it again
                 self.error = user_message(exc)
-                self.message = f"Preloading {target} failed: {self.error}"
+                # Our own refusal travels as itself, so the page shows it in the visitor's language too.
+                error = exc if isinstance(exc, PlaygroundError) else self.error
+                self.message = Message.keyed("load.preload.failed", target=target, error=error)
             finally:
                 self.done.set()
 
-        self.message = f"Loading {target} in the background: importing torch and Transformers…"
+        self.message = Message.keyed("load.preload.importing", target=target)
         self.started = time.monotonic()
         self.thread = threading.Thread(target=work, name="playground-preload", daemon=True)
         self.thread.start()
@@ -128,9 +131,10 @@ def initial_status(lang: str = "en") -> str:
     """The status box while the page opens: the start-up load's progress, or ready (in the page's language)."""
     if PRELOAD.running:
         elapsed = time.monotonic() - (PRELOAD.started or time.monotonic())
-        return render.status_html(PRELOAD.message, "running", t("status.preload_note", lang, s=f"{elapsed:.0f}"))
+        return render.status_html(localize(PRELOAD.message, lang), "running",
+                                  t("status.preload_note", lang, s=f"{elapsed:.0f}"))
     if PRELOAD.error:
-        return render.status_html(PRELOAD.message, "error")
+        return render.status_html(localize(PRELOAD.message, lang), "error")
     loaded = STORE.loaded()
     if loaded:
         return render.status_html(t("status.ready_loaded", lang, models=", ".join(loaded)), "idle")
