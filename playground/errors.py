@@ -3,14 +3,15 @@
 A message the playground writes itself can carry its catalogue key and fields (`PlaygroundError.keyed`): its
 `str()` is the English text (the CLI and the API print it), and `localized(lang)` is the same sentence in the
 page's language. A quoted value (what the visitor sent, a library's own exception text) travels as a field,
-so it appears verbatim inside the translated sentence.
+so it appears verbatim inside the translated sentence; a field that is an `i18n.Message` (a phrase of ours, such as
+"the prompt") is translated with it.
 """
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from .i18n import DEFAULT_LANGUAGE, t
+from .i18n import DEFAULT_LANGUAGE, localize, t
 
 E = TypeVar("E", bound="PlaygroundError")
 
@@ -32,7 +33,7 @@ class PlaygroundError(ValueError):
         """The message in `lang` (its English text when it has no key)."""
         if self.key is None or lang == DEFAULT_LANGUAGE:
             return str(self)
-        return t(self.key, lang, **self.fields)
+        return t(self.key, lang, **{name: localize(value, lang) for name, value in self.fields.items()})
 
 
 def localized_message(exc: BaseException, lang: str = DEFAULT_LANGUAGE) -> str:

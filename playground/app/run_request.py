@@ -17,6 +17,7 @@ import gradio as gr
 
 from .language import L
 from ..errors import PlaygroundError
+from ..i18n import Message
 from ..methods import METHODS, Method, Param, get_method
 from ..models import CATALOGUE, DEFAULT_UNIVERSAL_ASSISTANT, host_device, hub_reachable
 from ..precision import dtype_choices
@@ -110,13 +111,14 @@ def _short(value: Any, limit: int = 40) -> str:
 
 
 def check_text(value: str, name: str, limit: int) -> str:
-    """A string from a client: at most `limit` characters and valid text (no lone surrogates)."""
+    """A string from a client: at most `limit` characters and valid text (no lone surrogates). `name`: the API's
+    name of the value, or a `Message` for a phrase (translated with the refusal)."""
     if len(value) > limit:
-        raise PlaygroundError(f"{name} is {len(value)} characters long; at most {limit} are accepted")
+        raise PlaygroundError.keyed("error.request.too_long", name=name, n=len(value), limit=limit)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise PlaygroundError(f"{name} is not valid text (it holds a lone surrogate)") from None
+        raise PlaygroundError.keyed("error.request.surrogate", name=name) from None
     return value
 
 
@@ -124,28 +126,28 @@ def parse_params(params: Any) -> dict[str, Any]:
     """`params` as given to the API: a flat JSON object of method parameters, or a string holding one."""
     if params is None or params == "":
         return {}
-    example = 'params must be a JSON object, e.g. {"prompt_lookup_num_tokens": 5}'
+    example = '{"prompt_lookup_num_tokens": 5}'
     if isinstance(params, str):
         check_text(params, "params", MAX_PARAMS_JSON_CHARS)
         try:
             params = json.loads(params)
         except (ValueError, RecursionError) as exc:  # JSONDecodeError, too many digits, nested too deep
-            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deep or numbers too long"
-            raise PlaygroundError(f"{example}: {reason}") from None
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else Message.keyed("error.request.too_deep")
+            raise PlaygroundError.keyed("error.request.params_json_reason", example=example, reason=reason) from None
     if not isinstance(params, dict):
-        raise PlaygroundError(example)
+        raise PlaygroundError.keyed("error.request.params_json", example=example)
     if len(params) > MAX_PARAMS:
-        raise PlaygroundError(f"params has {len(params)} entries; a method takes at most {MAX_PARAMS}")
+        raise PlaygroundError.keyed("error.request.params_count", n=len(params), limit=MAX_PARAMS)
     for key, value in params.items():
-        check_text(key, "a parameter name", MAX_WORD_CHARS)
+        check_text(key, Message.keyed("error.request.a_param_name"), MAX_WORD_CHARS)
         if isinstance(value, str):
             check_text(value, key, MAX_PARAM_VALUE_CHARS)
         elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63:
-            raise PlaygroundError(f"{key} is far too large; got a number of {value.bit_length()} bits")
+            raise PlaygroundError.keyed("error.request.too_large", name=key, bits=value.bit_length())
         elif isinstance(value, float) and not math.isfinite(value):
-            raise PlaygroundError(f"{key} must be a finite number; got {value}")
+            raise PlaygroundError.keyed("error.param.number", name=key, got=value)
         elif value is not None and not isinstance(value, (str, int, float)):
-            raise PlaygroundError(f"{key} must be a number or a word; got {_short(value)}")
+            raise PlaygroundError.keyed("error.request.number_or_word", name=key, got=_short(value))
     return params
 
 
@@ -154,7 +156,7 @@ def parse_chat(chat: Any) -> bool | None:
     if chat is None or isinstance(chat, bool):
         return chat
     if not isinstance(chat, str):
-        raise PlaygroundError(f"chat must be auto, on or off; got {_short(chat)}")
+        raise PlaygroundError.keyed("error.request.chat", got=_short(chat))
     value = check_text(chat, "chat", MAX_WORD_CHARS).strip().lower()
     if value in ("auto", ""):
         return None
@@ -162,7 +164,7 @@ def parse_chat(chat: Any) -> bool | None:
         return True
     if value in ("off", "false", "no", "0"):
         return False
-    raise PlaygroundError(f"chat must be auto, on or off; got {_short(chat)}")
+    raise PlaygroundError.keyed("error.request.chat", got=_short(chat))
 
 
 def _unset(value: Any) -> bool:
@@ -175,15 +177,15 @@ def parse_number(value: Any, default: float, name: str) -> float:
     if _unset(value):
         return default
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**64:
-        raise PlaygroundError(f"{name} is far too large; got a number of {value.bit_length()} bits")
+        raise PlaygroundError.keyed("error.request.too_large", name=name, bits=value.bit_length())
     if isinstance(value, bool):
-        raise PlaygroundError(f"{name} must be a number; got {value}")
+        raise PlaygroundError.keyed("error.request.number", name=name, got=value)
     try:
         x = float(check_text(value, name, MAX_WORD_CHARS) if isinstance(value, str) else value)
     except (TypeError, ValueError, OverflowError):
-        raise PlaygroundError(f"{name} must be a number; got {_short(value)}") from None
+        raise PlaygroundError.keyed("error.request.number", name=name, got=_short(value)) from None
     if not math.isfinite(x):  # NaN and infinities, also "1e400"
-        raise PlaygroundError(f"{name} must be a finite number; got {_short(value)}")
+        raise PlaygroundError.keyed("error.param.number", name=name, got=_short(value))
     return x
 
 
@@ -194,7 +196,7 @@ def parse_integer(value: Any, default: int, name: str) -> int:
         return value  # exact (a float would round a 64-bit seed)
     x = parse_number(value, default, name)
     if x != int(x):
-        raise PlaygroundError(f"{name} must be a whole number; got {_short(value)}")
+        raise PlaygroundError.keyed("error.request.whole", name=name, got=_short(value))
     return int(x)
 
 
@@ -209,7 +211,7 @@ def parse_flag(value: Any, name: str) -> bool:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise PlaygroundError(f"{name} must be true or false; got {_short(value)}")
+    raise PlaygroundError.keyed("error.request.flag", name=name, got=_short(value))
 
 
 def build_request(prompt: str, target: str | None, assistant: str | None, method: str | None, params: Any,
@@ -223,12 +225,12 @@ def build_request(prompt: str, target: str | None, assistant: str | None, method
         if value is None:
             return default
         if not isinstance(value, str):
-            raise PlaygroundError(f"{name} must be text; got {_short(value)}")
+            raise PlaygroundError.keyed("error.request.text", name=name, got=_short(value))
         return check_text(value, name, limit).strip() or default
 
     if prompt is not None and not isinstance(prompt, str):
-        raise PlaygroundError(f"prompt must be text; got {_short(prompt)}")
-    check_text(prompt or "", "the prompt", max_prompt_chars())
+        raise PlaygroundError.keyed("error.request.text", name="prompt", got=_short(prompt))
+    check_text(prompt or "", Message.keyed("error.request.the_prompt"), max_prompt_chars())
     if preset is not None and preset != "":
         chosen = get_preset(text(preset, "", "preset"))
         reason = chosen.unavailable(hub_reachable())
