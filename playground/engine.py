@@ -106,24 +106,20 @@ def validate_request(req: RunRequest) -> None:
     if not isinstance(req.prompt, str) or not req.prompt.strip():
         raise RunError.keyed("error.prompt_empty")
     if not 1 <= int(req.max_new_tokens) <= settings.max_new_tokens:
-        raise RunError(
-            f"max new tokens must be between 1 and {settings.max_new_tokens} (PLAYGROUND_MAX_NEW_TOKENS); got {req.max_new_tokens}"
-        )
+        raise RunError.keyed("error.max_new_tokens", limit=settings.max_new_tokens, got=req.max_new_tokens)
     if not SEED_RANGE[0] <= req.seed <= SEED_RANGE[1]:
-        raise RunError(f"seed must be a whole number from 0 to 2^64 − 1 (or down to −2^63); got {req.seed}")
+        raise RunError.keyed("error.seed", got=req.seed)
     if req.sample:
         if not req.temperature > 0:
-            raise RunError(f"temperature must be above 0 when sampling (use greedy for deterministic output); got {req.temperature}")
+            raise RunError.keyed("error.temperature_zero", got=req.temperature)
         if req.temperature < MIN_TEMPERATURE:
-            raise RunError(f"temperature must be at least {MIN_TEMPERATURE} when sampling (below it the scaled logits "
-                           f"overflow and sampling has no valid probabilities; use greedy instead); got {req.temperature}")
+            raise RunError.keyed("error.temperature_min", min=MIN_TEMPERATURE, got=req.temperature)
         if not 0 < req.top_p <= 1:
-            raise RunError(f"top-p must be in (0, 1]; got {req.top_p}")
+            raise RunError.keyed("error.top_p", got=req.top_p)
         if not 0 <= req.top_k <= MAX_TOP_K:
-            raise RunError(f"top-k must be 0 (off) or a positive whole number up to {MAX_TOP_K}; got {req.top_k}")
+            raise RunError.keyed("error.top_k", limit=MAX_TOP_K, got=req.top_k)
     if req.dtype == "float16" and default_device() == "cpu":
-        raise RunError("float16 does not work on CPU: its range overflows in models such as the bundled Gemma, which "
-                       "then emits only padding; use bfloat16 or float32 (or auto)")
+        raise RunError.keyed("error.float16_cpu")
 
 
 def _chat_default(spec: str, loaded: LoadedModel) -> bool:
@@ -140,12 +136,11 @@ def chat_messages(prompt: str, system: str | None = None) -> list[dict[str, str]
 
 def _check_chat_options(system: Any, template_kwargs: Any) -> None:
     if system is not None and not isinstance(system, str):
-        raise RunError(f"the system message must be text; got {system!r}")
+        raise RunError.keyed("error.system_not_text", got=repr(system))
     if not isinstance(template_kwargs, dict) or not all(
             isinstance(k, str) and k.isidentifier() and (v is None or isinstance(v, (str, bool, int, float)))
             for k, v in template_kwargs.items()):
-        raise RunError("chat template variables must map names to plain values (text, number, true/false), "
-                       f"e.g. {{\"enable_thinking\": false}}; got {template_kwargs!r}")
+        raise RunError.keyed("error.template_variables", example='{"enable_thinking": false}', got=repr(template_kwargs))
 
 
 def render_prompt(loaded: LoadedModel, prompt: str, chat: bool, system: str | None = None,
@@ -155,12 +150,12 @@ def render_prompt(loaded: LoadedModel, prompt: str, chat: bool, system: str | No
     tok = loaded.tokenizer
     if chat:
         if not loaded.has_chat_template:
-            raise RunError(f"{loaded.name} has no chat template; turn the chat toggle off")
+            raise RunError.keyed("error.no_chat_template", model=loaded.name)
         text = tok.apply_chat_template(chat_messages(prompt, system), tokenize=False, add_generation_prompt=True,
                                        **(template_kwargs or {}))
         ids = tok(text, add_special_tokens=False, return_tensors="pt").input_ids
     elif system or template_kwargs:
-        raise RunError("a system message or chat template variables need the chat template: turn chat on")
+        raise RunError.keyed("error.needs_chat_template")
     else:
         text = prompt
         ids = tok(text, return_tensors="pt").input_ids
@@ -303,9 +298,7 @@ def prepare(
         raise RunError.keyed("error.prompt_tokens", n=n_prompt, limit=settings.max_prompt_tokens)
     context = getattr(target.model.config.get_text_config(), "max_position_embeddings", None)
     if context and n_prompt + req.max_new_tokens > context:
-        raise RunError(
-            f"the prompt ({n_prompt} tokens) plus {req.max_new_tokens} new tokens exceeds the model's context of {context} tokens"
-        )
+        raise RunError.keyed("error.context", n=n_prompt, new=req.max_new_tokens, context=context)
 
     gen_args, draft_config = method.split_params(params)
     tok = target.tokenizer
