@@ -315,7 +315,7 @@ def _resolve(spec: str, settings: Settings) -> _Source:
     """Classify and validate a spec before anything touches the disk or the network."""
     spec = spec.strip()
     if not spec:
-        raise ModelLoadError("no model given")
+        raise ModelLoadError.keyed("error.model.none")
     entry = CATALOGUE.get(spec)
     if entry is not None:
         if entry.source == "bundled":
@@ -331,9 +331,7 @@ def _resolve(spec: str, settings: Settings) -> _Source:
     if "/" not in spec:
         raise ModelLoadError.keyed("error.unknown_model", spec=repr(spec))
     if not HUB_ID_RE.match(spec) or ".." in spec:
-        raise ModelLoadError(
-            f"invalid Hub model id {spec!r}: expected owner/name using letters, digits, '.', '_' or '-'"
-        )
+        raise ModelLoadError.keyed("error.model.bad_hub_id", spec=repr(spec))
     return _Source("hub", hub_id=spec)
 
 
@@ -343,17 +341,14 @@ def _check_local_path(spec: str, settings: Settings) -> Path:
         real = path.resolve()
         allowed = [settings.cache_dir, *settings.allowed_dirs]
         if not any(real.is_relative_to(root.expanduser().resolve()) for root in allowed):
-            raise ModelLoadError(
-                "local model paths are disabled in public mode, except under the cache dir "
-                "and PLAYGROUND_ALLOWED_DIRS"
-            )
+            raise ModelLoadError.keyed("error.model.path_public")
         path = real  # load what was checked, not a symlink that could be swapped later
     if not path.exists():
-        raise ModelLoadError(f"no such directory: {spec}")
+        raise ModelLoadError.keyed("error.model.no_directory", spec=spec)
     if not path.is_dir():
-        raise ModelLoadError(f"not a directory: {spec}")
+        raise ModelLoadError.keyed("error.model.not_directory", spec=spec)
     if not (path / "config.json").is_file():
-        raise ModelLoadError(f"{spec} has no config.json: not a Transformers model directory")
+        raise ModelLoadError.keyed("error.model.no_config", spec=spec)
     return path
 
 
@@ -364,11 +359,8 @@ def _local_use_safetensors(path: Path, spec: str, settings: Settings) -> bool:
     if any(path.glob("pytorch_model*.bin")):
         if settings.allow_pickle:
             return False
-        raise ModelLoadError(
-            f"{spec} only has pickle weights (pytorch_model.bin), which can run code when "
-            "loaded; convert it to safetensors or set PLAYGROUND_ALLOW_PICKLE=1 if you trust it"
-        )
-    raise ModelLoadError(f"{spec} has no model weights (*.safetensors)")
+        raise ModelLoadError.keyed("error.model.pickle_only", spec=spec)
+    raise ModelLoadError.keyed("error.model.no_weights", spec=spec)
 
 
 # --------------------------------------------------------------------------- hub helpers
@@ -1011,8 +1003,7 @@ def load_model(spec: str, dtype: str | Precision = "auto", progress: Progress | 
     try:
         config = AutoConfig.from_pretrained(location, trust_remote_code=trust_remote_code)
         if not _is_causal_lm(config):
-            raise ModelLoadError(
-                f"{spec} is a {config.model_type!r} model, not a causal language model")
+            raise ModelLoadError.keyed("error.model.not_causal", spec=spec, kind=repr(config.model_type))
         if source.path is not None:
             use_safetensors = _local_use_safetensors(source.path, spec, settings)
         # On a GPU, a model larger than one device is spread over all of them (the size from safetensors headers).
@@ -1242,8 +1233,7 @@ class ModelStore:
     def _make_room(self, spec: str, needed: int, budget: int) -> None:
         """Evict idle models, least recently used first, until `needed` more bytes fit."""
         if needed > budget:
-            raise ModelLoadError(
-                f"{spec} needs {_size(needed)}, budget is {_size(budget)} (PLAYGROUND_MEMORY_BUDGET_GB)")
+            raise ModelLoadError.keyed("error.model.over_budget", spec=spec, size=_size(needed), budget=_size(budget))
         dropped: list[LoadedModel] = []
         with self._lock:
             used = sum(m.param_bytes for m in self._entries.values())
@@ -1260,9 +1250,8 @@ class ModelStore:
         if dropped:
             _release(dropped)
         if used + needed > budget:
-            raise ModelLoadError(
-                f"{spec} needs {_size(needed)} but only {_size(budget - used)} of the {_size(budget)} budget "
-                "can be freed while other models are generating (PLAYGROUND_MEMORY_BUDGET_GB)")
+            raise ModelLoadError.keyed("error.model.budget_busy", spec=spec, size=_size(needed),
+                                       free=_size(budget - used), budget=_size(budget))
 
 
 def _size(nbytes: float) -> str:
