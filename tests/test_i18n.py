@@ -336,3 +336,107 @@ def test_every_error_key_in_the_code_is_in_the_catalogue():
             for key in re.findall(r'\.keyed\(\s*"([\w.]+)"', path.read_text(encoding="utf-8"))}
     keys |= {"error.param.integer", "error.param.number"}  # chosen by the parameter's kind
     assert len(keys) > 20 and not keys - set(i18n.catalogue("en"))
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_loading_lines_reach_the_page_in_its_language(lang, monkeypatch):
+    """A model's loading and converting lines are `i18n.Message`s: the CLI prints their English as before, the
+    page's status shows them in the visitor's language (a nested stage translated too, the figures kept)."""
+    import html
+    import threading
+
+    from playground import models
+    from playground.app import preload
+    from playground.i18n import Message, localize
+
+    lines: list[str] = []
+    progress = models._ConversionProgress("Tiny", lines.append)
+    progress("parse", Message.keyed("load.stage.parse"))
+    progress.started -= 30.0  # 30 s in, half way through the weights: a time left is shown
+    progress("weights", Message.keyed("load.stage.weights", done=3, total=12), 0.5)
+    assert lines[0] == "Converting Tiny to safetensors (one time only): reading the GGUF metadata: 0% done"
+    assert lines[1].startswith("Converting Tiny to safetensors (one time only): dequantising weights (3/12 "
+                               "tensors): 44% done, about ") and lines[1].endswith(" s left")
+    first, second = localize(lines[0], lang), localize(lines[1], lang)
+    assert first == i18n.t("load.converting", lang, label="Tiny", what=i18n.t("load.stage.parse", lang), done=0.0)
+    assert "Converting" not in first and "reading" not in first and "0%" in first
+    assert "dequantising" not in second and "3/12" in second and "44%" in second
+    assert i18n.t("load.stage.weights", lang, done=3, total=12) in second
+    assert localize("plain text", lang) == "plain text"  # a line that carries no key stays as written
+
+    copy = Message.keyed("load.dtype_copy", dtype="bfloat16")
+    assert copy == "Keeping a bfloat16 copy of the weights (one time only)…" and "bfloat16" in copy.localized(lang)
+    assert copy.localized(lang) != copy and copy.localized("en") == copy
+    loading = Message.keyed("load.loading", spec="bundled/gemma-3-270m-it", dtype="float32")
+    assert loading == "Loading bundled/gemma-3-270m-it (float32)…"
+    assert loading.localized(lang) == {"ru": "Загружаю bundled/gemma-3-270m-it (float32)…",
+                                       "ar": "تحميل bundled/gemma-3-270m-it (float32)…"}[lang]
+
+    # The start-up load's status box, in the page's language (and English for an English page).
+    state = preload.Preload()
+    state.message, state.thread = lines[1], threading.current_thread()  # started, not done
+    monkeypatch.setattr(preload, "PRELOAD", state)
+    assert html.escape(second, quote=False) in preload.initial_status(lang)
+    assert "dequantising weights (3/12 tensors)" in preload.initial_status("en")
+    # A failed preload: our refusal inside the line is translated with it.
+    from playground.models import ModelLoadError
+    refused = ModelLoadError.keyed("error.model.no_weights", spec="/m")
+    failed = Message.keyed("load.preload.failed", target="/m", error=refused)
+    assert failed == "Preloading /m failed: /m has no model weights (*.safetensors)"
+    assert failed.localized(lang) == i18n.t("load.preload.failed", lang, target="/m", error=refused.localized(lang))
+    assert "has no model weights" not in failed.localized(lang)
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_rarer_refusals_reach_the_page_in_its_language(lang):
+    """The API's field checks, the engine's sampling/seed/precision checks and the model-path refusals: English
+    unchanged for the CLI and the API, the page's language on the page, the visitor's value quoted as it was."""
+    import dataclasses
+
+    from playground.app.run_request import build_request, parse_params
+    from playground.engine import RunRequest, user_message, validate_request
+    from playground.models import _resolve
+    from playground.settings import get_settings
+
+    def refused(call) -> Exception:
+        with pytest.raises(ValueError) as caught:
+            call()
+        return caught.value
+
+    def ask(**values):
+        args = dict(prompt="hi", target=None, assistant=None, method=None, params=None, max_new_tokens=None,
+                    sample=None, temperature=None, top_p=None, top_k=None, seed=None, chat=None, dtype=None)
+        return build_request(**{**args, **values})
+
+    request = RunRequest(prompt="hi")
+    cases = [
+        (lambda: ask(seed="1.5"), "seed must be a whole number; got '1.5'", "'1.5'"),
+        (lambda: ask(chat="maybe"), "chat must be auto, on or off; got 'maybe'", "'maybe'"),
+        (lambda: ask(sample="perhaps"), "sample must be true or false; got 'perhaps'", "'perhaps'"),
+        (lambda: ask(prompt="x" * 10**6), "the prompt is 1000000 characters long; at most", "1000000"),
+        (lambda: parse_params("{"), 'params must be a JSON object, e.g. {"prompt_lookup_num_tokens": 5}: '
+                                    "Expecting property name enclosed in double quotes",
+         "Expecting property name enclosed in double quotes"),  # json's own reason, quoted as it is
+        (lambda: validate_request(dataclasses.replace(request, seed=2**70)),
+         f"seed must be a whole number from 0 to 2^64 − 1 (or down to −2^63); got {2**70}", str(2**70)),
+        (lambda: validate_request(dataclasses.replace(request, sample=True, temperature=0.0)),
+         "temperature must be above 0 when sampling (use greedy for deterministic output); got 0.0", "0.0"),
+        (lambda: validate_request(dataclasses.replace(request, sample=True, top_p=1.5)),
+         "top-p must be in (0, 1]; got 1.5", "1.5"),
+        (lambda: _resolve("a/b c", get_settings()),
+         "invalid Hub model id 'a/b c': expected owner/name using letters, digits, '.', '_' or '-'", "'a/b c'"),
+    ]
+    for call, english, quoted in cases:
+        exc = refused(call)
+        assert str(exc).startswith(english), str(exc)  # the CLI's and the API's English as before
+        assert user_message(exc) == str(exc)
+        local = user_message(exc, lang=lang)
+        assert local != str(exc) and quoted in local, (english, local)
+        assert local == i18n.t(exc.key, lang, **{k: i18n.localize(v, lang) for k, v in exc.fields.items()})
+    phrase = user_message(refused(lambda: ask(prompt="x" * 10**6)), lang=lang)
+    assert phrase.startswith(i18n.t("error.request.the_prompt", lang)) or i18n.t("error.request.the_prompt",
+                                                                                  lang) in phrase
+    assert "the prompt" not in phrase
+    assert user_message(refused(lambda: validate_request(dataclasses.replace(request, seed=-2**64))), lang=lang) == {
+        "ru": f"seed должен быть целым числом от 0 до 2^64 − 1 (или вниз до −2^63); получено {-2**64}",
+        "ar": f"يجب أن تكون البذرة (seed) عددًا صحيحًا من 0 إلى 2^64 − 1 (أو حتى −2^63)؛ وصل {-2**64}"}[lang]
