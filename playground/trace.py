@@ -15,6 +15,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
+from .errors import PlaygroundError
+from .i18n import Message
+
 SCHEMA_VERSION = 2
 # Version 1 lacked `other_ms`, `setup_ms` and `discarded` (its `rejected` held every draft after the first
 # refused one); it still loads, converted by `_upgrade_v1`.
@@ -44,8 +47,9 @@ UNVERIFIED = "unverified"  # drafted past the end of generation, never checked
 STATUSES = (ACCEPTED, REJECTED, DISCARDED, CORRECTION, BONUS, TARGET, UNVERIFIED)
 
 
-class TraceFormatError(ValueError):
-    """A file or object that is not a playground trace (or not one this version can read)."""
+class TraceFormatError(PlaygroundError):
+    """A file or object that is not a playground trace (or not one this version can read); its reason keyed, so
+    the page shows it in the visitor's language."""
 
 
 @dataclass
@@ -188,19 +192,19 @@ class Trace:
     def from_dict(cls, data: Any) -> "Trace":
         """A trace from parsed JSON, every field checked (type, range, size) as untrusted input."""
         if not isinstance(data, dict) or "steps" not in data or "method" not in data:
-            raise TraceFormatError("not a playground trace (no 'method' and 'steps')")
+            raise TraceFormatError.keyed("error.trace.not_a_trace")
         version = data.get("schema_version")
         if version not in READABLE_VERSIONS:
-            raise TraceFormatError(f"trace schema_version {short_repr(version)} is not supported "
-                                   f"(expected one of {', '.join(map(str, READABLE_VERSIONS))})")
+            raise TraceFormatError.keyed("error.trace.version", got=short_repr(version),
+                                         known=", ".join(map(str, READABLE_VERSIONS)))
         if version == 1:
             data = _upgrade_v1(data)
         steps = data["steps"]
         if isinstance(steps, list) and len(steps) > MAX_TRACE_STEPS:
-            raise TraceFormatError(f"the trace has {len(steps)} steps; at most {MAX_TRACE_STEPS} can be replayed")
+            raise TraceFormatError.keyed("error.trace.steps", n=len(steps), limit=MAX_TRACE_STEPS)
         vocab_size = _Reader(MAX_TOKEN_ID + 1).value(data.get("vocab_size"), int | None, "vocab_size")
         if vocab_size is not None and not 1 <= vocab_size <= MAX_TOKEN_ID + 1:
-            raise TraceFormatError(f"malformed trace: vocab_size must be between 1 and {MAX_TOKEN_ID + 1}")
+            raise TraceFormatError.keyed("error.trace.vocab_size", limit=MAX_TOKEN_ID + 1)
         trace = _Reader(vocab_size or MAX_TOKEN_ID + 1).record(cls, data, "trace")
         check_invariants(trace)
         return trace
@@ -210,7 +214,7 @@ class Trace:
         try:
             data = json.loads(text)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise TraceFormatError(f"not valid JSON: {exc}") from None
+            raise TraceFormatError.keyed("error.trace.json", reason=str(exc)) from None
         return cls.from_dict(data)
 
     @classmethod
@@ -313,37 +317,38 @@ class _Reader(RecordReader):
         self.tokens = 0  # token ids read so far (MAX_TRACE_TOKENS)
 
     def fail(self, where: str, expected: str, value: Any) -> TraceFormatError:
-        return TraceFormatError(f"malformed trace: {where} must be {expected}; got {short_repr(value)}")
+        """`expected`: a `Message` (translated with the refusal) or a name as it is."""
+        return TraceFormatError.keyed("error.trace.must_be", where=where, expected=expected, got=short_repr(value))
 
     def not_an_object(self, cls: type, where: str, value: Any) -> TraceFormatError:
-        return self.fail(where, f"an object ({cls.__name__})", value)
+        return self.fail(where, Message.keyed("error.trace.an_object", name=cls.__name__), value)
 
     def missing(self, where: str, name: str) -> TraceFormatError:
-        return TraceFormatError(f"malformed trace: {where} has no '{name}'")
+        return TraceFormatError.keyed("error.trace.missing", where=where, name=name)
 
     def leaf(self, value: Any, hint: Any, where: str, name: str) -> Any:
         origin, args = get_origin(hint), get_args(hint)
         if hint is bool:
             if not isinstance(value, bool):
-                raise self.fail(where, "true or false", value)
+                raise self.fail(where, Message.keyed("error.trace.a_flag"), value)
             return value
         if hint is int:
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
-                raise self.fail(where, f"a whole number from 0 to {MAX_COUNT}", value)
+                raise self.fail(where, Message.keyed("error.trace.a_count", limit=MAX_COUNT), value)
             return value
         if hint is float:
             top = 1.0 if name in PROBABILITIES else math.inf
             if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
                     or not 0 <= value <= top):
-                raise self.fail(where, "a probability from 0 to 1" if top == 1.0 else "a finite number ≥ 0", value)
+                raise self.fail(where, Message.keyed("error.trace.a_probability" if top == 1.0 else "error.trace.a_time"), value)
             return float(value)
         if hint is str:
             return self.text(value, where)
         if origin is list:
             if not isinstance(value, list):
-                raise self.fail(where, "a list", value)
+                raise self.fail(where, Message.keyed("error.trace.a_list"), value)
             if len(value) > MAX_LIST_ITEMS:
-                raise TraceFormatError(f"malformed trace: {where} has {len(value)} items; the limit is {MAX_LIST_ITEMS}")
+                raise TraceFormatError.keyed("error.trace.items", where=where, n=len(value), limit=MAX_LIST_ITEMS)
             (item,) = args
             if item is int:  # every list of integers in a trace holds token ids
                 return [self.token_id(v, f"{where}[{i}]") for i, v in enumerate(value)]
@@ -355,27 +360,27 @@ class _Reader(RecordReader):
     def token_id(self, value: Any, where: str) -> int:
         self.tokens += 1
         if self.tokens > MAX_TRACE_TOKENS:
-            raise TraceFormatError(f"the trace holds more than {MAX_TRACE_TOKENS} token ids; it cannot be replayed")
+            raise TraceFormatError.keyed("error.trace.tokens", limit=MAX_TRACE_TOKENS)
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < self.id_limit:
-            raise self.fail(where, f"a token id (a whole number from 0 to {self.id_limit - 1})", value)
+            raise self.fail(where, Message.keyed("error.trace.a_token_id", top=self.id_limit - 1), value)
         return value
 
     def text(self, value: Any, where: str) -> str:
         if not isinstance(value, str):
-            raise self.fail(where, "text", value)
+            raise self.fail(where, Message.keyed("error.trace.text"), value)
         if len(value) > MAX_TEXT_CHARS:
-            raise TraceFormatError(f"malformed trace: {where} has {len(value)} characters; the limit is {MAX_TEXT_CHARS}")
+            raise TraceFormatError.keyed("error.trace.chars", where=where, n=len(value), limit=MAX_TEXT_CHARS)
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate ("\ud800" in JSON): not text a page can show
-            raise TraceFormatError(f"malformed trace: {where} is not valid text (lone surrogate)") from None
+            raise TraceFormatError.keyed("error.trace.surrogate", where=where) from None
         return value
 
     def mapping(self, value: Any, where: str, depth: int, count: list[int]) -> Any:
         """A free-form JSON value (params, decoding, env): small, shallow, finite numbers, valid text."""
         count[0] += 1
         if count[0] > MAX_MAPPING_ITEMS:
-            raise TraceFormatError(f"malformed trace: {where} holds more than {MAX_MAPPING_ITEMS} items")
+            raise TraceFormatError.keyed("error.trace.mapping_items", where=where, limit=MAX_MAPPING_ITEMS)
         if value is None or isinstance(value, bool):
             return value
         if isinstance(value, int):

@@ -31,18 +31,18 @@ REPLAY_WINDOW_STEPS = 200  # steps drawn around the replay's current one (text a
 def load_trace_file(path: str | Path | None) -> Trace:
     """A trace from an uploaded file; `TraceFormatError` with a message for the page otherwise."""
     if not path:
-        raise TraceFormatError("no file was uploaded")
+        raise TraceFormatError.keyed("error.trace.no_file")
     p = Path(path)
     size = p.stat().st_size
     if size > MAX_TRACE_BYTES:
-        raise TraceFormatError(f"the file is {size / 1e6:.1f} MB; a trace file is at most {MAX_TRACE_BYTES // 10**6} MB")
+        raise TraceFormatError.keyed("error.trace.file_size", size=size / 1e6, limit=MAX_TRACE_BYTES // 10**6)
     data = p.read_bytes()  # an OSError here: the caller says the file could not be read
     try:
         return Trace.from_json(data)
     except TraceFormatError:
         raise
     except Exception as exc:  # a JSON document shaped like a trace but holding nonsense
-        raise TraceFormatError(f"malformed trace: {exc}") from None
+        raise TraceFormatError.keyed("error.trace.malformed", reason=str(exc)) from None
 
 
 def describe_trace(trace: Trace, source: str, lang: str = "en") -> str:
@@ -168,16 +168,16 @@ def uploaded_path(upload: Any) -> Path:
         upload = upload[0]
     path = upload.get("path") if isinstance(upload, dict) else None
     if not isinstance(path, str) or not path or len(path) > MAX_UPLOAD_PATH_CHARS:
-        raise TraceFormatError(f"expected an uploaded file; got {short_repr(upload, MAX_NAME_SHOWN)}")
+        raise TraceFormatError.keyed("error.trace.not_an_upload", got=short_repr(upload, MAX_NAME_SHOWN))
     try:
         folder = Path(gradio_utils.get_upload_folder()).resolve()
         resolved = Path(path).resolve()
     except (ValueError, OSError):  # a NUL byte, a lone surrogate, a loop of links
-        raise TraceFormatError("expected an uploaded file; got a path that is not one") from None
+        raise TraceFormatError.keyed("error.trace.bad_path") from None
     if folder not in resolved.parents:
-        raise TraceFormatError("expected a file uploaded to this page; got a path elsewhere on the server")
+        raise TraceFormatError.keyed("error.trace.elsewhere")
     if not resolved.is_file():
-        raise TraceFormatError("expected an uploaded file; got a path in the upload folder that is not a file")
+        raise TraceFormatError.keyed("error.trace.not_a_file")
     return resolved
 
 
@@ -198,7 +198,7 @@ def on_trace_upload(upload: Any, request: gr.Request = None) -> tuple[Any, ...]:
         trace = load_trace_file(path)
         return replay_load(trace, t("replay.loaded", lang, name=name), lang)
     except Exception as exc:  # TraceFormatError, OSError, or anything else: one line, never a traceback
-        reason = (str(exc) if isinstance(exc, TraceFormatError) else t("replay.unreadable", lang)
+        reason = (exc.localized(lang) if isinstance(exc, TraceFormatError) else t("replay.unreadable", lang)
                   if isinstance(exc, OSError) else user_message(exc, t("error.what.reading_trace", lang), lang))
         message = t("replay.cannot", lang, name=name, reason=reason)
         return (gr.skip(), render.status_html(message, "error"), *([gr.skip()] * 6))
