@@ -440,3 +440,22 @@ def test_rarer_refusals_reach_the_page_in_its_language(lang):
     assert user_message(refused(lambda: validate_request(dataclasses.replace(request, seed=-2**64))), lang=lang) == {
         "ru": f"seed должен быть целым числом от 0 до 2^64 − 1 (или вниз до −2^63); получено {-2**64}",
         "ar": f"يجب أن تكون البذرة (seed) عددًا صحيحًا من 0 إلى 2^64 − 1 (أو حتى −2^63)؛ وصل {-2**64}"}[lang]
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_trace_format_reasons_reach_the_page_in_its_language(lang):
+    """A replay upload that is not a trace: the reason in the page's language, the CLI's English unchanged."""
+    from playground.trace import TraceFormatError
+
+    with pytest.raises(TraceFormatError) as caught:
+        Trace.from_dict({"method": "x", "steps": [], "schema_version": 99})
+    assert str(caught.value).startswith("trace schema_version 99 is not supported (expected one of ")
+    assert caught.value.localized(lang) != str(caught.value) and "99" in caught.value.localized(lang)
+    good = Trace(method="baseline", target="m", prompt="p", steps=[]).to_dict()
+    with pytest.raises(TraceFormatError) as caught:
+        Trace.from_dict({**good, "output_ids": "abc"})
+    assert str(caught.value) == "malformed trace: trace.output_ids must be a list; got 'abc'"
+    local = caught.value.localized(lang)
+    assert local == i18n.t("error.trace.must_be", lang, where="trace.output_ids",
+                           expected=i18n.t("error.trace.a_list", lang), got="'abc'")
+    assert "must be" not in local and "a list" not in local
