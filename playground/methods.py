@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from .errors import PlaygroundError
-from .i18n import DEFAULT_LANGUAGE, t
+from .i18n import DEFAULT_LANGUAGE, Message, t
 
 
 class MethodError(PlaygroundError):
@@ -190,9 +190,8 @@ class Method:
                 f"{self.name} has no parameter {name!r}: ensemble verification mixes the draft's probabilities into "
                 f"the target's, and {self.title[0].lower() + self.title[1:]} produces no draft probabilities"
             )
-        raise MethodError(
-            f"{self.name} has no parameter {name!r}; it takes: {', '.join(p.name for p in self.params) or 'none'}"
-        )
+        raise MethodError.keyed("error.method.no_parameter", method=self.name, name=repr(name),
+                                known=", ".join(p.name for p in self.params) or Message.keyed("error.method.none"))
 
     def defaults(self) -> dict[str, Any]:
         return {p.name: p.default for p in self.params}

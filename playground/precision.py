@@ -51,9 +51,7 @@ class Precision:
 def check_choice(choice: str) -> None:
     """Refuse a choice that is not one of DTYPE_CHOICES, naming them."""
     if choice not in DTYPE_CHOICES:
-        raise PlaygroundError(  # a ValueError the UI shows as is
-            f"unknown dtype {choice!r}: use {', '.join(DTYPE_CHOICES)}"
-        )
+        raise PlaygroundError.keyed("error.dtype", got=repr(choice), known=", ".join(DTYPE_CHOICES))
 
 
 def auto_reason(device: str, cpu_flags: tuple[str, ...] = (), gpu_bf16: bool | None = None) -> tuple[str | None, str]:

@@ -266,7 +266,7 @@ def get_preset(name: str) -> Preset:
     try:
         return PRESETS[name]
     except (KeyError, TypeError):
-        raise PlaygroundError(f"unknown preset {short_repr(name)}; choose one of {', '.join(PRESETS)}") from None
+        raise PlaygroundError.keyed("error.preset", got=short_repr(name), known=", ".join(PRESETS)) from None
 
 
 def runnable(name: str, online: bool) -> Preset:
