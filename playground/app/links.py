@@ -112,7 +112,7 @@ def wire(button: gr.Button, link: gr.Textbox, picker: Any, prompt: Any, controls
                           assistant, method, collect_params(method, *param_values), length, sample, temperature, top_p,
                           top_k, seed, chat, dtype_value)
         if len(query) > MAX_LINK_CHARS:  # only a client that is not the page sends names this long
-            raise PlaygroundError(f"these settings make a link of {len(query)} characters; at most {MAX_LINK_CHARS}")
+            raise PlaygroundError.keyed("error.link.too_long", n=len(query), limit=MAX_LINK_CHARS)
         return query
 
     # The query string lands in the link box first; the browser then turns it into the full address.

@@ -80,7 +80,7 @@ def wire(picker: gr.Dropdown, info: gr.HTML, controls: list[Any], prompt: gr.Tex
 
     def pick_preset(name: Any) -> list[Any]:
         if name is not None and not isinstance(name, str):
-            raise PlaygroundError("a preset must be named by text")
+            raise PlaygroundError.keyed("error.preset_not_text")
         return on_preset(name, param_names)
 
     def clear_preset() -> tuple[None, str]:

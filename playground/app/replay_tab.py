@@ -57,7 +57,7 @@ def step_number(value: Any, n: int) -> int:
     if value is None or value == "":
         return n
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise PlaygroundError(f"the step must be a number from 1 to {n}; got {short_repr(value, MAX_NAME_SHOWN)}")
+        raise PlaygroundError.keyed("error.replay.step", n=n, got=short_repr(value, MAX_NAME_SHOWN))
     return min(max(int(value), 1), n)
 
 
