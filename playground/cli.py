@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from .methods import METHODS, MethodError, parse_assignments
 from .precision import DTYPE_CHOICES
-from .request import MAX_NEW_TOKENS, RunRequest, default, new_request
+from .request import DEFAULT_METHOD, MAX_NEW_TOKENS, RunRequest, default, new_request
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, trace_out: bool = True) -> None:
@@ -235,7 +235,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                              "project's small example set (default)")
     parser.add_argument("--categories", default=None, help="comma-separated categories to keep, e.g. summarization,rag")
     parser.add_argument("--limit", type=int, default=None, help="at most this many prompts per category")
-    parser.add_argument("--methods", default="prompt_lookup",
+    parser.add_argument("--methods", default=DEFAULT_METHOD,
                         help="comma-separated methods with parameters, e.g. "
                              "prompt_lookup:prompt_lookup_num_tokens=5,speculative:num_assistant_tokens=5 "
                              "(baseline always runs; method:assistant=MODEL gives one method its own assistant)")

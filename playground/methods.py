@@ -137,10 +137,6 @@ def _prompt_lookup_empty_reason(empty: EmptyDraft) -> str | None:
     return NO_DRAFT_REASONS["no_match"]
 
 
-def _needs_target_outputs(empty: EmptyDraft) -> str | None:
-    return NO_DRAFT_REASONS["needs_target_outputs"] if empty.first_step else None
-
-
 @dataclass(frozen=True)
 class Method:
     name: str
@@ -167,6 +163,16 @@ class Method:
     # When the method needs a dedicated copy of its assistant because Transformers adapts the assistant in place
     # (universal decoding with sampling prunes its LM head to the shared vocabulary): never, or when sampling.
     dedicated_assistant: Literal["never", "sampling"] = "never"
+    # False when the drafter reads the target's outputs of the previous verification (its hidden states or KV
+    # cache): the first step has none yet and drafts nothing (`empty_draft_reason`, the replay's narration).
+    first_step_drafts: bool = True
+    # Where `tune`'s exact replay of this method's greedy drafts comes from: "context_copy" (prompt lookup's n-gram
+    # copy, replayed on the token sequence), "assistant_model" (a same-tokenizer model's greedy continuation),
+    # "early_layers" (the target's own first layers). None: no exact replay; `replay_obstacle` says why.
+    draft_replay: Literal["context_copy", "assistant_model", "early_layers"] | None = None
+    replay_obstacle: str | None = None
+    # The parameter that sets how many tokens a step drafts (tune sweeps it and charts against it); None: fixed.
+    draft_length_param: str | None = None
 
     @property
     def needs_assistant(self) -> bool:
@@ -207,6 +213,8 @@ class Method:
         """Why a step of this method drafted nothing, in a few words (for the trace and the narration)."""
         if empty.last_position:
             return NO_DRAFT_REASONS["last_position"]
+        if not self.first_step_drafts and empty.first_step:
+            return NO_DRAFT_REASONS["needs_target_outputs"]
         specific = self.explain_empty_draft(empty) if self.explain_empty_draft else None
         return specific or NO_DRAFT_REASONS["nothing_proposed"]
 
@@ -381,6 +389,7 @@ _register(Method(
     },
     reference=True,
     observed_by="streamer",
+    replay_obstacle="baseline drafts nothing: it is the reference every setting is compared with",
 ))
 
 _register(Method(
@@ -405,6 +414,8 @@ _register(Method(
     assistant="same_tokenizer",
     draft_logits="always",
     check=_check_speculative,
+    draft_replay="assistant_model",
+    draft_length_param="num_assistant_tokens",
 ))
 
 _register(Method(
@@ -430,6 +441,8 @@ _register(Method(
               help="The longest n-gram of recent tokens searched for in the context (longest tried first)."),
     ),
     explain_empty_draft=_prompt_lookup_empty_reason,
+    draft_replay="context_copy",
+    draft_length_param="prompt_lookup_num_tokens",
 ))
 
 _register(Method(
@@ -458,6 +471,8 @@ _register(Method(
     draft_logits="always",
     check=_check_early_exit,
     draft_config_on="target",
+    draft_replay="early_layers",
+    draft_length_param="num_assistant_tokens",
 ))
 
 _register(Method(
@@ -482,7 +497,9 @@ _register(Method(
     fixed_kwargs={"use_mtp": True},
     check=_check_mtp,
     draft_logits="always",
-    explain_empty_draft=_needs_target_outputs,
+    first_step_drafts=False,
+    replay_obstacle="MTP layers draft from the target's hidden states of the previous verification; tune has no exact "
+                    "replay for them",
 ))
 
 _register(Method(
@@ -513,7 +530,10 @@ _register(Method(
     ),
     draft_logits="always",
     check=_check_mtp_drafter,
-    explain_empty_draft=_needs_target_outputs,
+    first_step_drafts=False,
+    replay_obstacle="the Gemma 4 drafter reads the target's KV cache of the previous verification; tune has no exact "
+                    "replay for it",
+    draft_length_param="num_assistant_tokens",
 ))
 
 _register(Method(
@@ -540,6 +560,10 @@ _register(Method(
     draft_logits="sampling",
     check=_check_universal,
     dedicated_assistant="sampling",
+    replay_obstacle="universal decoding re-tokenises each draft through text and re-aligns the assistant's prompt "
+                    "every step; its drafts cannot be replayed exactly from one pass, so tune offers no prediction for "
+                    "it",
+    draft_length_param="num_assistant_tokens",
 ))
 
 

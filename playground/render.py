@@ -315,8 +315,9 @@ def render_document(trace: Trace, title: str | None = None, lang: str = DEFAULT_
 # Who drafts, per method, for the narration ("Step 5: the assistant drafted 4 tokens …"): `render.drafter.<method>`.
 DRAFTER: dict[str, str] = {name: t(f"render.drafter.{name}") for name, method in METHODS.items() if method.drafts}
 
-# Why a step of a drafting method drafted nothing, for traces that do not say (schema 1): `render.no_draft.<method>`.
-_NO_DRAFT: frozenset[str] = frozenset({"mtp", "mtp_drafter"})
+# Why a first step drafted nothing, for traces that do not say (schema 1), for the methods whose drafter needs the
+# target's outputs first (`Method.first_step_drafts`): `render.no_draft.<method>`.
+_NO_DRAFT: frozenset[str] = frozenset(name for name, method in METHODS.items() if not method.first_step_drafts)
 
 # Reasons the engine records in `Step.no_draft_reason` (English, from the method registry), and their keys: a
 # trace keeps the English sentence as its language-neutral identifier, and a replay shows it in the viewer's
@@ -549,7 +550,7 @@ CSS += """
 .pg-table th, .pg-table td { border-bottom: 1px solid rgba(128,128,128,.3); padding: 4px 8px; text-align: right; }
 .pg-table th:first-child, .pg-table td:first-child { text-align: left; }
 .pg-table th { font-weight: 600; font-size: 12.5px; opacity: .85; }
-.pg-table tr[data-method="baseline"] td { opacity: .8; }
+.pg-table tr[data-reference] td { opacity: .8; }
 .pg-diagnosis { margin: 4px 0 0 0; padding-left: 1.2em; line-height: 1.5; font-size: 14px; }
 .pg-diagnosis li { margin-bottom: 3px; }
 .pg-methods-table { border-collapse: collapse; font-size: 13.5px; width: 100%; }

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .methods import REFERENCE
 from .trace import Trace
 
 
@@ -43,7 +44,7 @@ def race_lane(trace: Trace, label: str | None = None) -> RaceLane:
 
 def race_timeline(baseline_trace: Trace, method_trace: Trace) -> dict[str, Any]:
     """Both lanes of a race replay plus who finished first and by how much (JSON-ready)."""
-    lanes = [race_lane(baseline_trace, "baseline"), race_lane(method_trace, method_trace.method)]
+    lanes = [race_lane(baseline_trace, REFERENCE), race_lane(method_trace, method_trace.method)]
     b, m = lanes
     return {
         "lanes": [asdict(lane) for lane in lanes],

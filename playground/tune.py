@@ -43,24 +43,13 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from .engine import LiveRun, RunError, RunRequest, in_worker_thread, prepare
-from .methods import REFERENCE, get_method
+from .methods import METHODS, REFERENCE, Method, get_method
 from .models import STORE, ModelStore
 from .trace import Step, acceptance_by_position, classify_step, summarize_steps
 
 Progress = Callable[[str], None]
 
-# Methods with an exact replay, and where their drafts come from.
-TUNABLE = ("prompt_lookup", "speculative", "early_exit")
 SCHEDULES = ("constant", "heuristic", "heuristic_transient")
-NOT_EXACT = {
-    "universal": "universal decoding re-tokenises each draft through text and re-aligns the assistant's prompt "
-                 "every step; its drafts cannot be replayed exactly from one pass, so tune offers no prediction for it",
-    "mtp": "MTP layers draft from the target's hidden states of the previous verification; tune has no exact replay "
-           "for them",
-    "mtp_drafter": "the Gemma 4 drafter reads the target's KV cache of the previous verification; tune has no exact "
-                   "replay for it",
-    "baseline": "baseline drafts nothing: it is the reference every setting is compared with",
-}
 
 
 class TuneError(RunError):
@@ -85,15 +74,7 @@ class Setting:
 
     @property
     def label(self) -> str:
-        v = self.values
-        if self.method == "prompt_lookup":
-            return f"prompt_lookup(tokens={v['prompt_lookup_num_tokens']}, ngram={v['max_matching_ngram_size']})"
-        parts = [f"γ={v['num_assistant_tokens']}"]
-        if v["num_assistant_tokens_schedule"] != "constant":
-            parts.append(v["num_assistant_tokens_schedule"])
-        if v["assistant_confidence_threshold"]:
-            parts.append(f"conf≥{v['assistant_confidence_threshold']:g}")
-        return f"{self.method}({', '.join(parts)})"
+        return f"{self.method}({replay_of(self.method).label(self.values)})"
 
 
 @dataclass
@@ -406,26 +387,12 @@ def sweep_settings(method: str, max_draft: int, *, ngram_sizes: Sequence[int] = 
                    thresholds: Sequence[float] = (0.0, 0.2, 0.4, 0.6),
                    fixed: dict[str, Any] | None = None) -> list[Setting]:
     """Every setting to predict: draft lengths 1..max_draft crossed with the method's other knobs, plus its default."""
-    if method not in TUNABLE:
-        raise TuneError(NOT_EXACT.get(method, f"tune cannot predict {method}"))
+    replay = replay_of(method)
     if max_draft < 1:
         raise TuneError(f"--max-draft must be at least 1; got {max_draft}")
     fixed = dict(fixed or {})
-    settings: list[Setting] = []
-    if method == "prompt_lookup":
-        for size in ngram_sizes:
-            for tokens in range(1, max_draft + 1):
-                settings.append(Setting.of(method, {**fixed, "prompt_lookup_num_tokens": tokens,
-                                                    "max_matching_ngram_size": size}))
-    else:
-        for schedule in schedules:
-            if schedule not in SCHEDULES:
-                raise TuneError(f"unknown schedule {schedule!r}; choose from {', '.join(SCHEDULES)}")
-            for threshold in thresholds:
-                for tokens in range(1, max_draft + 1):
-                    settings.append(Setting.of(method, {**fixed, "num_assistant_tokens": tokens,
-                                                        "num_assistant_tokens_schedule": schedule,
-                                                        "assistant_confidence_threshold": threshold}))
+    settings = replay.grid(max_draft, Grid(tuple(ngram_sizes), tuple(schedules), tuple(thresholds)),
+                           lambda values: Setting.of(method, {**fixed, **values}))
     default = default_setting(method, fixed)
     if default not in settings:
         settings.append(default)
@@ -438,8 +405,88 @@ def default_setting(method: str, fixed: dict[str, Any] | None = None) -> Setting
     return Setting.of(method, keep)
 
 
-_SWEPT = ("prompt_lookup_num_tokens", "max_matching_ngram_size", "num_assistant_tokens",
-          "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+@dataclass(frozen=True)
+class Grid:
+    """The values a sweep crosses with the draft lengths (each replay uses the ones its method has)."""
+
+    ngram_sizes: tuple[int, ...]
+    schedules: tuple[str, ...]
+    thresholds: tuple[float, ...]
+
+
+MakeSetting = Callable[[dict[str, Any]], Setting]  # swept values -> the setting (the request's fixed values added)
+
+
+def _copy_grid(max_draft: int, grid: Grid, make: MakeSetting) -> list[Setting]:
+    return [make({"prompt_lookup_num_tokens": tokens, "max_matching_ngram_size": size})
+            for size in grid.ngram_sizes for tokens in range(1, max_draft + 1)]
+
+
+def _copy_label(values: dict[str, Any]) -> str:
+    return f"tokens={values['prompt_lookup_num_tokens']}, ngram={values['max_matching_ngram_size']}"
+
+
+def _drafter_grid(max_draft: int, grid: Grid, make: MakeSetting) -> list[Setting]:
+    out = []
+    for schedule in grid.schedules:
+        if schedule not in SCHEDULES:
+            raise TuneError(f"unknown schedule {schedule!r}; choose from {', '.join(SCHEDULES)}")
+        out += [make({"num_assistant_tokens": tokens, "num_assistant_tokens_schedule": schedule,
+                      "assistant_confidence_threshold": threshold})
+                for threshold in grid.thresholds for tokens in range(1, max_draft + 1)]
+    return out
+
+
+def _drafter_label(values: dict[str, Any]) -> str:
+    parts = [f"γ={values['num_assistant_tokens']}"]
+    if values["num_assistant_tokens_schedule"] != "constant":
+        parts.append(values["num_assistant_tokens_schedule"])
+    if values["assistant_confidence_threshold"]:
+        parts.append(f"conf≥{values['assistant_confidence_threshold']:g}")
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """How tune replays one kind of draft source (`Method.draft_replay`): what it sweeps, and with what drafter."""
+
+    swept: tuple[str, ...]  # the parameters a sweep varies (the others stay as the request fixed them)
+    grid: Callable[[int, Grid, MakeSetting], list[Setting]]  # the settings for draft lengths 1..max_draft
+    label: Callable[[dict[str, Any]], str]  # a setting's swept values in a few characters
+    model_pass: bool  # drafts come from a greedy pass of a model (False: from the token sequence alone)
+    exit_layer_param: str | None = None  # the drafter is the target cut after this many layers
+    # Transformers re-fits the confidence threshold after each step when scikit-learn is installed (only in
+    # `AssistedCandidateGenerator` itself, not its early-exit subclass), which tune does not replay.
+    refits_threshold: bool = False
+
+
+_DRAFTER_SWEPT = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+REPLAYS: dict[str, Replay] = {
+    "context_copy": Replay(("prompt_lookup_num_tokens", "max_matching_ngram_size"), _copy_grid, _copy_label,
+                           model_pass=False),
+    "assistant_model": Replay(_DRAFTER_SWEPT, _drafter_grid, _drafter_label, model_pass=True, refits_threshold=True),
+    "early_layers": Replay(_DRAFTER_SWEPT, _drafter_grid, _drafter_label, model_pass=True,
+                           exit_layer_param="assistant_early_exit"),
+}
+_SWEPT = tuple(dict.fromkeys(name for replay in REPLAYS.values() for name in replay.swept))
+
+
+def not_tunable_reason(name: str) -> str | None:
+    """Why tune offers no prediction for the method `name` (None: it has an exact replay)."""
+    method: Method | None = METHODS.get(name)
+    if method is None:
+        return f"tune cannot predict {name}"
+    if method.draft_replay is None:
+        return method.replay_obstacle or f"tune cannot predict {name}"
+    return None
+
+
+def replay_of(name: str) -> Replay:
+    """The replay of the method `name`'s drafts; TuneError with the registry's reason where it has none."""
+    reason = not_tunable_reason(name)
+    if reason:
+        raise TuneError(reason)
+    return REPLAYS[METHODS[name].draft_replay]  # type: ignore[index]
 
 
 def _refusal(setting: Setting) -> str | None:
@@ -447,7 +494,7 @@ def _refusal(setting: Setting) -> str | None:
     values = setting.values
     if values.get("assistant_ensemble_weight"):
         return "ensemble verification is lossy: its output is not the target's greedy output the replay starts from"
-    if values.get("assistant_confidence_threshold") and setting.method == "speculative":
+    if values.get("assistant_confidence_threshold") and replay_of(setting.method).refits_threshold:
         from transformers.utils import is_sklearn_available
 
         if is_sklearn_available():
@@ -532,14 +579,13 @@ def _check(request: TuneRequest) -> None:
     run = request.run
     if run.sample:
         raise TuneError("tune is exact for greedy decoding only: turn sampling off")
-    if run.method not in TUNABLE:
-        raise TuneError(NOT_EXACT.get(run.method, f"tune cannot predict {run.method}"))
+    replay = replay_of(run.method)
     if not 1 <= request.max_draft <= 64:
         raise TuneError(f"the largest draft length must be between 1 and 64; got {request.max_draft}")
     if run.params.get("assistant_ensemble_weight"):
         raise TuneError("ensemble verification is lossy: its output is not the target's greedy output the replay "
                         "starts from; set assistant_ensemble_weight to 0")
-    if request.run.method == "prompt_lookup" and not all(1 <= n <= 10 for n in request.ngram_sizes):
+    if "max_matching_ngram_size" in replay.swept and not all(1 <= n <= 10 for n in request.ngram_sizes):
         raise TuneError("n-gram sizes must be between 1 and 10")
 
 
@@ -568,7 +614,8 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
     max_new = int(run.max_new_tokens)
     baseline_s = baseline.summary.elapsed_s
     drafter_model = method_run.assistant.model if method_run.assistant is not None else target.model
-    layers = int(method_run.params["assistant_early_exit"]) if run.method == "early_exit" else None
+    replay = replay_of(run.method)
+    layers = int(method_run.params[replay.exit_layer_param]) if replay.exit_layer_param else None
     widths = range(1, request.max_draft + 2)
     steps_by_setting: dict[Setting, list[Step]] = {}
     refused: dict[Setting, str] = {}
@@ -580,7 +627,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
     def drafter_pass_and_calibrate() -> tuple[float, Calibration]:
         with _held(method_run.models()):
             start = time.perf_counter()
-            if run.method == "prompt_lookup":
+            if not replay.model_pass:
                 index = NgramIndex(prompt_ids + y, max(request.ngram_sizes + (get_method(run.method).defaults()
                                                                               ["max_matching_ngram_size"],)))
                 for s in settings:
@@ -605,7 +652,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
             context = (prompt_ids + y)[: len(prompt_ids) + len(y) // 2]
             prefill, forwards = _time_forwards(target.model, context, widths, request.calibration_repeats)
             calibration = Calibration(target_prefill_s=prefill, target_forward_s=forwards)
-            if run.method != "prompt_lookup":
+            if replay.model_pass:
                 with _first_layers(drafter_model, layers):
                     d_prefill, d_forward = _time_forwards(drafter_model, context, (1,), request.calibration_repeats)
                 calibration.drafter_prefill_s, calibration.drafter_token_s = d_prefill, d_forward[1]

@@ -12,19 +12,17 @@ from typing import Any
 import plotly.graph_objects as go
 
 from .i18n import DEFAULT_LANGUAGE, t, tn
+from .methods import get_method
 from .report_html import color, escape, figure_html, fmt, page, style_figure, table
 
-# The parameter a sweep varies on the x axis; the others name a series.
-DRAFT_LENGTH_PARAMS = ("prompt_lookup_num_tokens", "num_assistant_tokens")
-
-
-def _draft_length(params: dict[str, Any]) -> int:
-    return next(int(params[k]) for k in DRAFT_LENGTH_PARAMS if k in params)
+# A sweep varies the method's draft length (`Method.draft_length_param`) on the x axis; its other knobs name a series.
+def _draft_length(row: dict[str, Any]) -> int:
+    return int(row["params"][get_method(row["method"]).draft_length_param])
 
 
 def _series_name(row: dict[str, Any]) -> str:
     p = row["params"]
-    if row["method"] == "prompt_lookup":
+    if get_method(row["method"]).draft_replay == "context_copy":
         return f"n-gram ≤ {p['max_matching_ngram_size']}"
     name = p.get("num_assistant_tokens_schedule", "constant")
     if p.get("assistant_confidence_threshold"):
@@ -37,7 +35,7 @@ def _series(rows: list[dict[str, Any]], key: str) -> dict[str, list[tuple[int, f
     for r in rows:
         value = (r.get("predicted") or {}).get(key)
         if value is not None:
-            out.setdefault(_series_name(r), []).append((_draft_length(r["params"]), value))
+            out.setdefault(_series_name(r), []).append((_draft_length(r), value))
     return {name: sorted(points) for name, points in out.items()}
 
 

@@ -267,3 +267,19 @@ def test_empty_draft_reason_comes_from_the_trace() -> None:
     assert "end-of-sequence" in render.narrate_step(step, "prompt_lookup")
     old = Step(index=4, drafted=[], accepted=0, rejected=[], emitted=[7], emitted_text=["x"])
     assert "n-gram" not in render.narrate_step(old, "prompt_lookup"), "a schema-1 trace does not say why"
+
+
+def test_a_schema_1_first_step_says_why_where_the_registry_says_the_drafter_needs_the_target_first() -> None:
+    from playground.i18n import t
+    from playground.methods import METHODS
+
+    first = Step(index=0, drafted=[], accepted=0, rejected=[], emitted=[7], emitted_text=["x"])
+    for name, method in METHODS.items():
+        if method.reference:
+            continue
+        text = render.narrate_step(first, name)
+        if method.first_step_drafts:
+            assert t("no_draft.nothing_proposed") in text, name
+        else:
+            assert t(f"render.no_draft.{name}") in text, name
+    assert {name for name, m in METHODS.items() if not m.first_step_drafts} == {"mtp", "mtp_drafter"}

@@ -7,15 +7,19 @@ predictions are never asserted.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
+
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from playground.engine import RunRequest
+from playground.methods import METHODS
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from playground.tune import (
-    NgramIndex, Setting, TuneError, TuneRequest, prompt_lookup_draft, run_baseline, run_setting, tune, tune_prompt,
-    verify,
+    REPLAYS, NgramIndex, Setting, TuneError, TuneRequest, prompt_lookup_draft, run_baseline, run_setting,
+    sweep_settings, tune, tune_prompt, verify,
 )
 
 PROMPTS = ("def add(a, b):", "The quick brown fox jumps")
@@ -266,3 +270,62 @@ def test_tune_refuses_a_bad_draft_range() -> None:
     with pytest.raises(TuneError, match="between 1 and 64"):
         tune_prompt(TuneRequest(run=RunRequest(prompt="x", method="prompt_lookup"), max_draft=0))
 
+
+
+# --- the registry decides what tune replays ---------------------------------------------------------
+
+# The refusals tune gave when they were keyed by method name; the registry's `replay_obstacle` now carries them.
+OBSTACLES = {
+    "baseline": "baseline drafts nothing: it is the reference every setting is compared with",
+    "mtp": "MTP layers draft from the target's hidden states of the previous verification; tune has no exact replay "
+           "for them",
+    "mtp_drafter": "the Gemma 4 drafter reads the target's KV cache of the previous verification; tune has no exact "
+                   "replay for it",
+    "universal": "universal decoding re-tokenises each draft through text and re-aligns the assistant's prompt "
+                 "every step; its drafts cannot be replayed exactly from one pass, so tune offers no prediction for it",
+}
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_the_registry_says_whether_tune_replays_a_method(name: str) -> None:
+    method = METHODS[name]
+    assert (method.draft_replay is None) == (method.replay_obstacle is not None), name
+    if method.draft_replay is None:
+        assert method.replay_obstacle == OBSTACLES[name]
+        with pytest.raises(TuneError, match=f"^{re.escape(OBSTACLES[name])}$"):
+            sweep_settings(name, 2)
+        with pytest.raises(TuneError, match=f"^{re.escape(OBSTACLES[name])}$"):
+            tune_prompt(TuneRequest(run=RunRequest(prompt="x", method=name)))  # refused before any model loads
+        return
+    replay = REPLAYS[method.draft_replay]
+    assert method.draft_length_param in replay.swept and set(replay.swept) <= {p.name for p in method.params}
+    settings = sweep_settings(name, 3, ngram_sizes=(1, 2), schedules=("constant",), thresholds=(0.0,))
+    lengths = {s.values[method.draft_length_param] for s in settings}
+    assert {1, 2, 3} <= lengths and all(s.label.startswith(f"{name}(") for s in settings)
+
+
+def test_the_replay_follows_the_registry_attribute_not_the_name(monkeypatch) -> None:
+    """A method's entry, not its name, decides: without a replay speculative is refused, with one universal sweeps."""
+    speculative, universal = METHODS["speculative"], METHODS["universal"]
+    monkeypatch.setitem(METHODS, "speculative", dataclasses.replace(speculative, draft_replay=None,
+                                                                    replay_obstacle="no replay here"))
+    with pytest.raises(TuneError, match="^no replay here$"):
+        sweep_settings("speculative", 2)
+    monkeypatch.setitem(METHODS, "universal", dataclasses.replace(universal, draft_replay="assistant_model",
+                                                                  replay_obstacle=None))
+    labels = [s.label for s in sweep_settings("universal", 2, schedules=("constant",), thresholds=(0.0,))]
+    assert labels == ["universal(γ=1)", "universal(γ=2)", "universal(γ=5)"]  # the sweep, then the default
+
+
+def test_setting_labels_and_sweeps_keep_their_shape() -> None:
+    lookup = sweep_settings("prompt_lookup", 2, ngram_sizes=(1, 3))
+    assert [s.label for s in lookup] == ["prompt_lookup(tokens=1, ngram=1)", "prompt_lookup(tokens=2, ngram=1)",
+                                         "prompt_lookup(tokens=1, ngram=3)", "prompt_lookup(tokens=2, ngram=3)",
+                                         "prompt_lookup(tokens=10, ngram=2)"]
+    early = sweep_settings("early_exit", 1, schedules=("heuristic", "constant"), thresholds=(0.0, 0.5),
+                           fixed={"assistant_early_exit": 3})
+    assert [s.label for s in early] == ["early_exit(γ=1, heuristic)", "early_exit(γ=1, heuristic, conf≥0.5)",
+                                        "early_exit(γ=1)", "early_exit(γ=1, conf≥0.5)", "early_exit(γ=5)"]
+    assert all(s.values["assistant_early_exit"] == 3 for s in early)
+    with pytest.raises(TuneError, match="unknown schedule 'bogus'"):
+        sweep_settings("speculative", 2, schedules=("bogus",))

@@ -314,6 +314,9 @@ def test_compare_runs_baseline_and_methods_and_shows_progress(compared: list[tup
     rows = re.findall(r'<tr data-method="(\w+)" data-label="([^"]+)" data-speedup="([\d.]+)"', table)
     assert [r[:2] for r in rows] == [("baseline", "baseline"), ("prompt_lookup", "prompt_lookup(prompt_lookup_num_tokens=4)")]
     assert float(rows[0][2]) == 1.0 and float(rows[1][2]) > 0
+    # The reference row is marked for the page's CSS (it is dimmed), by the registry, not by its name.
+    assert len(re.findall(r'<tr data-method="\w+"[^>]* data-reference[ >]', table)) == 1
+    assert re.search(r'<tr data-method="baseline"[^>]* data-reference>', table)
     for header in ("speedup", "tokens/s", "acceptance α", "τ tokens/step", "draft ms/step", "verify ms/step",
                    "Leviathan et al."):
         assert f"<th>{header}</th>" in table

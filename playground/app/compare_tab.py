@@ -110,6 +110,11 @@ def _output_check(row: bench.BenchRow, trace: Trace | None, lang: str) -> str:
     return html.escape(row.lossless_note or "–")
 
 
+def _reference(method: str) -> str:
+    """The row attribute that marks the reference method's row (the page's CSS dims it)."""
+    return " data-reference" if is_reference(method) else ""
+
+
 def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str, str]] = (),
                        lang: str = DEFAULT_LANGUAGE) -> str:
     """One row per method: speedup, tokens/s, α, τ, draft vs verify ms per step, predicted speedups, output check."""
@@ -120,7 +125,8 @@ def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str,
         label = row.label
         a = aggs.get(label)
         if row.error:
-            rows.append(f'<tr data-method="{html.escape(row.method)}" data-label="{html.escape(label)}">'
+            rows.append(f'<tr data-method="{html.escape(row.method)}" data-label="{html.escape(label)}"'
+                        f'{_reference(row.method)}>'
                         f'<td>{html.escape(label)}</td><td colspan="9">⚠ {html.escape(row.error)}</td></tr>')
             continue
         speed = a.speedup if a is not None else row.speedup
@@ -138,7 +144,7 @@ def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str,
             _output_check(row, result.traces.get(label), lang),  # HTML, escaped there
         ]
         rows.append(f'<tr data-method="{html.escape(row.method)}" data-label="{html.escape(label)}" '
-                    f'data-speedup="{_fmt(speed, ".4f")}"><td>{html.escape(label)}</td>'
+                    f'data-speedup="{_fmt(speed, ".4f")}"{_reference(row.method)}><td>{html.escape(label)}</td>'
                     + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     for label, reason in skipped:
         rows.append(f'<tr data-label="{html.escape(label)}" data-skipped="true"><td>{html.escape(label)}</td>'

@@ -18,7 +18,7 @@ from ..errors import PlaygroundError
 from ..gpu import gpu
 from ..models import DEFAULT_TARGET
 from ..presets import get_preset
-from ..request import MAX_NEW_TOKENS, default, new_request
+from ..request import DEFAULT_METHOD, MAX_NEW_TOKENS, default, new_request
 from ..settings import get_settings
 
 MAX_BENCH_PROMPTS_PER_CATEGORY = 3  # a tool call should end in minutes, not hours
@@ -85,7 +85,7 @@ def generate(prompt: str = "", target: str = DEFAULT_TARGET, method: str = defau
                   "finish_reason": trace.finish_reason, "summary": summary})
 
 
-def compare(prompt: str, methods: str = "prompt_lookup", target: str = DEFAULT_TARGET, assistant: str = "",
+def compare(prompt: str, methods: str = DEFAULT_METHOD, target: str = DEFAULT_TARGET, assistant: str = "",
             max_new_tokens: int = MAX_NEW_TOKENS["compare"], repeats: int = 1, dtype: str = default("dtype")) -> str:
     """Compare drafting methods against plain decoding (baseline) on one prompt, warmed up and interleaved in the
     same process, and say which one pays off on this machine.
@@ -108,7 +108,7 @@ def compare(prompt: str, methods: str = "prompt_lookup", target: str = DEFAULT_T
                   "lossless": {label: check.ok for label, check in result.checks.items()}})
 
 
-def bench(methods: str = "prompt_lookup", categories: str = "", limit: int = 1, target: str = DEFAULT_TARGET,
+def bench(methods: str = DEFAULT_METHOD, categories: str = "", limit: int = 1, target: str = DEFAULT_TARGET,
           assistant: str = "", max_new_tokens: int = MAX_NEW_TOKENS["compare"], repeats: int = 1,
           dtype: str = default("dtype")) -> str:
     """Benchmark drafting methods against baseline on Spec-Bench's prompts (480 questions in 13 categories such as
