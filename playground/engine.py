@@ -36,7 +36,7 @@ from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria,
 from transformers.generation.streamers import BaseStreamer
 
 from .errors import PlaygroundError, localized_message
-from .i18n import DEFAULT_LANGUAGE, t
+from .i18n import DEFAULT_LANGUAGE, Message, t
 from .methods import EmptyDraft, Method, MethodError, ModelFacts, get_method
 from .models import (
     CATALOGUE, HUB_ID_RE, STORE, LoadedModel, ModelStore, Precision, default_device,
@@ -459,13 +459,12 @@ class _ScoreWatch(LogitsProcessor):
         return self._bad is not None and bool(self._bad)
 
 
-def non_finite_message(dtype: torch.dtype, tokens: int) -> str:
-    """Why a run whose target's scores overflowed was ended, and what to do about it."""
+def non_finite_message(dtype: torch.dtype, tokens: int) -> Message:
+    """Why a run whose target's scores overflowed was ended, and what to do about it (English as a str)."""
     name = str(dtype).replace("torch.", "")
-    advice = (f"{name} overflows for this model; use bfloat16 or float32" if dtype == torch.float16 else
-              f"the model's arithmetic overflows even in {name}: its weights may be broken")
-    return (f"the run was ended after {tokens} tokens: the target's scores became NaN or infinite, so every token "
-            f"from there on would be meaningless (typically padding); {advice}")
+    advice = Message.keyed("error.non_finite.float16" if dtype == torch.float16 else "error.non_finite.broken",
+                           dtype=name)
+    return Message.keyed("error.non_finite", tokens=tokens, advice=advice)
 
 
 class _Stop(StoppingCriteria):
@@ -760,7 +759,8 @@ class LiveRun:
         trace.summarize(self._elapsed)
         if self._watch.tripped():  # also when sampling then failed on the NaN scores: this is why
             trace.finish_reason = "error"
-            raise RunError(non_finite_message(self.prepared.target.model.dtype, len(trace.output_ids)))
+            reason = non_finite_message(self.prepared.target.model.dtype, len(trace.output_ids))
+            raise RunError.keyed(reason.key, **reason.fields)
         if self._error is not None:
             trace.finish_reason = "error"
             raise self._error

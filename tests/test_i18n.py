@@ -459,3 +459,17 @@ def test_trace_format_reasons_reach_the_page_in_its_language(lang):
     assert local == i18n.t("error.trace.must_be", lang, where="trace.output_ids",
                            expected=i18n.t("error.trace.a_list", lang), got="'abc'")
     assert "must be" not in local and "a list" not in local
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_an_overflowing_run_says_why_in_the_page_language(lang):
+    import torch
+
+    from playground.engine import RunError, non_finite_message
+
+    reason = non_finite_message(torch.float16, 3)
+    error = RunError.keyed(reason.key, **reason.fields)  # as the run raises it
+    assert str(error) == reason and "float16 overflows for this model; use bfloat16 or float32" in str(error)
+    local = error.localized(lang)
+    assert local == reason.localized(lang) and "overflows" not in local and "NaN" in local and "float16" in local
+    assert i18n.t("error.non_finite.float16", lang, dtype="float16") in local
