@@ -84,7 +84,7 @@ def restore(query: Mapping[str, str], param_names: list[str], lang: str = "en") 
             get_method(request.method).resolve_params(request.params)
         validate_request(request if request.prompt.strip() else request.but(prompt="…"))
         if request.dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {request.dtype!r}: use {', '.join(DTYPES)}")
+            raise PlaygroundError.keyed("error.dtype", got=repr(request.dtype), known=", ".join(DTYPES))
     except Exception as exc:  # a bad link: say why, as text, and leave the page as it is
         message = t("link.not_applied", lang, reason=user_message(exc, lang=lang))
         return [gr.skip()] * 14 + [render.status_html(message, "error")] + [gr.skip()] * len(param_names)
