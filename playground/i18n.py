@@ -114,6 +114,14 @@ class Message(str):
         message.key, message.fields = key, dict(fields)
         return message
 
+    @classmethod
+    def registry(cls, key: str, english: str) -> "Message":
+        """A phrase whose English lives in the registry, not in `en.json` (a method's title: ``method.<name>.title``),
+        written as `english` (e.g. with a lower-case first letter inside a sentence) and translated as `key`."""
+        message = cls(english)
+        message.key, message.fields = key, {}
+        return message
+
     def localized(self, lang: str = DEFAULT_LANGUAGE) -> str:
         """The sentence in `lang` (its fields that are messages too)."""
         if normalize(lang) == DEFAULT_LANGUAGE:

@@ -192,10 +192,8 @@ class Method:
             if p.name == name:
                 return p
         if name == ENSEMBLE.name:
-            raise MethodError(
-                f"{self.name} has no parameter {name!r}: ensemble verification mixes the draft's probabilities into "
-                f"the target's, and {self.title[0].lower() + self.title[1:]} produces no draft probabilities"
-            )
+            raise MethodError.keyed("error.method.ensemble_no_parameter", method=self.name, name=repr(name),
+                                    title=self.title_message(lower=True))
         raise MethodError.keyed("error.method.no_parameter", method=self.name, name=repr(name),
                                 known=", ".join(p.name for p in self.params) or Message.keyed("error.method.none"))
 
@@ -217,6 +215,11 @@ class Method:
             return NO_DRAFT_REASONS["needs_target_outputs"]
         specific = self.explain_empty_draft(empty) if self.explain_empty_draft else None
         return specific or NO_DRAFT_REASONS["nothing_proposed"]
+
+    def title_message(self, lower: bool = False) -> Message:
+        """The title as a field of a keyed message: translated on the page; `lower`: its English inside a sentence."""
+        english = self.title[0].lower() + self.title[1:] if lower else self.title
+        return Message.registry(f"method.{self.name}.title", english)
 
     def localized(self, lang: str = DEFAULT_LANGUAGE) -> "Method":
         """This method with its title, summary, lecture and parameter labels and help in `lang` (the page's
@@ -254,11 +257,9 @@ class Method:
     def validate(self, facts: ModelFacts, params: dict[str, Any]) -> None:
         """Refuse combinations that cannot run, with a message that says what to do instead."""
         if self.is_lossy(params) and not self.has_draft_logits(facts.sample):
-            where = "greedy universal decoding" if self.name == "universal" else self.title
-            raise MethodError(
-                f"ensemble verification (assistant_ensemble_weight) needs draft logits, and {where} has none; "
-                "set it to 0 (off)" + (" or turn on sampling" if self.draft_logits == "sampling" else "")
-            )
+            where = Message.keyed("error.method.greedy_universal") if self.name == "universal" else self.title_message()
+            raise MethodError.keyed("error.method.ensemble_needs_logits_or_sampling" if self.draft_logits == "sampling"
+                                    else "error.method.ensemble_needs_logits", where=where)
         if self.check is not None:
             self.check(self, facts, params)
 

@@ -473,3 +473,39 @@ def test_an_overflowing_run_says_why_in_the_page_language(lang):
     local = error.localized(lang)
     assert local == reason.localized(lang) and "overflows" not in local and "NaN" in local and "float16" in local
     assert i18n.t("error.non_finite.float16", lang, dtype="float16") in local
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_ensemble_refusals_reach_the_page_in_its_language(lang):
+    """Ensemble verification refused (a method without the parameter; a run without draft logits): English as the
+    CLI always printed it, the page's sentence with the method's title in the guide's terms."""
+    from playground.engine import user_message
+    from playground.methods import MethodError, ModelFacts, get_method
+
+    with pytest.raises(MethodError) as no_parameter:
+        get_method("prompt_lookup").resolve_params({"assistant_ensemble_weight": 0.5})
+    assert str(no_parameter.value) == (
+        "prompt_lookup has no parameter 'assistant_ensemble_weight': ensemble verification mixes the draft's "
+        "probabilities into the target's, and prompt lookup decoding produces no draft probabilities")
+    assert user_message(no_parameter.value) == str(no_parameter.value)
+    assert user_message(no_parameter.value, lang=lang) == {
+        "ru": "у prompt_lookup нет параметра 'assistant_ensemble_weight': ансамблевая проверка подмешивает "
+              "вероятности черновика к вероятностям целевой модели, а метод «Декодирование с поиском по промпту» "
+              "не даёт вероятностей черновика",
+        "ar": "ليس لدى prompt_lookup المعامل 'assistant_ensemble_weight': التحقق بالمجموعة يمزج احتمالات المسودة "
+              "باحتمالات النموذج الهدف، والطريقة «فك الترميز بمساعدة البحث في الموجّه» لا تُنتج احتمالات للمسودة"}[lang]
+
+    universal = get_method("universal")
+    facts = ModelFacts(target_class="A", target_layers=4, assistant_class="B", same_vocabulary=False,
+                       target_vocab_size=10, assistant_vocab_size=12)
+    with pytest.raises(MethodError) as no_logits:
+        universal.validate(facts, universal.resolve_params({"assistant_ensemble_weight": 0.5}))
+    assert str(no_logits.value) == (
+        "ensemble verification (assistant_ensemble_weight) needs draft logits, and greedy universal decoding has "
+        "none; set it to 0 (off) or turn on sampling")
+    assert user_message(no_logits.value, lang=lang) == {
+        "ru": "ансамблевой проверке (assistant_ensemble_weight) нужны логиты черновика, а у метода «жадное "
+              "универсальное вспомогательное декодирование» их нет; установите 0 (выключено) или включите "
+              "сэмплирование",
+        "ar": "يحتاج التحقق بالمجموعة (assistant_ensemble_weight) إلى لوجيتات المسودة، وليس لدى «فك الترميز الجشع "
+              "بمساعدة شاملة» أيّ منها؛ اضبطه على 0 (معطّل) أو فعّل أخذ العيّنات"}[lang]
