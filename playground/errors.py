@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from .i18n import DEFAULT_LANGUAGE, localize, t
+from .i18n import DEFAULT_LANGUAGE, Message, localize, t
 
 E = TypeVar("E", bound="PlaygroundError")
 
@@ -27,6 +27,13 @@ class PlaygroundError(ValueError):
         """The error whose English text is `key`'s in `locales/en.json`, formatted with `fields`."""
         error = cls(t(key, DEFAULT_LANGUAGE, **fields))
         error.key, error.fields = key, dict(fields)
+        return error
+
+    @classmethod
+    def saying(cls: type[E], message: Message) -> E:
+        """The error whose text is `message` (a reason built elsewhere, e.g. from the registry), translated with it."""
+        error = cls(str.__str__(message))
+        error.key, error.fields = message.key, dict(message.fields)
         return error
 
     def localized(self, lang: str = DEFAULT_LANGUAGE) -> str:

@@ -221,6 +221,12 @@ class Method:
         english = self.title[0].lower() + self.title[1:] if lower else self.title
         return Message.registry(f"method.{self.name}.title", english)
 
+    def replay_obstacle_message(self) -> Message | None:
+        """`replay_obstacle` as a message translated on the page (None when tune can replay this method)."""
+        if self.replay_obstacle is None:
+            return None
+        return Message.registry(f"method.{self.name}.replay_obstacle", self.replay_obstacle)
+
     def localized(self, lang: str = DEFAULT_LANGUAGE) -> "Method":
         """This method with its title, summary, lecture and parameter labels and help in `lang` (the page's
         language); names, kwargs and checks unchanged. English returns the registry's own entry."""
@@ -258,8 +264,9 @@ class Method:
         """Refuse combinations that cannot run, with a message that says what to do instead."""
         if self.is_lossy(params) and not self.has_draft_logits(facts.sample):
             where = Message.keyed("error.method.greedy_universal") if self.name == "universal" else self.title_message()
-            raise MethodError.keyed("error.method.ensemble_needs_logits_or_sampling" if self.draft_logits == "sampling"
-                                    else "error.method.ensemble_needs_logits", where=where)
+            if self.draft_logits == "sampling":
+                raise MethodError.keyed("error.method.ensemble_needs_logits_or_sampling", where=where)
+            raise MethodError.keyed("error.method.ensemble_needs_logits", where=where)
         if self.check is not None:
             self.check(self, facts, params)
 

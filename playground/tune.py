@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from .engine import LiveRun, RunError, RunRequest, in_worker_thread, prepare
+from .i18n import Message
 from .methods import METHODS, REFERENCE, Method, get_method
 from .models import STORE, ModelStore
 from .trace import Step, acceptance_by_position, classify_step, summarize_steps
@@ -389,7 +390,7 @@ def sweep_settings(method: str, max_draft: int, *, ngram_sizes: Sequence[int] = 
     """Every setting to predict: draft lengths 1..max_draft crossed with the method's other knobs, plus its default."""
     replay = replay_of(method)
     if max_draft < 1:
-        raise TuneError(f"--max-draft must be at least 1; got {max_draft}")
+        raise TuneError.keyed("error.tune.max_draft_at_least_one", got=max_draft)
     fixed = dict(fixed or {})
     settings = replay.grid(max_draft, Grid(tuple(ngram_sizes), tuple(schedules), tuple(thresholds)),
                            lambda values: Setting.of(method, {**fixed, **values}))
@@ -430,7 +431,7 @@ def _drafter_grid(max_draft: int, grid: Grid, make: MakeSetting) -> list[Setting
     out = []
     for schedule in grid.schedules:
         if schedule not in SCHEDULES:
-            raise TuneError(f"unknown schedule {schedule!r}; choose from {', '.join(SCHEDULES)}")
+            raise TuneError.keyed("error.tune.schedule", got=repr(schedule), known=", ".join(SCHEDULES))
         out += [make({"num_assistant_tokens": tokens, "num_assistant_tokens_schedule": schedule,
                       "assistant_confidence_threshold": threshold})
                 for threshold in grid.thresholds for tokens in range(1, max_draft + 1)]
@@ -471,13 +472,14 @@ REPLAYS: dict[str, Replay] = {
 _SWEPT = tuple(dict.fromkeys(name for replay in REPLAYS.values() for name in replay.swept))
 
 
-def not_tunable_reason(name: str) -> str | None:
-    """Why tune offers no prediction for the method `name` (None: it has an exact replay)."""
+def not_tunable_reason(name: str) -> Message | None:
+    """Why tune offers no prediction for the method `name` (None: it has an exact replay); English as a `str`,
+    translated on the page."""
     method: Method | None = METHODS.get(name)
     if method is None:
-        return f"tune cannot predict {name}"
+        return Message.keyed("tune.reason.cannot_predict", name=name)
     if method.draft_replay is None:
-        return method.replay_obstacle or f"tune cannot predict {name}"
+        return method.replay_obstacle_message() or Message.keyed("tune.reason.cannot_predict", name=name)
     return None
 
 
@@ -485,21 +487,20 @@ def replay_of(name: str) -> Replay:
     """The replay of the method `name`'s drafts; TuneError with the registry's reason where it has none."""
     reason = not_tunable_reason(name)
     if reason:
-        raise TuneError(reason)
+        raise TuneError.saying(reason)
     return REPLAYS[METHODS[name].draft_replay]  # type: ignore[index]
 
 
-def _refusal(setting: Setting) -> str | None:
+def _refusal(setting: Setting) -> Message | None:
     """Why one setting of a tunable method gets no prediction (None: it gets one)."""
     values = setting.values
     if values.get("assistant_ensemble_weight"):
-        return "ensemble verification is lossy: its output is not the target's greedy output the replay starts from"
+        return Message.keyed("tune.reason.ensemble_lossy")
     if values.get("assistant_confidence_threshold") and replay_of(setting.method).refits_threshold:
         from transformers.utils import is_sklearn_available
 
         if is_sklearn_available():
-            return ("with scikit-learn installed Transformers re-fits the confidence threshold from each step's "
-                    "outcomes (an ROC curve), which tune does not replay")
+            return Message.keyed("tune.reason.threshold_refit")
     return None
 
 
@@ -509,7 +510,7 @@ def _refusal(setting: Setting) -> str | None:
 class Row:
     setting: Setting
     predicted: Outcome | None
-    refused: str | None = None
+    refused: str | None = None  # an i18n.Message when tune built it (its English as a str)
     measured: Outcome | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -578,15 +579,14 @@ class TuneRequest:
 def _check(request: TuneRequest) -> None:
     run = request.run
     if run.sample:
-        raise TuneError("tune is exact for greedy decoding only: turn sampling off")
+        raise TuneError.keyed("error.tune.greedy_only")
     replay = replay_of(run.method)
     if not 1 <= request.max_draft <= 64:
-        raise TuneError(f"the largest draft length must be between 1 and 64; got {request.max_draft}")
+        raise TuneError.keyed("error.tune.max_draft_range", got=request.max_draft)
     if run.params.get("assistant_ensemble_weight"):
-        raise TuneError("ensemble verification is lossy: its output is not the target's greedy output the replay "
-                        "starts from; set assistant_ensemble_weight to 0")
+        raise TuneError.keyed("error.tune.ensemble_lossy")
     if "max_matching_ngram_size" in replay.swept and not all(1 <= n <= 10 for n in request.ngram_sizes):
-        raise TuneError("n-gram sizes must be between 1 and 10")
+        raise TuneError.keyed("error.tune.ngram_sizes")
 
 
 def run_baseline(run: RunRequest, store: ModelStore, progress: Progress | None = None) -> Any:
@@ -606,7 +606,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
         progress("baseline pass")
     baseline = run_baseline(run, store, progress)
     if baseline.finish_reason not in ("eos", "length"):
-        raise TuneError(f"the baseline run ended by {baseline.finish_reason}; tune needs a run that ends by EOS or length")
+        raise TuneError.keyed("error.tune.baseline_ended", reason=baseline.finish_reason)
     y = list(baseline.output_ids)
     prompt_ids = method_run.input_ids[0].tolist()
     target = method_run.target
@@ -618,7 +618,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
     layers = int(method_run.params[replay.exit_layer_param]) if replay.exit_layer_param else None
     widths = range(1, request.max_draft + 2)
     steps_by_setting: dict[Setting, list[Step]] = {}
-    refused: dict[Setting, str] = {}
+    refused: dict[Setting, Message] = {}
     for s in settings:
         reason = _refusal(s)
         if reason:
@@ -697,7 +697,7 @@ class TuneResult:
         for first in self.prompts[0].rows:
             per = [p.row(first.setting) for p in self.prompts]
             if any(r is None or r.predicted is None for r in per):
-                reason = next((r.refused for r in per if r is not None and r.refused), "not predicted on every prompt")
+                reason = next((r.refused for r in per if r is not None and r.refused), Message.keyed("tune.reason.not_every_prompt"))
                 rows.append(Row(first.setting, None, reason, self.measured.get(first.setting)))
                 continue
             outs = [r.predicted for r in per]  # type: ignore[union-attr]
@@ -757,7 +757,7 @@ def tune(request: TuneRequest, prompts: Sequence[str], store: ModelStore = STORE
          progress: Progress | None = None) -> TuneResult:
     """Tune over several prompts (the same request with each prompt)."""
     if not prompts:
-        raise TuneError("no prompts to tune on")
+        raise TuneError.keyed("error.tune.no_prompts")
     results = []
     for k, prompt in enumerate(prompts, 1):
         if progress:

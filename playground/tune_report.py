@@ -11,7 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from .i18n import DEFAULT_LANGUAGE, t, tn
+from .i18n import DEFAULT_LANGUAGE, localize, t, tn
 from .methods import get_method
 from .report_html import color, escape, figure_html, fmt, page, style_figure, table
 
@@ -116,7 +116,8 @@ def table_rows(data: dict[str, Any], rows: list[dict[str, Any]] | None = None,
     out = []
     for r in rows if rows is not None else data["rows"]:
         if r.get("predicted") is None:
-            out.append([r["label"], t("tune.no_prediction", lang, reason=r.get("refused"))] + [""] * 11)
+            reason = localize(r.get("refused"), lang)  # a Message from this run; text from a tune.json as written
+            out.append([r["label"], t("tune.no_prediction", lang, reason=reason)] + [""] * 11)
             continue
         mark = (" ★" if r["label"] == data.get("recommended")
                 else t("tune.default_mark", lang) if r["label"] == data.get("default") else "")

@@ -22,6 +22,8 @@ def registry_english() -> dict[str, str]:
     for name, method in METHODS.items():
         out[f"method.{name}.title"] = method.title
         out[f"method.{name}.summary"] = method.summary
+        if method.replay_obstacle:
+            out[f"method.{name}.replay_obstacle"] = method.replay_obstacle
         for part, text in method.lecture.items():
             out[f"method.{name}.lecture.{part}"] = text
         for param in method.params:
@@ -509,3 +511,49 @@ def test_ensemble_refusals_reach_the_page_in_its_language(lang):
               "сэмплирование",
         "ar": "يحتاج التحقق بالمجموعة (assistant_ensemble_weight) إلى لوجيتات المسودة، وليس لدى «فك الترميز الجشع "
               "بمساعدة شاملة» أيّ منها؛ اضبطه على 0 (معطّل) أو فعّل أخذ العيّنات"}[lang]
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_tune_refusals_and_reasons_reach_the_page_in_its_language(lang):
+    """Tune's refusals inside its run and its no-prediction reasons: English as the CLI printed them, the page's
+    language in the Tune tab's status and table."""
+    from playground import tune, tune_report
+    from playground.app import tune_tab
+    from playground.engine import RunRequest, user_message
+
+    def refused(call) -> tune.TuneError:
+        with pytest.raises(tune.TuneError) as caught:
+            call()
+        return caught.value
+
+    greedy = refused(lambda: tune.tune(tune.TuneRequest(run=RunRequest(prompt="hi", sample=True)), ["hi"]))
+    assert str(greedy) == "tune is exact for greedy decoding only: turn sampling off"
+    assert user_message(greedy, lang=lang) == {
+        "ru": "подбор точен только для жадного декодирования: выключите сэмплирование",
+        "ar": "الضبط دقيق لفك الترميز الجشع فقط: أوقف أخذ العيّنات"}[lang]
+    assert user_message(greedy, lang=lang) in tune_tab._failed(greedy, lang)[0]
+    universal = refused(lambda: tune.tune(tune.TuneRequest(run=RunRequest(prompt="hi", method="universal")), ["hi"]))
+    assert str(universal) == METHODS["universal"].replay_obstacle
+    assert user_message(universal, lang=lang) == i18n.t("method.universal.replay_obstacle", lang) != str(universal)
+    no_prompts = refused(lambda: tune.tune(tune.TuneRequest(run=RunRequest(prompt="hi")), []))
+    assert (str(no_prompts), user_message(no_prompts, lang=lang)) == (
+        "no prompts to tune on", {"ru": "нет промптов для подбора", "ar": "لا موجّهات للضبط عليها"}[lang])
+    at_least = refused(lambda: tune.sweep_settings("prompt_lookup", 0))
+    assert str(at_least) == "--max-draft must be at least 1; got 0"
+    assert user_message(at_least, lang=lang) == {"ru": "--max-draft должен быть не меньше 1; получено 0",
+                                                 "ar": "يجب أن تكون --max-draft على الأقل 1؛ وصل 0"}[lang]
+
+    reason = tune._refusal(tune.Setting.of("speculative", {"assistant_ensemble_weight": 0.5}))
+    assert reason == ("ensemble verification is lossy: its output is not the target's greedy output the replay "
+                      "starts from")
+    data = sample_tune()
+    data["rows"][0].update(predicted=None, refused=reason)
+    assert tune_report.table_rows(data)[0][1] == f"no prediction: {reason}"  # the CLI's and the report's English
+    assert tune_report.table_rows(data, lang=lang)[0][1] == {
+        "ru": "нет прогноза: ансамблевая проверка идёт с потерями: её вывод не совпадает с жадным выводом целевой "
+              "модели, от которого отталкивается воспроизведение",
+        "ar": "لا تنبؤ: التحقق بالمجموعة يفقد الدقة: ناتجه ليس الناتج الجشع للنموذج الهدف الذي تبدأ منه إعادة "
+              "التشغيل"}[lang]
+    assert tune.not_tunable_reason("nope") == "tune cannot predict nope"
+    assert i18n.localize(tune.not_tunable_reason("nope"), lang) == {
+        "ru": "подбор не умеет прогнозировать nope", "ar": "لا يستطيع الضبط التنبؤ بـnope"}[lang]
