@@ -109,14 +109,14 @@ def _expr(key: str, value: Any, names: list[tuple[Any, str]], used: set[str]) ->
     if isinstance(value, torch.Tensor):
         if key in ("input_ids", "attention_mask"):
             return key
-        raise SnippetError(f"cannot write the tensor argument {key!r} into a script")
+        raise SnippetError.keyed("error.snippet.tensor", name=repr(key))
     for obj, name in names:
         if value is obj:
             used.add(name)
             return name
     if value is None or isinstance(value, (bool, int, float, str)):
         return repr(value)
-    raise SnippetError(f"cannot write the {type(value).__name__} argument {key!r} into a script")
+    raise SnippetError.keyed("error.snippet.argument", kind=type(value).__name__, name=repr(key))
 
 
 def python_snippet(prepared: PreparedRun) -> str:
@@ -134,7 +134,7 @@ def python_snippet(prepared: PreparedRun) -> str:
 
     owner = next((name for obj, name in names if obj is prepared.draft_config_model), None)
     if prepared.draft_config and owner is None:
-        raise SnippetError("the draft-length settings belong to a model the script does not load")
+        raise SnippetError.keyed("error.snippet.draft_config_owner")
 
     out: list[str] = [
         # (Nothing like "coding:" may appear in the first two lines: Python would read it as the file's encoding.)
@@ -214,8 +214,7 @@ def _adaptation_lines(prepared: PreparedRun) -> list[str]:
     out: list[str] = []
     for name in prepared.assistant_adaptations:
         if name not in _ADAPTATION_CODE:
-            raise SnippetError(f"the run adapts its assistant in a way no script here can repeat ({name}): "
-                               "plain generate() would not reproduce it")
+            raise SnippetError.keyed("error.snippet.adaptation", name=name)
         if not out:
             out += ["", "# The playground adapts the assistant before the run; without these steps plain generate()",
                     "# samples differently."]

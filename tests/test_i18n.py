@@ -557,3 +557,41 @@ def test_tune_refusals_and_reasons_reach_the_page_in_its_language(lang):
     assert tune.not_tunable_reason("nope") == "tune cannot predict nope"
     assert i18n.localize(tune.not_tunable_reason("nope"), lang) == {
         "ru": "подбор не умеет прогнозировать nope", "ar": "لا يستطيع الضبط التنبؤ بـnope"}[lang]
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_code_tab_refusals_reach_the_page_in_its_language(lang):
+    """The Code tab's refusals (an argument no script can hold, an adaptation no script repeats): English for the
+    CLI, the page's language (the tab shows `user_message(exc, lang=...)` in its "cannot show the code" line)."""
+    import types
+
+    import torch
+
+    from playground import snippet
+    from playground.engine import user_message
+
+    def refused(call) -> snippet.SnippetError:
+        with pytest.raises(snippet.SnippetError) as caught:
+            call()
+        return caught.value
+
+    cases = [
+        (refused(lambda: snippet._expr("bias", torch.zeros(1), [], set())),
+         "cannot write the tensor argument 'bias' into a script",
+         {"ru": "тензорный аргумент 'bias' нельзя записать в скрипт",
+          "ar": "لا يمكن كتابة وسيط الموتر 'bias' في سكربت"}),
+        (refused(lambda: snippet._expr("streamer", object(), [], set())),
+         "cannot write the object argument 'streamer' into a script",
+         {"ru": "аргумент 'streamer' типа object нельзя записать в скрипт",
+          "ar": "لا يمكن كتابة الوسيط 'streamer' من النوع object في سكربت"}),
+        (refused(lambda: snippet._adaptation_lines(types.SimpleNamespace(assistant_adaptations=["retuned"]))),
+         "the run adapts its assistant in a way no script here can repeat (retuned): plain generate() would not "
+         "reproduce it",
+         {"ru": "прогон настраивает ассистента так, как ни один скрипт здесь повторить не может (retuned): обычный "
+                "generate() этого не воспроизведёт",
+          "ar": "يكيّف التشغيل مساعده بطريقة لا يستطيع أي سكربت هنا تكرارها (retuned): لن يعيد generate() العادي "
+                "إنتاجها"}),
+    ]
+    for exc, english, local in cases:
+        assert str(exc) == english and user_message(exc) == english
+        assert user_message(exc, lang=lang) == local[lang]
