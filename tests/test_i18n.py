@@ -595,3 +595,20 @@ def test_code_tab_refusals_reach_the_page_in_its_language(lang):
     for exc, english, local in cases:
         assert str(exc) == english and user_message(exc) == english
         assert user_message(exc, lang=lang) == local[lang]
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_a_link_with_an_unknown_dtype_says_why_in_the_page_language(lang):
+    """A shared link naming a precision this host lacks gets the keyed dtype refusal (not an internal error)."""
+    import html
+
+    from playground.app import links
+    from playground.app.run_request import DTYPES
+
+    def status(lang: str) -> str:
+        return html.unescape(links.restore({"prompt": "hi", "dtype": "int3"}, [], lang)[14])
+
+    known = ", ".join(DTYPES)
+    assert f"This link's settings were not applied: unknown dtype 'int3': use {known}<" in status("en")
+    assert {"ru": f"Настройки из ссылки не применены: неизвестная точность 'int3': используйте {known}<",
+            "ar": f"لم تُطبَّق إعدادات هذا الرابط: دقة غير معروفة 'int3': استخدم {known}<"}[lang] in status(lang)
