@@ -453,31 +453,31 @@ def check_invariants(trace: Trace) -> None:
     joined: list[int] = []
     for i, s in enumerate(trace.steps):
         if s.emitted[: s.accepted] != s.drafted[: s.accepted]:
-            raise TraceFormatError(f"step {i}: emitted[:accepted] differs from drafted[:accepted]")
+            raise TraceFormatError.keyed("error.trace.step.accepted_differ", i=i)
         if len(s.emitted) not in (s.accepted, s.accepted + 1):
-            raise TraceFormatError(f"step {i}: emitted {len(s.emitted)} tokens with {s.accepted} accepted")
+            raise TraceFormatError.keyed("error.trace.step.emitted_count", i=i, n=len(s.emitted), accepted=s.accepted)
         if s.accepted + len(s.rejected) + len(s.discarded) + len(s.unverified) != len(s.drafted):
-            raise TraceFormatError(f"step {i}: accepted + rejected + discarded + unverified != drafted")
+            raise TraceFormatError.keyed("error.trace.step.counts", i=i)
         if len(s.rejected) > 1 or (s.discarded and not s.rejected):
-            raise TraceFormatError(f"step {i}: only the first refused draft is rejected; the ones after it are discarded")
+            raise TraceFormatError.keyed("error.trace.step.rejected", i=i)
         for name in ("draft_ms", "verify_ms", "other_ms"):
             value = getattr(s, name)
             if not isinstance(value, (int, float)) or not value >= 0:
-                raise TraceFormatError(f"step {i}: {name} must be a time in ms (>= 0)")
+                raise TraceFormatError.keyed("error.trace.step.time", i=i, name=name)
         if len(s.emitted) == s.accepted and i != len(trace.steps) - 1 and s.emitted:
-            raise TraceFormatError(f"step {i}: only the last step may be cut short")
+            raise TraceFormatError.keyed("error.trace.step.cut_short", i=i)
         for name in ("q", "p", "mixture"):
             values = getattr(s, name)
             if values is not None and (
                 len(values) != len(s.drafted) or any(not isinstance(v, (int, float)) or math.isnan(v) for v in values)
             ):
-                raise TraceFormatError(f"step {i}: {name} must hold one probability per drafted token")
+                raise TraceFormatError.keyed("error.trace.step.probabilities", i=i, name=name)
         for texts, ids in (("drafted_text", s.drafted), ("emitted_text", s.emitted)):
             if len(getattr(s, texts)) not in (0, len(ids)):
-                raise TraceFormatError(f"step {i}: {texts} must hold one text per token (or none)")
+                raise TraceFormatError.keyed("error.trace.step.texts", i=i, name=texts)
         joined.extend(s.emitted)
     if joined != trace.output_ids:
-        raise TraceFormatError("emitted tokens of all steps do not concatenate to output_ids")
+        raise TraceFormatError.keyed("error.trace.output_ids")
 
 
 def acceptance_by_position(steps: list[Step]) -> list[tuple[int, int, int]]:

@@ -612,3 +612,42 @@ def test_a_link_with_an_unknown_dtype_says_why_in_the_page_language(lang):
     assert f"This link's settings were not applied: unknown dtype 'int3': use {known}<" in status("en")
     assert {"ru": f"Настройки из ссылки не применены: неизвестная точность 'int3': используйте {known}<",
             "ar": f"لم تُطبَّق إعدادات هذا الرابط: دقة غير معروفة 'int3': استخدم {known}<"}[lang] in status(lang)
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_trace_consistency_checks_reach_the_page_in_its_language(lang):
+    """A replayed trace whose steps contradict each other: "step i: …" in English for the CLI, translated on the
+    replay tab (the step number and the field's name kept)."""
+    import dataclasses
+
+    from playground.engine import user_message
+    from playground.trace import TraceFormatError, check_invariants
+
+    steps = sample_steps()
+
+    def refused(*changed: Step, output_ids: list[int] | None = None) -> TraceFormatError:
+        trace = Trace(method="speculative", target="m", prompt="p", steps=list(changed),
+                      output_ids=output_ids if output_ids is not None else [t for s in changed for t in s.emitted])
+        with pytest.raises(TraceFormatError) as caught:
+            check_invariants(trace)
+        return caught.value
+
+    cases = [
+        (refused(dataclasses.replace(steps[0], emitted=[7, 9])),
+         "step 0: emitted[:accepted] differs from drafted[:accepted]",
+         {"ru": "шаг 0: emitted[:accepted] отличается от drafted[:accepted]",
+          "ar": "الخطوة 0: emitted[:accepted] يختلف عن drafted[:accepted]"}),
+        (refused(steps[1], dataclasses.replace(steps[0], q=[0.5])),
+         "step 1: q must hold one probability per drafted token",
+         {"ru": "шаг 1: в q должно быть по одной вероятности на каждый токен черновика",
+          "ar": "الخطوة 1: يجب أن يحوي q احتمالًا واحدًا لكل رمز في المسودة"}),
+        (refused(dataclasses.replace(steps[0], verify_ms=-1.0)), "step 0: verify_ms must be a time in ms (>= 0)",
+         {"ru": "шаг 0: verify_ms должно быть временем в мс (>= 0)",
+          "ar": "الخطوة 0: يجب أن يكون verify_ms زمنًا بالملّي ثانية (>= 0)"}),
+        (refused(steps[1], output_ids=[5]), "emitted tokens of all steps do not concatenate to output_ids",
+         {"ru": "выданные токены всех шагов вместе не совпадают с output_ids",
+          "ar": "رموز كل الخطوات المُخرجة لا تتسلسل لتساوي output_ids"}),
+    ]
+    for exc, english, local in cases:
+        assert str(exc) == english and user_message(exc) == english
+        assert user_message(exc, lang=lang) == local[lang]
