@@ -249,15 +249,13 @@ class Method:
         return self.lossy_reason(params, sample) is not None
 
     def lossy_reason(self, params: dict[str, Any], sample: bool = False) -> str | None:
-        """Why a run with these settings is lossy, in one sentence; None for a lossless run."""
+        """Why a run with these settings is lossy, in one sentence (English as a `str`, translated on the page);
+        None for a lossless run."""
         weight = params.get("assistant_ensemble_weight")
         if weight is not None and weight != ENSEMBLE.off_value:
-            return (
-                f"ensemble verification (weight {weight:g}): drafts are checked against {weight:g}·target + "
-                f"{1 - weight:.2g}·draft, so the output follows that mixture, not the target alone"
-            )
+            return Message.keyed("method.lossy.ensemble", weight=f"{weight:g}", rest=f"{1 - weight:.2g}")
         if sample and self.sampling_bias:
-            return self.sampling_bias
+            return Message.registry(f"method.{self.name}.sampling_bias", self.sampling_bias)
         return None
 
     def validate(self, facts: ModelFacts, params: dict[str, Any]) -> None:

@@ -22,6 +22,8 @@ def registry_english() -> dict[str, str]:
     for name, method in METHODS.items():
         out[f"method.{name}.title"] = method.title
         out[f"method.{name}.summary"] = method.summary
+        if method.sampling_bias:
+            out[f"method.{name}.sampling_bias"] = method.sampling_bias
         if method.replay_obstacle:
             out[f"method.{name}.replay_obstacle"] = method.replay_obstacle
         for part, text in method.lecture.items():
@@ -651,3 +653,22 @@ def test_trace_consistency_checks_reach_the_page_in_its_language(lang):
     for exc, english, local in cases:
         assert str(exc) == english and user_message(exc) == english
         assert user_message(exc, lang=lang) == local[lang]
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_lossy_reasons_reach_the_page_in_its_language(lang):
+    """Why a run is lossy (ensemble verification; the registry's sampling bias): English for the CLI and the
+    benchmark, translated in the Generate tab's status."""
+    method = METHODS["speculative"]
+    reason = method.lossy_reason({"assistant_ensemble_weight": 0.7})
+    assert reason == ("ensemble verification (weight 0.7): drafts are checked against 0.7·target + 0.3·draft, so "
+                      "the output follows that mixture, not the target alone")
+    assert i18n.localize(reason, lang) == {
+        "ru": "ансамблевая проверка (вес 0.7): черновики проверяются по 0.7·целевая + 0.3·черновик, поэтому вывод "
+              "следует этой смеси, а не одной целевой модели",
+        "ar": "التحقق بالمجموعة (الوزن 0.7): تُتحقَّق المسودات مقابل 0.7·الهدف + 0.3·المسودة، فيتبع الناتج هذا "
+              "المزيج لا النموذج الهدف وحده"}[lang]
+    drafter = METHODS["mtp_drafter"]
+    bias = drafter.lossy_reason({}, sample=True)
+    assert bias == drafter.sampling_bias
+    assert i18n.localize(bias, lang) == i18n.t("method.mtp_drafter.sampling_bias", lang) != bias

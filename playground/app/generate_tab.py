@@ -179,7 +179,7 @@ def _done_message(live: LiveRun, lang: str = "en") -> tuple[str, str]:
     note = f"{trace.env.get('precision', trace.env.get('dtype', ''))}"
     if trace.lossy:
         lossy = get_method(trace.method).lossy_reason(trace.params, bool(trace.decoding.get("sample")))
-        note += t("status.lossy", lang, reason=lossy or t("status.lossy_default", lang))
+        note += t("status.lossy", lang, reason=localize(lossy, lang) or t("status.lossy_default", lang))
     return message, note
 
 
