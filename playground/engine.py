@@ -273,7 +273,7 @@ def prepare(
     method = get_method(req.method)
     params = method.resolve_params(req.params)
     if method.needs_assistant and not req.assistant:
-        raise RunError.keyed("error.needs_assistant", method=method.title)
+        raise RunError.keyed("error.needs_assistant", method=method.title_message())
     if not method.needs_assistant and req.assistant:
         req = req.but(assistant=None)
     precision = resolve_precision(req.dtype)
