@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import PlaygroundError
+from .i18n import Message
 
 if TYPE_CHECKING:
     import torch
@@ -61,15 +62,15 @@ def auto_reason(device: str, cpu_flags: tuple[str, ...] = (), gpu_bf16: bool | N
     is then None and the sentence says when it is decided."""
     if device.startswith("cuda"):
         if gpu_bf16 is None:
-            return None, "bfloat16 if the GPU supports it, else float32 (checked when a run starts)"
+            return None, Message.keyed("precision.auto.gpu_unknown")
         if gpu_bf16:
-            return "bfloat16", "bfloat16: GPU supports bfloat16"
-        return "float32", "float32: GPU has no bfloat16 support"
+            return "bfloat16", Message.keyed("precision.auto.gpu_bf16")
+        return "float32", Message.keyed("precision.auto.gpu_no_bf16")
     if device == "cpu":
         if cpu_flags:
-            return "bfloat16", f"bfloat16: CPU has {' and '.join(cpu_flags)}"
-        return "float32", "float32: CPU has no native bfloat16 (AVX512-BF16 or AMX-BF16)"
-    return "float32", f"float32: no bfloat16 check for device {device!r}"
+            return "bfloat16", Message.keyed("precision.auto.cpu_bf16", flags=" and ".join(cpu_flags))
+        return "float32", Message.keyed("precision.auto.cpu_no_bf16")
+    return "float32", Message.keyed("precision.auto.other_device", device=repr(device))
 
 
 def precision_for(choice: str, device: str, cpu_flags: tuple[str, ...] = (),
@@ -78,7 +79,7 @@ def precision_for(choice: str, device: str, cpu_flags: tuple[str, ...] = (),
     hardware). An unknown choice raises the one message that lists the choices."""
     check_choice(choice)
     if choice != "auto":
-        return Precision(choice, choice, device, f"{choice}: chosen explicitly")
+        return Precision(choice, choice, device, Message.keyed("precision.explicit", choice=choice))
     dtype, reason = auto_reason(device, cpu_flags, gpu_bf16)
     if dtype is None:
         raise PlaygroundError(f"cannot resolve auto precision on {device}: its bfloat16 support is unknown")

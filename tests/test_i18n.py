@@ -672,3 +672,17 @@ def test_lossy_reasons_reach_the_page_in_its_language(lang):
     bias = drafter.lossy_reason({}, sample=True)
     assert bias == drafter.sampling_bias
     assert i18n.localize(bias, lang) == i18n.t("method.mtp_drafter.sampling_bias", lang) != bias
+
+
+@pytest.mark.parametrize("lang, expected", [("ru", "bfloat16: у процессора есть AVX512-BF16"),
+                                            ("ar", "bfloat16: المعالج يدعم AVX512-BF16")])
+def test_the_precision_sentence_reaches_the_page_in_its_language(lang: str, expected: str) -> None:
+    from playground.precision import precision_for
+
+    record = precision_for("auto", "cpu", ("AVX512-BF16",))
+    assert str(record.reason) == "bfloat16: CPU has AVX512-BF16"  # the CLI, the trace file and the logs
+    assert i18n.localize(record.reason, lang) == expected
+    explicit = precision_for("float32", "cpu")
+    assert str(explicit.reason) == "float32: chosen explicitly"
+    assert i18n.localize(explicit.reason, lang) == i18n.t("precision.explicit", lang, choice="float32") != str(explicit.reason)
+    assert json.loads(json.dumps({"precision": record.reason})) == {"precision": "bfloat16: CPU has AVX512-BF16"}

@@ -147,7 +147,7 @@ def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ..
     return (gr.update(choices=[(m.localized(lang).title, name) for name, m in METHODS.items()]), method.summary,
             lecture_html(method, lang), render.legend_html(lang), render.empty_tokens(lang=lang),
             render.stats_html(None, lang=lang), *charts.figures([], lang=lang),
-            gr.update(info=t("ui.dtype.info", lang, what=host_precision_note())))
+            gr.update(info=t("ui.dtype.info", lang, what=localize(host_precision_note(), lang))))
 
 
 def restore_link(request: gr.Request) -> list[Any]:
@@ -176,7 +176,7 @@ def _done_message(live: LiveRun, lang: str = "en") -> tuple[str, str]:
     reason = t(f"status.finish.{trace.finish_reason}", lang) if trace.finish_reason in known else trace.finish_reason
     message = t("status.done", lang, tokens=tn("status.tokens", s.new_tokens, lang),
                 steps=tn("status.steps", s.steps, lang), s=f"{s.elapsed_s:.2f}", reason=reason)
-    note = f"{trace.env.get('precision', trace.env.get('dtype', ''))}"
+    note = localize(trace.env.get("precision", trace.env.get("dtype", "")), lang)
     if trace.lossy:
         lossy = get_method(trace.method).lossy_reason(trace.params, bool(trace.decoding.get("sample")))
         note += t("status.lossy", lang, reason=localize(lossy, lang) or t("status.lossy_default", lang))
@@ -256,7 +256,7 @@ def generate(
         status = render.status_html(
             t("status.generating", lang, method=prepared.method.localized(lang).title, target=run_request.target),
             "running",
-            prepared.precision.reason)
+            localize(prepared.precision.reason, lang))
         yield (render.empty_tokens(t("render.waiting", lang), lang), gr.skip(), gr.skip(), gr.skip(), status, gr.skip(),
                gr.skip())
         last_update, last_chart = 0.0, time.perf_counter()
