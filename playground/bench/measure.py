@@ -94,7 +94,7 @@ def compare_on_prompt(
 ) -> CompareResult:
     """Run baseline and `specs` on one prompt, interleaved and repeated; rows, aggregates, traces, diagnoses.
 
-    Baseline is added first if missing. `warmup` runs every method once (16 tokens) before
+    Baseline is added first if missing. `warmup` runs every method once (`MAX_NEW_TOKENS["bench_warm_up"]` tokens) before
     measuring. Each repeat runs every method once, in an order rotated by one per repeat; with
     `measure_overhead` each method also runs as plain `generate()` next to its instrumented run
     (alternating which goes first). A method that fails records its error in its row.
