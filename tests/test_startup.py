@@ -6,7 +6,10 @@ files (same kinds of metadata arrays, milliseconds to convert). Timings live in 
 
 from __future__ import annotations
 
+import copy
 import json
+import os
+import re
 import subprocess
 import sys
 import threading
@@ -20,7 +23,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers import modeling_gguf_pytorch_utils as gguf_loader
 
-from playground import models
+from playground import i18n, models
 from tiny import save_tiny_llama_gguf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,6 +88,43 @@ def test_conversion_parses_the_gguf_once(tiny_gguf: Path, tmp_path: Path, parses
     assert tokenizer.get_vocab() == plain_tokenizer.get_vocab()
     text = "red cat, blue moon"
     assert tokenizer(text).input_ids == plain_tokenizer(text).input_ids
+
+
+@pytest.mark.parametrize("vocab_size", [True, False], ids=["vocab_size_given", "vocab_size_from_the_tokens"])
+def test_the_metadata_reads_give_the_loaders_own_config_without_walking_the_vocabulary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vocab_size: bool) -> None:
+    """The config and AutoTokenizer's metadata reads see the same config as Transformers' own read (its
+    vocab_size taken from the token list where the file gives none, as Gemma 3's), and the vocabulary's
+    values are not turned into Python one by one."""
+    path = save_tiny_llama_gguf(tmp_path / "tiny.gguf", vocab_size=vocab_size)
+    values: list[int] = []
+    real_parse = gguf_loader._gguf_parse_value
+    monkeypatch.setattr(gguf_loader, "_gguf_parse_value", lambda *args: values.append(1) or real_parse(*args))
+    expected = gguf_loader.load_gguf_checkpoint(str(path))
+    plain_values = len(values)
+    values.clear()
+    with models.gguf_read_once(path):
+        first = gguf_loader.load_gguf_checkpoint(str(path))
+        first["config"]["edited"] = True  # a caller edits its copy; the next caller gets the original
+        second = gguf_loader.load_gguf_checkpoint(str(path))
+    tokens = len(expected["tokenizer"]["tokens"])
+    assert expected["config"]["vocab_size"] == tokens > 256
+    assert second["config"] == expected["config"] and first["config"] == {**expected["config"], "edited": True}
+    assert plain_values > 3 * tokens and len(values) < 100  # tokens, scores and token types: left alone
+
+
+def test_copy_plain_is_a_deep_copy() -> None:
+    original = {"config": {"ids": [1, 2], "rope": {"factor": 8.0}, "nested": [[1], {"x": "y"}], "none": None},
+                "tokenizer": {"tokens": ["<s>", "▁a"], "scores": [0.0, -1.5], "flags": [True, False]}}
+    before = copy.deepcopy(original)
+    copied = models.copy_plain(original)
+    assert copied == before
+    copied["config"]["ids"].append(3)
+    copied["config"]["rope"]["factor"] = 1.0
+    copied["config"]["nested"][0].append(2)
+    copied["config"]["nested"][1]["x"] = "z"
+    copied["tokenizer"]["tokens"][0] = "<bos>"
+    assert original == before
 
 
 def test_conversion_says_how_far_it_is_and_how_long_is_left(tiny_gguf: Path, tmp_path: Path) -> None:
@@ -185,6 +225,7 @@ def assert_same_tokenizer(ours: object, theirs: object) -> None:
                 == theirs.apply_chat_template(chat, add_generation_prompt=True))
 
 
+@pytest.mark.bundled
 @pytest.mark.parametrize("key", [models.DEFAULT_TARGET, models.DEFAULT_UNIVERSAL_ASSISTANT])
 def test_bundled_tokenizers_load_as_auto_tokenizer_loads_them(key: str) -> None:
     """The Rust-parsed tokenizer of a conversion is the tokenizer AutoTokenizer builds from the same folder
@@ -291,6 +332,7 @@ def test_a_disk_that_takes_no_copy_loads_the_cast(tiny_bundled: models.ModelEntr
     assert not any(path.name.startswith(f".{directory.name}.") for path in directory.parent.iterdir())
 
 
+@pytest.mark.bundled
 def test_the_bundled_gemma_copy_equals_its_cast() -> None:
     """The real thing: Gemma 3 270M's bfloat16 copy holds exactly what a bfloat16 load of its conversion casts."""
     directory = models.ensure_converted(models.CATALOGUE[models.DEFAULT_TARGET])
@@ -301,3 +343,149 @@ def test_the_bundled_gemma_copy_equals_its_cast() -> None:
         assert set(handle.keys()) <= set(expected)
         assert all(torch.equal(handle.get_tensor(name), expected[name]) for name in handle.keys())
 
+
+
+# --------------------------------------------------------------------------- one conversion at a time, across processes
+
+CONVERT_ELSEWHERE = """
+import sys, time
+sys.path[:0] = sys.argv[1:3]  # the project and tests/ (the tiny model's `assemble`)
+from playground import i18n, models
+source = models.GgufSource(filename="tiny.gguf", sha256=sys.argv[3], requirement="tiny", module="tiny")
+entry = models.ModelEntry(key="bundled/tiny", label="Tiny", description="", source="bundled", gguf=source)
+models.CATALOGUE[entry.key] = entry
+said = []
+
+def progress(message):
+    if not said:  # the lock is held and the first line published: tell the test, then keep it a while
+        said.append(message)
+        print("converting:", message, flush=True)
+        time.sleep(2.0)
+
+models.ensure_converted(entry, progress)
+print("converted", flush=True)
+"""
+
+
+def test_a_second_process_waits_for_a_conversion_under_way_and_shows_its_progress(
+        tiny_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server converts the default model in a second process while its page starts (`convert_ahead`): a load
+    meanwhile (the start-up load, a click, a CLI run) waits for that conversion, reports its progress, and then
+    loads what it wrote instead of converting the model again."""
+    monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
+    source = models.GgufSource(filename="tiny.gguf", sha256=models._sha256(tiny_gguf), requirement="tiny", module="tiny")
+    entry = models.ModelEntry(key="bundled/tiny", label="Tiny", description="", source="bundled", gguf=source)
+    monkeypatch.setitem(models.CATALOGUE, entry.key, entry)
+    other = subprocess.Popen([sys.executable, "-c", CONVERT_ELSEWHERE, str(ROOT), str(ROOT / "tests"), source.sha256],
+                             env={**os.environ, "PLAYGROUND_CACHE_DIR": str(tmp_path)}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout is not None
+        first_line = other.stdout.readline()
+        assert first_line.startswith("converting: Assembling tiny.gguf"), first_line
+
+        def no_conversion_here(*_args: object) -> None:
+            raise AssertionError("converted again in the waiting process")
+
+        monkeypatch.setattr(models, "_convert_into", no_conversion_here)
+        messages: list[str] = []
+        directory = models.ensure_converted(entry, messages.append)
+        assert other.wait(timeout=120) == 0 and other.stdout.read().strip() == "converted"
+    finally:
+        other.kill()
+    assert messages and messages[0] == first_line.removeprefix("converting: ").strip()  # its words, relayed
+    assert isinstance(messages[0], i18n.Message) and messages[0].key == "load.assembling"  # still translatable
+    assert models._cache_is_valid(directory, source)
+    assert not models._lock_file(directory, "progress.json").exists()
+
+
+def test_a_process_that_finds_another_holding_the_lock_says_it_waits(tmp_path: Path) -> None:
+    import fcntl
+
+    work = tmp_path / "converted" / "bundled--tiny"
+    lock = models._lock_file(work, "lock")
+    messages: list[str] = []
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        released = threading.Timer(1.0, fcntl.flock, (held, fcntl.LOCK_UN))
+        released.start()
+        with models.one_process_at_a_time(work, "Tiny", messages.append) as report:
+            report(i18n.Message.keyed("load.dtype_copy", dtype="bfloat16"))
+        released.join()
+    assert messages[0] == "Waiting for another process that is converting Tiny…"
+    assert messages[0].localized("ru") == "Ждём другой процесс, который конвертирует Tiny…"
+    assert messages[1:] == ["Keeping a bfloat16 copy of the weights (one time only)…"]
+
+
+def test_the_convert_command_refuses_what_is_not_bundled() -> None:
+    for spec, reason in (("bundled/nope", "unknown bundled model 'bundled/nope' (bundled: bundled/gemma-3-270m, "),
+                         ("HuggingFaceTB/SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct is not a bundled model")):
+        result = subprocess.run([sys.executable, "-m", "playground", "convert", spec], cwd=ROOT, capture_output=True,
+                                text=True, timeout=300)
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr.strip().splitlines()[-1].startswith(f"error: {reason}"), result.stderr
+
+
+@pytest.mark.bundled
+@pytest.mark.slow
+def test_a_cold_start_converts_gemma_ahead_and_the_load_waits_for_it(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real thing: `convert_ahead` converts Gemma 3 270M in a second process (and keeps the copy `auto` loads);
+    a load in this process meanwhile waits, relays its progress, converts nothing itself, and the files it then
+    loads are byte for byte those of a conversion in this process."""
+    entry = models.CATALOGUE[models.DEFAULT_TARGET]
+    reference = models.ensure_converted(entry)  # the shared cache, converted here
+    monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
+    ahead = models.convert_ahead(models.DEFAULT_TARGET)
+    assert ahead is not None
+    try:
+        directory = models.converted_dir(entry.key)
+        published = models._lock_file(directory, "progress.json")
+        deadline = time.monotonic() + 120
+        while not published.exists() and ahead.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the second process holds the lock
+        assert published.exists(), "the second process published no progress"
+
+        def no_conversion_here(*_args: object) -> None:
+            raise AssertionError("converted again in the waiting process")
+
+        monkeypatch.setattr(models, "_convert_into", no_conversion_here)
+        messages: list[str] = []
+        loaded = models.load_model(models.DEFAULT_TARGET, "float32", messages.append)
+        assert ahead.wait(timeout=600) == 0
+    finally:
+        ahead.kill()
+    assert any(m.startswith("Converting Gemma 3 270M (bundled) to safetensors") for m in messages), messages
+    assert loaded.model.name_or_path == str(directory)
+    for name in ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json"):
+        assert (directory / name).read_bytes() == (reference / name).read_bytes(), name
+    auto = models.resolve_precision("auto", "cpu").dtype
+    assert (auto == "float32") == (models.valid_dtype_copy(directory, "bfloat16") is None)
+    assert models.convert_ahead(models.DEFAULT_TARGET) is None  # nothing left to do
+
+
+@pytest.mark.server
+@pytest.mark.bundled
+@pytest.mark.slow
+def test_python_app_py_converts_ahead_on_a_cold_cache_and_preloads_that_conversion(tmp_path: Path) -> None:
+    """`python app.py` on an empty cache: the conversion starts in a second process before the page imports
+    Gradio, the page answers while it runs, and the start-up load loads what that process wrote."""
+    from appserver import free_port, start_app, stop_app
+
+    log = tmp_path / "app.log"
+    cache = tmp_path / "cache"
+    server = start_app(free_port(), log, {"PLAYGROUND_CACHE_DIR": str(cache), "PLAYGROUND_PRELOAD": "1"})
+    try:
+        answered = log.read_text()
+        ahead = re.search(r"converting bundled/gemma-3-270m ahead in process (\d+) while the page starts", answered)
+        assert ahead, answered
+        deadline = time.monotonic() + 600
+        while "preloaded bundled/gemma-3-270m" not in log.read_text() and time.monotonic() < deadline:
+            assert server.poll() is None
+            time.sleep(0.5)
+        text = log.read_text()
+    finally:
+        stop_app(server)
+    assert "preloaded bundled/gemma-3-270m" in text and "converting bundled/gemma-3-270m ahead failed" not in text
+    assert not Path(f"/proc/{ahead.group(1)}").exists()  # it ended, and the server reaped it
+    entry = models.CATALOGUE[models.DEFAULT_TARGET]
+    assert models._cache_is_valid(cache / "converted" / "bundled--gemma-3-270m", entry.gguf)

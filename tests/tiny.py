@@ -399,11 +399,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def save_tiny_llama_gguf(path: Path, seed: int = 0, words: tuple[str, ...] = WORDS, hidden: int = 16,
-                         ffn: int = 32) -> Path:
+                         ffn: int = 32, vocab_size: bool = True) -> Path:
     """A one-layer random Llama as a float32 GGUF file, written with the gguf package's own writer.
 
     Its sentencepiece-style vocabulary (specials, 256 byte tokens, words) makes the metadata hold the
     string, float and int arrays a real GGUF's tokenizer has, so readers are exercised on all three.
+    Without `vocab_size` the file gives none, as Gemma 3's does: loaders take the token list's length.
     """
     import gguf
     import numpy as np
@@ -421,7 +422,8 @@ def save_tiny_llama_gguf(path: Path, seed: int = 0, words: tuple[str, ...] = WOR
     writer.add_head_count_kv(2)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_rope_dimension_count(hidden // 2)
-    writer.add_vocab_size(len(tokens))
+    if vocab_size:
+        writer.add_vocab_size(len(tokens))
     writer.add_tokenizer_model("llama")
     writer.add_token_list(tokens)
     writer.add_token_scores(scores)

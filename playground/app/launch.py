@@ -6,22 +6,19 @@ address (styles, theme, the upload limit), shared with tests that launch the pag
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any
 
 import gradio as gr
 
 from .. import render
-from ..models import DEFAULT_TARGET
+from ..models import DEFAULT_TARGET, gc_paused
 from ..settings import get_settings
 from . import language
+from .head_start import configure_logging
 from .page import build_ui
 from .preload import PRELOAD
 from .replay_tab import MAX_TRACE_BYTES
-
-# The page's own logger: every `playground.app` module's lines (preload timing, refusals) go through it.
-logger = logging.getLogger("playground.app")
 
 # Styles of the page itself (the token/legend/stat styles live in render.CSS).
 PAGE_CSS = """
@@ -49,20 +46,17 @@ def start_preload() -> None:
 
 def main() -> None:
     """Serve the page on GRADIO_SERVER_NAME:GRADIO_SERVER_PORT (default 127.0.0.1:7860) until interrupted."""
-    if not logger.handlers:  # our own progress lines (preload timing) on stderr, not every library's
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-    demo = build_ui()
-    # Serve first, then load: the page answers (and shows the load's progress) while the start-up
-    # load imports torch and Transformers; both compete for the same interpreter lock otherwise.
-    demo.launch(
-        server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-        server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-        prevent_thread_lock=True,
-        mcp_server=get_settings().mcp,
-        **launch_kwargs(),
-    )
+    configure_logging()
+    with gc_paused():  # building the page allocates in bulk (`models.gc_paused` says why)
+        demo = build_ui()
+        # Serve first, then load: the page answers (and shows the load's progress) while the start-up
+        # load imports torch and Transformers; both compete for the same interpreter lock otherwise.
+        demo.launch(
+            server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+            server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+            prevent_thread_lock=True,
+            mcp_server=get_settings().mcp,
+            **launch_kwargs(),
+        )
     start_preload()
     demo.block_thread()

@@ -17,7 +17,7 @@ import gradio as gr
 from .. import render
 from ..errors import PlaygroundError
 from ..i18n import Message, localize, t
-from ..models import CATALOGUE, DEFAULT_TARGET, STORE, ensure_converted
+from ..models import CATALOGUE, DEFAULT_TARGET, STORE, ensure_converted, gc_paused
 from ..request import DEFAULT_METHOD, new_request
 from .language import language_of
 
@@ -50,7 +50,8 @@ class Preload:
             started = time.perf_counter()
             try:
                 # The first seconds of a start: the server is already up while these import.
-                from ..engine import user_message
+                with gc_paused():
+                    from ..engine import user_message
 
                 self.message = Message.keyed("load.preload.loading", target=target)
                 STORE.get(target, dtype, self._report)
