@@ -232,6 +232,8 @@ def test_bundled_tokenizers_load_as_auto_tokenizer_loads_them(key: str) -> None:
     (for Gemma, AutoTokenizer rebuilds the backend from the vocabulary and merges instead)."""
     directory = models.ensure_converted(models.CATALOGUE[key])
     assert_same_tokenizer(models.load_saved_tokenizer(directory), AutoTokenizer.from_pretrained(directory))
+    # The catalogue's model_type (what `import_modeling` imports ahead) is the conversion's own.
+    assert models.CATALOGUE[key].gguf.model_type == json.loads((directory / "config.json").read_text())["model_type"]
 
 
 def test_a_converted_gguf_tokenizer_loads_as_auto_tokenizer_loads_it(tiny_gguf: Path, tmp_path: Path) -> None:
