@@ -22,6 +22,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers import modeling_gguf_pytorch_utils as gguf_loader
+from transformers.integrations.gguf import reader as lean_reader
 
 from playground import i18n, models
 from tiny import save_tiny_llama_gguf
@@ -80,6 +81,7 @@ def test_conversion_parses_the_gguf_once(tiny_gguf: Path, tmp_path: Path, parses
     assert gguf.GGUFReader is not None and gguf.GGUFReader.__name__ == "GGUFReader"  # patches undone
     assert gguf_loader.load_gguf_checkpoint.__module__ == gguf_loader.__name__
     assert gguf.get_tensor_name_map is gguf.tensor_mapping.get_tensor_name_map
+    assert lean_reader._mapped.__module__ == lean_reader.__name__
     converted = AutoModelForCausalLM.from_pretrained(tmp_path / "out", dtype=torch.float32)
     expected = plain_model.state_dict()
     assert converted.state_dict().keys() == expected.keys()
@@ -88,6 +90,21 @@ def test_conversion_parses_the_gguf_once(tiny_gguf: Path, tmp_path: Path, parses
     assert tokenizer.get_vocab() == plain_tokenizer.get_vocab()
     text = "red cat, blue moon"
     assert tokenizer(text).input_ids == plain_tokenizer(text).input_ids
+
+
+def test_the_lean_readers_tokens_read_from_a_plain_view_give_the_same_metadata(tiny_gguf: Path, tmp_path: Path) -> None:
+    """Transformers' own metadata reader (the tokenizer's) reads a plain ndarray view of the file inside the
+    block, the same values; other files and the reader after the block keep np.memmap."""
+    lean = lean_reader
+    arrays = ("tokenizer.ggml.tokens", "tokenizer.ggml.merges")
+    expected = lean.read_gguf_metadata(str(tiny_gguf), arrays)
+    other = save_tiny_llama_gguf(tmp_path / "other.gguf")
+    with models.gguf_read_once(tiny_gguf):
+        assert type(lean._mapped(str(tiny_gguf))) is np.ndarray
+        assert type(lean._mapped(str(other))) is np.memmap
+        inside = lean.read_gguf_metadata(str(tiny_gguf), arrays)
+    assert type(lean._mapped(str(tiny_gguf))) is np.memmap
+    assert inside == expected and len(inside[0]["tokenizer.ggml.tokens"]) > 256
 
 
 @pytest.mark.parametrize("vocab_size", [True, False], ids=["vocab_size_given", "vocab_size_from_the_tokens"])
@@ -491,3 +508,56 @@ def test_python_app_py_converts_ahead_on_a_cold_cache_and_preloads_that_conversi
     assert not Path(f"/proc/{ahead.group(1)}").exists()  # it ended, and the server reaped it
     entry = models.CATALOGUE[models.DEFAULT_TARGET]
     assert models._cache_is_valid(cache / "converted" / "bundled--gemma-3-270m", entry.gguf)
+
+
+@pytest.fixture(scope="module")
+def quantised_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_tiny_llama_gguf(tmp_path_factory.mktemp("gguf") / "quantised.gguf", hidden=32, ffn=64,
+                                quantised=True)
+
+
+def _same_bits(got: np.ndarray, expected: np.ndarray) -> bool:
+    return got.dtype == expected.dtype == np.float32 and got.shape == expected.shape and np.array_equal(
+        got.view(np.uint32), expected.view(np.uint32))
+
+
+def test_torch_dequantisation_gives_ggufs_values_bit_for_bit(quantised_gguf: Path) -> None:
+    kinds = set()
+    for tensor in gguf.GGUFReader(quantised_gguf).tensors:
+        expected = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+        assert _same_bits(models.dequantize_with_torch(tensor.data, tensor.tensor_type), expected), tensor.name
+        kinds.add(tensor.tensor_type.name)
+    assert kinds == {"F32", "Q8_0", "Q4_0", "Q4_1", "Q5_0"}
+
+
+def test_a_quantised_gguf_converts_to_the_weights_transformers_loads(
+        quantised_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The conversion dequantises with torch where it can (Q8_0, Q4_0, Q4_1 here; Q5_0 through gguf) and
+    writes the very weights a plain Transformers load gives."""
+    from transformers.integrations.gguf import dequant as torch_dequant
+
+    plain = AutoModelForCausalLM.from_pretrained(quantised_gguf.parent, gguf_file=quantised_gguf.name,
+                                                 dtype=torch.float32).state_dict()
+    by_torch: list[int] = []
+    real = torch_dequant.dequantize
+    monkeypatch.setattr(torch_dequant, "dequantize", lambda data, kind, *a: by_torch.append(kind) or real(data, kind, *a))
+    models.convert_gguf(quantised_gguf, tmp_path / "out")
+    assert gguf.dequantize is gguf.quants.dequantize  # the patch is undone
+    kinds = gguf.GGMLQuantizationType
+    assert set(by_torch) == {kinds.Q8_0, kinds.Q4_0, kinds.Q4_1}
+    converted = AutoModelForCausalLM.from_pretrained(tmp_path / "out", dtype=torch.float32).state_dict()
+    assert converted.keys() == plain.keys()
+    assert all(torch.equal(tensor, plain[name]) for name, tensor in converted.items())
+
+
+@pytest.mark.bundled
+@pytest.mark.slow
+@pytest.mark.parametrize("key", ["bundled/gemma-3-270m", "bundled/smollm2-135m-instruct"])
+def test_torch_dequantisation_of_every_bundled_tensor_is_ggufs(key: str, tmp_path: Path) -> None:
+    """Every tensor of each bundled file (Gemma's Q8_0, Q4_K, Q6_K, Q5_0 and F32 tensors; SmolLM2's Q4_1 file), bit for bit."""
+    source = models.bundled_entry(key).gguf
+    assert source is not None
+    reader = gguf.GGUFReader(models._fetch_gguf(source, tmp_path, lambda _message: None))
+    for tensor in reader.tensors:
+        expected = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+        assert _same_bits(models.dequantize_with_torch(tensor.data, tensor.tensor_type), expected), tensor.name

@@ -399,12 +399,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def save_tiny_llama_gguf(path: Path, seed: int = 0, words: tuple[str, ...] = WORDS, hidden: int = 16,
-                         ffn: int = 32, vocab_size: bool = True) -> Path:
+                         ffn: int = 32, vocab_size: bool = True, quantised: bool = False) -> Path:
     """A one-layer random Llama as a float32 GGUF file, written with the gguf package's own writer.
 
     Its sentencepiece-style vocabulary (specials, 256 byte tokens, words) makes the metadata hold the
     string, float and int arrays a real GGUF's tokenizer has, so readers are exercised on all three.
     Without `vocab_size` the file gives none, as Gemma 3's does: loaders take the token list's length.
+    `quantised` stores the matrices in block types gguf's numpy quantiser writes (Q8_0, Q4_0, Q4_1, Q5_0 in
+    turn; rows of a multiple of 32 values: hidden=32); the norms stay float32.
     """
     import gguf
     import numpy as np
@@ -438,8 +440,14 @@ def save_tiny_llama_gguf(path: Path, seed: int = 0, words: tuple[str, ...] = WOR
               "blk.0.ffn_norm.weight": (hidden,), "blk.0.ffn_gate.weight": (ffn, hidden),
               "blk.0.ffn_up.weight": (ffn, hidden), "blk.0.ffn_down.weight": (hidden, ffn),
               **{f"blk.0.{name}.weight": (hidden, hidden) for name in ("attn_q", "attn_k", "attn_v", "attn_output")}}
-    for name, shape in shapes.items():
-        writer.add_tensor(name, (rng.standard_normal(shape) * 0.1).astype(np.float32))
+    for index, (name, shape) in enumerate(shapes.items()):
+        values = (rng.standard_normal(shape) * 0.1).astype(np.float32)
+        if quantised and len(shape) == 2:
+            kinds = gguf.GGMLQuantizationType
+            kind = (kinds.Q8_0, kinds.Q4_0, kinds.Q4_1, kinds.Q5_0)[index % 4]
+            writer.add_tensor(name, gguf.quants.quantize(values, kind), raw_dtype=kind)
+        else:
+            writer.add_tensor(name, values)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
