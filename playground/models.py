@@ -35,7 +35,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
+from typing import TYPE_CHECKING, Any, Callable, Container, Iterator, Literal
 
 # torch and Transformers take seconds to import: they are imported where first needed, so the
 # server (which imports this module for the catalogue) answers while the start-up load imports them.
@@ -885,18 +885,19 @@ def gguf_read_once(path: Path) -> Iterator[None]:
     Every call walks the metadata without the vocabulary's arrays (tokens, scores, token types: 786,432
     values for Gemma 3, each turned into Python one by one, about 2 s): the weights call reads the tensors and
     the model's own keys (head counts for the tensor processors), and both metadata-only calls (the
-    config's and `AutoTokenizer`'s) read only the result's config. The tokenizer is built from the file
-    by Transformers' own lean reader (`read_gguf_metadata`), which keeps its own parse; inside the block it
-    slices a plain ndarray view of its memory map instead of the np.memmap (the same fix as
-    `BulkArrayGGUFReader`'s): its read of Gemma 3's 262,144 tokens took 0.53 s, now 0.23 s. The one thing the
+    config's and `AutoTokenizer`'s) read only the result's config. Transformers 5's lean metadata reader
+    (`integrations.gguf.read_gguf_metadata`: called by the config, `AutoTokenizer` and the tokenizer's build,
+    which reads the 262,144 tokens again, 0.53 s) is answered from the same parse (`lean_metadata_of`). The one thing the
     config takes from the vocabulary, where the file gives no vocab_size, is its length: set here as
     the loader sets it (a test compares the config with the loader's own). The weights call also asks
     gguf for its tensor-name map once per submodule (313 times for Gemma 3 270M, each built from
     scratch: about 2 s); inside the block it is built once per architecture and layer count. Its tensors are
     dequantised by Transformers' own torch dequantiser where it knows the type (`dequantize_with_torch`).
     """
+    import transformers.integrations.gguf as lean_package
     from transformers import modeling_gguf_pytorch_utils as gguf_loader
     from transformers.integrations.gguf import reader as lean_reader
+    from transformers.quantizers import quantizer_gguf
 
     path = path.resolve()
 
@@ -905,8 +906,8 @@ def gguf_read_once(path: Path) -> Iterator[None]:
 
     with _gguf_loader_patch:
         real_reader, real_load = gguf_package.GGUFReader, gguf_loader.load_gguf_checkpoint
-        real_name_map, real_mapped = gguf_package.get_tensor_name_map, lean_reader._mapped
-        real_dequantize = gguf_package.dequantize
+        real_name_map, real_dequantize = gguf_package.get_tensor_name_map, gguf_package.dequantize
+        real_read_metadata = lean_reader.read_gguf_metadata
         reader = BulkArrayGGUFReader(path)
         without_vocabulary = copy.copy(reader)
         without_vocabulary.fields = OrderedDict(  # the tokenizer's arrays; its ids (bos, eos, …) go to the config
@@ -938,20 +939,61 @@ def gguf_read_once(path: Path) -> Iterator[None]:
                 metadata.append(result)
             return copy_plain(metadata[0])
 
-        def plain_view(file: Any) -> np.ndarray:
-            mapped = real_mapped(file)  # the view keeps the map open
-            return mapped.view(np.ndarray) if is_ours(file) else mapped
+        lean: list[tuple[dict[str, Any], tuple[str, ...]] | None] = []  # computed on the first call
+
+        def read_metadata(file: Any, string_arrays: Container[str] = ()) -> tuple[dict[str, Any], tuple[str, ...]]:
+            if is_ours(file):
+                if not lean:
+                    lean.append(lean_metadata_of(reader))
+                if lean[0] is not None:
+                    metadata, names = lean[0]
+                    return {key: len(value) if _is_string_array(reader, key) and key not in string_arrays
+                            else copy_plain(value) for key, value in metadata.items()}, names
+            return real_read_metadata(file, string_arrays)
 
         gguf_package.GGUFReader, gguf_loader.load_gguf_checkpoint = shared_reader, load
         gguf_package.get_tensor_name_map = functools.cache(real_name_map)  # read-only maps, same arguments
-        lean_reader._mapped = plain_view
         gguf_package.dequantize = dequantize_with_torch  # the loader imports it from gguf on each call
+        # Callers take it from the module, from the package (which keeps its own reference once asked) and from
+        # the GGUF quantiser (imported at its import).
+        lean_reader.read_gguf_metadata = lean_package.read_gguf_metadata = read_metadata
+        quantizer_gguf.read_gguf_metadata = read_metadata
         try:
             yield
         finally:
             gguf_package.GGUFReader, gguf_loader.load_gguf_checkpoint = real_reader, real_load
-            gguf_package.get_tensor_name_map, lean_reader._mapped = real_name_map, real_mapped
-            gguf_package.dequantize = real_dequantize
+            gguf_package.get_tensor_name_map, gguf_package.dequantize = real_name_map, real_dequantize
+            lean_reader.read_gguf_metadata = lean_package.read_gguf_metadata = real_read_metadata
+            quantizer_gguf.read_gguf_metadata = real_read_metadata
+
+
+def _is_string_array(reader: gguf_package.GGUFReader, key: str) -> bool:
+    return reader.fields[key].types[:1] == [gguf_package.GGUFValueType.ARRAY] and \
+        reader.fields[key].types[-1] == gguf_package.GGUFValueType.STRING
+
+
+def lean_metadata_of(reader: gguf_package.GGUFReader) -> tuple[dict[str, Any], tuple[str, ...]] | None:
+    """What Transformers' lean reader (`read_gguf_metadata(path, every string array)`) returns for the file
+    `reader` parsed, or None where the two could differ (then that reader reads the file itself).
+
+    Every metadata key in file order with its Python value (strings, numbers, lists of them), and the tensor
+    names in file order. A test compares it with the lean reader's own result, for each choice of arrays.
+    """
+    value_type = gguf_package.GGUFValueType
+    version = reader.fields.get("GGUF.version")
+    if reader.byte_order != "I" or version is None or int(version.parts[-1][0]) not in (2, 3):
+        return None
+    metadata: dict[str, Any] = {}
+    for key, entry in reader.fields.items():
+        if key.startswith("GGUF."):  # the header's own counts, not metadata
+            continue
+        if entry.types[0] == value_type.ARRAY and len(entry.types) != 2:  # empty or nested: types not known
+            return None
+        value = entry.contents()
+        metadata[key] = list(value) if entry.types[0] == value_type.ARRAY else value
+    if "general.architecture" not in metadata:
+        return None
+    return metadata, tuple(tensor.name for tensor in reader.tensors)
 
 
 def dequantize_with_torch(data: np.ndarray, quant_type: Any) -> np.ndarray:

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
@@ -67,21 +68,26 @@ def test_bulk_array_reader_reads_what_gguf_reads(tiny_gguf: Path) -> None:
     assert all(np.array_equal(a.data, b.data) for a, b in zip(ours.tensors, theirs.tensors))
 
 
-def test_conversion_parses_the_gguf_once(tiny_gguf: Path, tmp_path: Path, parses: list[str]) -> None:
-    """Plain Transformers parses the file for the config, the weights and the tokenizer; the
-    conversion parses it once and still builds the same model and tokenizer."""
+def test_conversion_parses_the_gguf_once(tiny_gguf: Path, tmp_path: Path, parses: list[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain Transformers parses the file for the config, the weights and the tokenizer (with gguf's reader and
+    its own lean one); the conversion parses it once and still builds the same model and tokenizer."""
+    walks: list[str] = []  # the lean reader's walks through the file's metadata
+    real_walk = lean_reader._read_metadata
+    monkeypatch.setattr(lean_reader, "_read_metadata", lambda blob, name, *a: walks.append(name) or real_walk(blob, name, *a))
     plain_model = AutoModelForCausalLM.from_pretrained(tiny_gguf.parent, gguf_file=tiny_gguf.name, dtype=torch.float32)
     plain_tokenizer = AutoTokenizer.from_pretrained(tiny_gguf.parent, gguf_file=tiny_gguf.name)
-    assert len(parses) > 1  # the counter sees Transformers' own reads
+    assert len(parses) > 1 and len(walks) > 1  # the counters see Transformers' own reads
     parses.clear()
+    walks.clear()
 
     models.convert_gguf(tiny_gguf, tmp_path / "out")
 
-    assert parses == ["BulkArrayGGUFReader"]
+    assert parses == ["BulkArrayGGUFReader"] and walks == []
     assert gguf.GGUFReader is not None and gguf.GGUFReader.__name__ == "GGUFReader"  # patches undone
     assert gguf_loader.load_gguf_checkpoint.__module__ == gguf_loader.__name__
     assert gguf.get_tensor_name_map is gguf.tensor_mapping.get_tensor_name_map
-    assert lean_reader._mapped.__module__ == lean_reader.__name__
+    assert lean_reader.read_gguf_metadata.__module__ == lean_reader.__name__
     converted = AutoModelForCausalLM.from_pretrained(tmp_path / "out", dtype=torch.float32)
     expected = plain_model.state_dict()
     assert converted.state_dict().keys() == expected.keys()
@@ -92,19 +98,36 @@ def test_conversion_parses_the_gguf_once(tiny_gguf: Path, tmp_path: Path, parses
     assert tokenizer(text).input_ids == plain_tokenizer(text).input_ids
 
 
-def test_the_lean_readers_tokens_read_from_a_plain_view_give_the_same_metadata(tiny_gguf: Path, tmp_path: Path) -> None:
-    """Transformers' own metadata reader (the tokenizer's) reads a plain ndarray view of the file inside the
-    block, the same values; other files and the reader after the block keep np.memmap."""
-    lean = lean_reader
-    arrays = ("tokenizer.ggml.tokens", "tokenizer.ggml.merges")
-    expected = lean.read_gguf_metadata(str(tiny_gguf), arrays)
-    other = save_tiny_llama_gguf(tmp_path / "other.gguf")
-    with models.gguf_read_once(tiny_gguf):
-        assert type(lean._mapped(str(tiny_gguf))) is np.ndarray
-        assert type(lean._mapped(str(other))) is np.memmap
-        inside = lean.read_gguf_metadata(str(tiny_gguf), arrays)
-    assert type(lean._mapped(str(tiny_gguf))) is np.memmap
-    assert inside == expected and len(inside[0]["tokenizer.ggml.tokens"]) > 256
+STRING_ARRAY_CHOICES = [(), ("tokenizer.ggml.tokens",), ("tokenizer.ggml.tokens", "tokenizer.ggml.merges")]
+
+
+def _typed(result: tuple[dict, tuple[str, ...]]) -> tuple[list[tuple[str, Any, type]], tuple[str, ...]]:
+    """The metadata with each value's type beside it (1 == 1.0 == True in a plain comparison)."""
+    metadata, names = result
+    return [(key, value, type(value)) for key, value in metadata.items()], names
+
+
+@pytest.mark.parametrize("vocab_size", [True, False], ids=["vocab_size_given", "vocab_size_from_the_tokens"])
+def test_the_lean_readers_reads_are_answered_from_the_one_parse(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vocab_size: bool) -> None:
+    """Transformers' lean metadata reader (the config's, AutoTokenizer's and the tokenizer build's) gives inside
+    the block what it reads from the file itself, through the module and the package, without reading it."""
+    import transformers.integrations.gguf as lean_package
+    from transformers.quantizers import quantizer_gguf
+
+    path = save_tiny_llama_gguf(tmp_path / "tiny.gguf", vocab_size=vocab_size)
+    real = lean_reader.read_gguf_metadata
+    expected = {arrays: _typed(real(str(path), arrays)) for arrays in STRING_ARRAY_CHOICES}
+    walks: list[str] = []
+    real_walk = lean_reader._read_metadata
+    monkeypatch.setattr(lean_reader, "_read_metadata", lambda blob, name, *a: walks.append(name) or real_walk(blob, name, *a))
+    with models.gguf_read_once(path):
+        for arrays in STRING_ARRAY_CHOICES:
+            for holder in (lean_reader, lean_package, quantizer_gguf):
+                assert _typed(holder.read_gguf_metadata(str(path), arrays)) == expected[arrays]
+    assert walks == []
+    assert all(holder.read_gguf_metadata is real for holder in (lean_reader, lean_package, quantizer_gguf))
+    assert expected[()][0][[key for key, *_ in expected[()][0]].index("tokenizer.ggml.tokens")][1] > 256  # a count
 
 
 @pytest.mark.parametrize("vocab_size", [True, False], ids=["vocab_size_given", "vocab_size_from_the_tokens"])
@@ -553,11 +576,16 @@ def test_a_quantised_gguf_converts_to_the_weights_transformers_loads(
 @pytest.mark.bundled
 @pytest.mark.slow
 @pytest.mark.parametrize("key", ["bundled/gemma-3-270m", "bundled/smollm2-135m-instruct"])
-def test_torch_dequantisation_of_every_bundled_tensor_is_ggufs(key: str, tmp_path: Path) -> None:
-    """Every tensor of each bundled file (Gemma's Q8_0, Q4_K, Q6_K, Q5_0 and F32 tensors; SmolLM2's Q4_1 file), bit for bit."""
+def test_each_bundled_file_dequantises_and_reads_as_transformers_does(key: str, tmp_path: Path) -> None:
+    """Every tensor of each bundled file (Gemma's Q8_0, Q4_K, Q6_K, Q5_0 and F32 tensors; SmolLM2's Q4_1 file)
+    dequantises bit for bit as gguf does it, and the metadata read from the one parse is the lean reader's."""
     source = models.bundled_entry(key).gguf
     assert source is not None
-    reader = gguf.GGUFReader(models._fetch_gguf(source, tmp_path, lambda _message: None))
+    path = models._fetch_gguf(source, tmp_path, lambda _message: None)
+    reader = models.BulkArrayGGUFReader(path)
+    every_string_array = [key for key in reader.fields if models._is_string_array(reader, key)]
+    assert "tokenizer.ggml.tokens" in every_string_array
+    assert _typed(models.lean_metadata_of(reader)) == _typed(lean_reader.read_gguf_metadata(str(path), every_string_array))
     for tensor in reader.tensors:
         expected = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
         assert _same_bits(models.dequantize_with_torch(tensor.data, tensor.tensor_type), expected), tensor.name
