@@ -887,10 +887,11 @@ def gguf_read_once(path: Path) -> Iterator[None]:
     values for Gemma 3, each turned into Python one by one, about 2 s): the weights call reads the tensors and
     the model's own keys (head counts for the tensor processors), and both metadata-only calls (the
     config's and `AutoTokenizer`'s) read only the result's config. Transformers 5's lean metadata reader
-    (`integrations.gguf.read_gguf_metadata`: called by the config, `AutoTokenizer` and the tokenizer's build,
-    which reads the 262,144 tokens again, 0.53 s) is answered from the same parse (`lean_metadata_of`). The one thing the
-    config takes from the vocabulary, where the file gives no vocab_size, is its length: set here as
-    the loader sets it (a test compares the config with the loader's own). The weights call also asks
+    (`integrations.gguf.read_gguf_metadata`: called by the config, `AutoTokenizer`, the GGUF quantiser's check
+    and the tokenizer's build, which reads the 262,144 tokens again, 0.53 s) is answered from the same parse
+    (`lean_metadata_of`). The one thing the config takes from the vocabulary, where the file gives no
+    vocab_size, is its length: set here as the loader sets it (a test compares the config with the loader's
+    own). The weights call also asks
     gguf for its tensor-name map once per submodule (313 times for Gemma 3 270M, each built from
     scratch: about 2 s); inside the block it is built once per architecture and layer count. Its tensors are
     dequantised by Transformers' own torch dequantiser where it knows the type (`dequantize_with_torch`).
