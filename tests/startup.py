@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from appserver import free_port, start_app, stop_app  # noqa: E402
-from playground.models import CATALOGUE, DEFAULT_TARGET, _cpu_bf16_flags, resolve_precision  # noqa: E402
+from playground.models import (CATALOGUE, DEFAULT_TARGET, _cpu_bf16_flags, dtype_copy_dir,  # noqa: E402
+                               resolve_precision)
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "The capital of France is"
@@ -133,7 +134,8 @@ def main() -> int:
 
     print("cold start (empty cache: the conversion runs)…", flush=True)
     figures["cold"] = start_to_first_token(work / "cache", logs / "cold.log")
-    marker = json.loads((work / "cache" / "converted" / DEFAULT_TARGET.replace("/", "--") / "playground.json").read_text())
+    converted = work / "cache" / "converted" / DEFAULT_TARGET.replace("/", "--")
+    marker = json.loads((converted / "playground.json").read_text())
     figures["conversion_s"] = marker["conversion_s"]
     print("warm start…", flush=True)
     figures["warm"] = start_to_first_token(work / "cache", logs / "warm.log")
@@ -141,9 +143,8 @@ def main() -> int:
     figures["cli_run_s"] = round(timed([sys.executable, "-m", "playground", "run", "--prompt", PROMPT,
                                         "--max-new-tokens", "8", "--quiet"], env), 1)
     print("the same run with the dependencies alone…", flush=True)
-    converted = work / "cache" / "converted" / DEFAULT_TARGET.replace("/", "--")
     dtype = resolve_precision("auto").dtype
-    weights = converted if dtype == "float32" else converted.with_name(f"{converted.name}.{dtype}")
+    weights = converted if dtype == "float32" else dtype_copy_dir(converted, dtype)
     figures["dependencies_alone_s"] = round(timed([sys.executable, "-c", DEPENDENCIES_ALONE,
                                                    str(converted / "tokenizer.json"), str(weights), dtype, PROMPT]), 1)
     figures["load_average"] = {"before": [round(x, 2) for x in load_before],

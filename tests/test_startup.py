@@ -50,6 +50,20 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
+@pytest.fixture
+def walks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every walk of Transformers' lean reader through a GGUF file's metadata (`reader._read_metadata`)."""
+    seen: list[str] = []
+    real = lean_reader._read_metadata
+
+    def counting(blob: np.ndarray, gguf_path: str, *args: Any) -> Any:
+        seen.append(gguf_path)
+        return real(blob, gguf_path, *args)
+
+    monkeypatch.setattr(lean_reader, "_read_metadata", counting)
+    return seen
+
+
 def test_bulk_array_reader_reads_what_gguf_reads(tiny_gguf: Path) -> None:
     """Same fields (offsets, parts, data indices, types) and tensors as the gguf package's reader."""
     ours, theirs = models.BulkArrayGGUFReader(tiny_gguf), gguf.GGUFReader(tiny_gguf)
@@ -69,12 +83,9 @@ def test_bulk_array_reader_reads_what_gguf_reads(tiny_gguf: Path) -> None:
 
 
 def test_conversion_parses_the_gguf_once(tiny_gguf: Path, tmp_path: Path, parses: list[str],
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                        walks: list[str]) -> None:
     """Plain Transformers parses the file for the config, the weights and the tokenizer (with gguf's reader and
     its own lean one); the conversion parses it once and still builds the same model and tokenizer."""
-    walks: list[str] = []  # the lean reader's walks through the file's metadata
-    real_walk = lean_reader._read_metadata
-    monkeypatch.setattr(lean_reader, "_read_metadata", lambda blob, name, *a: walks.append(name) or real_walk(blob, name, *a))
     plain_model = AutoModelForCausalLM.from_pretrained(tiny_gguf.parent, gguf_file=tiny_gguf.name, dtype=torch.float32)
     plain_tokenizer = AutoTokenizer.from_pretrained(tiny_gguf.parent, gguf_file=tiny_gguf.name)
     assert len(parses) > 1 and len(walks) > 1  # the counters see Transformers' own reads
@@ -109,7 +120,7 @@ def _typed(result: tuple[dict, tuple[str, ...]]) -> tuple[list[tuple[str, Any, t
 
 @pytest.mark.parametrize("vocab_size", [True, False], ids=["vocab_size_given", "vocab_size_from_the_tokens"])
 def test_the_lean_readers_reads_are_answered_from_the_one_parse(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vocab_size: bool) -> None:
+        tmp_path: Path, walks: list[str], vocab_size: bool) -> None:
     """Transformers' lean metadata reader (the config's, AutoTokenizer's and the tokenizer build's) gives inside
     the block what it reads from the file itself, through the module and the package, without reading it."""
     import transformers.integrations.gguf as lean_package
@@ -118,9 +129,8 @@ def test_the_lean_readers_reads_are_answered_from_the_one_parse(
     path = save_tiny_llama_gguf(tmp_path / "tiny.gguf", vocab_size=vocab_size)
     real = lean_reader.read_gguf_metadata
     expected = {arrays: _typed(real(str(path), arrays)) for arrays in STRING_ARRAY_CHOICES}
-    walks: list[str] = []
-    real_walk = lean_reader._read_metadata
-    monkeypatch.setattr(lean_reader, "_read_metadata", lambda blob, name, *a: walks.append(name) or real_walk(blob, name, *a))
+    assert len(walks) == len(STRING_ARRAY_CHOICES)  # the counter sees the reader's own walks
+    walks.clear()
     with models.gguf_read_once(path):
         for arrays in STRING_ARRAY_CHOICES:
             for holder in (lean_reader, lean_package, quantizer_gguf):
