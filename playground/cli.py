@@ -11,7 +11,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .methods import METHODS, MethodError, parse_assignments
 from .precision import DTYPE_CHOICES
@@ -126,6 +126,18 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
     )
 
 
+def _loading_progress(args: argparse.Namespace) -> Callable[[str], None] | None:
+    """Loading progress for an interactive terminal only (`run`, `convert`): scripts get a single error line, and
+    Transformers' own bars and warnings are silenced for them."""
+    if not args.quiet and sys.stderr.isatty():
+        return lambda msg: print(f"… {msg}", file=sys.stderr, flush=True)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    return None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .models import gc_paused
 
@@ -138,16 +150,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         print(listing(hub_reachable()))
         return 0
-    # Loading progress goes to an interactive terminal only: scripts get a single error line.
-    show_progress = not args.quiet and sys.stderr.isatty()
-    if not show_progress:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
+    progress = _loading_progress(args)
     try:
         request = request_from_args(args)
-        progress = (lambda msg: print(f"… {msg}", file=sys.stderr, flush=True)) if show_progress else None
         trace = run(request, progress=progress)
     except (KeyboardInterrupt, Exception) as exc:  # one line for the user, whatever failed
         return _failed(exc)
@@ -163,13 +168,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     """Convert bundled models now (and keep the copy in the dtype `--dtype` picks), so later starts load them."""
     from .models import bundled_entry, ensure_converted, ensure_dtype_copy, resolve_precision
 
-    show_progress = not args.quiet and sys.stderr.isatty()
-    if not show_progress:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
-    progress = (lambda msg: print(f"… {msg}", file=sys.stderr, flush=True)) if show_progress else None
+    progress = _loading_progress(args)
     try:
         precision = resolve_precision(args.dtype)
         for spec in args.models:

@@ -891,10 +891,10 @@ def gguf_read_once(path: Path) -> Iterator[None]:
     and the tokenizer's build, which reads the 262,144 tokens again, 0.53 s) is answered from the same parse
     (`lean_metadata_of`). The one thing the config takes from the vocabulary, where the file gives no
     vocab_size, is its length: set here as the loader sets it (a test compares the config with the loader's
-    own). The weights call also asks
-    gguf for its tensor-name map once per submodule (313 times for Gemma 3 270M, each built from
-    scratch: about 2 s); inside the block it is built once per architecture and layer count. Its tensors are
-    dequantised by Transformers' own torch dequantiser where it knows the type (`dequantize_with_torch`).
+    own). The weights call also asks gguf for its tensor-name map once per submodule (313 times for Gemma 3
+    270M, each built from scratch: about 2 s); inside the block it is built once per architecture and layer
+    count. Its tensors are dequantised by Transformers' own torch dequantiser where it knows the type
+    (`dequantize_with_torch`).
     """
     import transformers.integrations.gguf as lean_package
     from transformers import modeling_gguf_pytorch_utils as gguf_loader
@@ -941,16 +941,14 @@ def gguf_read_once(path: Path) -> Iterator[None]:
                 metadata.append(result)
             return copy_plain(metadata[0])
 
-        lean: list[tuple[dict[str, Any], tuple[str, ...]] | None] = []  # computed on the first call
+        lean_answer = functools.cache(lambda: lean_metadata_of(reader))  # made on the first call
+        string_arrays_in_file = {key for key in reader.fields if _is_string_array(reader, key)}
 
         def read_metadata(file: Any, string_arrays: Container[str] = ()) -> tuple[dict[str, Any], tuple[str, ...]]:
-            if is_ours(file):
-                if not lean:
-                    lean.append(lean_metadata_of(reader))
-                if lean[0] is not None:
-                    metadata, names = lean[0]
-                    return {key: len(value) if _is_string_array(reader, key) and key not in string_arrays
-                            else copy_plain(value) for key, value in metadata.items()}, names
+            if is_ours(file) and (answer := lean_answer()) is not None:
+                metadata, names = answer
+                return {key: len(value) if key in string_arrays_in_file and key not in string_arrays
+                        else copy_plain(value) for key, value in metadata.items()}, names
             return real_read_metadata(file, string_arrays)
 
         gguf_package.GGUFReader, gguf_loader.load_gguf_checkpoint = shared_reader, load
