@@ -1,5 +1,5 @@
 """The guide's own examples as named presets: one source for the page's picker, the CLI's `--preset`, the API's
-`preset` parameter and the README table.
+`preset` parameter and the table in docs/presets.md.
 
 Each preset sets what the code in Transformers' assisted-decoding guide sets (models, method, decoding, the
 arguments of its `generate()` call, written out in `guide_call`) and says what it needs to run (the Hub, a token
@@ -131,7 +131,7 @@ class Preset:
         return self.name + OFFLINE_SUFFIX
 
     def needs(self) -> str:
-        """What running it takes, in one line (for the README table, the listing and the page)."""
+        """What running it takes, in one line (for the docs table, the listing and the page)."""
         parts = ["the Hugging Face Hub" if self.needs_hub else "nothing beyond the bundled models (offline)"]
         if self.gated:
             parts.append(f"HF_TOKEN with access to the gated {', '.join(self.gated)}")
@@ -303,7 +303,7 @@ def validate_presets() -> None:
 
 
 def readme_table() -> str:
-    """The README's presets table (tests/test_docs.py checks that README holds exactly this)."""
+    """docs/presets.md's table (tests/test_docs.py checks that docs/presets.md holds exactly this)."""
     rows = ["| preset | guide example (`generate()` call) | models | needs | offline stand-in |",
             "|---|---|---|---|---|"]
     for preset in GUIDE_PRESETS:

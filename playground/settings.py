@@ -2,7 +2,7 @@
 
 ``get_settings()`` re-reads the environment on every call, so tests (and a
 restarted worker) see changes without any reload dance. ``SETTINGS_DOC`` is the
-single source for the README/docs table.
+single source for the docs/settings.md table.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""README stays true to the code: the settings, the methods, the modules and the commands CI runs."""
+"""README and docs/ stay true to the code: the settings, the methods, the presets, the modules, the commands CI runs,
+and every link between them."""
 
 from __future__ import annotations
 
@@ -10,11 +11,17 @@ from playground.settings import SETTINGS_DOC
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = ROOT / "docs"
+SETTINGS_MD = (DOCS / "settings.md").read_text(encoding="utf-8")  # the settings table
+PRESETS_MD = (DOCS / "presets.md").read_text(encoding="utf-8")  # the guide's examples
+ARCHITECTURE_MD = (DOCS / "architecture.md").read_text(encoding="utf-8")  # the module table
+# Pages other branches write (merged later): README may link them before they exist here.
+WRITTEN_ELSEWHERE = {"docs/limits.md", "docs/tune.md", "docs/microscope.md"}
 
 
 def test_every_setting_is_documented():
     for name, default, meaning in SETTINGS_DOC:
-        assert re.search(rf"^\| `{name}` \| {re.escape(default)} \|", README, re.M), name
+        assert re.search(rf"^\| `{name}` \| {re.escape(default)} \|", SETTINGS_MD, re.M), name
 
 
 def test_every_method_has_a_row_in_the_methods_table():
@@ -36,13 +43,12 @@ def test_readme_lists_every_guide_preset(monkeypatch):
     from playground.presets import readme_table
 
     monkeypatch.delenv("PLAYGROUND_MEMORY_BUDGET_GB", raising=False)  # the table states the default budget
-    assert readme_table() in README
+    assert readme_table() in PRESETS_MD
 
 
 def _architecture_rows() -> set[str]:
-    """The paths named (in backticks) in the first column of README's architecture table."""
-    section = README.split("\n## Architecture\n", 1)[1].split("\n## ", 1)[0]
-    first_cells = re.findall(r"^\| (.+?) \|", section, re.M)
+    """The paths named (in backticks) in the first column of docs/architecture.md's table."""
+    first_cells = re.findall(r"^\| (.+?) \|", ARCHITECTURE_MD, re.M)
     return {name for cell in first_cells for name in re.findall(r"`([^`]+)`", cell)}
 
 
@@ -51,9 +57,9 @@ def test_every_module_has_a_row_in_the_architecture_table():
     modules = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "playground").rglob("*.py"))
     assert modules and "playground/app/page.py" in modules
     missing = [module for module in modules if module not in listed]
-    assert not missing, f"README's architecture table has no row for {missing}"
+    assert not missing, f"docs/architecture.md has no row for {missing}"
     stale = sorted(name for name in listed if name.endswith(".py") and not (ROOT / name).is_file())
-    assert not stale, f"README's architecture table lists modules that do not exist: {stale}"
+    assert not stale, f"docs/architecture.md lists modules that do not exist: {stale}"
 
 
 def test_the_quick_command_leaves_out_every_marked_kind():
@@ -66,3 +72,37 @@ def test_the_quick_command_leaves_out_every_marked_kind():
     markers = [line.split(":", 1)[0] for line in options["markers"]]
     assert markers == ["browser", "server", "bundled", "slow"]
     assert quick.strip() == f'python -m pytest -q -m "{" and ".join(f"not {m}" for m in markers)}"'
+
+
+def _links(path: Path) -> list[tuple[str, str]]:
+    """(target file relative to the repository, #anchor or "") of every relative Markdown link in `path`."""
+    found = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):
+            continue  # http(s), mailto
+        file, _, anchor = target.partition("#")
+        resolved = (path.parent / file).resolve() if file else path.resolve()
+        found.append((resolved.relative_to(ROOT).as_posix(), anchor))
+    return found
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings."""
+    headings = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
+def test_readme_stays_short_and_its_links_lead_somewhere():
+    """README is for users (about 250 lines at most); the depth lives in docs/, and every link there resolves."""
+    assert len(README.splitlines()) <= 260
+    pages = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+    for page in pages:
+        for file, anchor in _links(page):
+            if file in WRITTEN_ELSEWHERE and not (ROOT / file).exists():
+                continue
+            assert (ROOT / file).exists(), f"{page.name} links to {file}, which does not exist"
+            if anchor:
+                assert anchor in _anchors(ROOT / file), f"{page.name} links to {file}#{anchor}: no such heading"
+    linked = {file for file, _ in _links(ROOT / "README.md")}
+    orphans = [f"docs/{p.name}" for p in DOCS.glob("*.md") if f"docs/{p.name}" not in linked]
+    assert not orphans, f"README links to no {orphans}"

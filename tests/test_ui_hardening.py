@@ -11,8 +11,8 @@ Everything goes through the `generate` API endpoint with gradio_client, the way 
 or script reaches it; Stop goes through the same HTTP call the page makes. Whether the server's
 generation worker is gone is read from the operating system: the engine names its worker's OS thread
 `pg-generate` (threads it starts inherit the name), so /proc/<pid>/task/*/comm shows it without any
-endpoint. The CLI path of every bad-input row is in tests/test_cli.py (BAD_INPUT); README's
-"Bad input" table lists both. Tests assert behaviour, never timings.
+endpoint. The CLI path of every bad-input row is in tests/test_cli.py (BAD_INPUT); docs/bad-input.md's
+table lists both. Tests assert behaviour, never timings.
 """
 
 from __future__ import annotations
