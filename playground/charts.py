@@ -30,6 +30,7 @@ RUNNING = "#2F8FD8"  # a blue between Okabe–Ito blue and sky blue: reads on li
 PER_TOKEN = "#CC79A7"  # reddish purple
 
 HEIGHT = 330
+WAITING_HEIGHT = 96  # a chart before its first step: the title and one line of hint
 
 
 def _steps(source: Trace | Sequence[Step]) -> Sequence[Step]:
@@ -70,6 +71,13 @@ def _figure(traces: list[dict], layout: dict, note: str | None = None) -> go.Fig
     return go.Figure(data=traces, layout=layout, _validate=False)
 
 
+def _waiting(layout: dict) -> dict:
+    """A chart with no step yet: its title and a one-line hint (the note), not a tall frame of empty axes."""
+    hidden = dict(visible=False, fixedrange=True)
+    return {**layout, "height": WAITING_HEIGHT, "margin": dict(l=10, r=10, t=36, b=4), "shapes": [],
+            "annotations": [], "xaxis": hidden, "yaxis": hidden, "yaxis2": hidden}
+
+
 def _replay(layout: dict, current: int | None, total_steps: int | None, lang: str = DEFAULT_LANGUAGE) -> dict:
     """A replay's view: the x axis spans the whole trace (`total_steps`) and step `current` (0-based) is marked."""
     if total_steps:
@@ -100,7 +108,7 @@ def acceptance_figure(source: Trace | Sequence[Step], *, current: int | None = N
     )
     layout = _replay(layout, current, total_steps, lang)
     if not steps:
-        return _figure([], layout, t("chart.acceptance.empty", lang))
+        return _figure([], _waiting(layout), t("chart.acceptance.empty", lang))
     x = [s.index + 1 for s in steps]
     unverified = [len(s.unverified) for s in steps]
     running: list[float | None] = []
@@ -139,7 +147,7 @@ def timing_figure(source: Trace | Sequence[Step], *, current: int | None = None,
     layout["xaxis"] = {**layout["xaxis"], "title": dict(text=t("chart.timing.x", lang))}
     layout = _replay(layout, current, total_steps, lang)
     if not steps:
-        return _figure([], layout, t("chart.timing.empty", lang))
+        return _figure([], _waiting(layout), t("chart.timing.empty", lang))
     x = [s.index + 1 for s in steps]
     draft = [round(s.draft_ms, 2) for s in steps]
     traces = []

@@ -88,6 +88,7 @@ CSS = """
 .pg-legend .pg-hint { opacity: .7; }
 .pg-stats { display: grid; grid-template-columns: repeat(6, minmax(0, 1fr)); gap: 8px; }
 @media (max-width: 900px) { .pg-stats { grid-template-columns: repeat(3, minmax(0, 1fr)); } }
+.pg-stats.pg-stats-empty { display: block; font-size: 13px; opacity: .6; font-style: italic; }
 .pg-plain-check { font-size: 13.5px; margin-top: 6px; padding: 4px 10px; border-radius: 8px;
   border: 1px solid rgba(128,128,128,.35); }
 .pg-plain-check[data-identical="true"] { border-color: rgba(0,158,115,.7); }
@@ -254,9 +255,13 @@ def _pct(x: float | None) -> str:
 def stats_html(summary: Summary | None, plain: tuple[float | None, bool, str] | None = None,
                lang: str = DEFAULT_LANGUAGE) -> str:
     """The live figures: new tokens, steps, acceptance, tokens/step, tokens/s, elapsed; and, when the run was
-    checked against plain generate(), `plain` = (measured speedup, identical, verdict) as one more line."""
+    checked against plain generate(), `plain` = (measured speedup, identical, verdict) as one more line. Before the
+    first step there is no figure to show: one line says what will appear (not a row of dashes)."""
     s = summary or Summary()
     started = summary is not None and s.steps > 0
+    if not started and plain is None:
+        return (f'<div class="pg-stats pg-stats-empty" data-testid="pg-stats">'
+                f'<div class="pg-hint">{html.escape(t("render.stats.empty", lang))}</div></div>')
     cells = (
         ("new_tokens", f"{s.new_tokens}" if started else "–", t("render.stat.new_tokens", lang)),
         ("steps", f"{s.steps}" if started else "–", t("render.stat.steps", lang)),

@@ -149,7 +149,9 @@ def test_stats_and_status_boxes() -> None:
     for key in ("new_tokens", "steps", "acceptance_rate", "tokens_per_step", "tokens_per_s", "elapsed_s"):
         assert f'data-stat="{key}"' in stats
     assert "75%" in stats and "24.0" in stats and "(6/8)" in stats
-    assert "–" in render.stats_html(None)
+    empty = render.stats_html(None)  # before the first step: one line that says what will appear, no dashes
+    assert "data-stat=" not in empty and "–" not in empty and "new tokens, steps" in empty
+    assert "data-stat=" not in render.stats_html(Summary())
     alert = render.status_html("bad <input>", "error")
     assert 'role="alert"' in alert and "bad &lt;input&gt;" in alert
     assert 'role="status"' in render.status_html("ok", "done")

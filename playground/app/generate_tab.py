@@ -379,7 +379,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
                 value=False, label=L("ui.check_plain.label"), elem_id="pg-check-plain",
                 info=L("ui.check_plain.info"))
             link_box = gr.Textbox(label=L("ui.link.box"), interactive=False,
-                                  buttons=["copy"], elem_id="pg-link", visible=True, lines=1)
+                                  buttons=["copy"], elem_id="pg-link", visible=False, lines=1)  # shown with a link
             link_status = gr.HTML("", elem_id="pg-link-status")
             status = gr.HTML(preload.initial_status(), elem_id="pg-status-box")
             stats = gr.HTML(render.stats_html(None), elem_id="pg-stats-box")

@@ -6,12 +6,14 @@ address (styles, theme, the upload limit), shared with tests that launch the pag
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 import gradio as gr
 
 from .. import render
+from ..i18n import LANGUAGES, t
 from ..models import DEFAULT_TARGET, gc_paused
 from ..settings import get_settings
 from . import language
@@ -28,12 +30,67 @@ PAGE_CSS = """
 #pg-method-summary p { margin: 0; }
 .pg-lecture dt { font-weight: 600; margin-top: 4px; }
 .pg-lecture dd { margin: 0 0 4px 0; }
+/* An HTML box with nothing in it (the guide example's info, a link's status, a results table before a run) takes
+   no room: it appears when it has something to show. */
+.block:has(> .html-container > .prose:empty) { display: none; }
+/* A phone: the title takes the row's whole width and the language picker goes under it (side by side, the title
+   was squeezed into a column a word wide). */
+@media (max-width: 640px) {
+  .row:has(> #pg-header) { flex-wrap: wrap; }
+  #pg-header { flex: 1 1 100% !important; min-width: 100% !important; }
+  #pg-header h1 { font-size: 1.6rem; }
+}
 """
+
+# Runs in <head>, beside language.HEAD. Two things Gradio 6.31's dropdown does not do:
+# - say what an empty choice means: the guide-example picker holds a one-line hint (in the page's language: Gradio
+#   sets <html lang>) until an example is picked;
+# - open its list again after Escape: it opens the list only when its input gains focus, and Escape closes it while
+#   the focus stays, so a click on the same box showed nothing until the focus left and came back. A click on a
+#   focused, closed dropdown now opens it as ArrowDown does (the whole list, as on focus). Enter on it after Escape
+#   picked the option highlighted before, unseen: it now opens the list instead;
+# - close its list when the focus leaves: its key handler runs a tick late, so Tab away from it opened the list again,
+#   filtered to the box's text (one item, or none), and left it over the page.
+PAGE_HEAD = """<script>(function () {
+  var hints = %(hints)s;
+  function hint() {
+    var input = document.querySelector("#pg-preset input[role=combobox]");
+    var lang = String(document.documentElement.lang || "en").split(/[-_]/)[0];
+    var text = hints[lang] || hints.en;
+    if (input && input.getAttribute("placeholder") !== text) { input.setAttribute("placeholder", text); }
+  }
+  new MutationObserver(hint).observe(document.documentElement, {childList: true, subtree: true, attributes: true,
+                                                                 attributeFilter: ["lang"]});
+  function closed(input) {
+    return input && document.activeElement === input && input.getAttribute("aria-expanded") === "false";
+  }
+  function press(input, key) { input.dispatchEvent(new KeyboardEvent("keydown", {key: key, bubbles: true})); }
+  document.addEventListener("click", function (event) {
+    var box = event.target.closest && event.target.closest(".wrap-inner");
+    var input = box && box.querySelector("input[role=combobox]");
+    if (closed(input)) { press(input, "ArrowDown"); }
+  });
+  document.addEventListener("keydown", function (event) {
+    var input = event.target;
+    if (event.isTrusted && event.key === "Enter" && input.matches && input.matches("input[role=combobox]") &&
+        closed(input)) {
+      event.preventDefault(); event.stopPropagation(); press(input, "ArrowDown");
+    }
+  }, true);
+  document.addEventListener("focusout", function (event) {
+    var input = event.target;
+    if (!(input.matches && input.matches("input[role=combobox]"))) { return; }
+    setTimeout(function () {
+      if (document.activeElement !== input && input.getAttribute("aria-expanded") === "true") { press(input, "Escape"); }
+    }, 50);
+  });
+})();</script>""" % {"hints": json.dumps({lang: t("ui.preset.placeholder", lang) for lang in LANGUAGES},
+                                         ensure_ascii=False)}
 
 
 def launch_kwargs() -> dict[str, Any]:
     """What `launch()` needs besides the server address: styles, title and the upload limit."""
-    return {"css": render.CSS + PAGE_CSS + language.CSS, "head": language.HEAD, "i18n": language.L, "theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate"),
+    return {"css": render.CSS + PAGE_CSS + language.CSS, "head": language.HEAD + PAGE_HEAD, "i18n": language.L, "theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate"),
             # The only upload is a trace file: refuse anything larger before it reaches the disk.
             "max_file_size": MAX_TRACE_BYTES}
 

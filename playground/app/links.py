@@ -105,7 +105,7 @@ def wire(button: gr.Button, link: gr.Textbox, picker: Any, prompt: Any, controls
          param_components: list[Any]) -> None:
     """The link button: the settings (controls = target … max_new_tokens) become a URL, shown in `link` and put in
     the address bar; a value no control sends gets our one-line message (`guarded`)."""
-    def make(preset: str | None, prompt_text: str, *values: Any) -> str:
+    def make(preset: str | None, prompt_text: str, *values: Any) -> Any:
         (target, assistant, method, sample, temperature, top_p, top_k, seed, chat, length, dtype_value,
          *param_values) = values
         query = query_for(preset_picker.known(preset), prompt_text if isinstance(prompt_text, str) else "", target,
@@ -113,7 +113,7 @@ def wire(button: gr.Button, link: gr.Textbox, picker: Any, prompt: Any, controls
                           top_k, seed, chat, dtype_value)
         if len(query) > MAX_LINK_CHARS:  # only a client that is not the page sends names this long
             raise PlaygroundError.keyed("error.link.too_long", n=len(query), limit=MAX_LINK_CHARS)
-        return query
+        return gr.update(value=query, visible=True)  # the box stays hidden until there is a link to show
 
     # The query string lands in the link box first; the browser then turns it into the full address.
     button.click(guarded(make), [picker, prompt, *controls, dtype, *param_components], link, **PRIVATE).then(

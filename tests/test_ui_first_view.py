@@ -1,0 +1,123 @@
+"""The first view in a real Chromium against the real app, before any run: at 1400x1000 in English the model, the
+method with its summary, the prompt and Generate are above the fold; in English, Russian and Arabic, on a desktop
+and a phone-sized viewport, no visible box on the page is empty without a hint; and the guide-example list opens
+again after Escape. No model is loaded (PLAYGROUND_PRELOAD=0; nothing is generated).
+
+The screenshots of each language and size go to `docs/first-view-<lang>-<desktop|phone>.png` (README links them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from appserver import app_url_fixture, browser_fixture, needs_chromium
+
+pytestmark = [pytest.mark.browser, pytest.mark.server, needs_chromium]
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+SIZES = {"desktop": (1400, 1000), "phone": (390, 844)}
+
+app_url = app_url_fixture("ui-first-view-server.log", {"PLAYGROUND_PRELOAD": "0", "HF_HUB_OFFLINE": "1"})
+browser = browser_fixture()
+
+# Every Gradio block the visitor can see (laid out, not hidden) that says nothing: no text, no value or placeholder
+# in its fields, no text in its chart. A block that holds other blocks is judged by them, not by itself.
+EMPTY_BOXES = """() => Array.from(document.querySelectorAll('.block')).filter(block => {
+  if (block.querySelector('.block')) return false;
+  const rect = block.getBoundingClientRect(), style = getComputedStyle(block);
+  if (rect.width === 0 || rect.height === 0 || style.display === 'none' || style.visibility === 'hidden') return false;
+  if (block.innerText.trim()) return false;
+  const fields = Array.from(block.querySelectorAll('input, textarea'));
+  if (fields.some(f => (f.value || f.placeholder || '').trim())) return false;
+  const chartText = Array.from(block.querySelectorAll('svg text')).map(t => t.textContent).join('').trim();
+  return !chartText;
+}).map(block => (block.id || block.className.split(' ').slice(0, 2).join('.')) + ' ' +
+  Math.round(block.getBoundingClientRect().height) + 'px')"""
+
+
+def bottom_of(page: Any, selector: str) -> float:
+    return page.evaluate("(s) => document.querySelector(s).getBoundingClientRect().bottom", selector)
+
+
+@pytest.fixture
+def open_page(browser: Any, app_url: str) -> Iterator[Any]:
+    contexts = []
+
+    def open_(lang: str, size: str) -> Any:
+        width, height = SIZES[size]
+        context = browser.new_context(viewport={"width": width, "height": height}, locale=lang)
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        page.goto(f"{app_url}?lang={lang}")
+        page.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value")
+        page.wait_for_function("(lang) => document.documentElement.lang.startsWith(lang)", arg=lang)
+        page.wait_for_timeout(1000)  # the load's last updates (the method's summary in the page's language)
+        return page
+
+    try:
+        yield open_
+    finally:
+        for context in contexts:
+            context.close()
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("lang", ["en", "ru", "ar"])
+def test_no_box_is_empty_without_a_hint(open_page: Any, lang: str, size: str) -> None:
+    page = open_page(lang, size)
+    page.screenshot(path=str(DOCS / f"first-view-{lang}-{size}.png"))
+    assert page.evaluate(EMPTY_BOXES) == []
+    # The empty stats rows say what will appear (the live view's, and the replay's on its tab).
+    for box in ("#pg-stats-box", "#pg-replay-stats"):
+        assert page.locator(f"{box} .pg-stats-empty").inner_text().strip(), box
+        assert page.locator(f"{box} [data-stat]").count() == 0, box
+    # The preset's info and the link appear when they have something to show.
+    assert not page.locator("#pg-preset-info").is_visible() and not page.locator("#pg-link").is_visible()
+    assert page.locator("#pg-preset input").get_attribute("placeholder")
+
+
+def test_what_a_first_run_needs_is_above_the_fold(open_page: Any) -> None:
+    page = open_page("en", "desktop")
+    for selector in ("#pg-target", "#pg-method", "#pg-method-summary", "#pg-prompt", "#pg-generate"):
+        assert page.locator(selector).is_visible(), selector
+        assert bottom_of(page, selector) <= SIZES["desktop"][1], selector
+    assert page.locator("#pg-method-summary").inner_text().strip()
+
+
+def test_the_guide_example_list_opens_again_after_escape(open_page: Any) -> None:
+    """Gradio's dropdown opens its list on focus only, and Escape closes it with the focus kept: a click on the same
+    box used to show nothing, and Enter picked the option highlighted before, unseen."""
+    page = open_page("en", "desktop")
+    box = page.locator("#pg-preset input")
+
+    def shown(count: int) -> None:  # the list fades out: wait until it shows `count` options
+        page.wait_for_function("(n) => document.querySelectorAll('#pg-preset .options li').length === n", arg=count,
+                               timeout=5_000)
+
+    box.click()
+    all_options = page.locator("#pg-preset .options li").count()
+    assert all_options > 5
+    page.keyboard.press("Escape")
+    shown(0)
+    box.click()  # the same box, still focused
+    shown(all_options)
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Escape")
+    shown(0)
+    page.keyboard.press("Enter")  # a keyboard user opening it again: the list, not an unseen pick
+    shown(all_options)
+    assert box.input_value() == ""
+    page.locator("#pg-preset .options li").nth(3).click()
+    page.wait_for_function("() => document.querySelector('#pg-preset-info').innerText.trim() !== ''")
+    assert box.input_value()
+    box.focus()
+    shown(all_options)
+    page.keyboard.press("Tab")  # leaving it: its list closes (it used to stay open, filtered to the chosen item)
+    shown(0)
+    assert box.get_attribute("aria-expanded") == "false"
+    box.click()  # and opens again whole
+    shown(all_options)
