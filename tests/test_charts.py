@@ -75,9 +75,15 @@ def test_baseline_has_no_acceptance_line_and_says_why() -> None:
 
 
 def test_empty_figures_have_a_hint() -> None:
-    for fig in charts.figures([]):
+    """Before the first step a chart is its title and one line of hint, not a tall frame of empty axes; the replay's
+    empty chart too."""
+    for fig in (*charts.figures([]), *charts.figures([], current=0, total_steps=3)):
         assert fig.to_dict()["data"] == []
+        assert [a.text for a in fig.layout.annotations] == [fig.layout.annotations[0].text]
         assert "appears here" in fig.layout.annotations[0].text
+        assert fig.layout.height == charts.WAITING_HEIGHT < charts.HEIGHT
+        assert fig.layout.xaxis.visible is False and fig.layout.yaxis.visible is False and not fig.layout.shapes
+    assert all(fig.layout.height == charts.HEIGHT for fig in charts.figures(steps()))
 
 
 @pytest.mark.parametrize("source", [[], steps(), [Step(index=0, drafted=[], accepted=0, rejected=[], emitted=[1])]])
