@@ -120,6 +120,12 @@ NO_DRAFT_REASONS: dict[str, str] = {
 }
 
 
+# Which earlier occurrence of the last n-gram prompt lookup copies from. Transformers' `PromptLookupCandidateGenerator`
+# scans the context left to right and takes the first match whose continuation is allowed: the earliest, not the most
+# recent (`tests/test_lecture_truth.py` runs Transformers' generator on two matches and checks this and the lectures).
+PROMPT_LOOKUP_MATCH: Literal["earliest", "most_recent"] = "earliest"
+
+
 def _prompt_lookup_empty_reason(empty: EmptyDraft) -> str | None:
     """Transformers' search, replayed on ids: the longest n-gram first, its earliest match, EOS cropped."""
     ids, size_max = empty.context, int(empty.params.get("max_matching_ngram_size") or 2)
@@ -433,10 +439,12 @@ _register(Method(
         "copies from the context: summaries, retrieval-augmented answers, code edits, repeated lists."
     ),
     lecture={
-        "drafts": "The continuation of the most recent earlier occurrence of the last n-gram (n up to "
-        "max_matching_ngram_size) in prompt + output.",
+        "drafts": "The tokens that follow the earliest occurrence of the last n-gram in prompt + output: Transformers "
+        "tries the longest n-gram first (n up to max_matching_ngram_size) and scans from the start of the context, so "
+        "with several matches it copies after the first one, not the most recent.",
         "verifies": "One target forward over the copied tokens, keeping the matching prefix.",
-        "pays_off": "When output repeats input: extraction, summarising, editing, RAG. Drafting costs almost nothing.",
+        "pays_off": "When output repeats input: summarising, translation (names, numbers and terms carried over), "
+        "extraction, editing, RAG. Drafting costs almost nothing.",
         "cost": "Only the wider verification forward; nothing when no n-gram matches (a plain step).",
         "failure": "Free-form writing with nothing to copy: few matches, and each wrong guess widens a forward for nothing.",
     },
@@ -462,11 +470,14 @@ _register(Method(
         "shows what early exit is, not a speedup. Lossless all the same (greedy equals plain greedy)."
     ),
     lecture={
-        "drafts": "The target's own first N layers plus its LM head (assistant_early_exit = N).",
+        "drafts": "The target's own first N layers plus its LM head (assistant_early_exit = N): Transformers drafts "
+        "with the target model itself, its layer count set to N while it drafts.",
         "verifies": "The full target over the drafted tokens, as in speculative decoding.",
         "pays_off": "On LayerSkip-trained checkpoints (e.g. facebook/layerskip-llama3.2-1B), where early exits are accurate.",
-        "cost": "Each draft token costs N/L of a full forward (and Transformers gives the drafter a cache of its "
-        "own, so its first draft re-reads the whole prompt through those N layers); a rejected draft wastes that work.",
+        "cost": "Each draft token costs N/L of a full forward; a rejected draft wastes that work. The guide says that "
+        "weights and caches are shared, so there is no extra memory. In Transformers 5.24 the weights are shared (no "
+        "second model is loaded), but the cache is not: the drafter keeps a KV cache of its own for its N layers, "
+        "so its first draft re-reads the whole prompt through them.",
         "failure": "On ordinary checkpoints early layers rarely agree with the last one: acceptance near zero and "
         "generation slower than baseline.",
     },
