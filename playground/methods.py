@@ -257,8 +257,8 @@ class Method:
     def lossy_reason(self, params: dict[str, Any], sample: bool = False) -> str | None:
         """Why a run with these settings is lossy, in one sentence (English as a `str`, translated on the page);
         None for a lossless run."""
-        weight = params.get("assistant_ensemble_weight")
-        if weight is not None and weight != ENSEMBLE.off_value:
+        weight = ensemble_weight(params)
+        if weight is not None:
             return Message.keyed("method.lossy.ensemble", weight=f"{weight:g}", rest=f"{1 - weight:.2g}")
         if sample and self.sampling_bias:
             return Message.registry(f"method.{self.name}.sampling_bias", self.sampling_bias)
@@ -314,12 +314,24 @@ DRAFT_LENGTH = (
     ),
 )
 
+# w is the TARGET's share of the mixture Transformers verifies against, v = w·p + (1−w)·q (`_assisted_decoding`,
+# `_speculative_sampling`), valid in the open interval (0, 1). The control reads from lossless to lossy: 1 is plain
+# verification (the target's p alone, not passed to generate()), and each step down gives the draft more say.
 ENSEMBLE = Param(
-    "assistant_ensemble_weight", "Ensemble weight (lossy)", "float", 0.0, minimum=0.0, maximum=0.99, step=0.05,
-    off_value=0.0,
-    help="Static ensemble verification: verify against w·p + (1−w)·q instead of p. Raises acceptance but the "
-    "output no longer follows the target alone. 0 = off (lossless); 0.7 is a good start.",
+    "assistant_ensemble_weight", "Ensemble weight w (target's share; 1 = off)", "float", 1.0, minimum=0.05,
+    maximum=1.0, step=0.05, off_value=1.0,
+    help="Static ensemble verification: drafts are checked against v = w·p + (1−w)·q, the mixture of the target's "
+    "distribution p (share w) and the draft's q (share 1 − w), instead of p alone. 1 = plain verification "
+    "(lossless); below 1 acceptance rises and the output follows the mixture, not the target alone (lossy). The "
+    "guide's recommended start is 0.7.",
 )
+
+
+def ensemble_weight(params: dict[str, Any]) -> float | None:
+    """The run's ensemble weight when ensemble verification is on (Transformers' open interval (0, 1)), else None:
+    1 (the control's "off") and a trace's older 0 both mean plain verification."""
+    weight = params.get(ENSEMBLE.name)
+    return float(weight) if weight is not None and 0 < weight < 1 else None
 
 
 # --- per-method checks --------------------------------------------------------------------

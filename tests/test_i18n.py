@@ -508,13 +508,13 @@ def test_ensemble_refusals_reach_the_page_in_its_language(lang):
         universal.validate(facts, universal.resolve_params({"assistant_ensemble_weight": 0.5}))
     assert str(no_logits.value) == (
         "ensemble verification (assistant_ensemble_weight) needs draft logits, and greedy universal decoding has "
-        "none; set it to 0 (off) or turn on sampling")
+        "none; set it to 1 (off) or turn on sampling")
     assert user_message(no_logits.value, lang=lang) == {
-        "ru": "ансамблевой проверке (assistant_ensemble_weight) нужны логиты черновика, а у метода «жадное "
-              "универсальное вспомогательное декодирование» их нет; установите 0 (выключено) или включите "
+        "ru": "ансамблевой верификации (assistant_ensemble_weight) нужны логиты черновика, а у метода «жадное "
+              "универсальное вспомогательное декодирование» их нет; установите 1 (выключено) или включите "
               "сэмплирование",
-        "ar": "يحتاج التحقق بالمجموعة (assistant_ensemble_weight) إلى لوجيتات المسودة، وليس لدى «فك الترميز الجشع "
-              "بمساعدة شاملة» أيّ منها؛ اضبطه على 0 (معطّل) أو فعّل أخذ العيّنات"}[lang]
+        "ar": "يحتاج التحقق عبر التجميع (assistant_ensemble_weight) إلى لوجيتات المسودة، وليس لدى «فك الترميز الجشع "
+              "بمساعدة شاملة» أيّ منها؛ اضبطه على 1 (معطّل) أو فعّل أخذ العيّنات"}[lang]
 
 
 @pytest.mark.parametrize("lang", OTHER_LANGUAGES)

@@ -94,3 +94,44 @@ def test_early_exit_shares_weights_but_not_the_cache_as_the_lecture_says(early_e
         text = _lecture("early_exit", "cost", lang)
         for phrase in words[lang]:
             assert phrase in text, (lang, phrase, text)
+
+
+def _acceptance_of_a_token_the_target_forbids(weight: float, trials: int = 2000) -> float:
+    """How often Transformers' speculative sampling keeps a draft token whose target probability is 0, at `weight`."""
+    from transformers.generation.utils import _speculative_sampling
+
+    draft_logits = torch.tensor([[[8.0, 0.0, 0.0, 0.0]]])  # the draft is sure of token 0 …
+    target_logits = torch.tensor([[[-float("inf"), 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]])  # … the target forbids it
+    candidate = torch.tensor([[1, 0]])
+    torch.manual_seed(0)
+    kept = sum(int(_speculative_sampling(candidate, draft_logits, 1, target_logits, weight)[1]) for _ in range(trials))
+    return kept / trials
+
+
+def test_the_ensemble_weight_is_the_targets_share_and_the_control_reads_from_lossless_to_lossy() -> None:
+    from playground.methods import ENSEMBLE, ensemble_weight
+
+    # In Transformers v = w·p + (1−w)·q: a token the target forbids (p = 0) is kept with probability 1 − w, the
+    # draft's share. So w is the target's share, and a larger w is closer to plain verification.
+    for weight in (0.3, 0.7, 0.95):
+        assert _acceptance_of_a_token_the_target_forbids(weight) == pytest.approx(1 - weight, abs=0.04)
+    # The control: its top end is plain verification (the default, lossless, not passed to generate()), and every
+    # value below it is lossy, ever more so towards its bottom end.
+    assert ENSEMBLE.maximum == ENSEMBLE.off_value == ENSEMBLE.default == 1.0
+    assert 0 < ENSEMBLE.minimum < 1
+    speculative = get_method("speculative")
+    assert speculative.lossy_reason(speculative.resolve_params({})) is None
+    generate_kwargs, _ = speculative.split_params(speculative.resolve_params({}))
+    assert ENSEMBLE.name not in generate_kwargs
+    for weight in (ENSEMBLE.minimum, 0.7, 0.95):
+        assert speculative.lossy_reason(speculative.resolve_params({ENSEMBLE.name: weight})) is not None
+        assert ensemble_weight({ENSEMBLE.name: weight}) == weight
+    with pytest.raises(Exception):
+        speculative.resolve_params({ENSEMBLE.name: 0})  # 0 would be the draft alone: Transformers refuses it too
+    # Every language's help says w is the target's share and names the guide's start.
+    shares = {"en": "the target's distribution p (share w)", "ru": "целевой модели p (доля w)",
+              "ar": "النموذج الهدف p (بحصة w)"}
+    for lang in LANGUAGES:
+        param = ENSEMBLE.localized(lang)
+        assert shares[lang] in param.help and "0.7" in param.help, (lang, param.help)
+        assert "1 =" in param.label, (lang, param.label)
