@@ -86,8 +86,10 @@ def t(key: str, lang: str = DEFAULT_LANGUAGE, default: str | None = None, **fiel
     Falls back to `default` (the registry's English) and then to English; an unknown key is a bug (KeyError).
     """
     value = _raw(key, lang, default)
-    if isinstance(value, dict):
-        value = value.get("other") or next(iter(value.values()))
+    if isinstance(value, dict):  # a counted phrase: its form for the count `n` (a keyed message's count), else "other"
+        count = fields.get("n")
+        form = value.get(plural_category(normalize(lang), count)) if isinstance(count, (int, float)) else None
+        value = form or value.get("other") or next(iter(value.values()))
     return value.format(**fields) if fields else value
 
 

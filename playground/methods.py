@@ -368,7 +368,7 @@ def _check_early_exit(method: Method, facts: ModelFacts, params: dict[str, Any])
     layer = params["assistant_early_exit"]
     if not 1 <= layer <= facts.target_layers - 1:
         raise MethodError.keyed("error.method.early_exit_range", top=facts.target_layers - 1,
-                                layers=facts.target_layers, got=layer)
+                                n=facts.target_layers, got=layer)
 
 
 def _check_mtp(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:

@@ -357,17 +357,17 @@ def test_loading_lines_reach_the_page_in_its_language(lang, monkeypatch):
     progress = models._ConversionProgress("Tiny", lines.append)
     progress("parse", Message.keyed("load.stage.parse"))
     progress.started -= 30.0  # 30 s in, half way through the weights: a time left is shown
-    progress("weights", Message.keyed("load.stage.weights", done=3, total=12), 0.5)
+    progress("weights", Message.keyed("load.stage.weights", done=3, n=12), 0.5)
     stages = models._ConversionProgress.STAGES
     share = f"{stages['weights'] + (stages['tokenizer'] - stages['weights']) * 0.5:.0%}"  # half way through
     assert lines[0] == "Converting Tiny to safetensors (one time only): reading the GGUF metadata: 0% done"
-    assert lines[1].startswith("Converting Tiny to safetensors (one time only): dequantising weights (3/12 "
-                               f"tensors): {share} done, about ") and lines[1].endswith(" s left")
+    assert lines[1].startswith("Converting Tiny to safetensors (one time only): dequantising weights (3 of "
+                               f"12 tensors): {share} done, about ") and lines[1].endswith(" s left")
     first, second = localize(lines[0], lang), localize(lines[1], lang)
     assert first == i18n.t("load.converting", lang, label="Tiny", what=i18n.t("load.stage.parse", lang), done=0.0)
     assert "Converting" not in first and "reading" not in first and "0%" in first
-    assert "dequantising" not in second and "3/12" in second and share in second
-    assert i18n.t("load.stage.weights", lang, done=3, total=12) in second
+    assert "dequantising" not in second and "3" in second and "12" in second and share in second
+    assert i18n.t("load.stage.weights", lang, done=3, n=12) in second
     assert localize("plain text", lang) == "plain text"  # a line that carries no key stays as written
 
     copy = Message.keyed("load.dtype_copy", dtype="bfloat16")
@@ -383,7 +383,7 @@ def test_loading_lines_reach_the_page_in_its_language(lang, monkeypatch):
     state.message, state.thread = lines[1], threading.current_thread()  # started, not done
     monkeypatch.setattr(preload, "PRELOAD", state)
     assert html.escape(second, quote=False) in preload.initial_status(lang)
-    assert "dequantising weights (3/12 tensors)" in preload.initial_status("en")
+    assert "dequantising weights (3 of 12 tensors)" in preload.initial_status("en")
     # A failed preload: our refusal inside the line is translated with it.
     from playground.models import ModelLoadError
     refused = ModelLoadError.keyed("error.model.no_weights", spec="/m")
@@ -698,7 +698,7 @@ def test_a_message_from_another_process_is_still_translated(lang):
 
     from playground.i18n import Message
 
-    stage = Message.keyed("load.stage.weights", done=3, total=12)
+    stage = Message.keyed("load.stage.weights", done=3, n=12)
     line = Message.keyed("load.converting_left", label="Tiny", what=stage, done=0.44, left=12.5)
     title = Message.registry("method.prompt_lookup.title", "prompt lookup")
     for message in (line, title, Message.keyed("load.waiting_other", label="Tiny")):

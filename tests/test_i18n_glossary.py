@@ -60,3 +60,51 @@ def test_the_glossary_covers_every_language():
     for concept, entry in GLOSSARY.items():
         assert set(i18n.LANGUAGES) <= set(entry), concept
         assert entry["keys"], concept
+
+
+# --------------------------------------------------------------------------- counted phrases
+
+# The nouns the page counts, as each language spells their stems: a count field right before one of them must be a
+# plural phrase (an object of CLDR categories), or "1 tokens", «последние 1 токен», «21 رمز» come back.
+COUNTED_NOUNS = {
+    "en": r"(tokens?|steps?|characters?|entr(y|ies)|items?|layers?|settings?|prompts?|repeats?|tensors?|drafts?)\b",
+    "ru": r"(токен|шаг|символ|запис|элемент|сло[йёя]|настро|промпт|повтор|тензор|черново)",
+    "ar": r"(رمز|رموز|خطو|حرف|أحرف|مدخل|عنصر|عناصر|طبق|إعداد|موجّه|موتر|مسود)",
+}
+# Fields that hold a whole count (floats such as τ or γ take the "other" form and read right in every language).
+COUNT_FIELDS = {"n", "k", "a", "verified", "layers", "new", "context", "settings", "drafted", "accepted", "limit",
+                "top", "total", "done", "repeats", "rep", "prompts_n"}
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
+def test_every_count_before_a_counted_noun_is_a_plural_phrase(lang):
+    pattern = re.compile(r"\{(\w+)\}\s*" + COUNTED_NOUNS[lang])
+    catalogue = dict(_registry_english()) if lang == i18n.DEFAULT_LANGUAGE else {}
+    catalogue.update(i18n.catalogue(lang))
+    bare = [(key, value) for key, value in catalogue.items() if isinstance(value, str)
+            for field, *_ in pattern.findall(value) if field in COUNT_FIELDS]
+    assert not bare, f"{lang}: a count without plural forms: {bare}"
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
+def test_every_plural_phrase_has_cldrs_forms_and_formats_for_any_count(lang):
+    """Each counted phrase spells out every CLDR category of its language (Babel's rules decide which one a count
+    takes), and formats for 0, 1, 2, 3, 5, 11, 21, 101 with the form CLDR picks."""
+    english = i18n.catalogue(i18n.DEFAULT_LANGUAGE)
+    for key, value in i18n.catalogue(lang).items():
+        if not isinstance(value, dict):
+            continue
+        assert set(value) == set(i18n.plural_categories(lang)), (lang, key)
+        fields = {name: "x" for form in english[key].values() if isinstance(english[key], dict)
+                  for name in re.findall(r"\{(\w+)", form)} if isinstance(english[key], dict) else {}
+        for n in (0, 1, 2, 3, 5, 11, 21, 101):
+            text = i18n.t(key, lang, **{**fields, "n": n})
+            assert text == value[i18n.plural_category(lang, n)].format(**{**fields, "n": n})
+
+
+def test_plural_rules_come_from_cldr():
+    assert [i18n.plural_category("ru", n) for n in (1, 2, 5, 21, 22, 111)] == ["one", "few", "many", "one", "few", "many"]
+    assert [i18n.plural_category("ar", n) for n in (0, 1, 2, 3, 11, 100)] == ["zero", "one", "two", "few", "many", "other"]
+    assert i18n.plural_categories("ru") == ("one", "few", "many", "other")
+    assert i18n.t("error.trace.steps", "ru", n=21, limit=5) == "в трассе 21 шаг; воспроизвести можно не больше 5"
+    assert i18n.t("narrate.all_ended", "en", n=1) == "the target accepted it; generation ended there."
