@@ -445,7 +445,7 @@ def test_rarer_refusals_reach_the_page_in_its_language(lang):
     assert "the prompt" not in phrase
     assert user_message(refused(lambda: validate_request(dataclasses.replace(request, seed=-2**64))), lang=lang) == {
         "ru": f"seed должен быть целым числом от 0 до 2^64 − 1 (или вниз до −2^63); получено {-2**64}",
-        "ar": f"يجب أن تكون البذرة (seed) عددًا صحيحًا من 0 إلى 2^64 − 1 (أو حتى −2^63)؛ وصل {-2**64}"}[lang]
+        "ar": f"يجب أن تكون البذرة (seed) عددًا صحيحًا من 0 إلى \u20682^64 − 1\u2069 (أو حتى \u2068−2^63\u2069)؛ وصل {-2**64}"}[lang]
 
 
 @pytest.mark.parametrize("lang", OTHER_LANGUAGES)
