@@ -108,3 +108,18 @@ def test_plural_rules_come_from_cldr():
     assert i18n.plural_categories("ru") == ("one", "few", "many", "other")
     assert i18n.t("error.trace.steps", "ru", n=21, limit=5) == "в трассе 21 шаг; воспроизвести можно не больше 5"
     assert i18n.t("narrate.all_ended", "en", n=1) == "the target accepted it; generation ended there."
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
+def test_the_diagnosis_is_headed_by_the_methods_title_in_the_pages_language(lang):
+    """Not its registry id ("prompt_lookup"): the title the Methods tab shows, in the guide's terms."""
+    from playground.app import theory_tab
+    from playground.trace import Step, Trace
+
+    steps = [Step(index=0, drafted=[5, 6], accepted=1, rejected=[6], emitted=[5, 7], verify_ms=10.0)]
+    trace = Trace(method="prompt_lookup", target="m", prompt="p", steps=steps, output_ids=[5, 7])
+    trace.summarize(0.1)
+    _, body = theory_tab.theory_view(trace, None, lang)
+    heading = re.search(r"<p><b>([^<]*)</b>", body).group(1)
+    assert heading == METHODS["prompt_lookup"].localized(lang).title
+    assert re.search(GLOSSARY["prompt_lookup_decoding"][lang], heading)
