@@ -28,33 +28,26 @@ LANGUAGES: dict[str, str] = {"en": "English", "ru": "Русский", "ar": "ا�
 DEFAULT_LANGUAGE = "en"
 RTL: frozenset[str] = frozenset({"ar"})
 
-PLURAL_CATEGORIES: dict[str, tuple[str, ...]] = {
-    "en": ("one", "other"),
-    "ru": ("one", "few", "many", "other"),
-    "ar": ("zero", "one", "two", "few", "many", "other"),
-}
+_CLDR_ORDER = ("zero", "one", "two", "few", "many", "other")
+
+
+@lru_cache(maxsize=None)
+def _plural_rule(lang: str) -> Any:
+    """CLDR's plural rule of a language, from Babel's copy of CLDR (a new language needs no code here)."""
+    from babel import Locale
+
+    return Locale.parse(lang).plural_form
+
+
+def plural_categories(lang: str) -> tuple[str, ...]:
+    """The CLDR plural categories a counted phrase of `lang` must spell out ("other" always among them)."""
+    tags = _plural_rule(normalize(lang)).tags | {"other"}
+    return tuple(category for category in _CLDR_ORDER if category in tags)
 
 
 def plural_category(lang: str, n: float) -> str:
-    """CLDR plural category of a count (integers; anything else is "other")."""
-    if n != int(n):
-        return "other"
-    n = abs(int(n))
-    if lang == "ru":
-        if n % 10 == 1 and n % 100 != 11:
-            return "one"
-        if 2 <= n % 10 <= 4 and not 12 <= n % 100 <= 14:
-            return "few"
-        return "many"
-    if lang == "ar":
-        if n in (0, 1, 2):
-            return ("zero", "one", "two")[n]
-        if 3 <= n % 100 <= 10:
-            return "few"
-        if 11 <= n % 100 <= 99:
-            return "many"
-        return "other"
-    return "one" if n == 1 else "other"
+    """CLDR plural category of a count in `lang` (e.g. ru 21 -> "one", 22 -> "few", 25 -> "many"; ar 0 -> "zero")."""
+    return _plural_rule(normalize(lang))(abs(n))
 
 
 @lru_cache(maxsize=None)
@@ -93,8 +86,10 @@ def t(key: str, lang: str = DEFAULT_LANGUAGE, default: str | None = None, **fiel
     Falls back to `default` (the registry's English) and then to English; an unknown key is a bug (KeyError).
     """
     value = _raw(key, lang, default)
-    if isinstance(value, dict):
-        value = value.get("other") or next(iter(value.values()))
+    if isinstance(value, dict):  # a counted phrase: its form for the count `n` (a keyed message's count), else "other"
+        count = fields.get("n")
+        form = value.get(plural_category(normalize(lang), count)) if isinstance(count, (int, float)) else None
+        value = form or value.get("other") or next(iter(value.values()))
     return value.format(**fields) if fields else value
 
 

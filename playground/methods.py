@@ -120,6 +120,12 @@ NO_DRAFT_REASONS: dict[str, str] = {
 }
 
 
+# Which earlier occurrence of the last n-gram prompt lookup copies from. Transformers' `PromptLookupCandidateGenerator`
+# scans the context left to right and takes the first match whose continuation is allowed: the earliest, not the most
+# recent (`tests/test_lecture_truth.py` runs Transformers' generator on two matches and checks this and the lectures).
+PROMPT_LOOKUP_MATCH: Literal["earliest", "most_recent"] = "earliest"
+
+
 def _prompt_lookup_empty_reason(empty: EmptyDraft) -> str | None:
     """Transformers' search, replayed on ids: the longest n-gram first, its earliest match, EOS cropped."""
     ids, size_max = empty.context, int(empty.params.get("max_matching_ngram_size") or 2)
@@ -251,8 +257,8 @@ class Method:
     def lossy_reason(self, params: dict[str, Any], sample: bool = False) -> str | None:
         """Why a run with these settings is lossy, in one sentence (English as a `str`, translated on the page);
         None for a lossless run."""
-        weight = params.get("assistant_ensemble_weight")
-        if weight is not None and weight != ENSEMBLE.off_value:
+        weight = ensemble_weight(params)
+        if weight is not None:
             return Message.keyed("method.lossy.ensemble", weight=f"{weight:g}", rest=f"{1 - weight:.2g}")
         if sample and self.sampling_bias:
             return Message.registry(f"method.{self.name}.sampling_bias", self.sampling_bias)
@@ -308,12 +314,24 @@ DRAFT_LENGTH = (
     ),
 )
 
+# w is the TARGET's share of the mixture Transformers verifies against, v = w·p + (1−w)·q (`_assisted_decoding`,
+# `_speculative_sampling`), valid in the open interval (0, 1). The control reads from lossless to lossy: 1 is plain
+# verification (the target's p alone, not passed to generate()), and each step down gives the draft more say.
 ENSEMBLE = Param(
-    "assistant_ensemble_weight", "Ensemble weight (lossy)", "float", 0.0, minimum=0.0, maximum=0.99, step=0.05,
-    off_value=0.0,
-    help="Static ensemble verification: verify against w·p + (1−w)·q instead of p. Raises acceptance but the "
-    "output no longer follows the target alone. 0 = off (lossless); 0.7 is a good start.",
+    "assistant_ensemble_weight", "Ensemble weight w (target's share; 1 = off)", "float", 1.0, minimum=0.05,
+    maximum=1.0, step=0.05, off_value=1.0,
+    help="Static ensemble verification: drafts are checked against v = w·p + (1−w)·q, the mixture of the target's "
+    "distribution p (share w) and the draft's q (share 1 − w), instead of p alone. 1 = plain verification "
+    "(lossless); below 1 acceptance rises and the output follows the mixture, not the target alone (lossy). The "
+    "guide's recommended start is 0.7.",
 )
+
+
+def ensemble_weight(params: dict[str, Any]) -> float | None:
+    """The run's ensemble weight when ensemble verification is on (Transformers' open interval (0, 1)), else None:
+    1 (the control's "off") and a trace's older 0 both mean plain verification."""
+    weight = params.get(ENSEMBLE.name)
+    return float(weight) if weight is not None and 0 < weight < 1 else None
 
 
 # --- per-method checks --------------------------------------------------------------------
@@ -350,7 +368,7 @@ def _check_early_exit(method: Method, facts: ModelFacts, params: dict[str, Any])
     layer = params["assistant_early_exit"]
     if not 1 <= layer <= facts.target_layers - 1:
         raise MethodError.keyed("error.method.early_exit_range", top=facts.target_layers - 1,
-                                layers=facts.target_layers, got=layer)
+                                n=facts.target_layers, got=layer)
 
 
 def _check_mtp(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
@@ -433,10 +451,12 @@ _register(Method(
         "copies from the context: summaries, retrieval-augmented answers, code edits, repeated lists."
     ),
     lecture={
-        "drafts": "The continuation of the most recent earlier occurrence of the last n-gram (n up to "
-        "max_matching_ngram_size) in prompt + output.",
+        "drafts": "The tokens that follow the earliest occurrence of the last n-gram in prompt + output: Transformers "
+        "tries the longest n-gram first (n up to max_matching_ngram_size) and scans from the start of the context, so "
+        "with several matches it copies after the first one, not the most recent.",
         "verifies": "One target forward over the copied tokens, keeping the matching prefix.",
-        "pays_off": "When output repeats input: extraction, summarising, editing, RAG. Drafting costs almost nothing.",
+        "pays_off": "When output repeats input: summarising, translation (names, numbers and terms carried over), "
+        "extraction, editing, RAG. Drafting costs almost nothing.",
         "cost": "Only the wider verification forward; nothing when no n-gram matches (a plain step).",
         "failure": "Free-form writing with nothing to copy: few matches, and each wrong guess widens a forward for nothing.",
     },
@@ -462,11 +482,14 @@ _register(Method(
         "shows what early exit is, not a speedup. Lossless all the same (greedy equals plain greedy)."
     ),
     lecture={
-        "drafts": "The target's own first N layers plus its LM head (assistant_early_exit = N).",
+        "drafts": "The target's own first N layers plus its LM head (assistant_early_exit = N): Transformers drafts "
+        "with the target model itself, its layer count set to N while it drafts.",
         "verifies": "The full target over the drafted tokens, as in speculative decoding.",
         "pays_off": "On LayerSkip-trained checkpoints (e.g. facebook/layerskip-llama3.2-1B), where early exits are accurate.",
-        "cost": "Each draft token costs N/L of a full forward (and Transformers gives the drafter a cache of its "
-        "own, so its first draft re-reads the whole prompt through those N layers); a rejected draft wastes that work.",
+        "cost": "Each draft token costs N/L of a full forward; a rejected draft wastes that work. The guide says that "
+        "weights and caches are shared, so there is no extra memory. In Transformers 5.24 the weights are shared (no "
+        "second model is loaded), but the cache is not: the drafter keeps a KV cache of its own for its N layers, "
+        "so its first draft re-reads the whole prompt through them.",
         "failure": "On ordinary checkpoints early layers rarely agree with the last one: acceptance near zero and "
         "generation slower than baseline.",
     },

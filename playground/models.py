@@ -1082,7 +1082,7 @@ def convert_gguf(path: Path, out: Path, progress: Callable[..., None] | None = N
     with gguf_read_once(path):
         step("config", Message.keyed("load.stage.config"))
         with gguf_bar_follows_transformers_switch(
-                lambda done, total: step("weights", Message.keyed("load.stage.weights", done=done, total=total),
+                lambda done, total: step("weights", Message.keyed("load.stage.weights", done=done, n=total),
                                          done / total)):
             model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
         step("tokenizer", Message.keyed("load.stage.tokenizer"))

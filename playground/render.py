@@ -399,14 +399,14 @@ def narrate_step(step: Step, method: str = "", position: int | None = None, lang
         text += t("narrate.period", lang)
     elif step.unverified:
         verified = k - len(step.unverified)
-        text += t("narrate.unverified", lang, verified=verified, tokens=_tokens_word(len(step.unverified), lang),
+        text += t("narrate.unverified", lang, n=len(step.unverified), verified=verified, tokens=_tokens_word(len(step.unverified), lang),
                   text=q(drafted_text[verified:]))
         if extra:
             text = text[:-1] + t("narrate.added_first", lang, text=q(extra))
     elif extra:
-        text += t("narrate.all_bonus", lang, k=k, text=q(extra))
+        text += t("narrate.all_bonus", lang, n=k, text=q(extra))
     else:
-        text += t("narrate.all_ended", lang, k=k)
+        text += t("narrate.all_ended", lang, n=k)
     return text + timing
 
 
@@ -504,7 +504,7 @@ def race_html(lanes: Sequence[dict], clock_s: float, speed: float, verdict: str 
             f'<div class="pg-lane" data-lane="{_attr(lane["label"])}" data-tokens="{_attr(tokens)}" '
             f'data-done="{str(done).lower()}">'
             f'<div class="pg-lane-head"><b>{html.escape(str(lane["label"]))}</b>'
-            f'<span>{html.escape(t("race.tokens", lang, done=tokens, total=lane["total_tokens"]))}</span>{finish}</div>'
+            f'<span>{html.escape(t("race.tokens", lang, done=tokens, n=lane["total_tokens"]))}</span>{finish}</div>'
             f'<div class="pg-bar"><div style="width:{100 * tokens / total:.1f}%"></div></div>'
             f'<div class="pg-tokens pg-lane-text"{lane_dir}>{emitted_spans(shown)}</div></div>'
         )

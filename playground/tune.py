@@ -44,7 +44,7 @@ import torch
 
 from .engine import LiveRun, RunError, RunRequest, in_worker_thread, prepare
 from .i18n import Message
-from .methods import METHODS, REFERENCE, Method, get_method
+from .methods import METHODS, REFERENCE, Method, ensemble_weight, get_method
 from .models import STORE, ModelStore
 from .trace import Step, acceptance_by_position, classify_step, summarize_steps
 
@@ -494,7 +494,7 @@ def replay_of(name: str) -> Replay:
 def _refusal(setting: Setting) -> Message | None:
     """Why one setting of a tunable method gets no prediction (None: it gets one)."""
     values = setting.values
-    if values.get("assistant_ensemble_weight"):
+    if ensemble_weight(values) is not None:
         return Message.keyed("tune.reason.ensemble_lossy")
     if values.get("assistant_confidence_threshold") and replay_of(setting.method).refits_threshold:
         from transformers.utils import is_sklearn_available
@@ -583,7 +583,7 @@ def _check(request: TuneRequest) -> None:
     replay = replay_of(run.method)
     if not 1 <= request.max_draft <= 64:
         raise TuneError.keyed("error.tune.max_draft_range", got=request.max_draft)
-    if run.params.get("assistant_ensemble_weight"):
+    if ensemble_weight(run.params) is not None:
         raise TuneError.keyed("error.tune.ensemble_lossy")
     if "max_matching_ngram_size" in replay.swept and not all(1 <= n <= 10 for n in request.ngram_sizes):
         raise TuneError.keyed("error.tune.ngram_sizes")

@@ -66,7 +66,7 @@ BAD_INPUT = [
     ("early-exit layer out of range", ["--method", "early_exit", "--set", "assistant_early_exit=9"], {},
      "between 1 and 3"),
     ("ensemble weight outside (0, 1)", ["--method", "speculative", "--assistant", "TARGET", "--set",
-                                       "assistant_ensemble_weight=1.5"], {}, "between 0 and 0.99"),
+                                       "assistant_ensemble_weight=1.5"], {}, "between 0.05 and 1"),
     ("ensemble weight without draft logits", ["--method", "universal", "--assistant", "FOREIGN", "--set",
                                              "assistant_ensemble_weight=0.5"], {}, "needs draft logits"),
     ("temperature <= 0 with sampling", ["--sample", "--temperature", "0"], {}, "temperature must be above 0"),

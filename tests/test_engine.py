@@ -137,7 +137,7 @@ def test_abandoned_iteration_ends_the_worker(store, tiny_models):
     ({"method": "universal", "assistant": "SAME"}, "share a tokenizer"),
     ({"method": "mtp"}, "no multi-token-prediction"),
     ({"method": "prompt_lookup", "params": {"assistant_ensemble_weight": 0.5}}, "has no parameter"),
-    ({"method": "speculative", "assistant": "SAME", "params": {"assistant_ensemble_weight": 1.0}}, "between 0 and 0.99"),
+    ({"method": "speculative", "assistant": "SAME", "params": {"assistant_ensemble_weight": 0.0}}, "between 0.05 and 1"),
     ({"dtype": "int3"}, "int3"),
 ])
 def test_bad_requests_get_clear_messages(store, tiny_models, kw, message):

@@ -575,7 +575,7 @@ def test_a_one_step_trace_and_a_one_token_run_replay(server: Server, models: dic
                        ("replay_play", [None, 1, None])):
         assert PROBE.send(server, f"one-step trace: {name}", name, data, session=session).success
     assert PROBE.send(server, "one-token run", "generate", generate_args(models, max_new_tokens=1),
-                      "Done: 1 tokens", session=session).success
+                      "Done: 1 token ", session=session).success
     outcome = PROBE.send(server, "one-token run replayed", "after_run", [None, None], "The last run", session=session)
     assert outcome.success
 

@@ -82,7 +82,7 @@ def test_fields_and_plural_forms_match_english(lang):
     for key, value in i18n.catalogue(lang).items():
         ours = set().union(*(fields(form) for form in forms(reference[key])))
         if isinstance(value, dict):
-            assert set(value) == set(i18n.PLURAL_CATEGORIES[lang]), (lang, key)
+            assert set(value) == set(i18n.plural_categories(lang)), (lang, key)
             for form in value.values():
                 assert fields(form) <= ours | {"n"}, (lang, key, form)
         else:
@@ -196,7 +196,7 @@ def test_guide_terms():
     assert i18n.t("method.prompt_lookup.title", "ru") == "Декодирование с поиском по промпту"
     assert i18n.t("method.early_exit.title", "ru").startswith("Самоспекулятивное декодирование")
     assert i18n.t("method.speculative.title", "ar").startswith("التفكيك التخميني")
-    assert "فك الترميز بمساعدة" in i18n.t("method.prompt_lookup.title", "ar")
+    assert i18n.t("method.prompt_lookup.title", "ar") == "فك الترميز بالبحث في الاستعلام"
 
 
 # --------------------------------------------------------------------------- Compare, Tune and error messages
@@ -357,17 +357,17 @@ def test_loading_lines_reach_the_page_in_its_language(lang, monkeypatch):
     progress = models._ConversionProgress("Tiny", lines.append)
     progress("parse", Message.keyed("load.stage.parse"))
     progress.started -= 30.0  # 30 s in, half way through the weights: a time left is shown
-    progress("weights", Message.keyed("load.stage.weights", done=3, total=12), 0.5)
+    progress("weights", Message.keyed("load.stage.weights", done=3, n=12), 0.5)
     stages = models._ConversionProgress.STAGES
     share = f"{stages['weights'] + (stages['tokenizer'] - stages['weights']) * 0.5:.0%}"  # half way through
     assert lines[0] == "Converting Tiny to safetensors (one time only): reading the GGUF metadata: 0% done"
-    assert lines[1].startswith("Converting Tiny to safetensors (one time only): dequantising weights (3/12 "
-                               f"tensors): {share} done, about ") and lines[1].endswith(" s left")
+    assert lines[1].startswith("Converting Tiny to safetensors (one time only): dequantising weights (3 of "
+                               f"12 tensors): {share} done, about ") and lines[1].endswith(" s left")
     first, second = localize(lines[0], lang), localize(lines[1], lang)
     assert first == i18n.t("load.converting", lang, label="Tiny", what=i18n.t("load.stage.parse", lang), done=0.0)
     assert "Converting" not in first and "reading" not in first and "0%" in first
-    assert "dequantising" not in second and "3/12" in second and share in second
-    assert i18n.t("load.stage.weights", lang, done=3, total=12) in second
+    assert "dequantising" not in second and "3" in second and "12" in second and share in second
+    assert i18n.t("load.stage.weights", lang, done=3, n=12) in second
     assert localize("plain text", lang) == "plain text"  # a line that carries no key stays as written
 
     copy = Message.keyed("load.dtype_copy", dtype="bfloat16")
@@ -383,7 +383,7 @@ def test_loading_lines_reach_the_page_in_its_language(lang, monkeypatch):
     state.message, state.thread = lines[1], threading.current_thread()  # started, not done
     monkeypatch.setattr(preload, "PRELOAD", state)
     assert html.escape(second, quote=False) in preload.initial_status(lang)
-    assert "dequantising weights (3/12 tensors)" in preload.initial_status("en")
+    assert "dequantising weights (3 of 12 tensors)" in preload.initial_status("en")
     # A failed preload: our refusal inside the line is translated with it.
     from playground.models import ModelLoadError
     refused = ModelLoadError.keyed("error.model.no_weights", spec="/m")
@@ -445,7 +445,7 @@ def test_rarer_refusals_reach_the_page_in_its_language(lang):
     assert "the prompt" not in phrase
     assert user_message(refused(lambda: validate_request(dataclasses.replace(request, seed=-2**64))), lang=lang) == {
         "ru": f"seed должен быть целым числом от 0 до 2^64 − 1 (или вниз до −2^63); получено {-2**64}",
-        "ar": f"يجب أن تكون البذرة (seed) عددًا صحيحًا من 0 إلى 2^64 − 1 (أو حتى −2^63)؛ وصل {-2**64}"}[lang]
+        "ar": f"يجب أن تكون البذرة (seed) عددًا صحيحًا من 0 إلى \u20682^64 − 1\u2069 (أو حتى \u2068−2^63\u2069)؛ وصل {-2**64}"}[lang]
 
 
 @pytest.mark.parametrize("lang", OTHER_LANGUAGES)
@@ -495,11 +495,11 @@ def test_ensemble_refusals_reach_the_page_in_its_language(lang):
         "probabilities into the target's, and prompt lookup decoding produces no draft probabilities")
     assert user_message(no_parameter.value) == str(no_parameter.value)
     assert user_message(no_parameter.value, lang=lang) == {
-        "ru": "у prompt_lookup нет параметра 'assistant_ensemble_weight': ансамблевая проверка подмешивает "
+        "ru": "у prompt_lookup нет параметра 'assistant_ensemble_weight': ансамблевая верификация подмешивает "
               "вероятности черновика к вероятностям целевой модели, а метод «Декодирование с поиском по промпту» "
               "не даёт вероятностей черновика",
-        "ar": "ليس لدى prompt_lookup المعامل 'assistant_ensemble_weight': التحقق بالمجموعة يمزج احتمالات المسودة "
-              "باحتمالات النموذج الهدف، والطريقة «فك الترميز بمساعدة البحث في الموجّه» لا تُنتج احتمالات للمسودة"}[lang]
+        "ar": "ليس لدى prompt_lookup المعامل 'assistant_ensemble_weight': التحقق عبر التجميع يمزج احتمالات المسودة "
+              "باحتمالات النموذج الهدف، والطريقة «فك الترميز بالبحث في الاستعلام» لا تُنتج احتمالات للمسودة"}[lang]
 
     universal = get_method("universal")
     facts = ModelFacts(target_class="A", target_layers=4, assistant_class="B", same_vocabulary=False,
@@ -507,14 +507,14 @@ def test_ensemble_refusals_reach_the_page_in_its_language(lang):
     with pytest.raises(MethodError) as no_logits:
         universal.validate(facts, universal.resolve_params({"assistant_ensemble_weight": 0.5}))
     assert str(no_logits.value) == (
-        "ensemble verification (assistant_ensemble_weight) needs draft logits, and greedy universal decoding has "
-        "none; set it to 0 (off) or turn on sampling")
+        "ensemble verification (assistant_ensemble_weight) needs draft logits, and greedy universal assisted decoding has "
+        "none; set it to 1 (off) or turn on sampling")
     assert user_message(no_logits.value, lang=lang) == {
-        "ru": "ансамблевой проверке (assistant_ensemble_weight) нужны логиты черновика, а у метода «жадное "
-              "универсальное вспомогательное декодирование» их нет; установите 0 (выключено) или включите "
+        "ru": "ансамблевой верификации (assistant_ensemble_weight) нужны логиты черновика, а у метода «жадное "
+              "универсальное ассистированное декодирование» их нет; установите 1 (выключено) или включите "
               "сэмплирование",
-        "ar": "يحتاج التحقق بالمجموعة (assistant_ensemble_weight) إلى لوجيتات المسودة، وليس لدى «فك الترميز الجشع "
-              "بمساعدة شاملة» أيّ منها؛ اضبطه على 0 (معطّل) أو فعّل أخذ العيّنات"}[lang]
+        "ar": "يحتاج التحقق عبر التجميع (assistant_ensemble_weight) إلى لوجيتات المسودة، وليس لدى «فك الترميز "
+              "المُساعَد الشامل الجشع» أيّ منها؛ اضبطه على 1 (معطّل) أو فعّل أخذ العيّنات"}[lang]
 
 
 @pytest.mark.parametrize("lang", OTHER_LANGUAGES)
@@ -554,9 +554,9 @@ def test_tune_refusals_and_reasons_reach_the_page_in_its_language(lang):
     data["rows"][0].update(predicted=None, refused=reason)
     assert tune_report.table_rows(data)[0][1] == f"no prediction: {reason}"  # the CLI's and the report's English
     assert tune_report.table_rows(data, lang=lang)[0][1] == {
-        "ru": "нет прогноза: ансамблевая проверка идёт с потерями: её вывод не совпадает с жадным выводом целевой "
+        "ru": "нет прогноза: ансамблевая верификация идёт с потерями: её вывод не совпадает с жадным выводом целевой "
               "модели, от которого отталкивается воспроизведение",
-        "ar": "لا تنبؤ: التحقق بالمجموعة يفقد الدقة: ناتجه ليس الناتج الجشع للنموذج الهدف الذي تبدأ منه إعادة "
+        "ar": "لا تنبؤ: التحقق عبر التجميع يفقد الدقة: ناتجه ليس الناتج الجشع للنموذج الهدف الذي تبدأ منه إعادة "
               "التشغيل"}[lang]
     assert tune.not_tunable_reason("nope") == "tune cannot predict nope"
     assert i18n.localize(tune.not_tunable_reason("nope"), lang) == {
@@ -666,9 +666,9 @@ def test_lossy_reasons_reach_the_page_in_its_language(lang):
     assert reason == ("ensemble verification (weight 0.7): drafts are checked against 0.7·target + 0.3·draft, so "
                       "the output follows that mixture, not the target alone")
     assert i18n.localize(reason, lang) == {
-        "ru": "ансамблевая проверка (вес 0.7): черновики проверяются по 0.7·целевая + 0.3·черновик, поэтому вывод "
+        "ru": "ансамблевая верификация (вес 0.7): черновики проверяются по 0.7·целевая + 0.3·черновик, поэтому вывод "
               "следует этой смеси, а не одной целевой модели",
-        "ar": "التحقق بالمجموعة (الوزن 0.7): تُتحقَّق المسودات مقابل 0.7·الهدف + 0.3·المسودة، فيتبع الناتج هذا "
+        "ar": "التحقق عبر التجميع (الوزن 0.7): تُتحقَّق المسودات مقابل 0.7·الهدف + 0.3·المسودة، فيتبع الناتج هذا "
               "المزيج لا النموذج الهدف وحده"}[lang]
     drafter = METHODS["mtp_drafter"]
     bias = drafter.lossy_reason({}, sample=True)
@@ -698,7 +698,7 @@ def test_a_message_from_another_process_is_still_translated(lang):
 
     from playground.i18n import Message
 
-    stage = Message.keyed("load.stage.weights", done=3, total=12)
+    stage = Message.keyed("load.stage.weights", done=3, n=12)
     line = Message.keyed("load.converting_left", label="Tiny", what=stage, done=0.44, left=12.5)
     title = Message.registry("method.prompt_lookup.title", "prompt lookup")
     for message in (line, title, Message.keyed("load.waiting_other", label="Tiny")):

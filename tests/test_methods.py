@@ -137,7 +137,7 @@ def test_ensemble_is_refused_where_there_are_no_draft_logits() -> None:
     params = universal.resolve_params({"assistant_ensemble_weight": 0.5})
     facts = ModelFacts(target_class="A", target_layers=4, assistant_class="B", same_vocabulary=False,
                        target_vocab_size=10, assistant_vocab_size=12)
-    with pytest.raises(MethodError, match="greedy universal decoding has none.*turn on sampling"):
+    with pytest.raises(MethodError, match="greedy universal assisted decoding has none.*turn on sampling"):
         universal.validate(facts, params)
     universal.validate(ModelFacts(**{**facts.__dict__, "sample": True}), params)  # sampling has draft logits
 
@@ -434,7 +434,7 @@ def test_ensemble_is_refused_for_prompt_lookup_and_greedy_universal(store, model
     with pytest.raises(PlaygroundError, match="no draft probabilities"):
         prepare(_request(prompt=PROMPT, target=models["target"], method="prompt_lookup",
                            params={"assistant_ensemble_weight": 0.5}), store)
-    with pytest.raises(PlaygroundError, match="greedy universal decoding has none"):
+    with pytest.raises(PlaygroundError, match="greedy universal assisted decoding has none"):
         prepare(_request(prompt=PROMPT, target=models["target"], method="universal", assistant=models["other_tok"],
                            params={"assistant_ensemble_weight": 0.5}), store)
     trace, _ = _run(store, target=models["target"], method="universal", assistant=models["other_tok"], sample=True,

@@ -372,7 +372,7 @@ BAD_INPUT: list[tuple[str, dict[str, Any], str]] = [
     ("early-exit layer out of range", {"method": "early_exit", "params": {"assistant_early_exit": 9}}, "between 1 and 3"),
     ("ensemble weight outside (0, 1)",
      {"method": "speculative", "assistant": "{target}", "params": {"assistant_ensemble_weight": 1.5}},
-     "between 0 and 0.99"),
+     "between 0.05 and 1"),
     ("ensemble weight without draft logits",
      {"method": "universal", "assistant": "{foreign}", "params": {"assistant_ensemble_weight": 0.5}},
      "needs draft logits"),

@@ -364,7 +364,7 @@ def test_compare_prepares_each_method_once_and_speaks_russian(tiny_models: dict[
     # Everything the tab wrote is Russian: progress, verdict, table.
     text = html.unescape(re.sub(r"<[^>]+>", " ", " ".join(o[0] for o in outputs) + table))
     assert "Сравнение:" in text and "повтора" in text and "ускорение" in text and "пропущен" in text
-    assert "многотокенного предсказания" in text  # mtp's reason for skipping, a keyed refusal of the registry
+    assert "много-токенового предсказания" in text  # mtp's reason for skipping, a keyed refusal of the registry
     assert "4 новых токена за запуск, 2 повтора" in text  # the done status's note, counted in Russian
     assert not re.search(r"Preparing|Comparing|warm-up|Fastest|No method|skipped|repeats|the reference", text), text
 

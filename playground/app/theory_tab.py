@@ -14,7 +14,7 @@ import gradio as gr
 
 from .. import charts, render, theory
 from ..i18n import t
-from ..methods import is_reference
+from ..methods import METHODS, is_reference
 from ..trace import Trace
 from .language import L
 
@@ -47,6 +47,12 @@ def remember_baseline(baselines: Sequence[Trace] | None, trace: Trace | None) ->
 
 
 
+def _method_title(name: str, lang: str) -> str:
+    """The diagnosis heading: the method's title in the page's language (a trace's unknown method: its name)."""
+    method = METHODS.get(name)
+    return method.localized(lang).title if method is not None else name
+
+
 def theory_view(trace: Trace | None, baseline: Trace | None = None, lang: str = "en") -> tuple[Any, str]:
     """(E(α, γ) figure with the run's measured point, HTML: figures in words and `theory.diagnose`), in `lang`."""
     if trace is None:
@@ -73,7 +79,7 @@ def theory_view(trace: Trace | None, baseline: Trace | None = None, lang: str = 
     source = t("theory.same_settings", lang) if baseline is not None else ""
     items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
     body = (f'<div class="pg-theory" data-testid="pg-diagnosis" data-baseline="{str(baseline is not None).lower()}">'
-            f'<p><b>{html.escape(trace.method)}</b> · {html.escape(" · ".join(facts))}</p>'
+            f'<p><b>{html.escape(_method_title(trace.method, lang))}</b> · {html.escape(" · ".join(facts))}</p>'
             f'<ul class="pg-diagnosis">{items}</ul>'
             + (f'<p class="pg-note">{html.escape(source)}</p>' if source else "") + "</div>")
     return fig, body

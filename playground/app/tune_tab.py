@@ -102,7 +102,7 @@ def run_tune(prompt: str, target: str | None, assistant: str | None,
     except Exception as exc:  # one clear line for the user; the server keeps serving
         return _failed(exc, lang)
     best = result.best()
-    message = t("tune.status.predicted", lang, settings=len(result.overall()),
+    message = t("tune.status.predicted", lang, n=len(result.overall()),
                 prompts=tune_report.tn_prompts(len(result.prompts), lang))
     if best:
         message += t("tune.status.recommended", lang, label=best.setting.label)

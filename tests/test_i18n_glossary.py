@@ -1,0 +1,125 @@
+"""Every catalogue string uses the guide's term for a concept it names (`playground/locales/glossary.json`).
+
+The glossary holds, per concept, the term of the guide's English, Russian and Arabic editions and the variants that
+once crept in instead ("вспомогательное декодирование" for «ассистированное», «المجموعة» for the ensemble's
+«التجميع»). A string that names the concept must use the term; no string may use a forbidden variant.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from playground import i18n
+from playground.methods import METHODS
+
+GLOSSARY = {concept: entry for concept, entry in
+            json.loads((i18n.LOCALES_DIR / "glossary.json").read_text(encoding="utf-8")).items()
+            if not concept.startswith("@")}
+
+
+def _registry_english() -> dict[str, str]:
+    """The method registry's English, under the keys the other languages translate it as."""
+    out: dict[str, str] = {}
+    for method in METHODS.values():
+        key = f"method.{method.name}"
+        out[f"{key}.title"], out[f"{key}.summary"] = method.title, method.summary
+        out.update({f"{key}.lecture.{part}": text for part, text in method.lecture.items()})
+        for param in method.params:
+            out[f"param.{param.name}.label"], out[f"param.{param.name}.help"] = param.label, param.help
+    return out
+
+
+def strings(lang: str) -> dict[str, str]:
+    """Every string of `lang` as the page shows it (plural forms joined), the registry's English included."""
+    catalogue = dict(_registry_english()) if lang == i18n.DEFAULT_LANGUAGE else {}
+    for key, value in i18n.catalogue(lang).items():
+        catalogue[key] = " | ".join(value.values()) if isinstance(value, dict) else value
+    return catalogue
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
+def test_no_string_uses_a_variant_the_guide_does_not(lang):
+    found = [(key, concept, pattern) for concept, entry in GLOSSARY.items()
+             for pattern in entry["forbidden"].get(lang, ()) for key, text in strings(lang).items()
+             if re.search(pattern, text)]
+    assert not found, f"{lang}: not the guide's term: {found}"
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
+def test_strings_that_name_a_concept_use_the_guides_term(lang):
+    texts = strings(lang)
+    missing = [(concept, key, texts.get(key)) for concept, entry in GLOSSARY.items() for key in entry["keys"]
+               if not re.search(entry[lang], texts.get(key, ""))]
+    assert not missing, f"{lang}: the guide's term is missing: {missing}"
+
+
+def test_the_glossary_covers_every_language():
+    for concept, entry in GLOSSARY.items():
+        assert set(i18n.LANGUAGES) <= set(entry), concept
+        assert entry["keys"], concept
+
+
+# --------------------------------------------------------------------------- counted phrases
+
+# The nouns the page counts, as each language spells their stems: a count field right before one of them must be a
+# plural phrase (an object of CLDR categories), or "1 tokens", «последние 1 токен», «21 رمز» come back.
+COUNTED_NOUNS = {
+    "en": r"(tokens?|steps?|characters?|entr(y|ies)|items?|layers?|settings?|prompts?|repeats?|tensors?|drafts?)\b",
+    "ru": r"(токен|шаг|символ|запис|элемент|сло[йёя]|настро|промпт|повтор|тензор|черново)",
+    "ar": r"(رمز|رموز|خطو|حرف|أحرف|مدخل|عنصر|عناصر|طبق|إعداد|موجّه|موتر|مسود)",
+}
+# Fields that hold a whole count (floats such as τ or γ take the "other" form and read right in every language).
+COUNT_FIELDS = {"n", "k", "a", "verified", "layers", "new", "context", "settings", "drafted", "accepted", "limit",
+                "top", "total", "done", "repeats", "rep", "prompts_n"}
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
+def test_every_count_before_a_counted_noun_is_a_plural_phrase(lang):
+    pattern = re.compile(r"\{(\w+)\}\s*" + COUNTED_NOUNS[lang])
+    catalogue = dict(_registry_english()) if lang == i18n.DEFAULT_LANGUAGE else {}
+    catalogue.update(i18n.catalogue(lang))
+    bare = [(key, value) for key, value in catalogue.items() if isinstance(value, str)
+            for field, *_ in pattern.findall(value) if field in COUNT_FIELDS]
+    assert not bare, f"{lang}: a count without plural forms: {bare}"
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
+def test_every_plural_phrase_has_cldrs_forms_and_formats_for_any_count(lang):
+    """Each counted phrase spells out every CLDR category of its language (Babel's rules decide which one a count
+    takes), and formats for 0, 1, 2, 3, 5, 11, 21, 101 with the form CLDR picks."""
+    english = i18n.catalogue(i18n.DEFAULT_LANGUAGE)
+    for key, value in i18n.catalogue(lang).items():
+        if not isinstance(value, dict):
+            continue
+        assert set(value) == set(i18n.plural_categories(lang)), (lang, key)
+        fields = {name: "x" for form in english[key].values() if isinstance(english[key], dict)
+                  for name in re.findall(r"\{(\w+)", form)} if isinstance(english[key], dict) else {}
+        for n in (0, 1, 2, 3, 5, 11, 21, 101):
+            text = i18n.t(key, lang, **{**fields, "n": n})
+            assert text == value[i18n.plural_category(lang, n)].format(**{**fields, "n": n})
+
+
+def test_plural_rules_come_from_cldr():
+    assert [i18n.plural_category("ru", n) for n in (1, 2, 5, 21, 22, 111)] == ["one", "few", "many", "one", "few", "many"]
+    assert [i18n.plural_category("ar", n) for n in (0, 1, 2, 3, 11, 100)] == ["zero", "one", "two", "few", "many", "other"]
+    assert i18n.plural_categories("ru") == ("one", "few", "many", "other")
+    assert i18n.t("error.trace.steps", "ru", n=21, limit=5) == "в трассе 21 шаг; воспроизвести можно не больше 5"
+    assert i18n.t("narrate.all_ended", "en", n=1) == "the target accepted it; generation ended there."
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
+def test_the_diagnosis_is_headed_by_the_methods_title_in_the_pages_language(lang):
+    """Not its registry id ("prompt_lookup"): the title the Methods tab shows, in the guide's terms."""
+    from playground.app import theory_tab
+    from playground.trace import Step, Trace
+
+    steps = [Step(index=0, drafted=[5, 6], accepted=1, rejected=[6], emitted=[5, 7], verify_ms=10.0)]
+    trace = Trace(method="prompt_lookup", target="m", prompt="p", steps=steps, output_ids=[5, 7])
+    trace.summarize(0.1)
+    _, body = theory_tab.theory_view(trace, None, lang)
+    heading = re.search(r"<p><b>([^<]*)</b>", body).group(1)
+    assert heading == METHODS["prompt_lookup"].localized(lang).title
+    assert re.search(GLOSSARY["prompt_lookup_decoding"][lang], heading)
