@@ -8,10 +8,6 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import torch
 
 from huggingface_hub import get_safetensors_metadata, snapshot_download
 from safetensors import safe_open
@@ -44,6 +40,8 @@ def _free_device_bytes(device: str) -> list[int]:
     """Free memory of each GPU (empty on CPU)."""
     if not device.startswith("cuda"):
         return []
+    import torch
+
     return [torch.cuda.mem_get_info(index)[0] for index in range(torch.cuda.device_count())]
 
 
