@@ -155,9 +155,12 @@ def test_the_patched_internals_are_where_and_what_they_were() -> None:
 
 
 def test_the_installed_releases_are_those_the_patches_were_written_against() -> None:
-    """The module's docstring and WRITTEN_AGAINST name what requirements.txt installs: a new release of either is
-    read against the patches (the test above, tests/test_startup.py's) before its number goes here."""
+    """The module's docstring and WRITTEN_AGAINST name what requirements.txt installs (a new release of either is
+    read against the patches, with the test above and tests/test_startup.py's, before its number goes here), and the
+    docstring names the test above."""
     installed = {"transformers": transformers.__version__, "gguf": importlib.metadata.version("gguf")}
     assert installed == gguf_patches.WRITTEN_AGAINST
+    docstring = " ".join((gguf_patches.__doc__ or "").split()).lower()
     for name, version in installed.items():
-        assert f"{name} {version}".lower() in " ".join(gguf_patches.__doc__.split()).lower()
+        assert f"{name} {version}" in docstring
+    assert f"{Path(__file__).name}::{test_the_patched_internals_are_where_and_what_they_were.__name__}" in docstring

@@ -8,8 +8,9 @@ of a block they replace attributes of Transformers' and gguf's modules, private 
 (and the package's and the GGUF quantiser's references to it), `gguf.GGUFReader`, `gguf.get_tensor_name_map` and
 `gguf.dequantize`; the reader overrides `GGUFReader._get_field_parts`. A release that moves, renames or re-signs any
 of them, or a caller that binds one at its import (where a patch cannot reach it), fails
-`tests/test_gguf_patches.py::test_the_patched_internals_are_where_and_what_they_were`, which names each change; the
-tests in tests/test_startup.py from `test_conversion_parses_the_gguf_once` on check what the patches do.
+`tests/test_gguf_patches.py::test_the_patched_internals_are_where_and_what_they_were`, which names each change.
+What the patches do is checked in tests/test_startup.py (`test_conversion_parses_the_gguf_once`, the lean reader's,
+the bulk reader's and the torch dequantiser's tests).
 """
 
 from __future__ import annotations
