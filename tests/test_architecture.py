@@ -8,6 +8,7 @@ Imports under `if TYPE_CHECKING:` are left out of the circle check: they never r
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "playground"
@@ -142,3 +143,17 @@ def test_no_module_imports_both_gradio_and_torch() -> None:
     assert "gradio" in {m.split(".")[0] for m in imports_of("playground.app.page", mods["playground.app.page"],
                                                              set(mods), type_checking=True)}
     assert not both, f"modules importing both gradio and torch: {both}"
+
+
+def test_the_model_layers_modules_import_only_those_its_map_lists_before_them() -> None:
+    """playground/models/__init__.py maps its modules lowest first; each imports (anywhere in it) only those above."""
+    init = PACKAGE / "models" / "__init__.py"
+    listed = re.findall(r"^  ([a-z_]+)  ", ast.get_docstring(ast.parse(init.read_text())) or "", re.M)
+    present = sorted(path.stem for path in init.parent.glob("*.py") if path.name != "__init__.py")
+    assert sorted(listed) == present, "the map lists each module of playground/models/ once"
+    graph = import_graph()
+    for position, name in enumerate(listed):
+        inside = {target.removeprefix("playground.models.") for target in graph[f"playground.models.{name}"]
+                  if target.startswith("playground.models.")}
+        later = sorted(inside - set(listed[:position]))
+        assert not later, f"playground.models.{name} imports {later}, listed after it"

@@ -216,3 +216,14 @@ def test_device_map_is_auto_only_where_the_model_exceeds_one_device() -> None:
     assert choose_device_map(212 * 10**9, "cuda", [80 * gib] * 4) == "auto"  # GLM-4.5-Air on 80 GB GPUs
     assert choose_device_map(79 * gib, "cuda", [80 * gib]) == "auto"  # no room left for the KV cache
     assert choose_device_map(None, "cuda", [80 * gib]) == "auto"  # unknown size: let Accelerate place it
+
+
+def test_the_free_memory_of_each_gpu_is_read_from_torch() -> None:
+    """What a GPU load's device map is decided on: one figure per GPU torch sees (none on a host without one)."""
+    import torch
+
+    from playground.models.placement import _free_device_bytes
+
+    assert _free_device_bytes("cpu") == []
+    free = _free_device_bytes("cuda")
+    assert len(free) == torch.cuda.device_count() and all(isinstance(b, int) and b > 0 for b in free)

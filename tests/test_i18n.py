@@ -292,7 +292,8 @@ def test_our_refusals_reach_the_page_in_its_language(lang):
     from playground.engine import RunError, RunRequest, user_message, validate_request
     from playground.errors import PlaygroundError
     from playground.methods import MethodError, get_method
-    from playground.models import ModelLoadError, _resolve
+    from playground.models import ModelLoadError
+    from playground.models.sources import _resolve
     from playground.settings import get_settings
 
     param = METHODS["prompt_lookup"].param("prompt_lookup_num_tokens")
@@ -315,8 +316,8 @@ def test_our_refusals_reach_the_page_in_its_language(lang):
     assert "'no-such-model'" in refusals[4]
     # A library's own failure is quoted, untranslated, inside our translated sentence.
     from playground import models
-    failed = models._load_error("x/y", OSError("Unrecognized model in x/y\nmore lines"), models._Source("local"),
-                                get_settings())
+    failed = models.sources._load_error("x/y", OSError("Unrecognized model in x/y\nmore lines"),
+                                        models.sources._Source("local"), get_settings())
     assert str(failed) == "could not load x/y: Unrecognized model in x/y"
     assert failed.localized(lang) == i18n.t("error.load.failed", lang, spec="x/y", reason="Unrecognized model in x/y")
     assert failed.localized(lang) != str(failed)
@@ -354,11 +355,11 @@ def test_loading_lines_reach_the_page_in_its_language(lang, monkeypatch):
     from playground.i18n import Message, localize
 
     lines: list[str] = []
-    progress = models._ConversionProgress("Tiny", lines.append)
+    progress = models.gguf_convert._ConversionProgress("Tiny", lines.append)
     progress("parse", Message.keyed("load.stage.parse"))
     progress.started -= 30.0  # 30 s in, half way through the weights: a time left is shown
     progress("weights", Message.keyed("load.stage.weights", done=3, n=12), 0.5)
-    stages = models._ConversionProgress.STAGES
+    stages = models.gguf_convert._ConversionProgress.STAGES
     share = f"{stages['weights'] + (stages['tokenizer'] - stages['weights']) * 0.5:.0%}"  # half way through
     assert lines[0] == "Converting Tiny to safetensors (one time only): reading the GGUF metadata: 0% done"
     assert lines[1].startswith("Converting Tiny to safetensors (one time only): dequantising weights (3 of "
@@ -401,7 +402,7 @@ def test_rarer_refusals_reach_the_page_in_its_language(lang):
 
     from playground.app.run_request import build_request, parse_params
     from playground.engine import RunRequest, user_message, validate_request
-    from playground.models import _resolve
+    from playground.models.sources import _resolve
     from playground.settings import get_settings
 
     def refused(call) -> Exception:

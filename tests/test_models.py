@@ -167,7 +167,7 @@ def test_settings_doc_covers_every_setting() -> None:
 
 
 def test_resolve_dtype() -> None:
-    native_bf16 = bool(models._cpu_bf16_flags())
+    native_bf16 = bool(models.hardware._cpu_bf16_flags())
     assert resolve_dtype("auto") == (torch.bfloat16 if native_bf16 else torch.float32)
     assert describe_precision().startswith("bfloat16: CPU has" if native_bf16 else "float32:")
     assert resolve_dtype("float32") == torch.float32
@@ -188,7 +188,7 @@ def test_avx512_bf16_machine_picks_bfloat16() -> None:
 def test_precision_record_on_this_cpu() -> None:
     """`auto` follows this CPU's bfloat16 flags (AVX512-BF16 or AMX-BF16); the record is resolved once, frozen,
     and its sentence is the one `describe_precision` gives."""
-    flags = models._cpu_bf16_flags()
+    flags = models.hardware._cpu_bf16_flags()
     record = resolve_precision("auto", "cpu")
     if flags:
         assert record == Precision("auto", "bfloat16", "cpu", f"bfloat16: CPU has {' and '.join(flags)}")
@@ -495,7 +495,7 @@ def test_hub_offline(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_hub_errors_become_one_line_messages() -> None:
     httpx2 = pytest.importorskip("httpx2")  # the HTTP client of huggingface_hub 2.x
     response = httpx2.Response(404, request=httpx2.Request("GET", "https://huggingface.co/x/y"))
-    source = models._Source("hub", hub_id="x/y")
+    source = models.sources._Source("hub", hub_id="x/y")
     cases = [
         (hub_errors.RepositoryNotFoundError("404", response=response), "no such model on the Hugging Face Hub: x/y"),
         (hub_errors.GatedRepoError("403", response=response), "x/y is gated on the Hugging Face Hub"),
@@ -505,7 +505,7 @@ def test_hub_errors_become_one_line_messages() -> None:
     for cause, expected in cases:
         wrapped = OSError("x/y is not a local folder\nand more lines")
         wrapped.__cause__ = cause
-        message = str(models._load_error("x/y", wrapped, source, get_settings()))
+        message = str(models.sources._load_error("x/y", wrapped, source, get_settings()))
         assert expected in message and "\n" not in message
     error = ModelLoadError("a message")
     assert isinstance(error, PlaygroundError)
@@ -534,15 +534,15 @@ def test_conversion_is_atomic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     def finish(entry: models.ModelEntry, gguf: models.GgufSource, work: Path, report: object) -> None:
         calls.append("finish")
         (work / "out").mkdir()
-        (work / "out" / models._MARKER).write_text(json.dumps(
-            {"format": models._CONVERSION_FORMAT, "gguf_sha256": gguf.sha256}))
+        (work / "out" / models.cache._MARKER).write_text(json.dumps(
+            {"format": models.cache._CONVERSION_FORMAT, "gguf_sha256": gguf.sha256}))
 
-    monkeypatch.setattr(models, "_convert", crash)
+    monkeypatch.setattr(models.gguf_convert, "_convert", crash)
     with pytest.raises(ModelLoadError, match="could not convert bundled/gemma-3-270m: No space left"):
         ensure_converted(entry)
     # Nothing but the lock files' folder (`.locks`, kept: removing a lock file races with its next holder).
     assert [p.name for p in (tmp_path / "converted").iterdir()] == [".locks"]
-    monkeypatch.setattr(models, "_convert", finish)
+    monkeypatch.setattr(models.gguf_convert, "_convert", finish)
     assert ensure_converted(entry) == converted_dir(entry.key) == tmp_path / "converted" / "bundled--gemma-3-270m"
     assert ensure_converted(entry) == converted_dir(entry.key)
     assert calls == ["crash", "finish"]

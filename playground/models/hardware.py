@@ -1,0 +1,94 @@
+"""The hardware's precision facts: the device runs use (found without torch where the page asks), whether its CPU
+or GPU computes bfloat16 natively, and the one place a dtype choice is resolved into a run's `Precision` record.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+from ..precision import Precision, auto_reason, check_choice, precision_for
+
+
+@functools.cache
+def _cpu_bf16_flags() -> tuple[str, ...]:
+    """CPU features that make bfloat16 matmuls native (Linux only; elsewhere assume none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return ()
+    flags: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+    names = {"avx512_bf16": "AVX512-BF16", "amx_bf16": "AMX-BF16"}
+    return tuple(label for flag, label in names.items() if flag in flags)
+
+
+def _cuda_bf16() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_bf16_supported())
+
+
+def resolve_precision(choice: str = "auto", device: str | None = None) -> Precision:
+    """The one place a precision choice is resolved for a run: the hardware asked, the record returned."""
+    device = default_device() if device is None else device
+    check_choice(choice)
+    if choice != "auto":
+        return precision_for(choice, device)
+    return precision_for(choice, device, _cpu_bf16_flags() if device == "cpu" else (),
+                         _cuda_bf16() if device.startswith("cuda") else None)
+
+
+def as_precision(dtype: str | Precision) -> Precision:
+    """A precision record as is, a choice resolved for this host's device (the store's and loader's callers
+    may pass either: a prepared run passes the record it resolved)."""
+    return dtype if isinstance(dtype, Precision) else resolve_precision(dtype)
+
+
+def resolve_dtype(name: str, device: str = "cpu") -> torch.dtype:
+    """Map a dtype choice (one of DTYPE_CHOICES) to a torch dtype."""
+    return resolve_precision(name, device).torch_dtype()
+
+
+def describe_precision(name: str = "auto", device: str = "cpu") -> str:
+    """Why a dtype was picked, for the UI, e.g. "bfloat16: CPU has AVX512-BF16"."""
+    return resolve_precision(name, device).reason
+
+
+def host_device() -> str:
+    """The device runs will use, found without importing torch or touching CUDA (the page asks before any run):
+    "cuda" on a ZeroGPU Space (`spaces` attaches a GPU per call) or where torch, already imported, sees one, or
+    where an NVIDIA driver is loaded; otherwise "cpu"."""
+    from .. import gpu
+
+    if gpu.available():
+        return "cuda"
+    torch_module = sys.modules.get("torch")
+    if torch_module is not None:
+        return "cuda" if torch_module.cuda.is_available() else "cpu"
+    return "cuda" if Path("/proc/driver/nvidia/version").exists() else "cpu"
+
+
+def host_precision_note() -> str:
+    """What "auto" means on this host, for the page before a run: the CPU's facts on a CPU host, the GPU's
+    (or, before torch is imported, that it is checked when a run starts) on a GPU host; never the CPU's there."""
+    device = host_device()
+    if device == "cpu":
+        return auto_reason(device, _cpu_bf16_flags())[1]
+    from .. import gpu
+
+    known = "torch" in sys.modules and not gpu.available()  # ZeroGPU: CUDA must not be touched outside a run
+    return auto_reason(device, gpu_bf16=_cuda_bf16() if known else None)[1]
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
