@@ -1,4 +1,4 @@
-"""Tune: every draft setting's outcome from one greedy run, exactly; then the best one, measured.
+"""Tune: every draft setting's outcome from one greedy run (exact in float32); then the best one, measured.
 
 For greedy decoding a lossless method's trajectory is fixed by two things: the target's own greedy
 output y (one baseline run through the engine, the same `generate()` call a baseline run makes) and,
@@ -18,6 +18,12 @@ ends) and moves on. We replay Transformers 5.24's loop on that record for every 
 * prompt lookup: `PromptLookupCandidateGenerator.get_candidates` replayed on the token sequence
   (longest n-gram first, earliest occurrence whose continuation is non-empty, copy cut at the
   sequence end and at the first EOS, no draft when one token of budget is left).
+
+The counts are exact where a drafting run's output is the baseline's token for token: greedy decoding in
+float32 (tests/test_tune.py runs every setting for real). In bfloat16 or float16 a near-tie between two
+tokens can fall the other way in a wider verification than in the baseline's one-token step, so there they
+are a prediction from the baseline's output; `counts_exact` says which, and `verify` counts how many of the
+settings run for real matched.
 
 Universal decoding re-tokenises every draft through text and re-aligns the assistant's own prompt
 each step; its proposals depend on the text of both tokenizers in ways we cannot replay exactly, so
@@ -589,6 +595,11 @@ def _check(request: TuneRequest) -> None:
         raise TuneError.keyed("error.tune.ngram_sizes")
 
 
+def counts_exact(dtype: str, sample: bool = False) -> bool:
+    """Whether tune's counts are exact for a run in `dtype`: only greedy float32 is proven token for token."""
+    return dtype == "float32" and not sample
+
+
 def run_baseline(run: RunRequest, store: ModelStore, progress: Progress | None = None) -> Any:
     """The target's greedy output through the engine: the same `generate()` call a baseline run makes."""
     base = run.but(method=REFERENCE, assistant=None, params={})
@@ -725,9 +736,16 @@ class TuneResult:
                         "own_best_speedup": own_speed, "overall_best_speedup": best_speed, "loss": loss})
         return out
 
+    def verified(self) -> dict[str, int]:
+        """How many settings were run for real, and how many of them matched the predicted counts on every prompt."""
+        matched = sum(all(r.measured is None or r.predicted is None or r.measured.counts() == r.predicted.counts()
+                          for p in self.prompts for r in [p.row(s)] if r is not None)
+                      for s in self.measured)
+        return {"settings": len(self.measured), "matched": matched}
+
     def to_dict(self) -> dict[str, Any]:
         best = self.best()
-        return {"meta": self.meta, "recommended": best.setting.label if best else None,
+        return {"meta": self.meta, "verified": self.verified(), "recommended": best.setting.label if best else None,
                 "recommended_params": best.setting.values if best else None,
                 "default": self.default().label, "measured_baseline_s": self.measured_baseline_s,
                 "rows": [r.to_dict() for r in self.overall()], "losses": self.losses(),
@@ -770,7 +788,10 @@ def tune(request: TuneRequest, prompts: Sequence[str], store: ModelStore = STORE
                                                               "assistant": request.run.assistant,
                                                               "max_new_tokens": request.run.max_new_tokens,
                                                               "max_draft": request.max_draft,
-                                                              "prompts": len(prompts)})
+                                                              "prompts": len(prompts),
+                                                              "counts_exact": counts_exact(
+                                                                  results[0].env.get("dtype", ""),
+                                                                  request.run.sample)})
 
 
 def run_setting(run: RunRequest, setting: Setting, store: ModelStore = STORE,

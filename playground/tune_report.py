@@ -55,9 +55,14 @@ def speedup_figure(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> go.Fig
                         one=1.0, lang=lang)
 
 
+def _counts_title(key: str, data: dict[str, Any], lang: str) -> str:
+    """A chart of counts says "exact" only where they are (float32 greedy); otherwise "predicted"."""
+    return t(key if data["meta"].get("counts_exact") else key + "_predicted", lang)
+
+
 def tokens_per_step_figure(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> go.Figure:
-    return _line_figure(data["rows"], "tokens_per_step", t("tune.chart.tau.title", lang), t("tune.chart.tau.y", lang),
-                        lang=lang)
+    return _line_figure(data["rows"], "tokens_per_step", _counts_title("tune.chart.tau.title", data, lang),
+                        t("tune.chart.tau.y", lang), lang=lang)
 
 
 def position_figure(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> go.Figure:
@@ -68,7 +73,7 @@ def position_figure(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> go.Fi
         counts = (row.get("predicted") or {}).get("by_position") or []
         rates = [c[1] / c[0] if c[0] else None for c in counts]  # kept / verified
         fig.add_trace(go.Bar(x=[k + 1 for k in range(len(rates))], y=rates, name=row["label"], marker_color=color(i)))
-    return style_figure(fig, t("tune.chart.positions.title", lang), xaxis_title=t("tune.chart.positions.x", lang),
+    return style_figure(fig, _counts_title("tune.chart.positions.title", data, lang), xaxis_title=t("tune.chart.positions.x", lang),
                         yaxis_title=t("tune.chart.positions.y", lang), yaxis_range=[0, 1.05], barmode="group")
 
 
@@ -145,7 +150,14 @@ def verdict(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
                 if r.get("measured") and r.get("predicted") and r["measured"].get("speedup")]
     for label, predicted, real in measured:
         text += t("tune.verdict.measured", lang, label=label, x=f"{real:.2f}", predicted=f"{predicted:.2f}")
-    text += t("tune.verdict.exact", lang)
+    meta = data["meta"]
+    if meta.get("counts_exact"):
+        text += t("tune.verdict.exact", lang)
+    else:
+        text += t("tune.verdict.predicted", lang, dtype=meta.get("env", {}).get("dtype") or "?")
+    verified = data.get("verified") or {}
+    if verified.get("settings"):
+        text += t("tune.verdict.matched", lang, settings=verified["settings"], matched=verified["matched"])
     return text
 
 

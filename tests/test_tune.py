@@ -15,6 +15,7 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from playground.engine import RunRequest
+from playground.i18n import t
 from playground.methods import METHODS
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from playground.tune import (
@@ -156,6 +157,38 @@ def test_methods_without_an_exact_replay_are_refused(tiny_models, store) -> None
     with pytest.raises(TuneError, match="lossy"):
         tune_prompt(_request(tiny_models["target"], "speculative", PROMPTS[0], assistant=tiny_models["noisy"],
                              params={"assistant_ensemble_weight": 0.5}), store)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_verdict_says_exact_only_in_float32(dtype, tiny_models, store, one_torch_thread) -> None:
+    """In float32 the counts are exact (the other tests prove it); in bfloat16 the verdict says they are predicted
+    from the baseline's output, and how many settings run for real matched them, in every language."""
+    from playground import tune_report
+
+    request = _request(tiny_models["target"], "speculative", PROMPTS[0], assistant=tiny_models["noisy"],
+                       max_new_tokens=24, max_draft=2, schedules=("constant",), thresholds=(0.0,))
+    request.run.dtype = dtype
+    result = verify(tune(request, [PROMPTS[0]], store), store)
+    data = result.to_dict()
+    exact = dtype == "float32"
+    assert data["meta"]["counts_exact"] is exact
+    rows = [r for r in result.prompts[0].rows if r.measured is not None]
+    matched = sum(r.measured.counts() == r.predicted.counts() for r in rows)
+    assert data["verified"] == {"settings": len(rows), "matched": matched} and rows
+    if exact:
+        assert matched == len(rows)
+    for lang in ("en", "ru", "ar"):
+        text = tune_report.verdict(data, lang)
+        claim = t("tune.verdict.exact", lang)
+        hedge = t("tune.verdict.predicted", lang, dtype=dtype)
+        assert (claim in text, hedge in text) == (exact, not exact), lang
+        assert t("tune.verdict.matched", lang, settings=len(rows), matched=matched) in text
+        titles = [f.layout.title.text for f in tune_report.figures(data, lang).values()]
+        suffix = "" if exact else "_predicted"
+        assert t("tune.chart.tau.title" + suffix, lang) in titles
+        assert t("tune.chart.positions.title" + suffix, lang) in titles
+    assert ("exact in float32" in t("tune.chart.tau.title", "en")
+            and "exact" not in t("tune.chart.tau.title_predicted", "en"))
 
 
 # --- the CLI and the page's Tune view ------------------------------------------------------------
