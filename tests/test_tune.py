@@ -12,15 +12,17 @@ import json
 import re
 
 import pytest
+import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import is_sklearn_available
 
-from playground.engine import RunRequest
+from playground.engine import RunRequest, prepare
 from playground.i18n import t
 from playground.methods import METHODS
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from playground.tune import (
-    REPLAYS, NgramIndex, Setting, TuneError, TuneRequest, prompt_lookup_draft, run_baseline, run_setting,
-    sweep_settings, tune, tune_prompt, verify,
+    REPLAYS, NgramIndex, Setting, TuneError, TuneRequest, _first_layers, _GreedyDrafter, prompt_lookup_draft,
+    run_baseline, run_setting, simulate_drafter, sweep_settings, tune, tune_prompt, verify,
 )
 
 PROMPTS = ("def add(a, b):", "The quick brown fox jumps")
@@ -103,6 +105,35 @@ def test_early_exit_predictions_equal_real_runs(tiny_models, eos_models, store, 
         assert _assert_exact(request, store) == 2 * 2 * 4 + 1
 
 
+@pytest.mark.parametrize("method", ["speculative", "early_exit"])
+def test_the_confidence_threshold_stops_after_the_unsure_token(method, tiny_models, store, one_torch_thread) -> None:
+    """A threshold between the drafter's own confidences, so drafts run several tokens and the threshold cuts them
+    mid-draft: stopping before the unsure token instead of after it would give other counts."""
+    if method == "speculative" and is_sklearn_available():
+        pytest.skip("with scikit-learn Transformers re-fits the threshold; tune refuses such settings")
+    params = {"assistant_early_exit": 2} if method == "early_exit" else {}
+    assistant = tiny_models["noisy"] if method == "speculative" else None
+    gamma = 5
+    probe = _request(tiny_models["target"], method, PROMPTS[0], assistant=assistant, params=params)
+    prepared = prepare(probe.run, store)
+    y = result_output(probe, store)
+    drafter = prepared.assistant.model if prepared.assistant is not None else prepared.target.model
+    with _first_layers(drafter, params.get("assistant_early_exit")), torch.inference_mode():
+        greedy = _GreedyDrafter(drafter, prepared.input_ids[0].tolist(), y, prepared.eos_ids)
+        for i in range(len(y)):
+            greedy.proposals.get(i, gamma)
+    confidences = sorted(c for i in range(len(y)) for c in greedy.proposals.confidence[i][:gamma])
+    threshold = round(confidences[len(confidences) * 3 // 10], 4)  # about 3 in 10 drafted tokens are unsure
+    steps = simulate_drafter(y, probe.run.max_new_tokens, prepared.eos_ids, greedy.proposals, gamma, "constant",
+                             threshold)
+    assert any(2 <= len(s.drafted) < gamma for s in steps), "drafts should run several tokens and stop mid-draft"
+    request = _request(tiny_models["target"], method, PROMPTS[0], assistant=assistant, params=params,
+                       max_draft=gamma, schedules=("constant", "heuristic"), thresholds=(threshold,))
+    chosen = [s for s in request.settings() if s.values["assistant_confidence_threshold"] == threshold
+              and s.values["num_assistant_tokens"] in (3, gamma)]
+    assert _assert_exact(request, store, chosen) == 4
+
+
 def test_a_short_budget_cuts_drafts_as_the_loop_does(tiny_models, store, one_torch_thread) -> None:
     """With 3 new tokens the draft cap (budget − 1) and the cut at the length limit decide every step."""
     for method, assistant in (("speculative", tiny_models["noisy"]), ("prompt_lookup", None)):
@@ -121,6 +152,11 @@ def test_prompt_lookup_draft_follows_transformers_rules() -> None:
     assert prompt_lookup_draft([5, 6, 7, 99, 5, 6], 3, 2, 100, eos) == [7]
     assert prompt_lookup_draft(seq, 3, 2, len(seq) + 1, eos) == []  # one token of budget left: no draft
     assert prompt_lookup_draft([1, 2, 3], 3, 2, 100, eos) == []  # nothing matches
+    # two different continuations of the same n-gram: the earliest is copied, not the latest
+    twice = [5, 6, 7, 1, 5, 6, 8, 2, 5, 6]
+    assert prompt_lookup_draft(twice, 3, 2, 100, eos) == [7, 1, 5]
+    assert prompt_lookup_draft(twice, 3, 2, 100, eos, NgramIndex(twice + [3], 2)) == [7, 1, 5]
+    assert prompt_lookup_draft(twice[:-1], 2, 2, 100, eos) == [6, 7]  # no 2-gram match; 1-gram [5]: the earliest
 
 
 def test_several_prompts_give_an_overall_best_and_each_prompt_s_loss(tiny_models, store, one_torch_thread) -> None:
