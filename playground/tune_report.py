@@ -155,6 +155,10 @@ def verdict(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
         text += t("tune.verdict.exact", lang)
     else:
         text += t("tune.verdict.predicted", lang, dtype=meta.get("env", {}).get("dtype") or "?")
+    if not meta.get("times_reliable", True):
+        text += t("tune.verdict.unreliable", lang)
+    if not meta.get("measured_reliable", True):
+        text += t("tune.verdict.measured_unreliable", lang, change=f"{meta.get('measured_pace_change', 1.0):.2f}")
     verified = data.get("verified") or {}
     if verified.get("settings"):
         text += t("tune.verdict.matched", lang, settings=verified["settings"], matched=verified["matched"])
@@ -195,7 +199,10 @@ def render_report(data: dict[str, Any]) -> str:
     parts.append("<p class='small'>How the prediction works: one baseline run gives the target's greedy output; "
                  "one drafter pass records what the drafter proposes after every prefix of it; Transformers' loop "
                  "(draft cap, schedule, confidence stop, EOS and length cuts) is replayed on that record for every "
-                 "setting. Time = the baseline run's first step + for each later step the baseline's mean step scaled by the "
-                 "calibrated cost of a forward at that verification width (against one token), plus the drafter's "
-                 "calibrated cost per drafted token on the same scale.</p>")
+                 "setting (exact counts in float32; in other precisions a prediction from the baseline's output). "
+                 "Time = the baseline run's first step + per step: its drafting (a calibrated assistant generate() "
+                 "call of the step's draft length, or a prompt-lookup call), the target's forward at the step's "
+                 "verification width (calibrated, at the baseline's pace) and the loop's own time once (from a short "
+                 "real run). A short baseline after the calibration checks that the machine kept its pace. "
+                 "See docs/tune.md.</p>")
     return page("Assisted decoding tune", "".join(parts))

@@ -20,8 +20,9 @@ from playground.engine import RunRequest, prepare
 from playground.i18n import t
 from playground.methods import METHODS
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
+from playground.trace import Step
 from playground.tune import (
-    REPLAYS, NgramIndex, Setting, TuneError, TuneRequest, _first_layers, _GreedyDrafter, prompt_lookup_draft,
+    REPLAYS, SPREAD_ROUNDS, Calibration, _sampled, calibration_points, NgramIndex, Setting, TuneError, TuneRequest, _first_layers, _GreedyDrafter, prompt_lookup_draft,
     run_baseline, run_setting, simulate_drafter, sweep_settings, tune, tune_prompt, verify,
 )
 
@@ -225,6 +226,79 @@ def test_the_verdict_says_exact_only_in_float32(dtype, tiny_models, store, one_t
         assert t("tune.chart.positions.title" + suffix, lang) in titles
     assert ("exact in float32" in t("tune.chart.tau.title", "en")
             and "exact" not in t("tune.chart.tau.title_predicted", "en"))
+
+
+# --- the cost model (its structure; timings are never asserted) --------------------------------------
+
+def _step(drafted: int) -> Step:
+    return Step(index=0, drafted=list(range(drafted)), accepted=0, rejected=[], emitted=[0])
+
+
+def test_the_cost_model_charges_a_generate_call_per_draft_and_the_loop_once_per_step() -> None:
+    calibration = Calibration(target_prefill_s=9.0, target_forward_s={1: 0.10, 2: 0.12, 4: 0.20},
+                              drafter_prefill_s=0.05, drafter_call_s={1: 0.03, 3: 0.05},
+                              baseline_first_step_s=1.0, baseline_forward_s=0.2, loop_s=0.01)
+    assert calibration.scale == pytest.approx(2.0)  # the baseline's forward phase ÷ the calibrated one-token forward
+    steps = [_step(3), _step(1), _step(2), _step(0)]
+    expected = (1.0 + 0.05 * 2  # the baseline's first step, the drafter's prefill once
+                + 0.05 * 2  # step 0: a generate() call of 3 tokens; its forward is the prefill
+                + (0.03 + 0.12) * 2 + 0.01  # a call of 1 token, a forward of width 2, the loop once
+                + (0.04 + 0.16) * 2 + 0.01  # between calibrated points: a call of 2, a forward of width 3
+                + 0.10 * 2 + 0.01)  # no draft: no call, a one-token forward
+    assert calibration.predict_s(steps) == pytest.approx(expected)
+    # the loop's time does not grow with the verification width
+    wide, narrow = calibration.step_s(_step(3), first=False), calibration.step_s(_step(1), first=False)
+    assert wide - narrow == pytest.approx((0.05 - 0.03 + 0.20 - 0.12) * 2)
+
+
+def test_the_cost_model_charges_prompt_lookup_its_lookup_every_step() -> None:
+    calibration = Calibration(target_prefill_s=9.0, target_forward_s={1: 0.10, 2: 0.12, 3: 0.14},
+                              lookup_call_s={1: 0.001, 2: 0.002}, baseline_first_step_s=1.0,
+                              baseline_forward_s=0.1, loop_s=0.01)
+    steps = [_step(2), _step(0), _step(1)]
+    expected = 1.0 + 0.002 + (0.002 + 0.10 + 0.01) + (0.002 + 0.12 + 0.01)  # no drafter prefill; a lookup each step
+    assert calibration.predict_s(steps, ngram=2) == pytest.approx(expected)
+
+
+def test_calibration_covers_every_length_and_repeats_where_the_spread_is_wide() -> None:
+    assert calibration_points(5) == [1, 2, 3, 4, 5]
+    points = calibration_points(40)
+    assert points[:16] == list(range(1, 17)) and points[-1] == 40 and 33 not in points
+    samples = iter([1.0, 3.0] + [1.0] * 10)
+    calls = []
+
+    def wide() -> float:
+        calls.append(1)
+        return next(samples)
+
+    median, spread = _sampled(wide, 2)
+    assert len(calls) == SPREAD_ROUNDS * 2 and median == 1.0 and spread == pytest.approx(2.0)
+    steady = iter([1.0, 1.1, 9.0])
+    assert _sampled(lambda: next(steady), 2) == (pytest.approx(1.05), pytest.approx(0.1 / 1.05))
+
+
+def test_tune_calibrates_every_width_it_predicts_and_checks_the_machine_s_pace(tiny_models, store, monkeypatch,
+                                                                              one_torch_thread) -> None:
+    import playground.tune as tune_module
+
+    request = _request(tiny_models["target"], "speculative", PROMPTS[0], assistant=tiny_models["noisy"],
+                       max_new_tokens=24, max_draft=3, schedules=("heuristic",), thresholds=(0.0,))
+    result = tune_prompt(request, store)
+    calibration = result.calibration
+    longest = max(len(r.predicted.by_position) for r in result.rows if r.predicted)  # the longest draft predicted
+    assert longest > 3  # the heuristic schedule grew past max_draft ...
+    assert set(range(1, longest + 2)) <= set(calibration.target_forward_s)  # ... and every width is calibrated
+    assert set(range(1, longest + 1)) <= set(calibration.drafter_call_s)
+    assert calibration.loop_s >= 0 and calibration.pace_change > 0 and calibration.reliable
+    monkeypatch.setattr(tune_module, "PACE_TOLERANCE", -1.0)  # every pace check fails: measured again, then flagged
+    result = tune(request, [PROMPTS[0]], store)
+    assert not result.prompts[0].calibration.reliable
+    from playground import tune_report
+
+    data = result.to_dict()
+    assert data["meta"]["times_reliable"] is False
+    for lang in ("en", "ru", "ar"):
+        assert t("tune.verdict.unreliable", lang) in tune_report.verdict(data, lang)
 
 
 # --- the CLI and the page's Tune view ------------------------------------------------------------
