@@ -502,12 +502,12 @@ def _time_lookups(context: list[int], ngram_sizes: Sequence[int], tokens: int, e
 
 
 def step_pace_s(trace: Any, steps: int | None = None) -> float | None:
-    """A run's mean later step (seconds; the first `steps` steps only, when given): the pace the baseline check
-    compares before and after the calibration."""
+    """A run's median later step (seconds; the first `steps` steps only, when given): the pace the baseline check
+    compares before and after the calibration (a median, so one step held up by another process does not decide)."""
     later = trace.steps[1:steps]
     if not later:
         return None
-    return sum(s.draft_ms + s.verify_ms + (s.other_ms or 0.0) for s in later) / len(later) / 1000
+    return statistics.median(s.draft_ms + s.verify_ms + (s.other_ms or 0.0) for s in later) / 1000
 
 
 def loop_time_s(trace: Any, calibration: Calibration) -> float | None:
