@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 import transformers
-from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
 from .errors import PlaygroundError, localized_message
@@ -435,25 +435,37 @@ def _device_sync(model: Any) -> Callable[[], None]:
     return lambda: None
 
 
-class _ScoreWatch(LogitsProcessor):
-    """Watches the target's scores as generation picks from them (a logits processor that changes nothing).
+class _ScoreWatch:
+    """Watches the target's scores as its forwards produce them (a forward hook that changes nothing).
 
     NaN, +inf, or a row without one finite score means the target's arithmetic overflowed (float16 on a model
-    trained in bfloat16 is the usual cause): every token from there on is meaningless, typically padding. The
-    flag stays on the model's device (no synchronisation per row); `_Stop` reads it once a step. The drafter's
-    own scores (which pass through the same processors while it drafts) are not the target's and are skipped.
+    trained in bfloat16 is the usual cause): every token from there on is meaningless, typically padding. One
+    reduction per forward (a row's maximum is NaN, +inf or -inf exactly when the row is bad) on the forward's own
+    logits; the flag stays on the model's device (no synchronisation per forward); `_Stop` reads it once a step.
+    A hook, not a logits processor: any processor at all switches the assisted loop onto its per-row processing
+    of every verified position, a cost plain `generate()` does not pay. The drafter's own forwards (the target's
+    first layers in early exit, or the target drafting for itself) are not the target's scores and are skipped.
     """
 
     def __init__(self) -> None:
         self.drafting = False  # set by the recorder around the drafter's turn
         self._bad: torch.Tensor | None = None
 
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if not self.drafting:
-            # NaN and +inf fail `< inf`; a row whose best score is -inf leaves no token to pick.
-            bad = ~(scores < math.inf).all() | (scores.amax(dim=-1) == -math.inf).any()
-            self._bad = bad if self._bad is None else self._bad | bad
-        return scores
+    def observe(self, module: Any, args: Any, output: Any) -> None:
+        logits = getattr(output, "logits", None)
+        if self.drafting or logits is None:
+            return
+        bad = ~torch.isfinite(logits.amax(dim=-1)).all()
+        self._bad = bad if self._bad is None else self._bad | bad
+
+    @contextlib.contextmanager
+    def watching(self, model: Any) -> Iterator[None]:
+        """Watch `model`'s forwards for the length of one run (the hook is removed after)."""
+        handle = model.register_forward_hook(self.observe)
+        try:
+            yield
+        finally:
+            handle.remove()
 
     def tripped(self) -> bool:
         return self._bad is not None and bool(self._bad)
@@ -705,9 +717,8 @@ class LiveRun:
         recorder = _Recorder(self._queue, _device_sync(model), self._watch)
         kwargs = dict(prepared.generate_kwargs)
         kwargs["stopping_criteria"] = StoppingCriteriaList([self._stop])
-        kwargs["logits_processor"] = LogitsProcessorList([self._watch])
         try:
-            with exclusive(prepared), torch.inference_mode():
+            with exclusive(prepared), torch.inference_mode(), self._watch.watching(model):
                 if prepared.method.observed_by == "streamer":
                     kwargs["streamer"] = recorder.streamer(prepared.input_ids.shape[1])
                     patch: contextlib.AbstractContextManager[Any] = _step_starts_at_forward(model, recorder)

@@ -1,4 +1,4 @@
-"""Tune: every draft setting's outcome from one greedy run, exactly; then the best one, measured.
+"""Tune: every draft setting's outcome from one greedy run (exact in float32); then the best one, measured.
 
 For greedy decoding a lossless method's trajectory is fixed by two things: the target's own greedy
 output y (one baseline run through the engine, the same `generate()` call a baseline run makes) and,
@@ -19,15 +19,25 @@ ends) and moves on. We replay Transformers 5.24's loop on that record for every 
   (longest n-gram first, earliest occurrence whose continuation is non-empty, copy cut at the
   sequence end and at the first EOS, no draft when one token of budget is left).
 
+The counts are exact where a drafting run's output is the baseline's token for token: greedy decoding in
+float32 (tests/test_tune.py runs every setting for real). In bfloat16 or float16 a near-tie between two
+tokens can fall the other way in a wider verification than in the baseline's one-token step, so there they
+are a prediction from the baseline's output; `counts_exact` says which, and `verify` counts how many of the
+settings run for real matched.
+
 Universal decoding re-tokenises every draft through text and re-aligns the assistant's own prompt
 each step; its proposals depend on the text of both tokenizers in ways we cannot replay exactly, so
 it gets no prediction (nor do sampling, ensemble verification and the MTP methods, and the adaptive
 confidence threshold Transformers switches on when scikit-learn is installed).
 
-Cost: a short calibration on this machine and context length (the target's forward for each
-verification width, the drafter's forward per token, both prefills) gives relative costs, and the
-baseline run their absolute level; each setting's time follows from its exact steps. Timings are predictions;
-`verify` runs settings for real and reports measured beside predicted.
+Cost: each step of a drafting run costs its drafting (one `assistant.generate()` call of the step's draft
+length, or one prompt-lookup `get_candidates`), the target's forward at the step's verification width, and
+the loop's own time once. A calibration on this machine at this context length times the real calls for every
+width and draft length the predictions need (sampled again where the samples spread wide), a short real run of
+the method gives the loop's own time, and the baseline run sets the absolute level. A short baseline after the
+calibration checks that the machine kept its pace; where it did not, tune measures again once, then says its
+times are unreliable. Timings are predictions; `verify` runs settings for real, between two baselines, and
+reports measured beside predicted. docs/tune.md describes the model and the benchmark of its accuracy.
 """
 
 from __future__ import annotations
@@ -316,69 +326,196 @@ def _first_layers(model: Any, layers: int | None) -> Iterator[None]:
 
 # --- cost -------------------------------------------------------------------------------------
 
+# A calibrated figure whose samples spread wider than this (max − min over the median) is sampled again, up to
+# SPREAD_ROUNDS times as many samples; a baseline whose pace changed more than PACE_TOLERANCE (either way) between
+# before and after the calibration makes tune measure again once, then call its times unreliable.
+SPREAD_LIMIT = 0.25
+SPREAD_ROUNDS = 3
+PACE_TOLERANCE = 0.25
+PACE_CHECK_TOKENS = 16  # the short baseline (and the short run of the method's default) after the calibration
+
+
+def calibration_points(longest: int) -> list[int]:
+    """The widths (and draft lengths) calibrated for drafts up to `longest`: every one up to 16, then a sparse
+    ladder to `longest` itself, so every length a prediction asks for is calibrated or lies between two that are."""
+    dense = list(range(1, min(longest, 16) + 1))
+    ladder = [w for w in (24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024) if w < longest]
+    return sorted(set(dense + ladder + [max(1, longest)]))
+
+
+def _at(table: dict[int, float], x: int) -> float:
+    """`table[x]`, or a straight line between the calibrated points either side (past the last: through the
+    last two, which tune avoids by calibrating up to the longest draft it predicts)."""
+    if x in table:
+        return table[x]
+    keys = sorted(table)
+    below = [k for k in keys if k < x]
+    above = [k for k in keys if k > x]
+    if below and above:
+        a, b = below[-1], above[0]
+        return table[a] + (table[b] - table[a]) * (x - a) / (b - a)
+    a, b = (keys[-2], keys[-1]) if len(keys) > 1 else (keys[-1], keys[-1])
+    slope = max(0.0, (table[b] - table[a]) / (b - a)) if b != a else 0.0
+    return table[b] + (x - b) * slope
+
+
 @dataclass
 class Calibration:
-    """Costs on this machine at this context length (seconds).
+    """What one drafting run spends on this machine at this context length (seconds), and how sure that is.
 
-    The calibration's forwards give *relative* costs (a verification of w tokens against one of 1, a
-    drafter token against a target step); the baseline run, made moments before under the same load,
-    gives the absolute level: its first step (the prefill) and its mean later step. On shared cores the
-    absolute speed of a forward drifts by several times within minutes, its ratios much less.
+    A step of the drafting loop costs its drafting (one `assistant.generate()` call of the step's draft length,
+    set-up and cache included, or one prompt-lookup `get_candidates`), the target's forward at the step's
+    verification width, and the loop's own time around them (candidate handling, cache crop, stopping checks:
+    once per step, whatever the width). The calibration times the first two with the real calls; the loop's
+    time comes from a short real run of the method (what is left of its steps once the forwards are taken off).
+    The baseline run, made moments before, sets the absolute level: `scale` is its pace ÷ the calibration's.
     """
 
     target_prefill_s: float
-    target_forward_s: dict[int, float]  # verification width -> one target forward (calibration)
+    target_forward_s: dict[int, float]  # verification width -> one target forward
     drafter_prefill_s: float = 0.0
-    drafter_token_s: float = 0.0
-    baseline_first_step_s: float = 0.0  # the baseline run's first step (prefill + first token)
-    baseline_step_s: float = 0.0  # the baseline run's mean later step (forward + loop overhead)
+    drafter_call_s: dict[int, float] = field(default_factory=dict)  # draft length -> one assistant generate() call
+    lookup_call_s: dict[int, float] = field(default_factory=dict)  # max n-gram size -> one prompt-lookup call
+    baseline_first_step_s: float = 0.0  # the baseline run's set-up and first step (prefill + first token)
+    baseline_forward_s: float = 0.0  # the baseline run's mean verification phase of a later step
+    loop_s: float = 0.0  # the drafting loop's own time per step (neither drafting nor the target's forward)
+    spread: float = 0.0  # the widest spread of a calibrated figure's samples, after repeating where it was wide
+    pace_change: float = 1.0  # a short baseline's step pace after the calibration ÷ the baseline's before it
+    reliable: bool = True  # False: the machine's pace changed under the tune even after measuring again
 
     def forward(self, width: int) -> float:
-        """The target's forward for `width` tokens; past the calibrated widths, a straight line through the last two."""
-        known = self.target_forward_s
-        if width in known:
-            return known[width]
-        top = max(known)
-        below = known.get(top - 1, known[top])
-        return known[top] + (width - top) * max(0.0, known[top] - below)
+        """The target's forward for `width` tokens (calibrated, or between two calibrated widths)."""
+        return _at(self.target_forward_s, width)
+
+    def drafter_call(self, length: int) -> float:
+        """One `assistant.generate()` call drafting `length` tokens (0: the loop makes no call)."""
+        return _at(self.drafter_call_s, length) if length and self.drafter_call_s else 0.0
 
     @property
-    def unit(self) -> float:
-        """Seconds of a baseline step per second of a calibrated one-token forward."""
-        return self.baseline_step_s / self.forward(1) if self.baseline_step_s and self.forward(1) else 1.0
+    def scale(self) -> float:
+        """The baseline's pace ÷ the calibration's: its mean forward phase against a calibrated one-token forward."""
+        one = self.forward(1) if self.target_forward_s else 0.0
+        return self.baseline_forward_s / one if self.baseline_forward_s and one else 1.0
 
-    def predict_s(self, steps: list[Step]) -> float:
-        """Predicted time of a run with these steps: a baseline step scaled by each step's relative cost."""
-        unit = self.unit
-        total = self.baseline_first_step_s or self.target_prefill_s
-        if any(s.drafted for s in steps):
-            total += self.drafter_prefill_s * unit
-        for k, s in enumerate(steps):
-            total += self.drafter_token_s * unit * len(s.drafted)
-            if k:
-                total += self.forward(len(s.drafted) + 1) * unit
+    def step_s(self, step: Step, first: bool, ngram: int | None = None) -> float:
+        """One step: its drafting, and (after the first, whose forward is the prefill) the target's forward at
+        its verification width and the loop's own time."""
+        drafting = self.lookup_call_s.get(ngram, 0.0) if ngram is not None else self.drafter_call(len(step.drafted))
+        total = drafting * self.scale
+        if not first:
+            total += self.forward(len(step.drafted) + 1) * self.scale + self.loop_s
         return total
 
+    def predict_s(self, steps: list[Step], ngram: int | None = None) -> float:
+        """Predicted time of a run with these steps (`ngram`: prompt lookup's max n-gram size; None: a drafter)."""
+        total = self.baseline_first_step_s or self.target_prefill_s
+        if ngram is None and any(s.drafted for s in steps):
+            total += self.drafter_prefill_s * self.scale  # the drafter reads the prompt once
+        return total + sum(self.step_s(s, k == 0, ngram) for k, s in enumerate(steps))
 
-def _time_forwards(model: Any, context: list[int], widths: Sequence[int], repeats: int) -> tuple[float, dict[int, float]]:
-    """(prefill time, median forward time per width) with a KV cache of `context`."""
+
+def _sampled(measure: Callable[[], float], repeats: int) -> tuple[float, float]:
+    """(median, spread) of `measure()`'s seconds; sampled again while the spread is wide, up to SPREAD_ROUNDS rounds."""
+    samples = [measure() for _ in range(repeats)]
+    while len(samples) < SPREAD_ROUNDS * repeats and _spread(samples) > SPREAD_LIMIT:
+        samples += [measure() for _ in range(repeats)]
+    return statistics.median(samples), _spread(samples)
+
+
+def _spread(samples: list[float]) -> float:
+    middle = statistics.median(samples)
+    return (max(samples) - min(samples)) / middle if middle > 0 else 0.0
+
+
+def _time_forwards(model: Any, context: list[int], widths: Sequence[int], repeats: int
+                   ) -> tuple[float, dict[int, float], float]:
+    """(prefill time, median forward time per width, widest spread) with a KV cache of `context`."""
     device = model.device
     start = time.perf_counter()
     cache = model(input_ids=torch.tensor([context], device=device), use_cache=True).cache
     prefill = time.perf_counter() - start
     times: dict[int, float] = {}
+    widest = 0.0
     for width in widths:
         ids = torch.tensor([(context * width)[:width]], device=device)
-        samples = []
-        for _ in range(repeats):
+
+        def one() -> float:
             # A fresh copy each time: cropping back would need the past recording that sliding-window layers
             # only keep when asked before the prefill.
             scratch = copy.deepcopy(cache)
             start = time.perf_counter()
             model(input_ids=ids, cache=scratch, use_cache=True)
-            samples.append(time.perf_counter() - start)
-        times[width] = statistics.median(samples)
-    return prefill, times
+            return time.perf_counter() - start
+
+        times[width], spread = _sampled(one, repeats)
+        widest = max(widest, spread)
+    return prefill, times, widest
+
+
+def _time_drafter_calls(model: Any, context: list[int], lengths: Sequence[int], repeats: int
+                        ) -> tuple[float, dict[int, float], float]:
+    """(prefill time, median `generate()` call per draft length, widest spread): the call the assisted loop makes
+    each step (set-up, its own loop, its cache holding all but the newest token, the scores returned)."""
+    device = model.device
+    start = time.perf_counter()
+    cache = model(input_ids=torch.tensor([context[:-1]], device=device), use_cache=True).cache
+    prefill = time.perf_counter() - start
+    ids = torch.tensor([context], device=device)
+    mask = torch.ones_like(ids)
+    times: dict[int, float] = {}
+    widest = 0.0
+    for length in lengths:
+        def one() -> float:
+            scratch = copy.deepcopy(cache)
+            start = time.perf_counter()
+            model.generate(input_ids=ids, attention_mask=mask, cache=scratch, max_new_tokens=length,
+                           min_new_tokens=length, do_sample=False, return_dict_in_generate=True, output_scores=True)
+            return time.perf_counter() - start
+
+        times[length], spread = _sampled(one, repeats)
+        widest = max(widest, spread)
+    return prefill, times, widest
+
+
+def _time_lookups(context: list[int], ngram_sizes: Sequence[int], tokens: int, eos_ids: frozenset[int],
+                  vocab_size: int, repeats: int) -> tuple[dict[int, float], float]:
+    """(median prompt-lookup `get_candidates` call per max n-gram size, widest spread) on `context`."""
+    from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+
+    ids = torch.tensor([context])
+    eos = torch.tensor(sorted(eos_ids)) if eos_ids else None
+    times: dict[int, float] = {}
+    widest = 0.0
+    for size in ngram_sizes:
+        generator = PromptLookupCandidateGenerator(eos_token_id=eos, num_output_tokens=tokens,
+                                                   max_matching_ngram_size=size, max_length=len(context) + tokens + 2,
+                                                   vocab_size=vocab_size)
+
+        def one() -> float:
+            start = time.perf_counter()
+            generator.get_candidates(ids)
+            return time.perf_counter() - start
+
+        times[size], spread = _sampled(one, repeats)
+        widest = max(widest, spread)
+    return times, widest
+
+
+def step_pace_s(trace: Any, steps: int | None = None) -> float | None:
+    """A run's median later step (seconds; the first `steps` steps only, when given): the pace the baseline check
+    compares before and after the calibration (a median, so one step held up by another process does not decide)."""
+    later = trace.steps[1:steps]
+    if not later:
+        return None
+    return statistics.median(s.draft_ms + s.verify_ms + (s.other_ms or 0.0) for s in later) / 1000
+
+
+def loop_time_s(trace: Any, calibration: Calibration) -> float | None:
+    """The drafting loop's own time per step in a real run: the median over its later steps of what is left
+    once the drafting and the target's forward at the step's width (at the baseline's pace) are taken off."""
+    rest = [(s.verify_ms + (s.other_ms or 0.0)) / 1000 - calibration.forward(len(s.drafted) + 1) * calibration.scale
+            for s in trace.steps[1:]]
+    return max(0.0, statistics.median(rest)) if rest else None
 
 
 # --- settings ---------------------------------------------------------------------------------
@@ -589,6 +726,11 @@ def _check(request: TuneRequest) -> None:
         raise TuneError.keyed("error.tune.ngram_sizes")
 
 
+def counts_exact(dtype: str, sample: bool = False) -> bool:
+    """Whether tune's counts are exact for a run in `dtype`: only greedy float32 is proven token for token."""
+    return dtype == "float32" and not sample
+
+
 def run_baseline(run: RunRequest, store: ModelStore, progress: Progress | None = None) -> Any:
     """The target's greedy output through the engine: the same `generate()` call a baseline run makes."""
     base = run.but(method=REFERENCE, assistant=None, params={})
@@ -597,7 +739,8 @@ def run_baseline(run: RunRequest, store: ModelStore, progress: Progress | None =
 
 
 def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progress | None = None) -> PromptTune:
-    """One baseline pass, one drafter pass, a calibration; every setting's predicted outcome."""
+    """One baseline pass, one drafter pass, a calibration checked against the baseline's pace; every setting's
+    predicted outcome."""
     _check(request)
     run = request.run
     settings = request.settings()
@@ -612,11 +755,9 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
     target = method_run.target
     eos = method_run.eos_ids  # the set the assisted loop cuts at
     max_new = int(run.max_new_tokens)
-    baseline_s = baseline.summary.elapsed_s
     drafter_model = method_run.assistant.model if method_run.assistant is not None else target.model
     replay = replay_of(run.method)
     layers = int(method_run.params[replay.exit_layer_param]) if replay.exit_layer_param else None
-    widths = range(1, request.max_draft + 2)
     steps_by_setting: dict[Setting, list[Step]] = {}
     refused: dict[Setting, Message] = {}
     for s in settings:
@@ -624,7 +765,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
         if reason:
             refused[s] = reason
 
-    def drafter_pass_and_calibrate() -> tuple[float, Calibration]:
+    def drafter_pass() -> float:
         with _held(method_run.models()):
             start = time.perf_counter()
             if not replay.model_pass:
@@ -648,32 +789,68 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
                                                                v["num_assistant_tokens"],
                                                                v["num_assistant_tokens_schedule"],
                                                                float(v["assistant_confidence_threshold"]))
-            pass_s = time.perf_counter() - start
-            context = (prompt_ids + y)[: len(prompt_ids) + len(y) // 2]
-            prefill, forwards = _time_forwards(target.model, context, widths, request.calibration_repeats)
-            calibration = Calibration(target_prefill_s=prefill, target_forward_s=forwards)
-            if replay.model_pass:
-                with _first_layers(drafter_model, layers):
-                    d_prefill, d_forward = _time_forwards(drafter_model, context, (1,), request.calibration_repeats)
-                calibration.drafter_prefill_s, calibration.drafter_token_s = d_prefill, d_forward[1]
-        return pass_s, calibration
+            return time.perf_counter() - start
 
     if progress:
-        progress("drafter pass and calibration")
-    pass_s, calibration = in_worker_thread(drafter_pass_and_calibrate, "playground-tune")
-    n = len(y)
-    first = baseline.steps[0] if baseline.steps else None
-    first_s = (baseline.setup_ms + first.draft_ms + first.verify_ms + first.other_ms) / 1000 if first else 0.0
-    calibration.baseline_first_step_s = first_s
-    calibration.baseline_step_s = (baseline_s - first_s) / (n - 1) if n > 1 else 0.0
+        progress("drafter pass")
+    pass_s = in_worker_thread(drafter_pass, "playground-tune")
+    # Calibrate every draft length a prediction asks for (a heuristic schedule can outgrow max_draft).
+    longest = max((len(st.drafted) for steps in steps_by_setting.values() for st in steps), default=0)
+    context = (prompt_ids + y)[: len(prompt_ids) + len(y) // 2]
+    ngram_sizes = sorted({int(s.values["max_matching_ngram_size"]) for s in steps_by_setting}) if not replay.model_pass else []
+    copy_tokens = max((int(s.values["prompt_lookup_num_tokens"]) for s in steps_by_setting), default=1) \
+        if not replay.model_pass else 0
+    vocab = int(target.model.config.get_text_config().vocab_size)
+
+    def calibrate() -> Calibration:
+        with _held(method_run.models()):
+            prefill, forwards, spread = _time_forwards(target.model, context, calibration_points(longest + 1),
+                                                       request.calibration_repeats)
+            calibration = Calibration(target_prefill_s=prefill, target_forward_s=forwards, spread=spread)
+            if replay.model_pass:
+                with _first_layers(drafter_model, layers):
+                    d_prefill, calls, spread = _time_drafter_calls(drafter_model, context,
+                                                                   calibration_points(max(1, longest)),
+                                                                   request.calibration_repeats)
+                calibration.drafter_prefill_s, calibration.drafter_call_s = d_prefill, calls
+            else:
+                calibration.lookup_call_s, spread = _time_lookups(context, ngram_sizes, copy_tokens, eos, vocab,
+                                                                  request.calibration_repeats)
+            calibration.spread = max(calibration.spread, spread)
+        return calibration
+
+    short = min(PACE_CHECK_TOKENS, max_new)
+    default = default_setting(run.method, run.params)
+    for attempt in range(2):
+        if progress:
+            progress("calibration" if not attempt else "the machine's pace changed: measuring again")
+        if attempt:
+            baseline = run_baseline(run, store)
+        calibration = in_worker_thread(calibrate, "playground-tune")
+        later = baseline.steps[1:]
+        first = baseline.steps[0] if baseline.steps else None
+        calibration.baseline_first_step_s = (baseline.setup_ms + first.draft_ms + first.verify_ms + first.other_ms) \
+            / 1000 if first else 0.0
+        calibration.baseline_forward_s = sum(st.verify_ms for st in later) / len(later) / 1000 if later else 0.0
+        loop = loop_time_s(run_setting(run.but(max_new_tokens=short), default, store), calibration)
+        calibration.loop_s = loop if loop is not None else (
+            sum(st.other_ms for st in later) / len(later) / 1000 if later else 0.0)
+        before, after = step_pace_s(baseline, short), step_pace_s(run_baseline(run.but(max_new_tokens=short), store))
+        calibration.pace_change = after / before if before and after else 1.0
+        if abs(calibration.pace_change - 1) <= PACE_TOLERANCE:
+            break
+    else:
+        calibration.reliable = False
+    baseline_s = baseline.summary.elapsed_s
     rows = []
     for s in settings:
         if s in refused:
             rows.append(Row(s, None, refused[s]))
             continue
         steps = steps_by_setting[s]
-        rows.append(Row(s, outcome_of(steps, calibration.predict_s(steps), baseline_s)))
-    return PromptTune(prompt=run.prompt, prompt_tokens=len(prompt_ids), new_tokens=n,
+        ngram = None if replay.model_pass else int(s.values["max_matching_ngram_size"])
+        rows.append(Row(s, outcome_of(steps, calibration.predict_s(steps, ngram), baseline_s)))
+    return PromptTune(prompt=run.prompt, prompt_tokens=len(prompt_ids), new_tokens=len(y),
                       finish_reason=baseline.finish_reason, baseline_s=baseline_s, drafter_pass_s=pass_s,
                       calibration=calibration, rows=rows, env=dict(baseline.env))
 
@@ -725,9 +902,16 @@ class TuneResult:
                         "own_best_speedup": own_speed, "overall_best_speedup": best_speed, "loss": loss})
         return out
 
+    def verified(self) -> dict[str, int]:
+        """How many settings were run for real, and how many of them matched the predicted counts on every prompt."""
+        matched = sum(all(r.measured is None or r.predicted is None or r.measured.counts() == r.predicted.counts()
+                          for p in self.prompts for r in [p.row(s)] if r is not None)
+                      for s in self.measured)
+        return {"settings": len(self.measured), "matched": matched}
+
     def to_dict(self) -> dict[str, Any]:
         best = self.best()
-        return {"meta": self.meta, "recommended": best.setting.label if best else None,
+        return {"meta": self.meta, "verified": self.verified(), "recommended": best.setting.label if best else None,
                 "recommended_params": best.setting.values if best else None,
                 "default": self.default().label, "measured_baseline_s": self.measured_baseline_s,
                 "rows": [r.to_dict() for r in self.overall()], "losses": self.losses(),
@@ -770,7 +954,12 @@ def tune(request: TuneRequest, prompts: Sequence[str], store: ModelStore = STORE
                                                               "assistant": request.run.assistant,
                                                               "max_new_tokens": request.run.max_new_tokens,
                                                               "max_draft": request.max_draft,
-                                                              "prompts": len(prompts)})
+                                                              "prompts": len(prompts),
+                                                              "times_reliable": all(p.calibration.reliable
+                                                                                    for p in results),
+                                                              "counts_exact": counts_exact(
+                                                                  results[0].env.get("dtype", ""),
+                                                                  request.run.sample)})
 
 
 def run_setting(run: RunRequest, setting: Setting, store: ModelStore = STORE,
@@ -781,25 +970,35 @@ def run_setting(run: RunRequest, setting: Setting, store: ModelStore = STORE,
 
 def verify(result: TuneResult, store: ModelStore = STORE, progress: Progress | None = None,
            settings: Sequence[Setting] | None = None) -> TuneResult:
-    """Run the recommended setting and the default for real on every prompt (baseline beside them, warm)."""
+    """Run the recommended setting and the default for real on every prompt, between two baseline runs (warm).
+
+    The baseline before and after give the reference (their mean) and a check that the machine kept its pace
+    under the measurement: `meta["measured_reliable"]` is False where the two differ by more than PACE_TOLERANCE.
+    """
     best = result.best()
     chosen = list(dict.fromkeys(settings or ([best.setting] if best else []) + [result.default()]))
     base_total = 0.0
+    changes: list[float] = []
     steps: dict[Setting, list[Outcome]] = {s: [] for s in chosen}
     for p in result.prompts:
         run = result.request.run.but(prompt=p.prompt)
         if progress:
             progress(f"measuring on: {p.prompt[:40]!r}")
-        base_s = run_baseline(run, store).summary.elapsed_s
+        before = run_baseline(run, store).summary.elapsed_s
+        traces = [(s, run_setting(run, s, store)) for s in chosen]
+        after = run_baseline(run, store).summary.elapsed_s
+        changes.append(after / before if before else 1.0)
+        base_s = (before + after) / 2
         base_total += base_s
-        for s in chosen:
-            trace = run_setting(run, s, store)
+        for s, trace in traces:
             measured = outcome_of(trace.steps, trace.summary.elapsed_s, base_s)
             row = p.row(s)
             if row is not None:
                 row.measured = measured
             steps[s].append(measured)
     result.measured_baseline_s = base_total
+    result.meta["measured_pace_change"] = max(changes, key=lambda c: abs(c - 1), default=1.0)
+    result.meta["measured_reliable"] = all(abs(c - 1) <= PACE_TOLERANCE for c in changes)
     for s, outs in steps.items():
         result.measured[s] = _sum_outcomes(outs, base_total)
     return result

@@ -55,9 +55,14 @@ def speedup_figure(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> go.Fig
                         one=1.0, lang=lang)
 
 
+def _counts_title(key: str, data: dict[str, Any], lang: str) -> str:
+    """A chart of counts says "exact" only where they are (float32 greedy); otherwise "predicted"."""
+    return t(key if data["meta"].get("counts_exact") else key + "_predicted", lang)
+
+
 def tokens_per_step_figure(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> go.Figure:
-    return _line_figure(data["rows"], "tokens_per_step", t("tune.chart.tau.title", lang), t("tune.chart.tau.y", lang),
-                        lang=lang)
+    return _line_figure(data["rows"], "tokens_per_step", _counts_title("tune.chart.tau.title", data, lang),
+                        t("tune.chart.tau.y", lang), lang=lang)
 
 
 def position_figure(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> go.Figure:
@@ -68,7 +73,7 @@ def position_figure(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> go.Fi
         counts = (row.get("predicted") or {}).get("by_position") or []
         rates = [c[1] / c[0] if c[0] else None for c in counts]  # kept / verified
         fig.add_trace(go.Bar(x=[k + 1 for k in range(len(rates))], y=rates, name=row["label"], marker_color=color(i)))
-    return style_figure(fig, t("tune.chart.positions.title", lang), xaxis_title=t("tune.chart.positions.x", lang),
+    return style_figure(fig, _counts_title("tune.chart.positions.title", data, lang), xaxis_title=t("tune.chart.positions.x", lang),
                         yaxis_title=t("tune.chart.positions.y", lang), yaxis_range=[0, 1.05], barmode="group")
 
 
@@ -145,7 +150,18 @@ def verdict(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
                 if r.get("measured") and r.get("predicted") and r["measured"].get("speedup")]
     for label, predicted, real in measured:
         text += t("tune.verdict.measured", lang, label=label, x=f"{real:.2f}", predicted=f"{predicted:.2f}")
-    text += t("tune.verdict.exact", lang)
+    meta = data["meta"]
+    if meta.get("counts_exact"):
+        text += t("tune.verdict.exact", lang)
+    else:
+        text += t("tune.verdict.predicted", lang, dtype=meta.get("env", {}).get("dtype") or "?")
+    if not meta.get("times_reliable", True):
+        text += t("tune.verdict.unreliable", lang)
+    if not meta.get("measured_reliable", True):
+        text += t("tune.verdict.measured_unreliable", lang, change=f"{meta.get('measured_pace_change', 1.0):.2f}")
+    verified = data.get("verified") or {}
+    if verified.get("settings"):
+        text += t("tune.verdict.matched", lang, settings=verified["settings"], matched=verified["matched"])
     return text
 
 
@@ -183,7 +199,10 @@ def render_report(data: dict[str, Any]) -> str:
     parts.append("<p class='small'>How the prediction works: one baseline run gives the target's greedy output; "
                  "one drafter pass records what the drafter proposes after every prefix of it; Transformers' loop "
                  "(draft cap, schedule, confidence stop, EOS and length cuts) is replayed on that record for every "
-                 "setting. Time = the baseline run's first step + for each later step the baseline's mean step scaled by the "
-                 "calibrated cost of a forward at that verification width (against one token), plus the drafter's "
-                 "calibrated cost per drafted token on the same scale.</p>")
+                 "setting (exact counts in float32; in other precisions a prediction from the baseline's output). "
+                 "Time = the baseline run's first step + per step: its drafting (a calibrated assistant generate() "
+                 "call of the step's draft length, or a prompt-lookup call), the target's forward at the step's "
+                 "verification width (calibrated, at the baseline's pace) and the loop's own time once (from a short "
+                 "real run). A short baseline after the calibration checks that the machine kept its pace. "
+                 "See docs/tune.md.</p>")
     return page("Assisted decoding tune", "".join(parts))

@@ -532,10 +532,10 @@ def test_tune_refusals_and_reasons_reach_the_page_in_its_language(lang):
         return caught.value
 
     greedy = refused(lambda: tune.tune(tune.TuneRequest(run=RunRequest(prompt="hi", sample=True)), ["hi"]))
-    assert str(greedy) == "tune is exact for greedy decoding only: turn sampling off"
+    assert str(greedy) == "tune replays greedy decoding only: turn sampling off"
     assert user_message(greedy, lang=lang) == {
-        "ru": "подбор точен только для жадного декодирования: выключите сэмплирование",
-        "ar": "الضبط دقيق لفك الترميز الجشع فقط: أوقف أخذ العيّنات"}[lang]
+        "ru": "подбор воспроизводит только жадный поиск: выключите сэмплирование",
+        "ar": "الضبط يعيد البحث الجشع فقط: أوقف أخذ العيّنات"}[lang]
     assert user_message(greedy, lang=lang) in tune_tab._failed(greedy, lang)[0]
     universal = refused(lambda: tune.tune(tune.TuneRequest(run=RunRequest(prompt="hi", method="universal")), ["hi"]))
     assert str(universal) == METHODS["universal"].replay_obstacle

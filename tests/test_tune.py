@@ -12,14 +12,18 @@ import json
 import re
 
 import pytest
+import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import is_sklearn_available
 
-from playground.engine import RunRequest
+from playground.engine import RunRequest, prepare
+from playground.i18n import t
 from playground.methods import METHODS
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
+from playground.trace import Step
 from playground.tune import (
-    REPLAYS, NgramIndex, Setting, TuneError, TuneRequest, prompt_lookup_draft, run_baseline, run_setting,
-    sweep_settings, tune, tune_prompt, verify,
+    REPLAYS, SPREAD_ROUNDS, Calibration, _sampled, calibration_points, NgramIndex, Setting, TuneError, TuneRequest, _first_layers, _GreedyDrafter, prompt_lookup_draft,
+    run_baseline, run_setting, simulate_drafter, sweep_settings, tune, tune_prompt, verify,
 )
 
 PROMPTS = ("def add(a, b):", "The quick brown fox jumps")
@@ -102,6 +106,35 @@ def test_early_exit_predictions_equal_real_runs(tiny_models, eos_models, store, 
         assert _assert_exact(request, store) == 2 * 2 * 4 + 1
 
 
+@pytest.mark.parametrize("method", ["speculative", "early_exit"])
+def test_the_confidence_threshold_stops_after_the_unsure_token(method, tiny_models, store, one_torch_thread) -> None:
+    """A threshold between the drafter's own confidences, so drafts run several tokens and the threshold cuts them
+    mid-draft: stopping before the unsure token instead of after it would give other counts."""
+    if method == "speculative" and is_sklearn_available():
+        pytest.skip("with scikit-learn Transformers re-fits the threshold; tune refuses such settings")
+    params = {"assistant_early_exit": 2} if method == "early_exit" else {}
+    assistant = tiny_models["noisy"] if method == "speculative" else None
+    gamma = 5
+    probe = _request(tiny_models["target"], method, PROMPTS[0], assistant=assistant, params=params)
+    prepared = prepare(probe.run, store)
+    y = result_output(probe, store)
+    drafter = prepared.assistant.model if prepared.assistant is not None else prepared.target.model
+    with _first_layers(drafter, params.get("assistant_early_exit")), torch.inference_mode():
+        greedy = _GreedyDrafter(drafter, prepared.input_ids[0].tolist(), y, prepared.eos_ids)
+        for i in range(len(y)):
+            greedy.proposals.get(i, gamma)
+    confidences = sorted(c for i in range(len(y)) for c in greedy.proposals.confidence[i][:gamma])
+    threshold = round(confidences[len(confidences) * 3 // 10], 4)  # about 3 in 10 drafted tokens are unsure
+    steps = simulate_drafter(y, probe.run.max_new_tokens, prepared.eos_ids, greedy.proposals, gamma, "constant",
+                             threshold)
+    assert any(2 <= len(s.drafted) < gamma for s in steps), "drafts should run several tokens and stop mid-draft"
+    request = _request(tiny_models["target"], method, PROMPTS[0], assistant=assistant, params=params,
+                       max_draft=gamma, schedules=("constant", "heuristic"), thresholds=(threshold,))
+    chosen = [s for s in request.settings() if s.values["assistant_confidence_threshold"] == threshold
+              and s.values["num_assistant_tokens"] in (3, gamma)]
+    assert _assert_exact(request, store, chosen) == 4
+
+
 def test_a_short_budget_cuts_drafts_as_the_loop_does(tiny_models, store, one_torch_thread) -> None:
     """With 3 new tokens the draft cap (budget − 1) and the cut at the length limit decide every step."""
     for method, assistant in (("speculative", tiny_models["noisy"]), ("prompt_lookup", None)):
@@ -120,6 +153,11 @@ def test_prompt_lookup_draft_follows_transformers_rules() -> None:
     assert prompt_lookup_draft([5, 6, 7, 99, 5, 6], 3, 2, 100, eos) == [7]
     assert prompt_lookup_draft(seq, 3, 2, len(seq) + 1, eos) == []  # one token of budget left: no draft
     assert prompt_lookup_draft([1, 2, 3], 3, 2, 100, eos) == []  # nothing matches
+    # two different continuations of the same n-gram: the earliest is copied, not the latest
+    twice = [5, 6, 7, 1, 5, 6, 8, 2, 5, 6]
+    assert prompt_lookup_draft(twice, 3, 2, 100, eos) == [7, 1, 5]
+    assert prompt_lookup_draft(twice, 3, 2, 100, eos, NgramIndex(twice + [3], 2)) == [7, 1, 5]
+    assert prompt_lookup_draft(twice[:-1], 2, 2, 100, eos) == [6, 7]  # no 2-gram match; 1-gram [5]: the earliest
 
 
 def test_several_prompts_give_an_overall_best_and_each_prompt_s_loss(tiny_models, store, one_torch_thread) -> None:
@@ -156,6 +194,117 @@ def test_methods_without_an_exact_replay_are_refused(tiny_models, store) -> None
     with pytest.raises(TuneError, match="lossy"):
         tune_prompt(_request(tiny_models["target"], "speculative", PROMPTS[0], assistant=tiny_models["noisy"],
                              params={"assistant_ensemble_weight": 0.5}), store)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_verdict_says_exact_only_in_float32(dtype, tiny_models, store, one_torch_thread) -> None:
+    """In float32 the counts are exact (the other tests prove it); in bfloat16 the verdict says they are predicted
+    from the baseline's output, and how many settings run for real matched them, in every language."""
+    from playground import tune_report
+
+    request = _request(tiny_models["target"], "speculative", PROMPTS[0], assistant=tiny_models["noisy"],
+                       max_new_tokens=24, max_draft=2, schedules=("constant",), thresholds=(0.0,))
+    request.run.dtype = dtype
+    result = verify(tune(request, [PROMPTS[0]], store), store)
+    data = result.to_dict()
+    exact = dtype == "float32"
+    assert data["meta"]["counts_exact"] is exact
+    rows = [r for r in result.prompts[0].rows if r.measured is not None]
+    matched = sum(r.measured.counts() == r.predicted.counts() for r in rows)
+    assert data["verified"] == {"settings": len(rows), "matched": matched} and rows
+    if exact:
+        assert matched == len(rows)
+    for lang in ("en", "ru", "ar"):
+        text = tune_report.verdict(data, lang)
+        claim = t("tune.verdict.exact", lang)
+        hedge = t("tune.verdict.predicted", lang, dtype=dtype)
+        assert (claim in text, hedge in text) == (exact, not exact), lang
+        assert t("tune.verdict.matched", lang, settings=len(rows), matched=matched) in text
+        titles = [f.layout.title.text for f in tune_report.figures(data, lang).values()]
+        suffix = "" if exact else "_predicted"
+        assert t("tune.chart.tau.title" + suffix, lang) in titles
+        assert t("tune.chart.positions.title" + suffix, lang) in titles
+    assert ("exact in float32" in t("tune.chart.tau.title", "en")
+            and "exact" not in t("tune.chart.tau.title_predicted", "en"))
+
+
+# --- the cost model (its structure; timings are never asserted) --------------------------------------
+
+def _step(drafted: int) -> Step:
+    return Step(index=0, drafted=list(range(drafted)), accepted=0, rejected=[], emitted=[0])
+
+
+def test_the_cost_model_charges_a_generate_call_per_draft_and_the_loop_once_per_step() -> None:
+    calibration = Calibration(target_prefill_s=9.0, target_forward_s={1: 0.10, 2: 0.12, 4: 0.20},
+                              drafter_prefill_s=0.05, drafter_call_s={1: 0.03, 3: 0.05},
+                              baseline_first_step_s=1.0, baseline_forward_s=0.2, loop_s=0.01)
+    assert calibration.scale == pytest.approx(2.0)  # the baseline's forward phase ÷ the calibrated one-token forward
+    steps = [_step(3), _step(1), _step(2), _step(0)]
+    expected = (1.0 + 0.05 * 2  # the baseline's first step, the drafter's prefill once
+                + 0.05 * 2  # step 0: a generate() call of 3 tokens; its forward is the prefill
+                + (0.03 + 0.12) * 2 + 0.01  # a call of 1 token, a forward of width 2, the loop once
+                + (0.04 + 0.16) * 2 + 0.01  # between calibrated points: a call of 2, a forward of width 3
+                + 0.10 * 2 + 0.01)  # no draft: no call, a one-token forward
+    assert calibration.predict_s(steps) == pytest.approx(expected)
+    # the loop's time does not grow with the verification width
+    wide, narrow = calibration.step_s(_step(3), first=False), calibration.step_s(_step(1), first=False)
+    assert wide - narrow == pytest.approx((0.05 - 0.03 + 0.20 - 0.12) * 2)
+
+
+def test_the_cost_model_charges_prompt_lookup_its_lookup_every_step() -> None:
+    calibration = Calibration(target_prefill_s=9.0, target_forward_s={1: 0.10, 2: 0.12, 3: 0.14},
+                              lookup_call_s={1: 0.001, 2: 0.002}, baseline_first_step_s=1.0,
+                              baseline_forward_s=0.1, loop_s=0.01)
+    steps = [_step(2), _step(0), _step(1)]
+    expected = 1.0 + 0.002 + (0.002 + 0.10 + 0.01) + (0.002 + 0.12 + 0.01)  # no drafter prefill; a lookup each step
+    assert calibration.predict_s(steps, ngram=2) == pytest.approx(expected)
+
+
+def test_calibration_covers_every_length_and_repeats_where_the_spread_is_wide() -> None:
+    assert calibration_points(5) == [1, 2, 3, 4, 5]
+    points = calibration_points(40)
+    assert points[:16] == list(range(1, 17)) and points[-1] == 40 and 33 not in points
+    samples = iter([1.0, 3.0] + [1.0] * 10)
+    calls = []
+
+    def wide() -> float:
+        calls.append(1)
+        return next(samples)
+
+    median, spread = _sampled(wide, 2)
+    assert len(calls) == SPREAD_ROUNDS * 2 and median == 1.0 and spread == pytest.approx(2.0)
+    steady = iter([1.0, 1.1, 9.0])
+    assert _sampled(lambda: next(steady), 2) == (pytest.approx(1.05), pytest.approx(0.1 / 1.05))
+
+
+def test_tune_calibrates_every_width_it_predicts_and_checks_the_machine_s_pace(tiny_models, store, monkeypatch,
+                                                                              one_torch_thread) -> None:
+    import playground.tune as tune_module
+
+    request = _request(tiny_models["target"], "speculative", PROMPTS[0], assistant=tiny_models["noisy"],
+                       max_new_tokens=24, max_draft=3, schedules=("heuristic",), thresholds=(0.0,))
+    result = tune_prompt(request, store)
+    calibration = result.calibration
+    longest = max(len(r.predicted.by_position) for r in result.rows if r.predicted)  # the longest draft predicted
+    assert longest > 3  # the heuristic schedule grew past max_draft ...
+    assert set(range(1, longest + 2)) <= set(calibration.target_forward_s)  # ... and every width is calibrated
+    assert set(range(1, longest + 1)) <= set(calibration.drafter_call_s)
+    assert calibration.loop_s >= 0 and calibration.pace_change > 0
+    # reliable unless the pace check failed twice (the last check's figure is kept)
+    assert calibration.reliable == (abs(calibration.pace_change - 1) <= tune_module.PACE_TOLERANCE)
+    monkeypatch.setattr(tune_module, "PACE_TOLERANCE", -1.0)  # every pace check fails: measured again, then flagged
+    result = tune(request, [PROMPTS[0]], store)
+    assert not result.prompts[0].calibration.reliable
+    from playground import tune_report
+
+    verify(result, store)  # its baselines before and after the measured runs: the same check
+    data = result.to_dict()
+    meta = data["meta"]
+    assert meta["times_reliable"] is False and meta["measured_reliable"] is False
+    for lang in ("en", "ru", "ar"):
+        text = tune_report.verdict(data, lang)
+        assert t("tune.verdict.unreliable", lang) in text
+        assert t("tune.verdict.measured_unreliable", lang, change=f"{meta['measured_pace_change']:.2f}") in text
 
 
 # --- the CLI and the page's Tune view ------------------------------------------------------------
