@@ -428,11 +428,16 @@ def _token_probs(logits: torch.Tensor | None, ids: list[int]) -> list[float] | N
     return [float(x) if x == x else 0.0 for x in probs.tolist()]
 
 
+def _prob(value: torch.Tensor) -> float:
+    """One probability as a float in [0, 1] (float32 rounding can put a sum a hair outside)."""
+    return min(1.0, max(0.0, float(value)))
+
+
 def _top(probs: torch.Tensor, k: int) -> list[Ranked]:
     """The k most probable tokens of one probability row, most probable first (tokens of probability 0, which a
     warper removed, left out; the most probable one is always kept). Texts are filled in by the consumer."""
     values, ids = probs.topk(min(k, probs.shape[-1]))
-    ranked = [Ranked(int(i), min(1.0, max(0.0, float(v)))) for v, i in zip(values.tolist(), ids.tolist())]
+    ranked = [Ranked(int(i), min(1.0, max(0.0, v))) for v, i in zip(values.tolist(), ids.tolist())]
     return [r for n, r in enumerate(ranked) if n == 0 or r.prob > 0]
 
 
@@ -467,23 +472,24 @@ def _step_dists(raw: "_Raw", k: int, sample: bool, ensemble_weight: float | None
     refused = _refused_at(drafted, emitted) if sample and q is not None else None
     positions = []
     for i in range(rows):
-        position = Position(p=_top(p[i], k))
+        position = Position(p=_top(p[i], k), p_emitted=_prob(p[i, emitted[i]]))
         if i < len(drafted):
             token = drafted[i]
-            position.p_drafted = float(p[i, token])
+            position.p_drafted = _prob(p[i, token])
             if q is not None and i < q.shape[0]:
                 position.q = _top(q[i], k)
-                position.q_drafted = float(q[i, token])
+                position.q_drafted = _prob(q[i, token])
                 if ensemble_weight is not None:
                     v = ensemble_weight * p[i] + (1 - ensemble_weight) * q[i]
-                    position.v, position.v_drafted = _top(v, k), min(1.0, float(v[token]))
+                    position.v, position.v_drafted = _top(v, k), _prob(v[token])
                 if i == refused:
                     residual = (p[i] - q[i]).clamp(min=0)
                     total = float(residual.sum())
                     if ensemble_weight is not None and total <= torch.finfo(residual.dtype).tiny:
-                        position.residual = _top(p[i], k)
-                    elif total > 0:
+                        residual, total = p[i], 1.0
+                    if total > 0:
                         position.residual = _top(residual / total, k)
+                        position.residual_emitted = _prob(residual[emitted[i]] / total)
         positions.append(position)
     return positions
 
