@@ -464,7 +464,7 @@ _register(Method(
         "copies from the context: summaries, retrieval-augmented answers, code edits, repeated lists."
     ),
     lecture={
-        "drafts": "The continuation of the most recent earlier occurrence of the last n-gram (n up to "
+        "drafts": "The continuation of the earliest occurrence of the last n-gram (the longest first, n up to "
         "max_matching_ngram_size) in prompt + output.",
         "verifies": "One target forward over the copied tokens, keeping the matching prefix.",
         "pays_off": "When output repeats input: extraction, summarising, editing, RAG. Drafting costs almost nothing.",
