@@ -54,7 +54,7 @@ import torch
 
 from .engine import LiveRun, RunError, RunRequest, in_worker_thread, prepare
 from .i18n import Message
-from .methods import METHODS, REFERENCE, Method, ensemble_weight, get_method
+from .methods import METHODS, REFERENCE, Method, ensemble_weight, get_method, prompt_lookup_match
 from .models import STORE, ModelStore
 from .trace import Step, acceptance_by_position, classify_step, summarize_steps
 
@@ -142,27 +142,7 @@ def prompt_lookup_draft(seq: Sequence[int], num_tokens: int, max_ngram: int, max
     With `index` (built over a longer sequence that starts with `seq`) the earliest occurrence is found
     in O(1) instead of by scanning.
     """
-    length = len(seq)
-    if max_length == length + 1:
-        return []
-    for size in range(min(max_ngram, length - 1), 0, -1):
-        tail = tuple(seq[length - size:])
-        if index is not None:
-            first = index.first(tail)
-            starts: Iterator[int] = iter([first] if first is not None else [])
-        else:
-            starts = (p for p in range(length - size + 1) if tuple(seq[p:p + size]) == tail)
-        for start in starts:
-            begin, end = start + size, min(start + size + num_tokens, length, max_length)
-            if begin < end:
-                chosen = list(seq[begin:end])
-                for j, token in enumerate(chosen):
-                    if token in eos_ids:
-                        return chosen[:j]
-                return chosen
-            # Only the earliest occurrence matters: a later one ends later and cannot have room either.
-            break
-    return []
+    return prompt_lookup_match(seq, num_tokens, max_ngram, max_length, eos_ids, index.first if index else None)[0]
 
 
 class NgramIndex:
