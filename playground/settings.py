@@ -15,6 +15,7 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 DEFAULT_CACHE_DIR = "~/.cache/assisted-playground"
+MICROSCOPE_MAX_TOP_K = 10  # the most PLAYGROUND_TOP_K may ask for (trace.MAX_TOP_K reads it)
 
 # (name, default, meaning): kept next to the parser so docs cannot drift.
 SETTINGS_DOC: list[tuple[str, str, str]] = [
@@ -38,6 +39,9 @@ SETTINGS_DOC: list[tuple[str, str, str]] = [
     ("PLAYGROUND_RUN_TIMEOUT_S", "300", "Wall-clock limit for one run, in seconds."),
     ("PLAYGROUND_PRELOAD", "true", "Load the default models at start-up."),
     ("PLAYGROUND_CONCURRENCY", "1", "Generations running at once in the UI queue."),
+    ("PLAYGROUND_TOP_K", "5",
+     "How many of the most probable tokens the step microscope records per judged position for p, q, the "
+     "ensemble mixture and the residual (0 to 10; 0 records none)."),
     ("PLAYGROUND_MCP", "false",
      "Also serve the app as an MCP server (Gradio's mcp_server) at /gradio_api/mcp/, with the tools generate, "
      "compare and bench."),
@@ -60,6 +64,7 @@ class Settings:
     preload: bool
     concurrency: int
     mcp: bool
+    top_k: int = 5  # the step microscope's top-k per distribution (0: record none)
 
 
 def _raw(name: str) -> str | None:
@@ -92,6 +97,13 @@ def _int(name: str, default: int, minimum: int) -> int:
         raise ValueError(f"{name}={value!r} is not an integer") from None
     if parsed < minimum:
         raise ValueError(f"{name}={parsed} must be at least {minimum}")
+    return parsed
+
+
+def _int_at_most(name: str, default: int, minimum: int, maximum: int) -> int:
+    parsed = _int(name, default, minimum)
+    if parsed > maximum:
+        raise ValueError(f"{name}={parsed} must be at most {maximum}")
     return parsed
 
 
@@ -130,4 +142,5 @@ def get_settings() -> Settings:
         preload=_bool("PLAYGROUND_PRELOAD", True),
         concurrency=_int("PLAYGROUND_CONCURRENCY", 1, minimum=1),
         mcp=_bool("PLAYGROUND_MCP", False),
+        top_k=_int_at_most("PLAYGROUND_TOP_K", 5, minimum=0, maximum=MICROSCOPE_MAX_TOP_K),
     )

@@ -17,11 +17,13 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from .errors import PlaygroundError
 from .i18n import Message
+from .settings import MICROSCOPE_MAX_TOP_K
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Version 1 lacked `other_ms`, `setup_ms` and `discarded` (its `rejected` held every draft after the first
-# refused one); it still loads, converted by `_upgrade_v1`.
-READABLE_VERSIONS = (1, 2)
+# refused one); it still loads, converted by `_upgrade_v1`. Version 2 lacked the step microscope's distributions
+# (`Step.dists`, `Step.lookup_source`); it loads as it is, with `dists = None` on every step.
+READABLE_VERSIONS = (1, 2, 3)
 
 # A trace file is untrusted input (a visitor can upload anything, a teacher opens a student's file):
 # `Trace.from_dict` checks every field against its annotation and these bounds before anything renders it.
@@ -34,7 +36,11 @@ MAX_TOKEN_ID = 2**31 - 1  # ids are below the recorded vocab_size; traces withou
 MAX_COUNT = 2**53  # any other integer (counts, indices): exact in a float, as JSON readers need
 MAX_MAPPING_DEPTH = 4  # nesting of the free-form objects (params, decoding, env)
 MAX_MAPPING_ITEMS = 1_000  # keys and items in one free-form object, nested ones included
-PROBABILITIES = frozenset({"q", "p", "mixture", "acceptance_rate"})  # fields (or lists) of values in [0, 1]
+# fields (or lists) of values in [0, 1]
+PROBABILITIES = frozenset({"q", "p", "mixture", "acceptance_rate", "prob", "p_drafted", "q_drafted", "v_drafted"})
+TOKEN_ID_FIELDS = frozenset({"id"})  # integer fields holding a token id (other integers are counts)
+POSITION_LISTS = frozenset({"lookup_source"})  # lists of integers holding positions in the context, not token ids
+MAX_TOP_K = MICROSCOPE_MAX_TOP_K  # entries in one recorded top-k list (PLAYGROUND_TOP_K is at most this)
 
 # Token statuses used by renderers (and as `data-status` in the HTML).
 ACCEPTED = "accepted"  # drafted and kept by the target
@@ -50,6 +56,36 @@ STATUSES = (ACCEPTED, REJECTED, DISCARDED, CORRECTION, BONUS, TARGET, UNVERIFIED
 class TraceFormatError(PlaygroundError):
     """A file or object that is not a playground trace (or not one this version can read); its reason keyed, so
     the page shows it in the visitor's language."""
+
+
+@dataclass
+class Ranked:
+    """One entry of a recorded top-k list."""
+
+    id: int  # token id in the target's vocabulary
+    prob: float  # probability in [0, 1]
+    text: str = ""  # the token's text (a trace renders without a tokenizer)
+
+
+@dataclass
+class Position:
+    """One judged position of a verification step: one row of the target's scores, as Transformers decided with
+    them (after its logits processors), with the drafter's row and what was derived from both.
+
+    Lists are the top-k of each distribution, most probable first. `*_drafted` is the probability of the token
+    drafted at this position (None where nothing was drafted: the bonus row, baseline). `q` is the drafter's row
+    where the method has draft probabilities (under sampling: warped twice, as Transformers does); `v` is ensemble
+    verification's mixture w·p + (1−w)·q; `residual` is, at the refused position under sampling with q, the
+    distribution the correction was drawn from: max(0, p − q) normalised (ensemble: the same, since
+    max(0, v − q) = w·max(0, p − q))."""
+
+    p: list[Ranked]
+    p_drafted: float | None = None
+    q: list[Ranked] | None = None
+    q_drafted: float | None = None
+    v: list[Ranked] | None = None
+    v_drafted: float | None = None
+    residual: list[Ranked] | None = None
 
 
 @dataclass
@@ -80,6 +116,12 @@ class Step:
     p: list[float] | None = None  # target probability of each drafted token
     mixture: list[float] | None = None  # ensemble verification: v = w·p + (1−w)·q, the distribution judged
     no_draft_reason: str = ""  # why a drafting method's step drafted nothing (empty where it drafted)
+    # The step microscope (schema 3; None in older traces and when PLAYGROUND_TOP_K is 0): dists[i] is the row of
+    # the target's scores that decided emitted[i]; for i < len(drafted) and i <= accepted it also judged drafted[i].
+    dists: list[Position] | None = None
+    # Prompt lookup: [start, end) of the matched n-gram in the context (prompt + output before this step, token
+    # positions), the draft being the tokens copied after it.
+    lookup_source: list[int] | None = None
 
     @property
     def draft_len(self) -> int:
@@ -239,7 +281,7 @@ def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
     summary = data.get("summary")
     if isinstance(summary, dict):
         summary = {k: v for k, v in summary.items() if k not in ("rejected", "discarded", "other_ms", "setup_ms")}
-    return {**data, "steps": steps, "summary": summary, "schema_version": SCHEMA_VERSION}
+    return {**data, "steps": steps, "summary": summary, "schema_version": 2}
 
 
 @cache
@@ -332,6 +374,8 @@ class _Reader(RecordReader):
             if not isinstance(value, bool):
                 raise self.fail(where, Message.keyed("error.trace.a_flag"), value)
             return value
+        if hint is int and name in TOKEN_ID_FIELDS:
+            return self.token_id(value, where)
         if hint is int:
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
                 raise self.fail(where, Message.keyed("error.trace.a_count", limit=MAX_COUNT), value)
@@ -350,7 +394,9 @@ class _Reader(RecordReader):
             if len(value) > MAX_LIST_ITEMS:
                 raise TraceFormatError.keyed("error.trace.items", where=where, n=len(value), limit=MAX_LIST_ITEMS)
             (item,) = args
-            if item is int:  # every list of integers in a trace holds token ids
+            if name in POSITION_LISTS:
+                return [self.leaf(v, int, f"{where}[{i}]", "") for i, v in enumerate(value)]
+            if item is int:  # every other list of integers in a trace holds token ids
                 return [self.token_id(v, f"{where}[{i}]") for i, v in enumerate(value)]
             return [self.value(v, item, f"{where}[{i}]", name) for i, v in enumerate(value)]
         if origin is dict or hint is dict:
@@ -475,9 +521,25 @@ def check_invariants(trace: Trace) -> None:
         for texts, ids in (("drafted_text", s.drafted), ("emitted_text", s.emitted)):
             if len(getattr(s, texts)) not in (0, len(ids)):
                 raise TraceFormatError.keyed("error.trace.step.texts", i=i, name=texts)
+        _check_dists(s, i)
         joined.extend(s.emitted)
     if joined != trace.output_ids:
         raise TraceFormatError.keyed("error.trace.output_ids")
+
+
+def _check_dists(s: Step, i: int) -> None:
+    """The microscope's records of step `i`: one position per emitted token, short top-k lists, a source span."""
+    if s.dists is not None:
+        if len(s.dists) != len(s.emitted):
+            raise TraceFormatError.keyed("error.trace.step.dists", i=i)
+        for position in s.dists:
+            for name in ("p", "q", "v", "residual"):
+                ranked = getattr(position, name)
+                if ranked is not None and not 1 <= len(ranked) <= MAX_TOP_K:
+                    raise TraceFormatError.keyed("error.trace.step.top_k", i=i, name=name, limit=MAX_TOP_K)
+    span = s.lookup_source
+    if span is not None and (len(span) != 2 or not span[0] < span[1]):
+        raise TraceFormatError.keyed("error.trace.step.lookup_source", i=i)
 
 
 def acceptance_by_position(steps: list[Step]) -> list[tuple[int, int, int]]:

@@ -134,11 +134,12 @@ def test_settings_parsing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     monkeypatch.setenv("PLAYGROUND_PRELOAD", "no")
     monkeypatch.setenv("PLAYGROUND_CONCURRENCY", "3")
     monkeypatch.setenv("PLAYGROUND_MCP", "on")
+    monkeypatch.setenv("PLAYGROUND_TOP_K", "10")
     assert get_settings() == Settings(
         cache_dir=tmp_path, public=True, trust_remote_code=True, allow_pickle=True,
         allowed_dirs=(Path("/models"), Path("/data/more")), max_new_tokens=64,
         max_prompt_tokens=1024, memory_budget_gb=2.5, run_timeout_s=30.0, preload=False,
-        concurrency=3, mcp=True)
+        concurrency=3, mcp=True, top_k=10)
 
 
 @pytest.mark.parametrize(("name", "value"), [
@@ -149,6 +150,8 @@ def test_settings_parsing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     ("PLAYGROUND_MEMORY_BUDGET_GB", "eight"),
     ("PLAYGROUND_RUN_TIMEOUT_S", "-1"),
     ("PLAYGROUND_CONCURRENCY", "1.5"),
+    ("PLAYGROUND_TOP_K", "11"),
+    ("PLAYGROUND_TOP_K", "-1"),
 ])
 def test_settings_malformed_value_names_the_variable(monkeypatch: pytest.MonkeyPatch, name: str,
                                                       value: str) -> None:
