@@ -102,8 +102,7 @@ def test_clicking_a_refused_token_opens_the_panel(browser: Any, app_url: str, ti
         # the per-run tables under the view
         page.wait_for_selector("#pg-run-tables [data-testid=pg-refusals] tr[data-draft-id]")
         # the same run in the step-through replay, opened from the keyboard
-        page.click("#pg-tab-replay-button") if page.locator("#pg-tab-replay-button").count() else \
-            page.get_by_role("tab", name=i18n.t("ui.tab.replay", lang)).click()
+        page.get_by_role("tab", name=i18n.t("ui.tab.replay", lang)).click()
         page.wait_for_selector("#pg-replay-output .tok[data-status=rejected]")
         check_refusal(open_refused(page, "#pg-replay-output", "#pg-replay-micro", key=True))
         page.screenshot(path=str(ARTIFACTS / f"microscope-{lang}.png"), full_page=False)
