@@ -67,8 +67,8 @@ def position_tokens(step: Step, pos: int) -> tuple[int | None, int | None, str]:
 
 def _ranked_list(kind: str, title: str, ranked: Sequence[Ranked], drafted: int | None, drafted_prob: float | None,
                  drafted_text: str, chosen: int | None, lang: str) -> str:
-    """One top-k list as bars; the drafted token marked, and named below the list when it is outside the top-k."""
-    top = max((r.prob for r in ranked), default=0.0) or 1.0
+    """One top-k list as bars (a bar's length is the probability itself, so lists compare); the drafted token marked,
+    and named below the list when it is outside the top-k."""
     rows = []
     for rank, r in enumerate(ranked, start=1):
         marks = []
@@ -82,7 +82,7 @@ def _ranked_list(kind: str, title: str, ranked: Sequence[Ranked], drafted: int |
         mark = f'<span class="pg-micro-mark">{html.escape(" · ".join(marks))}</span>' if marks else ""
         rows.append(
             f'<li class="pg-micro-row" data-rank="{rank}" data-id="{r.id}" data-prob="{r.prob:.6g}"{flags}>'
-            f'{_token(r.text)}<span class="pg-micro-bar"><span style="width:{100 * r.prob / top:.1f}%"></span></span>'
+            f'{_token(r.text)}<span class="pg-micro-bar"><span style="width:{100 * r.prob:.1f}%"></span></span>'
             f'{_num(r.prob)}{mark}</li>')
     outside = ""
     if drafted is not None and all(r.id != drafted for r in ranked) and drafted_prob is not None:
