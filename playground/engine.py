@@ -44,7 +44,7 @@ from .models import (
 )
 from .request import RunRequest
 from .settings import get_settings
-from .trace import Step, Trace, TraceFormatError, classify_step
+from .trace import Position, Ranked, Step, Trace, TraceFormatError, classify_step
 
 logger = logging.getLogger(__name__)
 # Sampling draws from torch's global generator: one seeded sampling run at a time.
@@ -403,6 +403,7 @@ class _Raw:
     p_logits: torch.Tensor | None  # the target's processed logits, rows aligned with the drafts
     q: list[float] | None = None  # already computed (only when the consumer fell far behind; see _Recorder)
     p: list[float] | None = None
+    dists: list[Position] | None = None  # likewise: the microscope's top-k, without texts
 
 
 @dataclass
@@ -425,6 +426,72 @@ def _token_probs(logits: torch.Tensor | None, ids: list[int]) -> list[float] | N
     index = torch.tensor(ids, device=rows.device).unsqueeze(1)
     probs = (rows.gather(1, index).squeeze(1) - rows.logsumexp(dim=-1)).exp()
     return [float(x) if x == x else 0.0 for x in probs.tolist()]
+
+
+def _prob(value: torch.Tensor) -> float:
+    """One probability as a float in [0, 1] (float32 rounding can put a sum a hair outside)."""
+    return min(1.0, max(0.0, float(value)))
+
+
+def _top(probs: torch.Tensor, k: int) -> list[Ranked]:
+    """The k most probable tokens of one probability row, most probable first (tokens of probability 0, which a
+    warper removed, left out; the most probable one is always kept). Texts are filled in by the consumer."""
+    values, ids = probs.topk(min(k, probs.shape[-1]))
+    ranked = [Ranked(int(i), min(1.0, max(0.0, v))) for v, i in zip(values.tolist(), ids.tolist())]
+    return [r for n, r in enumerate(ranked) if n == 0 or r.prob > 0]
+
+
+def _refused_at(drafted: list[int], emitted: list[int]) -> int | None:
+    """The position whose draft the target may have refused: the first where the emitted token differs, or the last
+    emitted one when every emitted token equals its draft (ensemble verification can resample the refused id itself;
+    when the end of generation cut the step there, the consumer drops what was computed for it)."""
+    for i, (d, e) in enumerate(zip(drafted, emitted)):
+        if d != e:
+            return i
+    return len(emitted) - 1 if emitted and len(emitted) <= len(drafted) else None
+
+
+def _step_dists(raw: "_Raw", k: int, sample: bool, ensemble_weight: float | None) -> list[Position] | None:
+    """The step microscope's records of one step: per emitted token, the top-k of the target's row that decided it
+    (p: softmax of the very scores Transformers decided with, after its logits processors), of the drafter's row (q:
+    softmax of the candidate logits Transformers received, warped twice under sampling), of ensemble verification's
+    mixture v = w·p + (1−w)·q, and at the refused position under sampling with q the residual max(0, p − q)
+    normalised the correction was drawn from (Transformers' `_speculative_sampling`; ensemble: the same, since
+    max(0, v − q) = w·max(0, p − q), or p itself where the residual is numerically zero). Only k-sized lists leave
+    this function."""
+    if k <= 0 or raw.p_logits is None:
+        return None
+    drafted = raw.drafted.tolist() if raw.drafted is not None else []
+    emitted = raw.emitted.tolist()
+    rows = len(emitted)
+    p = raw.p_logits[:rows].float().softmax(dim=-1)
+    q_logits = raw.q_logits
+    q = q_logits[: min(rows, len(drafted))].float().softmax(dim=-1) if q_logits is not None and drafted else None
+    if q is not None and q.shape[-1] != p.shape[-1]:
+        q = None  # not comparable token for token (Transformers could not compare them either)
+    refused = _refused_at(drafted, emitted) if sample and q is not None else None
+    positions = []
+    for i in range(rows):
+        position = Position(p=_top(p[i], k), p_emitted=_prob(p[i, emitted[i]]))
+        if i < len(drafted):
+            token = drafted[i]
+            position.p_drafted = _prob(p[i, token])
+            if q is not None and i < q.shape[0]:
+                position.q = _top(q[i], k)
+                position.q_drafted = _prob(q[i, token])
+                if ensemble_weight is not None:
+                    v = ensemble_weight * p[i] + (1 - ensemble_weight) * q[i]
+                    position.v, position.v_drafted = _top(v, k), _prob(v[token])
+                if i == refused:
+                    residual = (p[i] - q[i]).clamp(min=0)
+                    total = float(residual.sum())
+                    if ensemble_weight is not None and total <= torch.finfo(residual.dtype).tiny:
+                        residual, total = p[i], 1.0
+                    if total > 0:
+                        position.residual = _top(residual / total, k)
+                        position.residual_emitted = _prob(residual[emitted[i]] / total)
+        positions.append(position)
+    return positions
 
 
 def _device_sync(model: Any) -> Callable[[], None]:
@@ -500,10 +567,13 @@ class _Recorder:
     `update_candidate_strategy` is called (baseline: when the streamer receives the token).
     """
 
-    def __init__(self, out: "queue.Queue[Any]", sync: Callable[[], None], watch: _ScoreWatch):
+    def __init__(self, out: "queue.Queue[Any]", sync: Callable[[], None], watch: _ScoreWatch,
+                 dists: Callable[[_Raw], list[Position] | None] = lambda raw: None):
         self.out = out
         self.sync = sync
         self.watch = watch  # told when the drafter runs (its scores are not the target's)
+        self.dists = dists  # the microscope's top-k of a step (only used here when the consumer fell far behind)
+        self._scores: torch.Tensor | None = None  # plain decoding: the scores the last token was picked from
         self.started = 0.0  # set by the caller right before generate()
         self._step_start: float | None = None
         self._decided: float | None = None  # when the last step's tokens were decided
@@ -569,6 +639,7 @@ class _Recorder:
             if self.out.qsize() > MAX_PENDING_LOGITS and self._draft is not None:
                 ids = self._draft.tolist()
                 raw.q, raw.p = _token_probs(raw.q_logits, ids), _token_probs(raw.p_logits, ids)
+                raw.dists = self.dists(raw)
                 raw.q_logits = raw.p_logits = None
             self.out.put(raw)
             self._draft = self._q = None
@@ -581,6 +652,12 @@ class _Recorder:
     # plain decoding: the target's forward begins a step, the streamer sees its token (after the prompt)
     def forward_pre_hook(self, module: Any, args: Any) -> None:
         self.begin_step()
+
+    def tap_scores(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """The last logits processor of plain decoding: keeps a reference to the scores the token is picked from
+        (after every processor and warper; nothing is copied or computed here)."""
+        self._scores = scores
+        return scores
 
     def streamer(self, prompt_len: int) -> BaseStreamer:
         recorder = self
@@ -598,7 +675,11 @@ class _Recorder:
                 tokens = value.reshape(-1).clone()
                 self.total += tokens.shape[0]
                 verify_ms = (recorder._decided - (recorder._step_start or recorder._decided)) * 1000
-                recorder.out.put(_Raw(None, tokens, self.total, 0.0, verify_ms, None, None))
+                scores, recorder._scores = recorder._scores, None
+                raw = _Raw(None, tokens, self.total, 0.0, verify_ms, None, scores)
+                if scores is not None and recorder.out.qsize() > MAX_PENDING_LOGITS:
+                    raw.dists, raw.p_logits = recorder.dists(raw), None
+                recorder.out.put(raw)
 
             def end(self) -> None:
                 pass
@@ -623,12 +704,22 @@ def _instrumented(model: Any, recorder: _Recorder) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _step_starts_at_forward(model: Any, recorder: _Recorder) -> Iterator[None]:
-    """Plain decoding: each target forward begins a step (hook removed after the run)."""
+    """Plain decoding: each target forward begins a step, and the recorder's tap is the last logits processor, after
+    the sampling warpers Transformers appends behind the caller's processors (hook and wrapper removed after)."""
     handle = model.register_forward_pre_hook(recorder.forward_pre_hook)
+    factory = type(model)._get_logits_processor
+
+    def processors(*args: Any, **kwargs: Any) -> LogitsProcessorList:
+        built = factory(model, *args, **kwargs)
+        built.append(recorder.tap_scores)
+        return built
+
+    model._get_logits_processor = processors
     try:
         yield
     finally:
         handle.remove()
+        del model._get_logits_processor
 
 
 _DONE = object()
@@ -689,6 +780,9 @@ class LiveRun:
             vocab_size=int(prepared.target.model.config.get_text_config().vocab_size),
         )
         self._context: list[int] = prepared.input_ids[0, -4:].tolist()
+        self._top_k = get_settings().top_k  # the step microscope's k (0: nothing recorded)
+        self.trace.decoding["recorded_top_k"] = self._top_k
+        self._texts: dict[int, str] = {}  # token id -> text, for the microscope's top-k lists
 
     @property
     def running(self) -> bool:
@@ -702,7 +796,7 @@ class LiveRun:
         _name_os_thread(WORKER_OS_THREAD_NAME)
         prepared = self.prepared
         model = prepared.target.model
-        recorder = _Recorder(self._queue, _device_sync(model), self._watch)
+        recorder = _Recorder(self._queue, _device_sync(model), self._watch, self._raw_dists)
         kwargs = dict(prepared.generate_kwargs)
         kwargs["stopping_criteria"] = StoppingCriteriaList([self._stop])
         kwargs["logits_processor"] = LogitsProcessorList([self._watch])
@@ -778,6 +872,42 @@ class LiveRun:
             pass
         return self.trace
 
+    def _raw_dists(self, raw: _Raw) -> list[Position] | None:
+        return _step_dists(raw, self._top_k, self.prepared.request.sample, self._ensemble_weight)
+
+    def _token_text(self, token: int) -> str:
+        """A top-k token's text as it reads after the prompt's last tokens (so a leading space shows), cached."""
+        text = self._texts.get(token)
+        if text is None:
+            anchor = self.prepared.input_ids[0, -4:].tolist()
+            text = self._texts[token] = token_texts(self.prepared.target.tokenizer, anchor, [token])[0]
+        return text
+
+    def _dists(self, raw: _Raw, refused: bool) -> list[Position] | None:
+        """The microscope's positions of a step with their texts; the residual only where a draft was refused."""
+        dists = raw.dists if raw.dists is not None else self._raw_dists(raw)
+        for position in dists or ():
+            if not refused:
+                position.residual = None
+            for ranked in (position.p, position.q, position.v, position.residual):
+                for entry in ranked or ():
+                    entry.text = self._token_text(entry.id)
+        return dists
+
+    def _lookup_source(self, drafted: list[int], context: list[int]) -> list[int] | None:
+        """Prompt lookup: [start, end) of the n-gram the draft was copied after, by replaying Transformers' rule
+        (the longest n-gram first, its earliest occurrence) on the context; None unless the replay drafts exactly
+        what the run drafted."""
+        if not drafted or self.prepared.method.draft_replay != "context_copy":
+            return None
+        from .tune import prompt_lookup_match  # tune runs generations through this module: imported on use
+
+        params, prepared = self.prepared.params, self.prepared
+        draft, span = prompt_lookup_match(
+            context, int(params["prompt_lookup_num_tokens"]), int(params["max_matching_ngram_size"]),
+            prepared.input_ids.shape[1] + prepared.request.max_new_tokens, prepared.eos_ids)
+        return list(span) if span is not None and draft == drafted else None
+
     def _build_step(self, raw: _Raw) -> Step:
         """Everything shown about a step, computed here in the consumer's thread, outside the timed phases."""
         drafted = raw.drafted.tolist() if raw.drafted is not None else []
@@ -806,7 +936,8 @@ class LiveRun:
             index=len(self.trace.steps), drafted=drafted, accepted=accepted, rejected=rejected, discarded=discarded,
             emitted=emitted, unverified=unverified, drafted_text=drafted_text, emitted_text=emitted_text,
             draft_ms=round(raw.draft_ms, 3), verify_ms=round(raw.verify_ms, 3), q=q, p=p, mixture=mixture,
-            no_draft_reason=no_draft_reason,
+            no_draft_reason=no_draft_reason, dists=self._dists(raw, bool(rejected)),
+            lookup_source=self._lookup_source(drafted, prepared.input_ids[0].tolist() + self.trace.output_ids),
         )
 
 

@@ -37,7 +37,8 @@ MAX_COUNT = 2**53  # any other integer (counts, indices): exact in a float, as J
 MAX_MAPPING_DEPTH = 4  # nesting of the free-form objects (params, decoding, env)
 MAX_MAPPING_ITEMS = 1_000  # keys and items in one free-form object, nested ones included
 # fields (or lists) of values in [0, 1]
-PROBABILITIES = frozenset({"q", "p", "mixture", "acceptance_rate", "prob", "p_drafted", "q_drafted", "v_drafted"})
+PROBABILITIES = frozenset({"q", "p", "mixture", "acceptance_rate", "prob", "p_drafted", "q_drafted", "v_drafted",
+                           "p_emitted", "residual_emitted"})
 TOKEN_ID_FIELDS = frozenset({"id"})  # integer fields holding a token id (other integers are counts)
 POSITION_LISTS = frozenset({"lookup_source"})  # lists of integers holding positions in the context, not token ids
 MAX_TOP_K = MICROSCOPE_MAX_TOP_K  # entries in one recorded top-k list (PLAYGROUND_TOP_K is at most this)
@@ -81,11 +82,13 @@ class Position:
 
     p: list[Ranked]
     p_drafted: float | None = None
+    p_emitted: float | None = None  # p of the token emitted at this position (kept draft, correction, bonus, target)
     q: list[Ranked] | None = None
     q_drafted: float | None = None
     v: list[Ranked] | None = None
     v_drafted: float | None = None
     residual: list[Ranked] | None = None
+    residual_emitted: float | None = None  # the correction's probability under the residual
 
 
 @dataclass

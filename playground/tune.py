@@ -132,9 +132,17 @@ def prompt_lookup_draft(seq: Sequence[int], num_tokens: int, max_ngram: int, max
     With `index` (built over a longer sequence that starts with `seq`) the earliest occurrence is found
     in O(1) instead of by scanning.
     """
+    return prompt_lookup_match(seq, num_tokens, max_ngram, max_length, eos_ids, index)[0]
+
+
+def prompt_lookup_match(seq: Sequence[int], num_tokens: int, max_ngram: int, max_length: int,
+                        eos_ids: frozenset[int], index: "NgramIndex | None" = None
+                        ) -> tuple[list[int], tuple[int, int] | None]:
+    """Prompt lookup's draft for `seq` and where it was copied from: [start, end) of the matched n-gram in `seq`
+    (the draft is the tokens after it); None where nothing is drafted."""
     length = len(seq)
     if max_length == length + 1:
-        return []
+        return [], None
     for size in range(min(max_ngram, length - 1), 0, -1):
         tail = tuple(seq[length - size:])
         if index is not None:
@@ -148,11 +156,12 @@ def prompt_lookup_draft(seq: Sequence[int], num_tokens: int, max_ngram: int, max
                 chosen = list(seq[begin:end])
                 for j, token in enumerate(chosen):
                     if token in eos_ids:
-                        return chosen[:j]
-                return chosen
+                        chosen = chosen[:j]
+                        break
+                return chosen, ((start, begin) if chosen else None)
             # Only the earliest occurrence matters: a later one ends later and cannot have room either.
             break
-    return []
+    return [], None
 
 
 class NgramIndex:

@@ -1,0 +1,247 @@
+"""The step microscope's reading of a trace: why the target kept, refused or drew each token (pure: no torch).
+
+A schema-3 trace records, per judged position of a verification step (`Step.dists[i]`, the row of the target's
+scores that decided `emitted[i]`), the top-k of the target's p, the drafter's q, ensemble verification's mixture v
+and, at a refused position under sampling, the residual the correction was drawn from. `explain` names the rule
+Transformers 5.24 applied there (`_assisted_decoding` and `_speculative_sampling`) with this token's numbers, as
+keyed `Message`s every surface shows in its visitor's language; `refusal_pairs` and `acceptance_by_confidence` are
+the run's own answer to "why is acceptance low?". Which rule applied is read from the data (is there a q, a v, was
+it sampling), never from the method's name.
+
+The rules (Transformers 5.24):
+- greedy: the draft is kept while it equals the target's top choice (ensemble verification: the top of
+  v = w·p + (1−w)·q); the first token that differs is replaced by that top choice; after a fully kept draft the
+  target's top choice at the next row is the bonus (ensemble too: the bonus row uses p alone).
+- sampling with draft probabilities: the draft is accepted with probability min(1, p/q) (ensemble: min(1, v/q));
+  at the first refusal the correction is drawn from max(0, p − q) normalised (ensemble: the same distribution,
+  since max(0, v − q) = w·max(0, p − q)); after a fully accepted draft the bonus is drawn from p.
+- sampling without draft probabilities (prompt lookup, universal decoding's greedy drafter): the target draws
+  its own token from p at every position and the draft is kept while the draws equal it: a draft survives with
+  probability p, and the first draw that differs is the correction (from p itself: there is no q to subtract).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from .i18n import Message
+from .trace import Position, Ranked, Step, Trace
+
+# Outcomes of one position.
+KEPT = "kept"  # a draft the target accepted
+REFUSED = "refused"  # the first draft the target refused; emitted[i] is its correction
+BONUS = "bonus"  # the target's token after a fully accepted draft
+TARGET = "target"  # no draft at this position (plain decoding, or a step that drafted nothing)
+
+# Rules.
+GREEDY = "greedy"  # compare with the target's top choice
+GREEDY_ENSEMBLE = "greedy_ensemble"  # compare with the mixture's top choice
+SAMPLING = "sampling"  # min(1, p/q), the residual
+SAMPLING_ENSEMBLE = "sampling_ensemble"  # min(1, v/q), the residual
+SAMPLING_MATCH = "sampling_match"  # no q: the target draws from p, the draft survives when the draw equals it
+
+
+@dataclass
+class Verdict:
+    """The rule that decided one position of a step, with its numbers (`messages`, in order, keyed for i18n)."""
+
+    outcome: str  # KEPT | REFUSED | BONUS | TARGET
+    rule: str  # GREEDY | GREEDY_ENSEMBLE | SAMPLING | SAMPLING_ENSEMBLE | SAMPLING_MATCH
+    drafted: int | None  # the draft judged at this position (None: bonus, target)
+    chosen: int  # the token that went into the output
+    messages: list[Message] = field(default_factory=list)
+    recorded: bool = True  # False: the trace holds no distributions for this step (schema 1-2, PLAYGROUND_TOP_K=0)
+    acceptance: float | None = None  # sampling: the chance the draft was kept (min(1, p/q), min(1, v/q) or p)
+    margin: float | None = None  # greedy refusal: the top choice's probability minus the draft's
+    # Greedy only: whether the recorded distributions give the outcome the run had (the top choice kept, the top
+    # choice as the correction and the bonus); None under sampling, where a draw decided, and where not recorded.
+    consistent: bool | None = None
+    source: list[int] | None = None  # prompt lookup: [start, end) of the n-gram the draft was copied after
+
+
+def number(x: float | None) -> str:
+    """A probability as the microscope writes it (three decimals, or two significant digits when tiny)."""
+    if x is None:
+        return "?"
+    return f"{x:.3f}" if x >= 0.001 or x == 0 else f"{x:.1e}"
+
+
+def visible(text: str) -> str:
+    """A token's text with whitespace made visible (a bare space or newline would read as nothing)."""
+    if not text:
+        return "∅"
+    shown = text.replace("\n", "↵").replace("\t", "⇥")
+    if not text.strip():
+        shown = shown.replace(" ", "␣")
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
+                   for c in shown)
+
+
+def _prob_of(ranked: Sequence[Ranked] | None, token: int) -> float | None:
+    for entry in ranked or ():
+        if entry.id == token:
+            return entry.prob
+    return None
+
+
+def _texts(step: Step) -> tuple[list[str], list[str]]:
+    return (step.drafted_text or [""] * len(step.drafted), step.emitted_text or [""] * len(step.emitted))
+
+
+def outcome_at(step: Step, i: int) -> tuple[str, int | None]:
+    """(outcome, drafted id or None) of position i (0 ≤ i < len(step.emitted))."""
+    if not step.drafted or i >= len(step.drafted):
+        return (BONUS if step.drafted else TARGET), None
+    if i < step.accepted:
+        return KEPT, step.drafted[i]
+    if step.rejected and i == step.accepted:
+        return REFUSED, step.drafted[i]
+    return BONUS, None
+
+
+def rule_of(step: Step, i: int, decoding: dict[str, Any]) -> str:
+    """The rule Transformers applied at position i: read from the data (sampling or not, did the step have draft
+    probabilities q, an ensemble mixture v), not from the method's name."""
+    sample = bool(decoding.get("sample"))
+    has_q, has_v = step.q is not None, step.mixture is not None
+    if not sample:
+        return GREEDY_ENSEMBLE if has_v and i < len(step.drafted) else GREEDY
+    if has_q or has_v:
+        return SAMPLING_ENSEMBLE if has_v else SAMPLING
+    return SAMPLING_MATCH
+
+
+def explain(step: Step, i: int, decoding: dict[str, Any]) -> Verdict:
+    """The rule that decided position `i` of `step` (the row that chose `emitted[i]`, and judged `drafted[i]` where
+    there was one), with this token's numbers. Raises IndexError for a position the step does not have."""
+    if not 0 <= i < len(step.emitted):
+        raise IndexError(f"step {step.index} has positions 0 to {len(step.emitted) - 1}; got {i}")
+    outcome, drafted = outcome_at(step, i)
+    chosen = step.emitted[i]
+    drafted_texts, emitted_texts = _texts(step)
+    token = visible(emitted_texts[i])
+    draft = visible(drafted_texts[i]) if drafted is not None else ""
+    position = step.dists[i] if step.dists is not None and i < len(step.dists) else None
+    rule = rule_of(step, i, decoding)
+    verdict = Verdict(outcome=outcome, rule=rule, drafted=drafted, chosen=chosen, recorded=position is not None,
+                      source=step.lookup_source if drafted is not None else None)
+    if position is None:
+        verdict.messages.append(Message.keyed("microscope.not_recorded"))
+        return verdict
+    says = verdict.messages.append
+    p_chosen = position.p_emitted if position.p_emitted is not None else _prob_of(position.p, chosen)
+    if rule in (GREEDY, GREEDY_ENSEMBLE):
+        judged = position.v if rule == GREEDY_ENSEMBLE and position.v is not None else position.p
+        top = judged[0]
+        top_text = visible(_top_text(top, step, i))
+        if outcome == TARGET:
+            says(Message.keyed("microscope.greedy.target", token=token, p=number(p_chosen)))
+            verdict.consistent = position.p[0].id == chosen
+        elif outcome == BONUS:
+            says(Message.keyed("microscope.greedy.bonus", token=token, p=number(p_chosen)))
+            verdict.consistent = position.p[0].id == chosen
+        elif rule == GREEDY_ENSEMBLE:
+            v = position.v_drafted
+            if outcome == KEPT:
+                says(Message.keyed("microscope.ensemble.greedy.kept", draft=draft, v=number(v)))
+                if position.p[0].id != drafted:
+                    says(Message.keyed("microscope.ensemble.greedy.p_alone", top=visible(_top_text(position.p[0], step, i)),
+                                       p_top=number(position.p[0].prob), p=number(position.p_drafted)))
+            else:
+                verdict.margin = top.prob - (v or 0.0)
+                says(Message.keyed("microscope.ensemble.greedy.refused", draft=draft, v=number(v), top=top_text,
+                                   v_top=number(top.prob), margin=number(verdict.margin)))
+            verdict.consistent = (top.id == drafted) == (outcome == KEPT) and (outcome == KEPT or top.id == chosen)
+        else:
+            p = position.p_drafted
+            if outcome == KEPT:
+                says(Message.keyed("microscope.greedy.kept", draft=draft, p=number(p)))
+            else:
+                verdict.margin = top.prob - (p or 0.0)
+                says(Message.keyed("microscope.greedy.refused", draft=draft, p=number(p), top=top_text,
+                                   p_top=number(top.prob), margin=number(verdict.margin)))
+            verdict.consistent = (top.id == drafted) == (outcome == KEPT) and (outcome == KEPT or top.id == chosen)
+        return verdict
+    if outcome == TARGET:
+        says(Message.keyed("microscope.sampling.target", token=token, p=number(p_chosen)))
+        return verdict
+    if outcome == BONUS:
+        says(Message.keyed("microscope.sampling.bonus", token=token, p=number(p_chosen)))
+        return verdict
+    p, q, v = position.p_drafted, position.q_drafted, position.v_drafted
+    if rule == SAMPLING_MATCH:
+        verdict.acceptance = p
+        if outcome == KEPT:
+            says(Message.keyed("microscope.match.kept", draft=draft, p=number(p)))
+        else:
+            says(Message.keyed("microscope.match.refused", draft=draft, p=number(p), token=token,
+                               p_token=number(p_chosen)))
+        return verdict
+    if rule == SAMPLING_ENSEMBLE:
+        verdict.acceptance = min(1.0, v / q) if v is not None and q else None
+        alone = min(1.0, p / q) if p is not None and q else None
+        key = "microscope.ensemble.sampling.kept" if outcome == KEPT else "microscope.ensemble.sampling.refused"
+        says(Message.keyed(key, draft=draft, v=number(v), q=number(q), a=number(verdict.acceptance)))
+        says(Message.keyed("microscope.ensemble.sampling.p_alone", p=number(p), q=number(q), a=number(alone)))
+    else:
+        verdict.acceptance = min(1.0, p / q) if p is not None and q else None
+        key = "microscope.sampling.kept" if outcome == KEPT else "microscope.sampling.refused"
+        says(Message.keyed(key, draft=draft, p=number(p), q=number(q), a=number(verdict.acceptance)))
+    if outcome == REFUSED:
+        r = position.residual_emitted if position.residual_emitted is not None else _prob_of(position.residual, chosen)
+        if r is None:
+            says(Message.keyed("microscope.sampling.correction_outside", token=token, k=len(position.residual or ())))
+        else:
+            says(Message.keyed("microscope.sampling.correction", token=token, r=number(r)))
+    return verdict
+
+
+def _top_text(entry: Ranked, step: Step, i: int) -> str:
+    """A top-k entry's text (recorded with it; the step's own texts where the entry carries none)."""
+    if entry.text:
+        return entry.text
+    drafted_texts, emitted_texts = _texts(step)
+    if i < len(step.emitted) and step.emitted[i] == entry.id:
+        return emitted_texts[i]
+    if i < len(step.drafted) and step.drafted[i] == entry.id:
+        return drafted_texts[i]
+    return str(entry.id)
+
+
+def refusal_pairs(trace: Trace) -> list[tuple[int, str, int, str, int]]:
+    """The run's refusals as (drafted id, its text, the target's token id, its text, count), most frequent first
+    (ties: the pair seen first). The target's token is what the target emitted in the draft's place."""
+    counts: Counter[tuple[int, int]] = Counter()
+    texts: dict[tuple[int, int], tuple[str, str]] = {}
+    for step in trace.steps:
+        if not step.rejected or step.accepted >= len(step.emitted):
+            continue
+        drafted_texts, emitted_texts = _texts(step)
+        pair = (step.rejected[0], step.emitted[step.accepted])
+        counts[pair] += 1
+        texts.setdefault(pair, (drafted_texts[step.accepted], emitted_texts[step.accepted]))
+    order = {pair: n for n, pair in enumerate(texts)}
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], order[item[0]]))
+    return [(d, texts[(d, e)][0], e, texts[(d, e)][1], n) for (d, e), n in ranked]
+
+
+def acceptance_by_confidence(trace: Trace, buckets: Sequence[float]) -> list[tuple[float, float, int, int]]:
+    """Acceptance by how sure the drafter was: for each bucket [lo, hi) of q of the drafted token (the last one
+    closed, [lo, hi]), (lo, hi, drafts judged, drafts accepted). Drafts never judged (discarded, unverified) and
+    steps without q (prompt lookup, greedy universal decoding) count nowhere. `buckets`: ascending edges."""
+    edges = list(buckets)
+    rows = [[lo, hi, 0, 0] for lo, hi in zip(edges, edges[1:])]
+    for step in trace.steps:
+        if step.q is None:
+            continue
+        for k in range(min(step.judged_drafts, len(step.q))):
+            q = step.q[k]
+            for n, row in enumerate(rows):
+                last = n == len(rows) - 1
+                if row[0] <= q < row[1] or (last and q == row[1]):
+                    row[2] += 1
+                    row[3] += int(k < step.accepted)
+                    break
+    return [(float(lo), float(hi), judged, accepted) for lo, hi, judged, accepted in rows]
