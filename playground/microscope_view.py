@@ -16,11 +16,12 @@ left sentences, and a token's own letters keep their direction.
 from __future__ import annotations
 
 import html
+import re
 from typing import Sequence
 
 from . import microscope
 from .i18n import DEFAULT_LANGUAGE, t
-from .trace import ACCEPTED, BONUS, CORRECTION, REJECTED, TARGET, Position, Ranked, Step, Trace
+from .trace import Position, Ranked, Step, Trace
 
 # The tables' q buckets: how sure the drafter was of the token it drafted.
 Q_BUCKETS: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
@@ -29,9 +30,8 @@ CONTEXT_CHARS = 160  # of the output shown on each side of a prompt-lookup sourc
 
 
 def _num(x: float) -> str:
-    """A probability, left to right wherever it stands."""
-    shown = f"{x:.3f}" if x >= 0.001 or x == 0 else f"{x:.1e}"
-    return f'<bdi dir="ltr" class="pg-num">{shown}</bdi>'
+    """A probability as the microscope writes it, left to right wherever it stands."""
+    return f'<bdi dir="ltr" class="pg-num">{microscope.number(x)}</bdi>'
 
 
 def _t_html(key: str, lang: str, **fields: str) -> str:
@@ -39,30 +39,31 @@ def _t_html(key: str, lang: str, **fields: str) -> str:
     return html.escape(t(key, lang), quote=False).format(**fields)
 
 
+# A formula or number inside a sentence: numbers, one-letter variables, min / max and the signs between them.
+_FORMULA = re.compile(
+    r"(?:(?:(?<![\w])(?:min|max|[A-Za-z])(?![\w])|(?<![\w])\d[\d.]*(?:e[+-]?\d+)?(?![\w])|[()/,=·−+*-])[ ]?)+")
+
+
+def _isolate_numbers(escaped: str) -> str:
+    """An escaped sentence with each formula that holds a digit (min(1, 0.3/0.5) = 0.6, p = 0.025) in a left-to-right
+    isolate, so it keeps its order inside a right-to-left sentence."""
+    def isolate(match: re.Match[str]) -> str:
+        run = match.group(0)
+        core = run.strip(" ,=")
+        while core and (core[-1] in "(,= " or core[0] in "),= "
+                        or core.count("(") != core.count(")") and core[-1] in ")(" + core[0]):
+            core = core[:-1] if core[-1] in "(,= " or core.count(")") > core.count("(") and core[-1] == ")" \
+                else core[1:]
+        if not any(c.isdigit() for c in core):
+            return run
+        lead = run.index(core)
+        return f'{run[:lead]}<bdi dir="ltr">{core}</bdi>{run[lead + len(core):]}'
+    return _FORMULA.sub(isolate, escaped)
+
+
 def _token(text: str) -> str:
     """A token's text, whitespace made visible, isolated from the sentence around it."""
-    shown = text.replace("\n", "↵").replace("\t", "⇥") if text.strip() else (
-        text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") or "∅")
-    return f'<bdi class="pg-micro-tok">{html.escape(shown)}</bdi>'
-
-
-def position_tokens(step: Step, pos: int) -> tuple[int | None, int | None, str]:
-    """(drafted id judged at `pos` or None, emitted id decided at `pos` or None, the clicked token's status).
-
-    Position `pos` of a step is the row of the target's scores that decided `emitted[pos]`; for a drafting step it
-    also judged `drafted[pos]` when pos <= accepted (the accepted drafts and the first refused one).
-    """
-    drafted = step.drafted[pos] if pos < len(step.drafted) and pos <= step.accepted else None
-    emitted = step.emitted[pos] if pos < len(step.emitted) else None
-    if not step.drafted:
-        status = TARGET
-    elif pos < step.accepted:
-        status = ACCEPTED
-    elif step.rejected and pos == step.accepted:
-        status = CORRECTION
-    else:
-        status = BONUS
-    return drafted, emitted, status
+    return f'<bdi class="pg-micro-tok">{html.escape(microscope.visible(text))}</bdi>'
 
 
 def _ranked_list(kind: str, title: str, ranked: Sequence[Ranked], drafted: int | None, drafted_prob: float | None,
@@ -75,10 +76,10 @@ def _ranked_list(kind: str, title: str, ranked: Sequence[Ranked], drafted: int |
         flags = ""
         if drafted is not None and r.id == drafted:
             flags += ' data-drafted="true"'
-            marks.append(t("micro.mark.drafted", lang))
+            marks.append(t("microscope.cli.mark.drafted", lang))
         if chosen is not None and r.id == chosen:
             flags += ' data-chosen="true"'
-            marks.append(t("micro.mark.chosen", lang) if kind != "residual" else t("micro.mark.drawn", lang))
+            marks.append(t("microscope.cli.mark.emitted", lang) if kind != "residual" else t("micro.mark.drawn", lang))
         mark = f'<span class="pg-micro-mark">{html.escape(" · ".join(marks))}</span>' if marks else ""
         rows.append(
             f'<li class="pg-micro-row" data-rank="{rank}" data-id="{r.id}" data-prob="{r.prob:.6g}"{flags}>'
@@ -88,56 +89,69 @@ def _ranked_list(kind: str, title: str, ranked: Sequence[Ranked], drafted: int |
     if drafted is not None and all(r.id != drafted for r in ranked) and drafted_prob is not None:
         outside = (f'<p class="pg-micro-outside" data-drafted="true" data-id="{drafted}" '
                    f'data-prob="{drafted_prob:.6g}">'
-                   + _t_html("micro.outside", lang, k=f'<bdi dir="ltr">{len(ranked)}</bdi>', token=_token(drafted_text),
-                             prob=_num(drafted_prob))
+                   + _t_html("microscope.cli.outside", lang, k=f'<bdi dir="ltr">{len(ranked)}</bdi>',
+                             draft=_token(drafted_text), prob=_num(drafted_prob))
                    + "</p>")
     return (f'<section class="pg-micro-dist" data-dist="{kind}"><h4>{html.escape(title)}</h4>'
             f'<ol>{"".join(rows)}</ol>{outside}</section>')
 
 
-def _not_recorded(step: Step, pos: int, lang: str) -> str:
-    """What a step without distributions still says about the position: the drafted token's p, q, v."""
+def _recorded_figures(step: Step, pos: int) -> str:
+    """What a step without distributions still says about a judged draft: its own q, p and v (every schema has them)."""
     figures = []
     for name, values in (("q", step.q), ("p", step.p), ("v", step.mixture)):
         if values is not None and pos < len(values) and pos <= step.accepted:
             figures.append(f"{name} = {_num(values[pos])}")
-    known = f'<p class="pg-micro-known">{" · ".join(figures)}</p>' if figures else ""
-    return f'<p class="pg-micro-missing" data-testid="pg-micro-missing">{html.escape(t("micro.not_recorded", lang))}</p>{known}'
+    return f'<p class="pg-micro-known">{" · ".join(figures)}</p>' if figures else ""
+
+
+def _common_suffix(a: str, b: str) -> int:
+    """Length of the longest common suffix of two strings."""
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n
 
 
 def _lookup_html(trace: Trace, step_no: int, span: Sequence[int], lang: str) -> str:
-    """Prompt lookup: the n-gram the draft was copied after, highlighted where it stands in the context.
+    """Prompt lookup: the n-gram the draft was copied after, highlighted where it stands, and the copy after it.
 
-    Context positions past the prompt are output tokens (their texts are in the trace); inside the prompt the trace
-    has the prompt's text but not its tokens, so the n-gram (the same tokens as the context's last ones, which is
-    what lookup matched) is found in the prompt's text.
+    A span in the output is exact (the output's token texts are in the trace). The trace holds the prompt as text,
+    not tokens, so a span in the prompt is found by its text: the copy (the draft's text) follows the n-gram there,
+    and the n-gram ends the context too (that is what lookup matched), so the text highlighted is the longest common
+    ending of the prompt before the copy and the whole context: the n-gram, or a longer repeat that holds it.
     """
     start, end = span
+    step = trace.steps[step_no]
     output: list[str] = []
     for s in trace.steps[:step_no]:
         output.extend(s.emitted_text or [""] * len(s.emitted))
-    context_len = trace.prompt_tokens + len(output)
-    n = end - start
-    tail = output[len(output) - n:] if n <= len(output) else None
-    where = t("micro.lookup.in_output", lang) if start >= trace.prompt_tokens else t("micro.lookup.in_prompt", lang)
-    head = _t_html("micro.lookup.source", lang, start=f'<bdi dir="ltr">{start}</bdi>', end=f'<bdi dir="ltr">{end}</bdi>',
-             where=html.escape(where))
-    if start >= trace.prompt_tokens and end <= context_len:
-        i, j = start - trace.prompt_tokens, end - trace.prompt_tokens
-        before = "".join(output[:i])[-CONTEXT_CHARS:]
-        match = "".join(output[i:j])
-        after = "".join(output[j:])[:CONTEXT_CHARS]
+    draft = "".join(step.drafted_text)
+    in_output = start >= trace.prompt_tokens
+    where = t("microscope.cli.source.output" if in_output else "microscope.cli.source.prompt", lang)
+    head = _t_html("microscope.cli.source", lang, start=f'<bdi dir="ltr">{start}</bdi>',
+                   end=f'<bdi dir="ltr">{end}</bdi>', where=html.escape(where))
+    if in_output:
+        text, i, j = "".join(output), start - trace.prompt_tokens, end - trace.prompt_tokens
+        gram_at, copy_at = len("".join(output[:i])), len("".join(output[:j]))
     else:
-        needle = "".join(tail) if tail is not None else ""
-        at = trace.prompt.find(needle) if needle else -1
-        if at < 0:
+        text, context = trace.prompt, trace.prompt + "".join(output)
+        gram_at = copy_at = -1
+        at = text.find(draft) if draft else -1
+        while at >= 0:
+            length = _common_suffix(text[:at], context)
+            if length:
+                gram_at, copy_at = at - length, at
+                break
+            at = text.find(draft, at + 1)
+        if gram_at < 0:
             return f'<div class="pg-micro-lookup" data-testid="pg-micro-lookup"><p>{head}</p></div>'
-        before, match, after = (trace.prompt[max(0, at - CONTEXT_CHARS):at], needle,
-                                trace.prompt[at + len(needle):at + len(needle) + CONTEXT_CHARS])
-    context = (f'<div class="pg-micro-context" dir="auto">{html.escape(before)}'
-               f'<mark class="pg-micro-match" data-testid="pg-micro-match">{html.escape(match)}</mark>'
-               f'{html.escape(after)}</div>')
-    return f'<div class="pg-micro-lookup" data-testid="pg-micro-lookup"><p>{head}</p>{context}</div>'
+    copy_end = copy_at + len(draft) if text.startswith(draft, copy_at) else copy_at
+    context_html = (f'<div class="pg-micro-context" dir="auto">{html.escape(text[max(0, gram_at - CONTEXT_CHARS):gram_at])}'
+                    f'<mark class="pg-micro-match" data-testid="pg-micro-match">{html.escape(text[gram_at:copy_at])}</mark>'
+                    f'<mark class="pg-micro-copied">{html.escape(text[copy_at:copy_end])}</mark>'
+                    f'{html.escape(text[copy_end:copy_end + CONTEXT_CHARS])}</div>')
+    return f'<div class="pg-micro-lookup" data-testid="pg-micro-lookup"><p>{head}</p>{context_html}</div>'
 
 
 def _find_step(trace: Trace, step_index: int) -> tuple[int, Step] | None:
@@ -157,20 +171,19 @@ def panel_html(trace: Trace | None, step_index: int, pos: int, lang: str = DEFAU
     if found is None or not 0 <= pos < len(found[1].emitted):
         return empty_panel(t("micro.no_such_token", lang), lang)
     k, step = found
-    drafted, chosen, status = position_tokens(step, pos)
+    verdict = microscope.explain(step, pos, trace.decoding)
+    drafted, chosen = verdict.drafted, verdict.chosen
     drafted_texts = step.drafted_text or [""] * len(step.drafted)
     emitted_texts = step.emitted_text or [""] * len(step.emitted)
     drafted_text = drafted_texts[pos] if drafted is not None else ""
-    refused = drafted is not None and drafted != chosen
+    refused = verdict.outcome == microscope.REFUSED
     heading = _t_html("micro.heading", lang, n=f'<bdi dir="ltr">{step.index + 1}</bdi>',
-                i=f'<bdi dir="ltr">{pos + 1}</bdi>', token=_token(emitted_texts[pos]))
+                      i=f'<bdi dir="ltr">{pos + 1}</bdi>', token=_token(emitted_texts[pos]))
     if refused:
         heading += " " + _t_html("micro.heading_refused", lang, token=_token(drafted_text))
     parts = [f'<p class="pg-micro-head">{heading}</p>']
-    row: Position | None = step.dists[pos] if step.dists is not None and pos < len(step.dists) else None
-    if row is None:
-        parts.append(_not_recorded(step, pos, lang))
-    else:
+    row: Position | None = step.dists[pos] if verdict.recorded and step.dists is not None else None
+    if row is not None:
         lists = [_ranked_list("p", t("micro.dist.p", lang), row.p, drafted, row.p_drafted, drafted_text, chosen, lang)]
         if row.q is not None:
             lists.append(_ranked_list("q", t("micro.dist.q", lang), row.q, drafted, row.q_drafted, drafted_text,
@@ -182,13 +195,16 @@ def panel_html(trace: Trace | None, step_index: int, pos: int, lang: str = DEFAU
             lists.append(_ranked_list("residual", t("micro.dist.residual", lang), row.residual, drafted, None,
                                       drafted_text, chosen, lang))
         parts.append(f'<div class="pg-micro-dists">{"".join(lists)}</div>')
-        verdict = microscope.explain(step, pos, trace.decoding)
-        lines = "".join(f"<li>{html.escape(message.localized(lang))}</li>" for message in verdict.messages)
-        parts.append(f'<ul class="pg-micro-rule" data-testid="pg-micro-rule">{lines}</ul>')
-    if step.lookup_source is not None and drafted is not None:
-        parts.append(_lookup_html(trace, k, step.lookup_source, lang))
+    lines = "".join(f"<li>{_isolate_numbers(html.escape(message.localized(lang), quote=False))}</li>"
+                    for message in verdict.messages)
+    missing = "" if verdict.recorded else ' data-recorded="false"'
+    parts.append(f'<ul class="pg-micro-rule" data-testid="pg-micro-rule"{missing}>{lines}</ul>')
+    if not verdict.recorded:
+        parts.append(_recorded_figures(step, pos))
+    if verdict.source is not None:
+        parts.append(_lookup_html(trace, k, verdict.source, lang))
     return (f'<div class="pg-micro" data-testid="pg-micro" data-step="{step.index}" data-pos="{pos}" '
-            f'data-status="{status}" data-refused="{str(refused).lower()}">{"".join(parts)}</div>')
+            f'data-outcome="{verdict.outcome}" data-refused="{str(refused).lower()}">{"".join(parts)}</div>')
 
 
 def empty_panel(message: str | None = None, lang: str = DEFAULT_LANGUAGE) -> str:
@@ -204,7 +220,7 @@ def refusals_html(trace: Trace | None, lang: str = DEFAULT_LANGUAGE) -> str:
     """The run's most frequent (drafted → target's token) refusals, as a table."""
     pairs = microscope.refusal_pairs(trace) if trace is not None else []
     if not pairs:
-        return f'<p class="pg-none" data-testid="pg-refusals">{html.escape(t("micro.refusals.none", lang))}</p>'
+        return f'<p class="pg-none" data-testid="pg-refusals">{html.escape(t("microscope.cli.refusals.none", lang))}</p>'
     head = (f"<tr><th>{html.escape(t('micro.refusals.drafted', lang))}</th>"
             f"<th>{html.escape(t('micro.refusals.target', lang))}</th>"
             f"<th>{html.escape(t('micro.refusals.count', lang))}</th></tr>")
@@ -221,7 +237,7 @@ def confidence_html(trace: Trace | None, lang: str = DEFAULT_LANGUAGE) -> str:
     """Acceptance by how sure the drafter was (q of the drafted token), as a table; methods without q say so."""
     rows_data = microscope.acceptance_by_confidence(trace, Q_BUCKETS) if trace is not None else []
     if not any(judged for _, _, judged, _ in rows_data):
-        return f'<p class="pg-none" data-testid="pg-confidence">{html.escape(t("micro.confidence.none", lang))}</p>'
+        return f'<p class="pg-none" data-testid="pg-confidence">{html.escape(t("microscope.cli.confidence.none", lang))}</p>'
     head = (f"<tr><th>{html.escape(t('micro.confidence.q', lang))}</th>"
             f"<th>{html.escape(t('micro.confidence.judged', lang))}</th>"
             f"<th>{html.escape(t('micro.confidence.accepted', lang))}</th></tr>")
@@ -284,6 +300,7 @@ CSS = """
 .pg-micro-context { white-space: pre-wrap; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
   font-size: 13px; border-radius: 6px; padding: 4px 6px; background: rgba(128,128,128,.08); unicode-bidi: plaintext; }
 .pg-micro-match { background: rgba(230,159,0,.45); color: inherit; border-radius: 2px; }
+.pg-micro-copied { background: none; color: inherit; text-decoration: underline dotted; text-underline-offset: 3px; }
 .pg-micro-tables { display: grid; grid-template-columns: repeat(auto-fit, minmax(260px, 1fr)); gap: 10px; }
 .pg-micro-table caption { text-align: start; font-size: 12.5px; opacity: .85; padding-bottom: 2px; }
 html[dir="rtl"] .pg-micro-table th, html[dir="rtl"] .pg-micro-table td { text-align: start; }
