@@ -21,7 +21,7 @@ from playground.models import DEFAULT_TARGET  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "Write one sentence about why the sky is blue."
-SETTINGS = dict(method="early_exit", params={"assistant_early_exit": 6, "num_assistant_tokens": 4}, max_new_tokens=40,
+SETTINGS = dict(method="early_exit", params={"assistant_early_exit": 10, "num_assistant_tokens": 4}, max_new_tokens=40,
                 sample=True, temperature=0.8, seed=1)
 
 

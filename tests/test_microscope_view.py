@@ -93,13 +93,16 @@ def check_list(rows: list[dict[str, Any]], ranked: list[Any], marked: int | None
     assert [r["id"] for r in rows if r["drafted"]] == ([marked] if marked in [e.id for e in ranked] else [])
 
 
+def opened_refusals(trace: Trace) -> list[tuple[Any, int, Any, Rows]]:
+    """(step, position, its recorded row, the panel read back) for every refused draft of the run (at least one)."""
+    refused = refused_positions(trace)
+    assert refused, "the drafter must be refused at least once in the run"
+    return [(trace.steps[i], pos, trace.steps[i].dists[pos], Rows(microscope_view.panel_html(trace, i, pos)))
+            for i, pos in refused]
+
+
 def test_refused_token_shows_target_top_first_and_the_draft_marked(greedy: Trace) -> None:
-    refused = refused_positions(greedy)
-    assert refused, "the noisy drafter must be refused at least once in 24 tokens"
-    for step_index, pos in refused:
-        step = greedy.steps[step_index]
-        row = step.dists[pos]
-        view = Rows(microscope_view.panel_html(greedy, step_index, pos))
+    for step, pos, row, view in opened_refusals(greedy):
         assert view.panel["data-refused"] == "true" and view.panel["data-pos"] == str(pos)
         # greedy: the target's top token is the correction that replaced the draft
         assert view.lists["p"][0]["id"] == row.p[0].id == step.emitted[pos]
@@ -146,17 +149,11 @@ def test_numbers_read_left_to_right_in_arabic(greedy: Trace) -> None:
 
 
 def test_sampling_shows_the_residual_with_the_drawn_token(sampled: Trace) -> None:
-    refused = refused_positions(sampled)
-    assert refused, "an unrelated drafter must be refused at least once in 32 sampled tokens"
-    for step_index, pos in refused:
-        step = sampled.steps[step_index]
-        row = step.dists[pos]
-        view = Rows(microscope_view.panel_html(sampled, step_index, pos))
+    for step, pos, row, view in opened_refusals(sampled):
         check_list(view.lists["residual"], row.residual, step.drafted[pos])
         drawn = [r["id"] for r in view.lists["residual"] if r["chosen"]]
         assert drawn == ([step.emitted[pos]] if step.emitted[pos] in [e.id for e in row.residual] else [])
-        # the refused draft has no mass left in the residual when p < q there
-        assert view.lists["p"][0]["id"] == row.p[0].id
+        check_list(view.lists["p"], row.p, step.drafted[pos])  # the target's p beside it, its top first
 
 
 def test_every_clickable_token_names_the_row_that_decided_it(greedy: Trace, lookup: Trace) -> None:
