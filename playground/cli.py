@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .i18n import LANGUAGES
 from .methods import METHODS, MethodError, parse_assignments
 from .precision import DTYPE_CHOICES
 from .request import DEFAULT_METHOD, MAX_NEW_TOKENS, RunRequest, default, new_request
@@ -197,10 +198,24 @@ def _load_trace(path: Path):  # type: ignore[no-untyped-def]
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    """The trace's summary line and the step microscope's tables; with --step and --token, one token's panel."""
+    from .microscope import panel_text, tables_text
+
     trace = _load_trace(args.trace)
     if trace is None:
         return 2
+    lang = args.lang
     print(summary_line(trace))
+    if args.step is not None or args.token is not None:
+        panel = panel_text(trace, args.step or 1, args.token or 1, lang)
+        if panel is None:
+            from .i18n import t
+
+            print("error: " + t("microscope.cli.no_position", lang, n=args.step or 1, i=args.token or 1,
+                                steps=len(trace.steps)), file=sys.stderr)
+            return 2
+        print(panel)
+    print(tables_text(trace, lang))
     return 0
 
 
@@ -231,8 +246,14 @@ def build_parser() -> argparse.ArgumentParser:
     run_parser = sub.add_parser("run", help="run one generation and print it with a summary")
     add_run_arguments(run_parser)
     run_parser.set_defaults(func=cmd_run)
-    show_parser = sub.add_parser("show", help="check a saved trace and print its summary line")
+    show_parser = sub.add_parser("show", help="check a saved trace and print its summary line and the step "
+                                              "microscope's tables (--step/--token: one token's distributions and rule)")
     show_parser.add_argument("trace", type=Path)
+    show_parser.add_argument("--step", type=int, default=None, metavar="N", help="the step to open (1 = the first)")
+    show_parser.add_argument("--token", type=int, default=None, metavar="I",
+                             help="the position within the step: the I-th token it emitted, with the draft judged "
+                                  "there (1 = the first; default 1)")
+    show_parser.add_argument("--lang", default="en", choices=list(LANGUAGES), help="the language of the explanation")
     show_parser.set_defaults(func=cmd_show)
     code_parser = sub.add_parser("code", help="print the Python script that reproduces a saved trace")
     code_parser.add_argument("trace", type=Path)

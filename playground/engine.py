@@ -37,7 +37,7 @@ from transformers.generation.streamers import BaseStreamer
 
 from .errors import PlaygroundError, localized_message
 from .i18n import DEFAULT_LANGUAGE, Message, t
-from .methods import EmptyDraft, Method, MethodError, ModelFacts, get_method
+from .methods import EmptyDraft, Method, MethodError, ModelFacts, get_method, prompt_lookup_match
 from .models import (
     CATALOGUE, HUB_ID_RE, STORE, LoadedModel, ModelStore, Precision, default_device,
     resolve_precision, same_vocabulary,
@@ -894,15 +894,14 @@ class LiveRun:
                     entry.text = self._token_text(entry.id)
         return dists
 
-    def _lookup_source(self, drafted: list[int], context: list[int]) -> list[int] | None:
+    def _lookup_source(self, drafted: list[int]) -> list[int] | None:
         """Prompt lookup: [start, end) of the n-gram the draft was copied after, by replaying Transformers' rule
         (the longest n-gram first, its earliest occurrence) on the context; None unless the replay drafts exactly
         what the run drafted."""
         if not drafted or self.prepared.method.draft_replay != "context_copy":
             return None
-        from .tune import prompt_lookup_match  # tune runs generations through this module: imported on use
-
         params, prepared = self.prepared.params, self.prepared
+        context = prepared.input_ids[0].tolist() + self.trace.output_ids  # before this step
         draft, span = prompt_lookup_match(
             context, int(params["prompt_lookup_num_tokens"]), int(params["max_matching_ngram_size"]),
             prepared.input_ids.shape[1] + prepared.request.max_new_tokens, prepared.eos_ids)
@@ -937,7 +936,7 @@ class LiveRun:
             emitted=emitted, unverified=unverified, drafted_text=drafted_text, emitted_text=emitted_text,
             draft_ms=round(raw.draft_ms, 3), verify_ms=round(raw.verify_ms, 3), q=q, p=p, mixture=mixture,
             no_draft_reason=no_draft_reason, dists=self._dists(raw, bool(rejected)),
-            lookup_source=self._lookup_source(drafted, prepared.input_ids[0].tolist() + self.trace.output_ids),
+            lookup_source=self._lookup_source(drafted),
         )
 
 

@@ -11,7 +11,7 @@ import dataclasses
 import math
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 from .errors import PlaygroundError
 from .i18n import DEFAULT_LANGUAGE, Message, t
@@ -118,6 +118,37 @@ NO_DRAFT_REASONS: dict[str, str] = {
     "no_match": "no earlier n-gram matched the last tokens",
     "needs_target_outputs": "the drafter needs the target's outputs first",
 }
+
+
+def prompt_lookup_match(seq: Sequence[int], num_tokens: int, max_ngram: int, max_length: int,
+                        eos_ids: frozenset[int], first: Callable[[tuple[int, ...]], int | None] | None = None
+                        ) -> tuple[list[int], tuple[int, int] | None]:
+    """`PromptLookupCandidateGenerator.get_candidates` for the sequence `seq` (prompt + output so far): the draft
+    and where it was copied from, [start, end) of the matched n-gram in `seq` (the longest n-gram first, its earliest
+    occurrence; the draft is the tokens after it); None where nothing is drafted. `first(ngram)`: the earliest
+    position of an n-gram when an index of it is at hand (`tune.NgramIndex`), else the sequence is scanned."""
+    length = len(seq)
+    if max_length == length + 1:
+        return [], None
+    for size in range(min(max_ngram, length - 1), 0, -1):
+        tail = tuple(seq[length - size:])
+        if first is not None:
+            earliest = first(tail)
+            starts: Iterator[int] = iter([earliest] if earliest is not None else [])
+        else:
+            starts = (p for p in range(length - size + 1) if tuple(seq[p:p + size]) == tail)
+        for start in starts:
+            begin, end = start + size, min(start + size + num_tokens, length, max_length)
+            if begin < end:
+                chosen = list(seq[begin:end])
+                for j, token in enumerate(chosen):
+                    if token in eos_ids:
+                        chosen = chosen[:j]
+                        break
+                return chosen, ((start, begin) if chosen else None)
+            # Only the earliest occurrence matters: a later one ends later and cannot have room either.
+            break
+    return [], None
 
 
 def _prompt_lookup_empty_reason(empty: EmptyDraft) -> str | None:

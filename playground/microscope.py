@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .i18n import Message
+from .i18n import Message, t
 from .trace import Position, Ranked, Step, Trace
 
 # Outcomes of one position.
@@ -245,3 +245,72 @@ def acceptance_by_confidence(trace: Trace, buckets: Sequence[float]) -> list[tup
                     row[3] += int(k < step.accepted)
                     break
     return [(float(lo), float(hi), judged, accepted) for lo, hi, judged, accepted in rows]
+
+
+# --------------------------------------------------------------------------- as text (the CLI's `show`)
+
+CONFIDENCE_BUCKETS: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # q of the drafted token
+MAX_REFUSAL_ROWS = 10
+
+
+def _ranked_lines(ranked: Sequence[Ranked], drafted: int | None, chosen: int | None, lang: str) -> list[str]:
+    lines = []
+    for rank, entry in enumerate(ranked, start=1):
+        marks = [t("microscope.cli.mark.drafted", lang)] if entry.id == drafted else []
+        if entry.id == chosen:
+            marks.append(t("microscope.cli.mark.emitted", lang))
+        mark = f"  ← {', '.join(marks)}" if marks else ""
+        shown = "'" + visible(entry.text or str(entry.id)) + "'"
+        lines.append(f"  {rank:>2}. {number(entry.prob):>8}  {shown:<14} [{entry.id}]{mark}")
+    return lines
+
+
+def panel_text(trace: Trace, step_no: int, token_no: int, lang: str = "en") -> str | None:
+    """One position as text (`step_no`, `token_no` from 1): what was drafted and emitted there, the top-k of p, q, v
+    and the residual with the drafted and emitted tokens marked, the rule with its numbers, prompt lookup's source.
+    None when the trace has no such position."""
+    if not 1 <= step_no <= len(trace.steps) or not 1 <= token_no <= len(trace.steps[step_no - 1].emitted):
+        return None
+    step, i = trace.steps[step_no - 1], token_no - 1
+    verdict = explain(step, i, trace.decoding)
+    drafted_texts, emitted_texts = _texts(step)
+    draft = visible(drafted_texts[i]) if verdict.drafted is not None else ""
+    what = t(f"microscope.cli.what.{verdict.outcome}", lang, draft=draft, token=visible(emitted_texts[i]))
+    lines = [t("microscope.cli.heading", lang, n=step_no, i=token_no, what=what)]
+    position = step.dists[i] if step.dists is not None and i < len(step.dists) else None
+    if position is not None:
+        for name, ranked, drafted_prob in (("p", position.p, position.p_drafted), ("q", position.q, position.q_drafted),
+                                           ("v", position.v, position.v_drafted),
+                                           ("residual", position.residual, None)):
+            if ranked is None:
+                continue
+            lines.append(t(f"microscope.cli.list.{name}", lang, k=len(ranked)))
+            lines += _ranked_lines(ranked, verdict.drafted, verdict.chosen, lang)
+            if verdict.drafted is not None and drafted_prob is not None and all(e.id != verdict.drafted for e in ranked):
+                lines.append("      " + t("microscope.cli.outside", lang, draft=draft, prob=number(drafted_prob),
+                                          k=len(ranked)))
+    lines.append(t("microscope.cli.rule", lang))
+    lines += [f"  {message.localized(lang)}" for message in verdict.messages]
+    if verdict.source is not None:
+        start, end = verdict.source
+        where = "prompt" if start < trace.prompt_tokens else "output"
+        lines.append(t("microscope.cli.source", lang, start=start, end=end,
+                       where=t(f"microscope.cli.source.{where}", lang)))
+    return "\n".join(lines)
+
+
+def tables_text(trace: Trace, lang: str = "en") -> str:
+    """The run's tables as text: the most frequent refusals and acceptance by the drafter's confidence."""
+    pairs = refusal_pairs(trace)
+    lines = [t("microscope.cli.refusals", lang) if pairs else t("microscope.cli.refusals.none", lang)]
+    for draft_id, draft_text, target_id, target_text, count in pairs[:MAX_REFUSAL_ROWS]:
+        lines.append(f"  '{visible(draft_text)}' [{draft_id}] → '{visible(target_text)}' [{target_id}]: {count}")
+    rows = acceptance_by_confidence(trace, CONFIDENCE_BUCKETS)
+    if not any(judged for _, _, judged, _ in rows):
+        lines.append(t("microscope.cli.confidence.none", lang))
+        return "\n".join(lines)
+    lines.append(t("microscope.cli.confidence", lang))
+    for lo, hi, judged, accepted in rows:
+        rate = f"{accepted / judged:.0%}" if judged else "–"
+        lines.append(f"  q {lo:.1f}–{hi:.1f}: {judged:>5} {accepted:>5}  {rate}")
+    return "\n".join(lines)

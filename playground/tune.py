@@ -44,7 +44,7 @@ import torch
 
 from .engine import LiveRun, RunError, RunRequest, in_worker_thread, prepare
 from .i18n import Message
-from .methods import METHODS, REFERENCE, Method, get_method
+from .methods import METHODS, REFERENCE, Method, get_method, prompt_lookup_match
 from .models import STORE, ModelStore
 from .trace import Step, acceptance_by_position, classify_step, summarize_steps
 
@@ -132,36 +132,7 @@ def prompt_lookup_draft(seq: Sequence[int], num_tokens: int, max_ngram: int, max
     With `index` (built over a longer sequence that starts with `seq`) the earliest occurrence is found
     in O(1) instead of by scanning.
     """
-    return prompt_lookup_match(seq, num_tokens, max_ngram, max_length, eos_ids, index)[0]
-
-
-def prompt_lookup_match(seq: Sequence[int], num_tokens: int, max_ngram: int, max_length: int,
-                        eos_ids: frozenset[int], index: "NgramIndex | None" = None
-                        ) -> tuple[list[int], tuple[int, int] | None]:
-    """Prompt lookup's draft for `seq` and where it was copied from: [start, end) of the matched n-gram in `seq`
-    (the draft is the tokens after it); None where nothing is drafted."""
-    length = len(seq)
-    if max_length == length + 1:
-        return [], None
-    for size in range(min(max_ngram, length - 1), 0, -1):
-        tail = tuple(seq[length - size:])
-        if index is not None:
-            first = index.first(tail)
-            starts: Iterator[int] = iter([first] if first is not None else [])
-        else:
-            starts = (p for p in range(length - size + 1) if tuple(seq[p:p + size]) == tail)
-        for start in starts:
-            begin, end = start + size, min(start + size + num_tokens, length, max_length)
-            if begin < end:
-                chosen = list(seq[begin:end])
-                for j, token in enumerate(chosen):
-                    if token in eos_ids:
-                        chosen = chosen[:j]
-                        break
-                return chosen, ((start, begin) if chosen else None)
-            # Only the earliest occurrence matters: a later one ends later and cannot have room either.
-            break
-    return [], None
+    return prompt_lookup_match(seq, num_tokens, max_ngram, max_length, eos_ids, index.first if index else None)[0]
 
 
 class NgramIndex:
