@@ -399,3 +399,17 @@ def test_a_step_cut_by_the_end_of_generation_shows_no_residual(store, ckpt) -> N
     assert all(position.residual is None for position in cut.dists)
     resampled = built(end - 5)
     assert resampled.rejected == [7] and resampled.dists[1].residual is not None
+
+
+@pytest.mark.parametrize("case", ["baseline", "speculative"])
+def test_a_consumer_far_behind_records_the_same_distributions(store, ckpt, monkeypatch, case) -> None:
+    """Past MAX_PENDING_LOGITS queued records the worker computes the top-k lists itself (memory stays bounded):
+    the same lists, texts and residual as the consumer computes."""
+    import playground.engine as engine
+
+    usual = _run(_prepare(store, ckpt, case, sample=True, seed=5))
+    monkeypatch.setattr(engine, "MAX_PENDING_LOGITS", -1)  # always "behind": every step takes that path
+    behind = _run(_prepare(store, ckpt, case, sample=True, seed=5))
+    assert behind.output_ids == usual.output_ids
+    assert [s.dists for s in behind.steps] == [s.dists for s in usual.steps]
+    assert case == "baseline" or any(p.residual for s in behind.steps for p in s.dists)
