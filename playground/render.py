@@ -130,9 +130,15 @@ def _visible(text: str, status: str) -> str:
 
 
 def token_span(step: Step, tok_id: int, text: str, status: str, draft_index: int | None,
-               lang: str = DEFAULT_LANGUAGE) -> str:
-    """One token as a span with its status, step and (where known) q and p; the tooltip in `lang`."""
+               lang: str = DEFAULT_LANGUAGE, pos: int | None = None) -> str:
+    """One token as a span with its status, step and (where known) q and p; the tooltip in `lang`.
+
+    `pos`: the row of the step's verification that judged or chose this token (`Step.dists[pos]`), for the tokens
+    the microscope opens (`data-pos`, focusable); None for drafts never judged.
+    """
     attrs = [f'data-status="{_attr(status)}"', f'data-step="{_attr(step.index)}"', f'data-id="{_attr(tok_id)}"']
+    if pos is not None:
+        attrs += [f'data-pos="{_attr(pos)}"', 'tabindex="0"']
     tip = [t("render.tip.step", lang, n=step.index + 1, what=t(f"render.describe.{status}", lang))]
     if draft_index is not None:
         tip[0] += f" {draft_index + 1}/{len(step.drafted)}"
@@ -155,12 +161,32 @@ def token_span(step: Step, tok_id: int, text: str, status: str, draft_index: int
     return f'<span class="tok" {" ".join(attrs)} title="{title}">{_visible(text, status)}</span>'
 
 
+def token_positions(step: Step) -> list[int | None]:
+    """For each token of `step.token_statuses()`, the position of the step's verification that decided it: a
+    drafted token judged at i (accepted, or the refused one) is i, the target's own token (correction, bonus,
+    baseline) is its index in `emitted`; drafts never judged (discarded, unverified) have none."""
+    positions: list[int | None] = []
+    emitted = step.accepted  # the target's own tokens follow the accepted drafts in `emitted`
+    for _, _, status, draft_index in step.token_statuses():
+        if status in (ACCEPTED, REJECTED):
+            positions.append(draft_index)
+        elif status in (CORRECTION, BONUS):
+            positions.append(emitted)
+            emitted += 1
+        elif status == TARGET:
+            positions.append(len(positions))
+        else:
+            positions.append(None)
+    return positions
+
+
 def render_step(step: Step, current: bool = False, lang: str = DEFAULT_LANGUAGE) -> str:
     """All tokens of one step, in reading order, wrapped in one span per step.
 
     `current` marks the step a replay is showing (outlined, `data-current="true"`).
     """
-    spans = "".join(token_span(step, *entry, lang=lang) for entry in step.token_statuses())
+    spans = "".join(token_span(step, *entry, lang=lang, pos=pos)
+                    for entry, pos in zip(step.token_statuses(), token_positions(step)))
     if current:
         return f'<span class="pg-step pg-current" data-step="{_attr(step.index)}" data-current="true">{spans}</span>'
     return f'<span class="pg-step" data-step="{_attr(step.index)}">{spans}</span>'

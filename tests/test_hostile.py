@@ -442,6 +442,9 @@ def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
         "run_verify": [None],
         "after_run": [None, None],  # the run's trace and the baselines (both States)
         "replay_last": [None],
+        "replay_open_token": [None],  # the replayed trace (a State); the clicked step and position come as event data
+        "open_token": [None],  # the run's trace (a State), likewise
+        "after_run_tables": [None],
         "on_trace_upload": [None],  # its one input is the file record: every hostile value replaces it
         "stop": [],
         "poll_preload": [None],

@@ -50,7 +50,7 @@ def run_trace(target: str, method: str, params: dict | None = None, tokens: int 
 def runs(tiny_models: dict[str, str]) -> dict[str, Any]:
     """A baseline run and a prompt-lookup run on the same prompt, passed through `after_run` as the page does."""
     base_out = after_run.after_run(run_trace(tiny_models["target"], "baseline"), [])
-    look_out = after_run.after_run(run_trace(tiny_models["target"], "prompt_lookup", LOOKUP), base_out[11])
+    look_out = after_run.after_run(run_trace(tiny_models["target"], "prompt_lookup", LOOKUP), base_out[12])
     return {"baseline": base_out, "lookup": look_out}
 
 
@@ -229,7 +229,7 @@ def test_theory_figure_has_curves_and_the_measured_point() -> None:
 
 def test_after_a_run_the_theory_panel_places_it_and_diagnoses_it(runs: dict[str, Any]) -> None:
     trace = runs["lookup"][1]
-    fig, diagnosis = runs["lookup"][9:11]
+    fig, diagnosis = runs["lookup"][10:12]
     from playground import theory
 
     est = theory.estimate(trace)
@@ -242,7 +242,7 @@ def test_after_a_run_the_theory_panel_places_it_and_diagnoses_it(runs: dict[str,
         assert html.escape(sentence) in diagnosis
     assert "This run was" in diagnosis
     # A baseline run is described as the yardstick; a run with no baseline says how to get one.
-    assert "yardstick" in runs["baseline"][10]
+    assert "yardstick" in runs["baseline"][11]
     _, alone = theory_tab.theory_view(trace, None)
     assert 'data-baseline="false"' in alone and "No baseline run on this prompt" in alone
     # where the run's time went, from the trace's phases (they add up to the elapsed time)
@@ -263,7 +263,7 @@ def test_baselines_are_matched_on_prompt_and_settings(runs: dict[str, Any]) -> N
 
 
 def test_after_a_run_its_code_is_shown(runs: dict[str, Any]) -> None:
-    python, cli, status = runs["lookup"][12:15]
+    python, cli, status = runs["lookup"][13:16]
     assert "prompt_lookup_num_tokens=4" in python and ".generate(" in python
     compile(python, "snippet.py", "exec")
     assert cli.startswith("python -m playground run ") and "--method prompt_lookup" in cli

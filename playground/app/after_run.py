@@ -17,12 +17,13 @@ from .language import language_of
 from .replay_tab import replay_load
 from .theory_tab import find_baseline, remember_baseline, theory_view
 
-VIEWS = 15  # the outputs below
+VIEWS = 16  # the outputs below
 
 
 def after_run(trace: Any, baselines: list[Trace] | None,
               request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
-    """Outputs: (last-run state, replay trace state, replay status, slider, *replay_view (5), theory figure,
+    """Outputs: (last-run state, replay trace state, replay status, slider, *replay_view (5), microscope panel,
+    theory figure,
     diagnosis HTML, baselines state, python code, CLI command, code status). A failed run (no trace) leaves
     every view as it was."""
     from ..snippet import request_from_trace

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import gradio as gr
 
-from .. import bench, charts, render
+from .. import bench, charts, microscope_view, render
 from ..examples import BY_NAME, localized_examples
 from ..i18n import DEFAULT_LANGUAGE, LANGUAGES, localize, t, tn
 from ..gpu import gpu
@@ -123,6 +123,24 @@ def stop(request: gr.Request = None) -> str:  # type: ignore[assignment]
     return gr.skip()
 
 
+# --------------------------------------------------------------------------- the step microscope
+
+
+def open_token(trace: Any, evt: gr.EventData, request: gr.Request = None) -> str:  # type: ignore[assignment]
+    """A click on a token of the output: its panel (the finished run's trace, or while it runs the live one)."""
+    if trace is None:
+        with _SESSIONS_LOCK:
+            session = _SESSIONS.get(_session_key(request))
+        trace = session.live.trace if session is not None and session.live is not None else None
+    return microscope_view.panel_for_click(trace, getattr(evt, "_data", None), language_of(request))
+
+
+def after_run_tables(trace: Any, request: gr.Request = None) -> tuple[str, str]:  # type: ignore[assignment]
+    """After a run: the per-run tables (what the drafter got wrong) and the panel's invitation, in the page's language."""
+    lang = language_of(request)
+    return microscope_view.run_tables_html(trace, lang), microscope_view.empty_panel(lang=lang)
+
+
 # --------------------------------------------------------------------------- page load
 
 
@@ -138,16 +156,17 @@ def on_page_load(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore
 def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
     """The main view's server-written parts in the visitor's language (a page in English keeps them as built):
     the method picker's titles, the method's summary and lecture, the legend, the empty output, stats and charts,
-    the precision's note."""
+    the precision's note, the microscope's invitation."""
     lang = language_of(request)
     if lang == "en":
-        return tuple(gr.skip() for _ in range(9))
+        return tuple(gr.skip() for _ in range(10))
     known = isinstance(method_name, str) and method_name in METHODS  # a client may send anything here
     method = get_method(method_name if known else DEFAULT_METHOD).localized(lang)
     return (gr.update(choices=[(m.localized(lang).title, name) for name, m in METHODS.items()]), method.summary,
             lecture_html(method, lang), render.legend_html(lang), render.empty_tokens(lang=lang),
             render.stats_html(None, lang=lang), *charts.figures([], lang=lang),
-            gr.update(info=t("ui.dtype.info", lang, what=localize(host_precision_note(), lang))))
+            gr.update(info=t("ui.dtype.info", lang, what=localize(host_precision_note(), lang))),
+            microscope_view.empty_panel(lang=lang))
 
 
 def restore_link(request: gr.Request) -> list[Any]:
@@ -384,7 +403,12 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
             status = gr.HTML(preload.initial_status(), elem_id="pg-status-box")
             stats = gr.HTML(render.stats_html(None), elem_id="pg-stats-box")
             legend = gr.HTML(render.legend_html(), elem_id="pg-legend-box")
-            tokens = gr.HTML(render.empty_tokens(), elem_id="pg-output", max_height=560, autoscroll=True)
+            with gr.Row(equal_height=False):
+                tokens = gr.HTML(render.empty_tokens(), elem_id="pg-output", max_height=560, autoscroll=True,
+                                 js_on_load=microscope_view.PICK_JS, scale=3, min_width=320)
+                micro_panel = gr.HTML(microscope_view.empty_panel(), elem_id="pg-micro-box", scale=2, min_width=280,
+                                      js_on_load=None)
+            run_tables = gr.HTML("", elem_id="pg-run-tables")
             with gr.Row():
                 acceptance_plot = gr.Plot(charts.acceptance_figure([]), show_label=False,
                                           elem_id="pg-chart-acceptance")
@@ -414,6 +438,8 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
         preprocess=False,
     )
     stop_btn.click(stop, None, status, **PRIVATE)
+    tokens.click(guarded(open_token), run_trace, micro_panel, **PRIVATE)
+    run_event.then(guarded(after_run_tables), run_trace, [run_tables, micro_panel], **PRIVATE)
 
     timer = gr.Timer(1.0, active=preload.PRELOAD.running)
     timer.tick(guarded(preload.poll_preload), run_started, [status, timer], **PRIVATE)
@@ -421,7 +447,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
     # Then a shareable link's settings, checked by the API's request builder (links.restore).
     demo.load(on_page_load, None, [prompt, examples, status, timer], **PRIVATE).then(
         guarded(localize_view), method,
-        [method, method_summary, lecture, legend, tokens, stats, acceptance_plot, timing_plot, dtype],
+        [method, method_summary, lecture, legend, tokens, stats, acceptance_plot, timing_plot, dtype, micro_panel],
         **PRIVATE).then(
         guarded(restore_link), None, [preset, preset_info, *controls, prompt, dtype, link_status, *param_components],
         **PRIVATE)

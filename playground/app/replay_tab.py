@@ -16,7 +16,7 @@ from typing import Any
 import gradio as gr
 from gradio import utils as gradio_utils
 
-from .. import charts, render
+from .. import charts, microscope_view, render
 from ..errors import PlaygroundError
 from ..i18n import t, tn
 from ..trace import Trace, TraceFormatError, short_repr, summarize_steps
@@ -135,12 +135,14 @@ def replay_tick(trace: Trace | None, value: Any, playing: bool,
 
 
 def replay_load(trace: Trace | None, source: str, lang: str = "en") -> tuple[Any, ...]:
-    """(trace state, status, slider, *replay_view) for a freshly loaded trace, at its last step (in `lang`)."""
+    """(trace state, status, slider, *replay_view, microscope panel) for a freshly loaded trace, at its last step
+    (in `lang`); the panel invites a click on a token."""
+    panel = microscope_view.empty_panel(lang=lang)
     if trace is None:
         return (None, render.status_html(t("replay.nothing", lang), "idle"),
-                slider_for(None), *replay_view(None, 1, lang=lang))
+                slider_for(None), *replay_view(None, 1, lang=lang), panel)
     return (trace, render.status_html(describe_trace(trace, source, lang), "done"), slider_for(trace),
-            *replay_view(trace, len(trace.steps), lang=lang))
+            *replay_view(trace, len(trace.steps), lang=lang), panel)
 
 
 def replay_last(trace: Trace | None, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
@@ -201,7 +203,12 @@ def on_trace_upload(upload: Any, request: gr.Request = None) -> tuple[Any, ...]:
         reason = (exc.localized(lang) if isinstance(exc, TraceFormatError) else t("replay.unreadable", lang)
                   if isinstance(exc, OSError) else user_message(exc, t("error.what.reading_trace", lang), lang))
         message = t("replay.cannot", lang, name=name, reason=reason)
-        return (gr.skip(), render.status_html(message, "error"), *([gr.skip()] * 6))
+        return (gr.skip(), render.status_html(message, "error"), *([gr.skip()] * 7))
+
+
+def replay_open_token(trace: Trace | None, evt: gr.EventData, request: gr.Request = None) -> str:  # type: ignore[assignment]
+    """A click on a token of the replayed (or uploaded) trace: the step microscope's panel for it."""
+    return microscope_view.panel_for_click(trace, getattr(evt, "_data", None), language_of(request))
 
 
 @dataclass
@@ -209,7 +216,7 @@ class ReplayTab:
     """What the page wires to the replay from outside: the last run's state and the views a loaded trace fills."""
 
     last_run: gr.State
-    outputs: list[Any]  # replay_load's: trace state, status, slider, *replay_view
+    outputs: list[Any]  # replay_load's: trace state, status, slider, *replay_view, microscope panel
 
 
 def build_replay() -> ReplayTab:
@@ -230,7 +237,11 @@ def build_replay() -> ReplayTab:
             replay_play_btn = gr.Button(L("ui.replay.play"), size="sm", variant="primary", elem_id="pg-replay-play")
         replay_timer = gr.Timer(PLAY_EVERY_S, active=False)
         replay_detail = gr.HTML("", elem_id="pg-replay-step")
-        replay_tokens = gr.HTML(replay_view(None, 1)[0], elem_id="pg-replay-output", max_height=420)
+        with gr.Row(equal_height=False):
+            replay_tokens = gr.HTML(replay_view(None, 1)[0], elem_id="pg-replay-output", max_height=420,
+                                    js_on_load=microscope_view.PICK_JS, scale=3, min_width=320)
+            replay_panel = gr.HTML(microscope_view.empty_panel(), elem_id="pg-replay-micro", scale=2, min_width=280,
+                                   js_on_load=None)
         replay_stats = gr.HTML(render.stats_html(None), elem_id="pg-replay-stats")
         with gr.Row():
             replay_acceptance = gr.Plot(charts.acceptance_figure([]), show_label=False,
@@ -241,7 +252,7 @@ def build_replay() -> ReplayTab:
         replay_playing = gr.State(False)
 
     replay_views = [replay_tokens, replay_detail, replay_acceptance, replay_timing, replay_stats]
-    replay_outputs = [replay_trace, replay_status, replay_slider, *replay_views]
+    replay_outputs = [replay_trace, replay_status, replay_slider, *replay_views, replay_panel]
     replay_slider.change(guarded(replay_view), [replay_trace, replay_slider], replay_views, **PRIVATE)
     replay_prev_btn.click(guarded(replay_prev), [replay_trace, replay_slider], replay_slider, **PRIVATE)
     replay_next_btn.click(guarded(replay_next), [replay_trace, replay_slider], replay_slider, **PRIVATE)
@@ -249,6 +260,7 @@ def build_replay() -> ReplayTab:
     replay_play_btn.click(guarded(replay_play), [replay_trace, replay_slider, replay_playing], play_outputs, **PRIVATE)
     replay_timer.tick(guarded(replay_tick), [replay_trace, replay_slider, replay_playing], play_outputs, **PRIVATE)
     replay_last_btn.click(replay_last, last_run, replay_outputs, **PRIVATE)
+    replay_tokens.click(guarded(replay_open_token), replay_trace, replay_panel, **PRIVATE)
     # In the queue: parsing and checking a trace of up to MAX_TRACE_BYTES is the heaviest thing a click here does.
     replay_upload.upload(on_trace_upload, replay_upload, replay_outputs, api_visibility="private",
                          show_progress="hidden", preprocess=False)

@@ -1,0 +1,318 @@
+"""The step microscope's panel and per-run tables as HTML: why the target kept, refused or drew one token.
+
+Pure functions over `playground.trace` records and `playground.microscope`'s verdicts (no torch, no Gradio), so a
+saved trace opens exactly like a live run. For one judged position of one step (`Step.dists[pos]`, schema 3) the
+panel shows the target's top-k p as bars, the drafter's top-k q where the method has draft probabilities, ensemble
+verification's mixture v, and under sampling the residual max(0, p − q) normalised the correction was drawn from;
+the drafted token is marked in each list (`data-drafted`), the token that went into the output too
+(`data-chosen`); then the rule that decided, with this token's numbers (`microscope.explain`), and for prompt lookup
+the n-gram the draft was copied after, highlighted in the context. Traces without distributions (schema 1 and 2, or
+recorded with PLAYGROUND_TOP_K=0) get a sentence saying so, and the figures the step does hold.
+
+Numbers sit in `<bdi dir="ltr">`, token texts in `<bdi>`: in an Arabic page they read left to right inside right-to-
+left sentences, and a token's own letters keep their direction.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Sequence
+
+from . import microscope
+from .i18n import DEFAULT_LANGUAGE, t
+from .trace import Position, Ranked, Step, Trace
+
+# The tables' q buckets: how sure the drafter was of the token it drafted.
+Q_BUCKETS: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+MAX_REFUSAL_ROWS = 10
+CONTEXT_CHARS = 160  # of the output shown on each side of a prompt-lookup source
+
+
+def _num(x: float) -> str:
+    """A probability as the microscope writes it, left to right wherever it stands."""
+    return f'<bdi dir="ltr" class="pg-num">{microscope.number(x)}</bdi>'
+
+
+def _t_html(key: str, lang: str, **fields: str) -> str:
+    """A sentence of the catalogue as HTML, with `fields` already HTML (numbers, tokens) put in its escaped text."""
+    return html.escape(t(key, lang), quote=False).format(**fields)
+
+
+# A formula or number inside a sentence: numbers, one-letter variables, min / max and the signs between them.
+_FORMULA = re.compile(
+    r"(?:(?:(?<![\w])(?:min|max|[A-Za-z])(?![\w])|(?<![\w])\d[\d.]*(?:e[+-]?\d+)?(?![\w])|[()/,=·−+*-])[ ]?)+")
+
+
+def _isolate_numbers(escaped: str) -> str:
+    """An escaped sentence with each formula that holds a digit (min(1, 0.3/0.5) = 0.6, p = 0.025) in a left-to-right
+    isolate, so it keeps its order inside a right-to-left sentence."""
+    def isolate(match: re.Match[str]) -> str:
+        run = match.group(0)
+        core = run.strip(" ,=")
+        while core and (core[-1] in "(,= " or core[0] in "),= "
+                        or core.count("(") != core.count(")") and core[-1] in ")(" + core[0]):
+            core = core[:-1] if core[-1] in "(,= " or core.count(")") > core.count("(") and core[-1] == ")" \
+                else core[1:]
+        if not any(c.isdigit() for c in core):
+            return run
+        lead = run.index(core)
+        return f'{run[:lead]}<bdi dir="ltr">{core}</bdi>{run[lead + len(core):]}'
+    return _FORMULA.sub(isolate, escaped)
+
+
+def _token(text: str) -> str:
+    """A token's text, whitespace made visible, isolated from the sentence around it."""
+    return f'<bdi class="pg-micro-tok">{html.escape(microscope.visible(text))}</bdi>'
+
+
+def _ranked_list(kind: str, title: str, ranked: Sequence[Ranked], drafted: int | None, drafted_prob: float | None,
+                 drafted_text: str, chosen: int | None, lang: str) -> str:
+    """One top-k list as bars (a bar's length is the probability itself, so lists compare); the drafted token marked,
+    and named below the list when it is outside the top-k."""
+    rows = []
+    for rank, r in enumerate(ranked, start=1):
+        marks = []
+        flags = ""
+        if drafted is not None and r.id == drafted:
+            flags += ' data-drafted="true"'
+            marks.append(t("microscope.cli.mark.drafted", lang))
+        if chosen is not None and r.id == chosen:
+            flags += ' data-chosen="true"'
+            marks.append(t("microscope.cli.mark.emitted", lang) if kind != "residual" else t("micro.mark.drawn", lang))
+        mark = f'<span class="pg-micro-mark">{html.escape(" · ".join(marks))}</span>' if marks else ""
+        rows.append(
+            f'<li class="pg-micro-row" data-rank="{rank}" data-id="{r.id}" data-prob="{r.prob:.6g}"{flags}>'
+            f'{_token(r.text)}<span class="pg-micro-bar"><span style="width:{100 * r.prob:.1f}%"></span></span>'
+            f'{_num(r.prob)}{mark}</li>')
+    outside = ""
+    if drafted is not None and all(r.id != drafted for r in ranked) and drafted_prob is not None:
+        outside = (f'<p class="pg-micro-outside" data-drafted="true" data-id="{drafted}" '
+                   f'data-prob="{drafted_prob:.6g}">'
+                   + _t_html("microscope.cli.outside", lang, k=f'<bdi dir="ltr">{len(ranked)}</bdi>',
+                             draft=_token(drafted_text), prob=_num(drafted_prob))
+                   + "</p>")
+    return (f'<section class="pg-micro-dist" data-dist="{kind}"><h4>{html.escape(title)}</h4>'
+            f'<ol>{"".join(rows)}</ol>{outside}</section>')
+
+
+def _recorded_figures(step: Step, pos: int) -> str:
+    """What a step without distributions still says about a judged draft: its own q, p and v (every schema has them)."""
+    figures = []
+    for name, values in (("q", step.q), ("p", step.p), ("v", step.mixture)):
+        if values is not None and pos < len(values) and pos <= step.accepted:
+            figures.append(f"{name} = {_num(values[pos])}")
+    return f'<p class="pg-micro-known">{" · ".join(figures)}</p>' if figures else ""
+
+
+def _common_suffix(a: str, b: str) -> int:
+    """Length of the longest common suffix of two strings."""
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n
+
+
+def _lookup_html(trace: Trace, step_no: int, span: Sequence[int], lang: str) -> str:
+    """Prompt lookup: the n-gram the draft was copied after, highlighted where it stands, and the copy after it.
+
+    A span in the output is exact (the output's token texts are in the trace). The trace holds the prompt as text,
+    not tokens, so a span in the prompt is found by its text: the copy (the draft's text) follows the n-gram there,
+    and the n-gram ends the context too (that is what lookup matched), so the text highlighted is the longest common
+    ending of the prompt before the copy and the whole context: the n-gram, or a longer repeat that holds it.
+    """
+    start, end = span
+    step = trace.steps[step_no]
+    output: list[str] = []
+    for s in trace.steps[:step_no]:
+        output.extend(s.emitted_text or [""] * len(s.emitted))
+    draft = "".join(step.drafted_text)
+    in_output = start >= trace.prompt_tokens
+    where = t("microscope.cli.source.output" if in_output else "microscope.cli.source.prompt", lang)
+    head = _t_html("microscope.cli.source", lang, start=f'<bdi dir="ltr">{start}</bdi>',
+                   end=f'<bdi dir="ltr">{end}</bdi>', where=html.escape(where))
+    if in_output:
+        text, i, j = "".join(output), start - trace.prompt_tokens, end - trace.prompt_tokens
+        gram_at, copy_at = len("".join(output[:i])), len("".join(output[:j]))
+    else:
+        text, context = trace.prompt, trace.prompt + "".join(output)
+        gram_at = copy_at = -1
+        at = text.find(draft) if draft else -1
+        while at >= 0:
+            length = _common_suffix(text[:at], context)
+            if length:
+                gram_at, copy_at = at - length, at
+                break
+            at = text.find(draft, at + 1)
+        if gram_at < 0:
+            return f'<div class="pg-micro-lookup" data-testid="pg-micro-lookup"><p>{head}</p></div>'
+    copy_end = copy_at + len(draft) if text.startswith(draft, copy_at) else copy_at
+    context_html = (f'<div class="pg-micro-context" dir="auto">{html.escape(text[max(0, gram_at - CONTEXT_CHARS):gram_at])}'
+                    f'<mark class="pg-micro-match" data-testid="pg-micro-match">{html.escape(text[gram_at:copy_at])}</mark>'
+                    f'<mark class="pg-micro-copied">{html.escape(text[copy_at:copy_end])}</mark>'
+                    f'{html.escape(text[copy_end:copy_end + CONTEXT_CHARS])}</div>')
+    return f'<div class="pg-micro-lookup" data-testid="pg-micro-lookup"><p>{head}</p>{context_html}</div>'
+
+
+def _find_step(trace: Trace, step_index: int) -> tuple[int, Step] | None:
+    """(position in trace.steps, step) of the step whose `index` is `step_index`."""
+    if 0 <= step_index < len(trace.steps) and trace.steps[step_index].index == step_index:
+        return step_index, trace.steps[step_index]
+    for k, s in enumerate(trace.steps):
+        if s.index == step_index:
+            return k, s
+    return None
+
+
+def panel_html(trace: Trace | None, step_index: int, pos: int, lang: str = DEFAULT_LANGUAGE) -> str:
+    """The microscope's panel for position `pos` of the step whose index is `step_index` (as the token spans'
+    `data-step` / `data-pos` say), in `lang`. A position the trace does not have gets a sentence, not an error."""
+    found = _find_step(trace, step_index) if trace is not None else None
+    if found is None or not 0 <= pos < len(found[1].emitted):
+        return empty_panel(t("micro.no_such_token", lang), lang)
+    k, step = found
+    verdict = microscope.explain(step, pos, trace.decoding)
+    drafted, chosen = verdict.drafted, verdict.chosen
+    drafted_texts = step.drafted_text or [""] * len(step.drafted)
+    emitted_texts = step.emitted_text or [""] * len(step.emitted)
+    drafted_text = drafted_texts[pos] if drafted is not None else ""
+    refused = verdict.outcome == microscope.REFUSED
+    heading = _t_html("micro.heading", lang, n=f'<bdi dir="ltr">{step.index + 1}</bdi>',
+                      i=f'<bdi dir="ltr">{pos + 1}</bdi>', token=_token(emitted_texts[pos]))
+    if refused:
+        heading += " " + _t_html("micro.heading_refused", lang, token=_token(drafted_text))
+    parts = [f'<p class="pg-micro-head">{heading}</p>']
+    row: Position | None = step.dists[pos] if verdict.recorded and step.dists is not None else None
+    if row is not None:
+        lists = [_ranked_list("p", t("micro.dist.p", lang), row.p, drafted, row.p_drafted, drafted_text, chosen, lang)]
+        if row.q is not None:
+            lists.append(_ranked_list("q", t("micro.dist.q", lang), row.q, drafted, row.q_drafted, drafted_text,
+                                      None, lang))
+        if row.v is not None:
+            lists.append(_ranked_list("v", t("micro.dist.v", lang), row.v, drafted, row.v_drafted, drafted_text,
+                                      chosen, lang))
+        if row.residual is not None:
+            lists.append(_ranked_list("residual", t("micro.dist.residual", lang), row.residual, drafted, None,
+                                      drafted_text, chosen, lang))
+        parts.append(f'<div class="pg-micro-dists">{"".join(lists)}</div>')
+    lines = "".join(f"<li>{_isolate_numbers(html.escape(message.localized(lang), quote=False))}</li>"
+                    for message in verdict.messages)
+    missing = "" if verdict.recorded else ' data-recorded="false"'
+    parts.append(f'<ul class="pg-micro-rule" data-testid="pg-micro-rule"{missing}>{lines}</ul>')
+    if not verdict.recorded:
+        parts.append(_recorded_figures(step, pos))
+    if verdict.source is not None:
+        parts.append(_lookup_html(trace, k, verdict.source, lang))
+    return (f'<div class="pg-micro" data-testid="pg-micro" data-step="{step.index}" data-pos="{pos}" '
+            f'data-outcome="{verdict.outcome}" data-refused="{str(refused).lower()}">{"".join(parts)}</div>')
+
+
+def empty_panel(message: str | None = None, lang: str = DEFAULT_LANGUAGE) -> str:
+    """The panel before any token is opened (or with `message`)."""
+    shown = t("micro.hint", lang) if message is None else message
+    return f'<div class="pg-micro" data-testid="pg-micro" data-empty="true"><p class="pg-none">{html.escape(shown)}</p></div>'
+
+
+# --------------------------------------------------------------------------- per run: what the drafter gets wrong
+
+
+def refusals_html(trace: Trace | None, lang: str = DEFAULT_LANGUAGE) -> str:
+    """The run's most frequent (drafted → target's token) refusals, as a table."""
+    pairs = microscope.refusal_pairs(trace) if trace is not None else []
+    if not pairs:
+        return f'<p class="pg-none" data-testid="pg-refusals">{html.escape(t("microscope.cli.refusals.none", lang))}</p>'
+    head = (f"<tr><th>{html.escape(t('micro.refusals.drafted', lang))}</th>"
+            f"<th>{html.escape(t('micro.refusals.target', lang))}</th>"
+            f"<th>{html.escape(t('micro.refusals.count', lang))}</th></tr>")
+    rows = "".join(
+        f'<tr data-draft-id="{draft_id}" data-target-id="{target_id}"><td>{_token(draft_text)}</td>'
+        f'<td>{_token(target_text)}</td><td><bdi dir="ltr">{count}</bdi></td></tr>'
+        for draft_id, draft_text, target_id, target_text, count in pairs[:MAX_REFUSAL_ROWS])
+    caption = html.escape(t("micro.refusals.caption", lang))
+    return (f'<table class="pg-table pg-micro-table" data-testid="pg-refusals"><caption>{caption}</caption>'
+            f"{head}{rows}</table>")
+
+
+def confidence_html(trace: Trace | None, lang: str = DEFAULT_LANGUAGE) -> str:
+    """Acceptance by how sure the drafter was (q of the drafted token), as a table; methods without q say so."""
+    rows_data = microscope.acceptance_by_confidence(trace, Q_BUCKETS) if trace is not None else []
+    if not any(judged for _, _, judged, _ in rows_data):
+        return f'<p class="pg-none" data-testid="pg-confidence">{html.escape(t("microscope.cli.confidence.none", lang))}</p>'
+    head = (f"<tr><th>{html.escape(t('micro.confidence.q', lang))}</th>"
+            f"<th>{html.escape(t('micro.confidence.judged', lang))}</th>"
+            f"<th>{html.escape(t('micro.confidence.accepted', lang))}</th></tr>")
+    rows = "".join(
+        f'<tr data-lo="{lo:g}" data-hi="{hi:g}" data-judged="{judged}" data-accepted="{accepted}">'
+        f'<td><bdi dir="ltr">{lo:.1f}–{hi:.1f}</bdi></td><td><bdi dir="ltr">{judged}</bdi></td>'
+        f'<td><bdi dir="ltr">{(f"{accepted / judged:.0%}" if judged else "–")}</bdi></td></tr>'
+        for lo, hi, judged, accepted in rows_data)
+    caption = html.escape(t("micro.confidence.caption", lang))
+    return (f'<table class="pg-table pg-micro-table" data-testid="pg-confidence"><caption>{caption}</caption>'
+            f"{head}{rows}</table>")
+
+
+def run_tables_html(trace: Trace | None, lang: str = DEFAULT_LANGUAGE) -> str:
+    """Both per-run tables side by side (empty before a run)."""
+    if trace is None or not trace.steps:
+        return ""
+    return f'<div class="pg-micro-tables">{refusals_html(trace, lang)}{confidence_html(trace, lang)}</div>'
+
+
+# Clicks and Enter on a token with a position open the panel: `trigger('click', …)` is gr.HTML's own event with data
+# (the handler reads it from `gr.EventData`). The listener sits on the component's element, which outlives the
+# re-rendered tokens inside it.
+PICK_JS = """
+function pick(e) {
+  const tok = e.target.closest('.tok[data-pos]');
+  if (!tok) return;
+  if (e.type === 'keydown') { if (e.key !== 'Enter' && e.key !== ' ') return; e.preventDefault(); }
+  element.querySelectorAll('.tok[data-open]').forEach(el => el.removeAttribute('data-open'));
+  tok.setAttribute('data-open', 'true');
+  trigger('click', {step: Number(tok.dataset.step), pos: Number(tok.dataset.pos)});
+}
+element.addEventListener('click', pick);
+element.addEventListener('keydown', pick);
+"""
+
+CSS = """
+.tok[data-pos] { cursor: pointer; }
+.tok[data-pos]:focus-visible, .tok[data-open] { outline: 2px solid #0072B2; outline-offset: 1px; }
+.pg-micro { font-size: 14px; border: 1px solid rgba(128,128,128,.35); border-radius: 8px; padding: 8px 10px; }
+.pg-micro-head { margin: 0 0 6px; font-weight: 600; }
+.pg-micro-tok { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; white-space: pre;
+  background: rgba(128,128,128,.15); border-radius: 3px; padding: 0 2px; }
+.pg-micro-dists { display: grid; grid-template-columns: repeat(auto-fit, minmax(210px, 1fr)); gap: 8px; }
+.pg-micro-dist h4 { margin: 0 0 4px; font-size: 12.5px; font-weight: 600; opacity: .85; }
+.pg-micro-dist ol { list-style: none; margin: 0; padding: 0; }
+.pg-micro-row { display: grid; grid-template-columns: minmax(3em, 7em) 1fr auto auto; gap: 6px; align-items: center;
+  padding: 1px 2px; border-radius: 4px; }
+.pg-micro-row[data-drafted] { box-shadow: inset 0 0 0 2px #D55E00; }
+.pg-micro-row[data-chosen] { background: rgba(0,114,178,.14); }
+.pg-micro-bar { height: 10px; background: rgba(128,128,128,.15); border-radius: 3px; overflow: hidden; }
+.pg-micro-bar > span { display: block; height: 100%; background: #0072B2; }
+.pg-micro-dist[data-dist="q"] .pg-micro-bar > span { background: #E69F00; }
+.pg-micro-dist[data-dist="v"] .pg-micro-bar > span { background: #CC79A7; }
+.pg-micro-dist[data-dist="residual"] .pg-micro-bar > span { background: #009E73; }
+.pg-num { font-variant-numeric: tabular-nums; }
+.pg-micro-mark { font-size: 11px; opacity: .85; }
+.pg-micro-outside, .pg-micro-missing, .pg-micro-known { margin: 4px 0; font-size: 13px; }
+.pg-micro-rule { margin: 8px 0 0; padding-inline-start: 1.2em; line-height: 1.5; }
+.pg-micro-context { white-space: pre-wrap; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
+  font-size: 13px; border-radius: 6px; padding: 4px 6px; background: rgba(128,128,128,.08); unicode-bidi: plaintext; }
+.pg-micro-match { background: rgba(230,159,0,.45); color: inherit; border-radius: 2px; }
+.pg-micro-copied { background: none; color: inherit; text-decoration: underline dotted; text-underline-offset: 3px; }
+.pg-micro-tables { display: grid; grid-template-columns: repeat(auto-fit, minmax(260px, 1fr)); gap: 10px; }
+.pg-micro-table caption { text-align: start; font-size: 12.5px; opacity: .85; padding-bottom: 2px; }
+html[dir="rtl"] .pg-micro-table th, html[dir="rtl"] .pg-micro-table td { text-align: start; }
+"""
+
+
+def panel_for_click(trace: Trace | None, data: object, lang: str = DEFAULT_LANGUAGE) -> str:
+    """The panel for a click's data as a client sent it ({"step": n, "pos": i}); anything else gets a sentence."""
+    step = data.get("step") if isinstance(data, dict) else None
+    pos = data.get("pos") if isinstance(data, dict) else None
+    if trace is None:
+        return empty_panel(t("micro.no_run", lang), lang)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (step, pos)):
+        return empty_panel(t("micro.no_such_token", lang), lang)
+    return panel_html(trace, step, pos, lang)  # type: ignore[arg-type]
