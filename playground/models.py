@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import functools
 import gc
 import hashlib
@@ -51,7 +52,7 @@ from huggingface_hub import get_safetensors_metadata, get_token, snapshot_downlo
 from huggingface_hub.utils import get_session
 from safetensors import safe_open
 
-from .errors import PlaygroundError
+from .errors import PlaygroundError, shorten
 from .i18n import Message
 from .precision import Precision, auto_reason, check_choice, precision_for
 from .settings import Settings, get_settings
@@ -61,6 +62,7 @@ logger = logging.getLogger(__name__)
 # A progress line: plain text, or an `i18n.Message` (English as a str for the CLI, translated on the page).
 Progress = Callable[[str], None]
 
+MAX_HUB_ID_CHARS = 96  # the Hub's own bound on owner/name (huggingface_hub's validate_repo_id)
 HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 # Bump when the conversion output changes so old caches are rebuilt, not trusted.
@@ -331,10 +333,20 @@ def _resolve(spec: str, settings: Settings) -> _Source:
         raise ModelLoadError.keyed("error.unknown_bundled_model", spec=repr(spec), known=known)
     # Outside public mode an existing relative directory wins, as in from_pretrained.
     # In public mode only explicit path syntax counts, so probing cannot reveal directories.
-    if _is_path_syntax(spec) or (not settings.public and Path(spec).is_dir()):
-        return _Source("local", path=_check_local_path(spec, settings))
+    try:  # a path the file system refuses for what it is (a name over 255 bytes, a NUL byte) says so
+        if _is_path_syntax(spec) or (not settings.public and Path(spec).is_dir()):
+            return _Source("local", path=_check_local_path(spec, settings))
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, ModelLoadError):
+            raise
+        too_long = isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG
+        raise ModelLoadError.keyed("error.model.name_too_long" if too_long else "error.model.bad_path",
+                                   spec=repr(shorten(spec))) from None
     if "/" not in spec:
         raise ModelLoadError.keyed("error.unknown_model", spec=repr(spec))
+    if len(spec) > MAX_HUB_ID_CHARS:
+        raise ModelLoadError.keyed("error.model.hub_id_too_long", spec=repr(shorten(spec)), n=len(spec),
+                                   limit=MAX_HUB_ID_CHARS)
     if not HUB_ID_RE.match(spec) or ".." in spec:
         raise ModelLoadError.keyed("error.model.bad_hub_id", spec=repr(spec))
     return _Source("hub", hub_id=spec)
@@ -1405,6 +1417,20 @@ def estimate_param_bytes(spec: str, dtype: str | Precision = "auto") -> int | No
 _StoreKey = tuple[str, "torch.dtype", str | None]
 
 
+def store_key(spec: str) -> str:
+    """The model a spec names, as the store keys it: the real path of a local directory (after the access rules),
+    the catalogue key, or the Hub id (loaded at the Hub's default revision, the only one the playground loads).
+    So `dir/`, `dir//`, `dir/./` and `/proc/self/root/dir` share one copy: no spelling loads a model twice."""
+    source = _resolve(spec, get_settings())  # the access rules apply to cached models too
+    if source.kind == "local":
+        assert source.path is not None
+        return os.path.realpath(source.path)
+    if source.entry is not None:
+        return source.entry.key
+    assert source.hub_id is not None
+    return source.hub_id
+
+
 class ModelStore:
     """Loaded models, shared between requests, within a memory budget.
 
@@ -1422,11 +1448,10 @@ class ModelStore:
 
     def get(self, spec: str, dtype: str | Precision = "auto", progress: Progress | None = None) -> LoadedModel:
         """The loaded model for spec, loading it (once, even with concurrent callers) if needed."""
-        _resolve(spec, get_settings())  # the access rules apply to cached models too
         precision = as_precision(dtype)
-        key = (spec, precision.torch_dtype(), None)
+        key = (store_key(spec), precision.torch_dtype(), None)
         return self._obtain(key, lambda: load_model(spec, precision, progress),
-                            lambda: estimate_param_bytes(spec, precision))
+                            lambda: estimate_param_bytes(spec, precision), spec)
 
     def get_copy(self, spec: str, dtype: str | Precision = "auto", purpose: str = "assistant",
                  progress: Progress | None = None, bound_to: LoadedModel | None = None) -> LoadedModel:
@@ -1437,9 +1462,8 @@ class ModelStore:
         A copy `bound_to` another loaded model (the target it was adapted to) is useless without
         it: the store drops it with that model.
         """
-        _resolve(spec, get_settings())
         precision = as_precision(dtype)
-        key = (spec, precision.torch_dtype(), purpose)
+        key = (store_key(spec), precision.torch_dtype(), purpose)
 
         def make() -> LoadedModel:
             base = self.get(spec, precision, progress)
@@ -1449,14 +1473,14 @@ class ModelStore:
             return replace(base, model=model, tokenizer=tokenizer, lock=threading.Lock(),
                            load_s=time.perf_counter() - started, on_release=[])
 
-        loaded = self._obtain(key, make, lambda: None)
+        loaded = self._obtain(key, make, lambda: None, spec)
         if bound_to is not None:
             with self._lock:
                 self._bound[key] = bound_to
         return loaded
 
     def loaded(self) -> list[str]:
-        """Specs currently held, least recently used first."""
+        """Models currently held (their `store_key`), least recently used first."""
         with self._lock:
             return list(dict.fromkeys(spec for spec, _, _ in self._entries))
 
@@ -1466,8 +1490,9 @@ class ModelStore:
 
     def evict(self, spec: str) -> None:
         """Drop every copy and dtype of spec (callers still holding it keep it alive)."""
+        key = store_key(spec)
         with self._lock:
-            dropped = self._drop([k for k in self._entries if k[0] == spec])
+            dropped = self._drop([k for k in self._entries if k[0] == key])
         _release(dropped)
 
     def clear(self) -> None:
@@ -1498,7 +1523,9 @@ class ModelStore:
             return loaded
 
     def _obtain(self, key: _StoreKey, make: Callable[[], LoadedModel],
-                estimate: Callable[[], int | None]) -> LoadedModel:
+                estimate: Callable[[], int | None], spec: str | None = None) -> LoadedModel:
+        """The entry for `key`, made once; `spec` (as the caller wrote it) names it in a message, not the key's
+        resolved path."""
         if (hit := self._touch(key)) is not None:
             return hit
         with self._lock:
@@ -1509,10 +1536,10 @@ class ModelStore:
             budget = self._budget_bytes()
             expected = estimate()
             if expected is not None:
-                self._make_room(key[0], expected, budget)
+                self._make_room(spec or key[0], expected, budget)
             loaded = make()
             with self._lock:
-                self._make_room(key[0], loaded.param_bytes, budget)
+                self._make_room(spec or key[0], loaded.param_bytes, budget)
                 self._entries[key] = loaded
             return loaded
 
