@@ -467,12 +467,41 @@ def non_finite_message(dtype: torch.dtype, tokens: int) -> Message:
     return Message.keyed("error.non_finite", tokens=tokens, advice=advice)
 
 
+class JobStopped(BaseException):
+    """The job a run belongs to was stopped (its visitor left): raised where the job's work goes on between
+    generations. Not an `Exception`, so work that keeps going past a failed run (Compare) does not swallow it."""
+
+
+_JOB = threading.local()  # `.stop`: the stop event of the job this thread works for (see `stopped_by`)
+
+
+@contextlib.contextmanager
+def stopped_by(event: threading.Event) -> Iterator[None]:
+    """Every run started in this thread inside the block also ends when `event` is set (its visitor left): a long
+    job (Compare, Tune, the check against plain `generate()`) stops at its current generation's next step, and
+    each later run or pass refuses to start (`JobStopped`)."""
+    previous = getattr(_JOB, "stop", None)
+    _JOB.stop = event
+    try:
+        yield
+    finally:
+        _JOB.stop = previous
+
+
+def check_stopped() -> None:
+    """Raise `JobStopped` if this thread's job was stopped (long work calls it between its passes)."""
+    event = getattr(_JOB, "stop", None)
+    if event is not None and event.is_set():
+        raise JobStopped("the job was stopped: its visitor left")
+
+
 class _Stop(StoppingCriteria):
-    """Ends generation after the current step when asked to, when the run's time is up, or when the target's
-    scores overflowed."""
+    """Ends generation after the current step when asked to, when its job was stopped, when the run's time is up,
+    or when the target's scores overflowed."""
 
     def __init__(self, cancel: threading.Event, deadline: float | None, watch: _ScoreWatch | None = None):
         self.cancel = cancel
+        self.job: threading.Event | None = getattr(_JOB, "stop", None)  # the job of the thread making the run
         self.deadline = deadline
         self.watch = watch
         self.timed_out = False
@@ -480,6 +509,8 @@ class _Stop(StoppingCriteria):
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
         if self.deadline is not None and time.perf_counter() > self.deadline:
             self.timed_out = True
+        if self.job is not None and self.job.is_set():
+            self.cancel.set()
         stop = self.cancel.is_set() or self.timed_out or (self.watch is not None and self.watch.tripped())
         return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
@@ -727,6 +758,7 @@ class LiveRun:
     def __iter__(self) -> Iterator[Step]:
         if self._thread is not None:
             raise RuntimeError("a LiveRun can be iterated once")
+        check_stopped()  # a stopped job starts no further run
         self._thread = threading.Thread(target=self._work, name="playground-generate", daemon=True)
         self._thread.start()
         try:

@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from .engine import LiveRun, RunError, RunRequest, in_worker_thread, prepare
+from .engine import LiveRun, RunError, RunRequest, check_stopped, in_worker_thread, prepare
 from .i18n import Message
 from .methods import METHODS, REFERENCE, Method, get_method
 from .models import STORE, ModelStore
@@ -241,6 +241,7 @@ class _GreedyDrafter:
         self._branch: dict[str, Any] | None = None
 
     def _forward(self, ids: list[int], cache: Any) -> tuple[torch.Tensor, Any]:
+        check_stopped()  # the drafter pass is one forward per token: it ends within one of its visitor leaving
         device = self.model.device
         out = self.model(input_ids=torch.tensor([ids], device=device), cache=cache, use_cache=True)
         return out.logits[0, -1].float(), out.cache
@@ -368,6 +369,7 @@ def _time_forwards(model: Any, context: list[int], widths: Sequence[int], repeat
     prefill = time.perf_counter() - start
     times: dict[int, float] = {}
     for width in widths:
+        check_stopped()
         ids = torch.tensor([(context * width)[:width]], device=device)
         samples = []
         for _ in range(repeats):

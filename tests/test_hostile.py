@@ -439,7 +439,7 @@ def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
         "restore_link": [],
         # prompt, target, assistant, method, params, dtype, chat, max_new_tokens, largest draft, more prompts
         "tune_page": [PROMPT, models["target"], None, "prompt_lookup", {}, "float32", "auto", 8, 2, ""],
-        "run_verify": [None],
+        "verify_page": [None],
         "after_run": [None, None],  # the run's trace and the baselines (both States)
         "replay_last": [None],
         "on_trace_upload": [None],  # its one input is the file record: every hostile value replaces it
