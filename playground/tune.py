@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from .engine import LiveRun, RunError, RunRequest, check_stopped, in_worker_thread, prepare
+from .engine import LiveRun, RunError, RunRequest, check_stopped, in_worker_thread, prepare, turn
 from .i18n import Message
 from .methods import METHODS, REFERENCE, Method, get_method
 from .models import STORE, ModelStore
@@ -294,6 +294,7 @@ def _held(models: Sequence[Any]) -> Iterator[None]:
     """Hold each distinct model's generation lock (a model may be its own assistant)."""
     locks = sorted({id(m.lock): m.lock for m in models}.items())
     with contextlib.ExitStack() as stack:
+        stack.enter_context(turn())  # a visitor's own run waiting for these models goes first
         for _, lock in locks:
             stack.enter_context(lock)
         stack.enter_context(torch.inference_mode())

@@ -5,10 +5,13 @@ Used by the runs that load models (generate's preparation, the code for the curr
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
 from typing import Any, Callable, Iterator
+
+logger = logging.getLogger(__name__)
 
 POLL_S = 0.1  # how often the worker's progress is looked at
 HEARTBEAT_S = 1.0  # the latest message is yielded again this often: Gradio can close the handler only at a yield
@@ -45,6 +48,9 @@ def in_thread(work: Callable[[Callable[[str], None]], Any], name: str,
                 box["result"] = work(progress)
         except BaseException as exc:  # re-raised in the handler's thread
             box["error"] = exc
+        finally:
+            if gone.is_set():  # how long the work went on after its client left (tests/hostile_sweep.py reads it)
+                logger.info("%s ended %.1f s after its client left", name, time.monotonic() - box["gone_at"])
 
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
@@ -61,6 +67,7 @@ def in_thread(work: Callable[[Callable[[str], None]], Any], name: str,
                 last, said = latest or last, time.monotonic()
                 yield "progress", last
     finally:  # also when Gradio closes this generator because the client disconnected
+        box.setdefault("gone_at", time.monotonic())
         gone.set()
     if "error" in box:
         raise box["error"]
