@@ -810,6 +810,16 @@ def test_a_path_or_hub_id_that_fails_for_what_it_is_says_so(server: Server, mode
         assert len(outcome.alert() or "") < 400
 
 
+def test_older_raw_clients_work_and_short_calls_get_our_message(server: Server, models: dict[str, str]) -> None:
+    """/generate with the 13 values of clients older than check_plain and preset runs (both take their default);
+    a call with fewer values than any handler takes gets our message instead of Gradio's generic error."""
+    outcome = PROBE.send(server, "generate with 13 values", "generate", generate_args(models)[:13], "Done: 4 tokens")
+    assert outcome.success and "Done: 4 tokens" in outcome.text(), outcome.text()[:300]
+    for name, data in (("generate", generate_args(models)[:5]), ("compare", [PROMPT]), ("replay_view", [])):
+        outcome = PROBE.send(server, f"{name} with {len(data)} values", name, data, "this endpoint takes")
+        assert not outcome.success and "the call sent" in (outcome.error or ""), (name, outcome)
+
+
 def test_mcp_tool_arguments_are_checked_like_the_pages() -> None:
     """An agent's lone surrogate, over-long text and unbounded repeats get the page's one-line messages, cut; the
     refusal names no server file (the Spec-Bench set by its name)."""
@@ -926,26 +936,85 @@ def _wait_for_log(server: Server, fragment: str, start: int, within_s: float) ->
 
 @pytest.mark.slow
 def test_tune_stops_when_its_client_leaves(server: Server, models: dict[str, str]) -> None:
-    """A Tune of 9 long prompts, 512 new tokens and drafts up to 16 (minutes of work) ends once its tab is closed:
+    """A Tune of 9 prompts, 400 new tokens and drafts up to 16 (minutes of work) ends once its tab is closed:
     its worker thread ends and says so in the log (the work's end, however long it would have gone on)."""
     more = "\n".join(f"Prompt number {i}: one, two, three, four, five, six, seven." for i in range(8))
     # prompt, target, assistant, method, params, dtype, chat, max_new_tokens, largest draft, more prompts
-    data = [PROMPT * 20, models["target"], None, "prompt_lookup", {}, "float32", "auto", 512, 16, more]
+    data = [PROMPT, models["target"], None, "prompt_lookup", {}, "float32", "auto", 400, 16, more]
     start = len(server.log.read_bytes())
     _leave_after(server, "tune_page", data, "Tuning")
     line = _wait_for_log(server, "playground-tune ended", start, within_s=60)
     assert line is not None, "Tune kept working after its client left"
 
 
-@pytest.mark.slow
-def test_the_plain_check_stops_when_its_client_leaves(server: Server, models: dict[str, str]) -> None:
-    """Leaving while the run is checked against plain generate() ends that check too."""
-    start = len(server.log.read_bytes())
-    args = generate_args(models, method="prompt_lookup", params={"prompt_lookup_num_tokens": 3}, max_new_tokens=512,
-                         check_plain=True, prompt=PROMPT * 40)
-    _leave_after(server, "generate", args, "Checking against plain")
-    line = _wait_for_log(server, "playground-check-plain ended", start, within_s=60)
-    assert line is not None, "the check against plain generate() went on after its client left"
+def test_a_stopped_job_ends_its_runs_and_starts_no_more(tiny_models: dict[str, str]) -> None:
+    """The engine's side of leaving: inside a stopped job, the plain check's `generate()` ends at its first step
+    and says so, and no further run starts (what the page's handlers rely on once Gradio closes them)."""
+    import threading
+
+    from playground.engine import JobStopped, LiveRun, plain_generate, prepare, stopped_by
+    from playground.request import new_request
+
+    prepared = prepare(new_request(PROMPT, target=tiny_models["target"], method="prompt_lookup", max_new_tokens=64,
+                                   dtype="float32"))
+    left = threading.Event()
+    with stopped_by(left):
+        assert len(plain_generate(prepared)[0]) == 64  # a job whose visitor stays runs in full
+        left.set()
+        with pytest.raises(JobStopped):
+            plain_generate(prepared)
+        with pytest.raises(JobStopped):
+            LiveRun(prepared).run()
+    assert LiveRun(prepared).run().finish_reason in ("eos", "length")  # outside the job: untouched
+
+
+def test_a_visitors_run_goes_before_a_long_jobs_next_run() -> None:
+    """Fair share: while a visitor's own run waits for (or holds) its models, a long job's next run does not start;
+    it starts once that run is done, and a job whose visitor left stops waiting."""
+    import threading
+
+    from playground.engine import JobStopped, _turn
+
+    job, started, release, holding = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+    outcome: list[str] = []
+
+    def long_jobs_next_run() -> None:
+        try:
+            with _turn(job):
+                started.set()
+                outcome.append("ran")
+        except JobStopped:
+            outcome.append("stopped")
+
+    def visitors_run() -> None:
+        with _turn(None):
+            holding.set()
+            release.wait(30)
+
+    visitor = threading.Thread(target=visitors_run)
+    visitor.start()
+    assert holding.wait(30)
+    background = threading.Thread(target=long_jobs_next_run)
+    background.start()
+    assert not started.wait(1.0), "a long job's run started while a visitor's run held its turn"
+    release.set()
+    visitor.join(30)
+    background.join(30)
+    assert outcome == ["ran"]
+    # The same wait, left: the job stops waiting instead of running.
+    release.clear()
+    holding.clear()
+    visitor = threading.Thread(target=visitors_run)
+    visitor.start()
+    assert holding.wait(30)
+    outcome.clear()
+    job.set()
+    background = threading.Thread(target=long_jobs_next_run)
+    background.start()
+    background.join(30)
+    release.set()
+    visitor.join(30)
+    assert outcome == ["stopped"]
 
 
 def test_zz_every_hostile_input_was_handled(server: Server, models: dict[str, str]) -> None:
