@@ -86,7 +86,8 @@ def disconnect_stop(client: Client, target: str, log: Path) -> dict[str, Any]:
                 break
     left = time.monotonic()
     while time.monotonic() - left < 120:
-        found = re.search(r"playground-tune ended ([\d.]+) s after its client left", log.read_text()[start:])
+        found = re.search(r"playground-tune ended ([\d.]+) s after its client left",
+                          log.read_bytes()[start:].decode(errors="replace"))  # `start` counts bytes
         if found:
             return {"stopped_after_leaving_s": round(time.monotonic() - left, 2),
                     "worker_after_handler_closed_s": float(found.group(1))}

@@ -926,7 +926,7 @@ def _wait_for_log(server: Server, fragment: str, start: int, within_s: float) ->
 
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        text = server.log.read_text(errors="replace")[start:]
+        text = server.log.read_bytes()[start:].decode(errors="replace")  # `start` counts bytes (the log has ██)
         line = next((ln for ln in text.splitlines() if fragment in ln), None)
         if line:
             return line
