@@ -960,7 +960,10 @@ def test_a_stopped_job_ends_its_runs_and_starts_no_more(tiny_models: dict[str, s
     left = threading.Event()
     with stopped_by(left):
         assert len(plain_generate(prepared)[0]) == 64  # a job whose visitor stays runs in full
-        left.set()
+        live = LiveRun(prepared)
+        for _ in live:  # the visitor leaves during the run: it ends at its next step
+            left.set()
+        assert live.trace.finish_reason == "stopped" and len(live.trace.output_ids) < 64, live.trace.finish_reason
         with pytest.raises(JobStopped):
             plain_generate(prepared)
         with pytest.raises(JobStopped):
