@@ -1,7 +1,7 @@
 """Work in a worker thread with its progress streamed: a handler yields the messages while the work runs.
 
-Used by the runs that load models (generate's preparation, the code for the current settings) and the long jobs that must
-end with their visitor (Compare, Tune, the check against plain `generate()`).
+Used by the runs that load models (generate's preparation, the code for the current settings) and the long jobs
+that must end with their visitor (Compare, Tune, the check against plain `generate()`).
 """
 
 from __future__ import annotations
