@@ -326,9 +326,73 @@ def prepare(
     )
 
 
+class JobStopped(BaseException):
+    """The job a run belongs to was stopped (its visitor left): raised where the job's work goes on between
+    generations. Not an `Exception`, so work that keeps going past a failed run (Compare) does not swallow it."""
+
+
+_JOB = threading.local()  # `.stop`: the stop event of the job this thread works for (see `stopped_by`)
+
+
 @contextlib.contextmanager
-def exclusive(prepared: PreparedRun) -> Iterator[None]:
-    """Hold the models and the state generation mutates for the duration of one run.
+def stopped_by(event: threading.Event) -> Iterator[None]:
+    """Every run started in this thread inside the block also ends when `event` is set (its visitor left): a long
+    job (Compare, Tune, the check against plain `generate()`) stops at its current generation's next step, and
+    each later run or pass refuses to start (`JobStopped`)."""
+    previous = getattr(_JOB, "stop", None)
+    _JOB.stop = event
+    try:
+        yield
+    finally:
+        _JOB.stop = previous
+
+
+def check_stopped() -> None:
+    """Raise `JobStopped` if this thread's job was stopped (long work calls it between its passes)."""
+    event = getattr(_JOB, "stop", None)
+    if event is not None and event.is_set():
+        raise JobStopped("the job was stopped: its visitor left")
+
+
+_TURNS = threading.Condition()  # guards `_foreground_runs`; a long job's run waits on it for its turn
+_foreground_runs = 0  # a visitor's own runs (not a long job's) waiting for their models or running
+
+
+@contextlib.contextmanager
+def _turn(job: threading.Event | None) -> Iterator[None]:
+    """A run's turn at the models. A visitor's own run (no `job`) counts itself while it waits and runs; a long
+    job's run (Compare, Tune, the plain check: `stopped_by`) first waits until no such run waits or runs. So a
+    visitor's short generation waits at most for the one generation a long job has already begun, never for the
+    rest of the job; a job whose visitor left stops waiting (`JobStopped`)."""
+    global _foreground_runs
+    if job is None:
+        with _TURNS:
+            _foreground_runs += 1
+        try:
+            yield
+        finally:
+            with _TURNS:
+                _foreground_runs -= 1
+                _TURNS.notify_all()
+        return
+    with _TURNS:
+        while _foreground_runs:
+            if job.is_set():
+                raise JobStopped("the job was stopped: its visitor left")
+            _TURNS.wait(0.5)
+    yield
+
+
+def turn() -> contextlib.AbstractContextManager[None]:
+    """This thread's turn at the models (`_turn`), for work that holds model locks outside `exclusive` (Tune's
+    drafter pass)."""
+    return _turn(getattr(_JOB, "stop", None))
+
+
+@contextlib.contextmanager
+def exclusive(prepared: PreparedRun, job: threading.Event | None = None) -> Iterator[None]:
+    """Hold the models and the state generation mutates for the duration of one run (after `_turn`: `job` is the
+    long job the run belongs to, None for a visitor's own run).
 
     One generation per loaded model at a time (early exit lowers the target's layer count, the
     heuristic schedule writes back the draft length); the draft-length settings live on the
@@ -336,6 +400,7 @@ def exclusive(prepared: PreparedRun) -> Iterator[None]:
     """
     locks = sorted({id(m.lock): m.lock for m in prepared.models()}.items())
     with contextlib.ExitStack() as stack:
+        stack.enter_context(_turn(job))
         for _, lock in locks:
             stack.enter_context(lock)
         if prepared.request.sample:
@@ -360,8 +425,10 @@ def in_worker_thread(fn: Callable[[], Any], name: str) -> Any:
     thread's, so every timed run happens in a worker thread.
     """
     box: dict[str, Any] = {}
+    job = getattr(_JOB, "stop", None)  # the worker works for the caller's job (its runs stop with it)
 
     def work() -> None:
+        _JOB.stop = job
         try:
             box["result"] = fn()
         except BaseException as exc:  # re-raised in the caller's thread
@@ -379,13 +446,21 @@ def plain_generate(prepared: PreparedRun) -> tuple[list[int], float]:
     """The same `generate()` call with no instrumentation: the reference for output and overhead (in a
     worker thread, as `LiveRun` runs it, so an overhead figure compares the instrumentation alone)."""
 
+    job: threading.Event | None = getattr(_JOB, "stop", None)  # the caller's long job, if it is one
+    kwargs = dict(prepared.generate_kwargs)
+    if job is not None:  # its visitor leaving ends it at the next step (one Event look per step: no cost to see)
+        kwargs["stopping_criteria"] = StoppingCriteriaList([_Stop(threading.Event(), None)])  # it takes the job
+
     def work() -> tuple[list[int], float]:
-        with exclusive(prepared), torch.inference_mode():
+        with exclusive(prepared, job), torch.inference_mode():
             start = time.perf_counter()
-            out = prepared.target.model.generate(**prepared.generate_kwargs)
+            out = prepared.target.model.generate(**kwargs)
             return out[0, prepared.input_ids.shape[1]:].tolist(), time.perf_counter() - start
 
-    return in_worker_thread(work, "playground-plain-generate")
+    result = in_worker_thread(work, "playground-plain-generate")
+    if job is not None and job.is_set():
+        raise JobStopped("the job was stopped: its visitor left")
+    return result
 
 
 # --- raw records pushed by the worker ------------------------------------------------------
@@ -547,11 +622,12 @@ def non_finite_message(dtype: torch.dtype, tokens: int) -> Message:
 
 
 class _Stop(StoppingCriteria):
-    """Ends generation after the current step when asked to, when the run's time is up, or when the target's
-    scores overflowed."""
+    """Ends generation after the current step when asked to, when its job was stopped, when the run's time is up,
+    or when the target's scores overflowed."""
 
     def __init__(self, cancel: threading.Event, deadline: float | None, watch: _ScoreWatch | None = None):
         self.cancel = cancel
+        self.job: threading.Event | None = getattr(_JOB, "stop", None)  # the job of the thread making the run
         self.deadline = deadline
         self.watch = watch
         self.timed_out = False
@@ -559,6 +635,8 @@ class _Stop(StoppingCriteria):
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
         if self.deadline is not None and time.perf_counter() > self.deadline:
             self.timed_out = True
+        if self.job is not None and self.job.is_set():
+            self.cancel.set()
         stop = self.cancel.is_set() or self.timed_out or (self.watch is not None and self.watch.tripped())
         return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
@@ -812,7 +890,7 @@ class LiveRun:
         kwargs = dict(prepared.generate_kwargs)
         kwargs["stopping_criteria"] = StoppingCriteriaList([self._stop])
         try:
-            with exclusive(prepared), torch.inference_mode(), self._watch.watching(model):
+            with exclusive(prepared, self._stop.job), torch.inference_mode(), self._watch.watching(model):
                 if prepared.method.observed_by == "streamer":
                     kwargs["streamer"] = recorder.streamer(prepared.input_ids.shape[1])
                     patch: contextlib.AbstractContextManager[Any] = _step_starts_at_forward(model, recorder)
@@ -832,6 +910,7 @@ class LiveRun:
     def __iter__(self) -> Iterator[Step]:
         if self._thread is not None:
             raise RuntimeError("a LiveRun can be iterated once")
+        check_stopped()  # a stopped job starts no further run
         self._thread = threading.Thread(target=self._work, name="playground-generate", daemon=True)
         self._thread.start()
         try:

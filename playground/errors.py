@@ -43,6 +43,17 @@ class PlaygroundError(ValueError):
         return t(self.key, lang, **{name: localize(value, lang) for name, value in self.fields.items()})
 
 
+MAX_VALUE_SHOWN = 80  # characters of a value a message echoes (a name, a path, a client's argument)
+
+
+def shorten(value: Any, limit: int = MAX_VALUE_SHOWN) -> str:
+    """A value for a message, cut to `limit` characters with an ellipsis: text as it is, anything else as its repr.
+    Every message that echoes what a visitor sent (or a file held) passes it through here, so no value of a
+    megabyte ever fills a status line, a toast or an agent's error."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def localized_message(exc: BaseException, lang: str = DEFAULT_LANGUAGE) -> str:
     """A user-facing error's message in `lang` (our keyed messages translated; any other text as it is)."""
     return exc.localized(lang) if isinstance(exc, PlaygroundError) else str(exc)

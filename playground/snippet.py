@@ -63,6 +63,17 @@ def show_code(run: PreparedRun | RunRequest, store: ModelStore = STORE) -> CodeV
 
 # --- where a model comes from ---------------------------------------------------------------
 
+CACHE_PLACEHOLDER = "<PLAYGROUND_CACHE_DIR>"  # a public page's script: the cache folder, not the server's path
+
+
+def _made_with(prepared: PreparedRun) -> str:
+    """The script's first facts: the libraries' versions on a local server; a public one does not show its own."""
+    where = f"({prepared.precision.device}, {prepared.precision.dtype})."
+    if get_settings().public:
+        return f"# Made with the transformers and torch of the playground's requirements.txt {where}"
+    return f"# Made with transformers=={transformers.__version__}, torch=={torch.__version__.split('+')[0]} {where}"
+
+
 def model_location(spec: str) -> tuple[str, list[str]]:
     """(what to pass to `from_pretrained`, comment lines) for a catalogue key, Hub id or directory.
 
@@ -70,9 +81,13 @@ def model_location(spec: str) -> tuple[str, list[str]]:
     how that directory was produced.
     """
     entry = CATALOGUE.get(spec)
+    public = get_settings().public  # a public server's page shows none of its own paths
     if entry is not None and entry.source == "bundled" and entry.gguf is not None:
         gguf = entry.gguf
-        directory = converted_dir(entry.key).expanduser()
+        settings = get_settings()
+        directory = converted_dir(entry.key, settings).expanduser()
+        if public:  # the same folder under the visitor's own PLAYGROUND_CACHE_DIR, not the server's
+            directory = Path(CACHE_PLACEHOLDER) / directory.relative_to(settings.cache_dir.expanduser())
         return str(directory), [
             f"{entry.key}: the playground's safetensors conversion of {gguf.filename} (PyPI: {gguf.requirement}),",
             f"made once by from_pretrained(<gguf dir>, gguf_file={gguf.filename!r}, dtype=torch.float32)",
@@ -81,9 +96,9 @@ def model_location(spec: str) -> tuple[str, list[str]]:
     if entry is not None and entry.hub_id:
         return entry.hub_id, []
     path = Path(spec).expanduser()
-    if path.is_dir():
+    if not public and path.is_dir():
         return str(path.resolve()), []
-    return spec, []  # a Hub id outside the catalogue
+    return spec, []  # a Hub id outside the catalogue, or a directory as the visitor wrote it
 
 
 # --- the Python script ----------------------------------------------------------------------
@@ -139,8 +154,7 @@ def python_snippet(prepared: PreparedRun) -> str:
     out: list[str] = [
         # (Nothing like "coding:" may appear in the first two lines: Python would read it as the file's encoding.)
         "# Reproduces a playground run with Transformers alone.",
-        f"# Made with transformers=={transformers.__version__}, torch=={torch.__version__.split('+')[0]}"
-        f" ({prepared.precision.device}, {prepared.precision.dtype}).",
+        _made_with(prepared),
         f"# Method: {method.title} ({method.name}).",
         "import torch",
         "from transformers import AutoModelForCausalLM, AutoTokenizer",

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import types
 from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
-from .errors import PlaygroundError
+from .errors import PlaygroundError, shorten
 from .i18n import Message
 from .settings import MICROSCOPE_MAX_TOP_K
 
@@ -235,7 +236,17 @@ class Trace:
 
     @classmethod
     def from_dict(cls, data: Any) -> "Trace":
-        """A trace from parsed JSON, every field checked (type, range, size) as untrusted input."""
+        """A trace from parsed JSON, every field checked (type, range, size) as untrusted input. Any JSON at any
+        place gets a trace-format message: the checks' own, or (a shape they did not foresee) a general one."""
+        try:
+            return cls._from_checked_dict(data)
+        except TraceFormatError:
+            raise
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError, OverflowError):
+            raise TraceFormatError.keyed("error.trace.malformed", reason=Message.keyed("error.trace.shape")) from None
+
+    @classmethod
+    def _from_checked_dict(cls, data: Any) -> "Trace":
         if not isinstance(data, dict) or "steps" not in data or "method" not in data:
             raise TraceFormatError.keyed("error.trace.not_a_trace")
         version = data.get("schema_version")
@@ -256,10 +267,18 @@ class Trace:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Trace":
+        """A trace from a file's bytes: anything that is not readable JSON gets a trace-format message of ours
+        (never the JSON reader's own words), as does JSON of a shape no trace has (`from_dict`)."""
         try:
             data = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise TraceFormatError.keyed("error.trace.json", reason=str(exc)) from None
+        except json.JSONDecodeError as exc:
+            raise TraceFormatError.keyed("error.trace.json", line=exc.lineno, column=exc.colno) from None
+        except UnicodeDecodeError as exc:  # bytes that are not UTF-8 (nor UTF-16/32, which json detects)
+            raise TraceFormatError.keyed("error.trace.encoding", position=exc.start) from None
+        except RecursionError:  # "[[[[…" nested past Python's reader
+            raise TraceFormatError.keyed("error.trace.json_depth") from None
+        except ValueError:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+            raise TraceFormatError.keyed("error.trace.json_number", limit=sys.get_int_max_str_digits()) from None
         return cls.from_dict(data)
 
     @classmethod
@@ -269,13 +288,14 @@ class Trace:
 
 def short_repr(value: Any, limit: int = 40) -> str:
     """A value for a message: its repr, cut short (a hostile file must not fill the page)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
+    return shorten(repr(value), limit)
 
 
 def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
     """A schema-1 trace in schema 2's terms: `rejected` kept only the first refused draft, the rest became
     `discarded`; the time outside draft and verify was not measured (`other_ms` and `setup_ms` are 0)."""
+    if not isinstance(data["steps"], list):  # the reader refuses it in schema 2's words
+        return {**data, "schema_version": SCHEMA_VERSION}
     steps = []
     for step in data["steps"]:
         if isinstance(step, dict) and isinstance(step.get("rejected"), list) and "discarded" not in step:
@@ -363,13 +383,13 @@ class _Reader(RecordReader):
 
     def fail(self, where: str, expected: str, value: Any) -> TraceFormatError:
         """`expected`: a `Message` (translated with the refusal) or a name as it is."""
-        return TraceFormatError.keyed("error.trace.must_be", where=where, expected=expected, got=short_repr(value))
+        return TraceFormatError.keyed("error.trace.must_be", where=shorten(where), expected=expected, got=short_repr(value))
 
     def not_an_object(self, cls: type, where: str, value: Any) -> TraceFormatError:
         return self.fail(where, Message.keyed("error.trace.an_object", name=cls.__name__), value)
 
     def missing(self, where: str, name: str) -> TraceFormatError:
-        return TraceFormatError.keyed("error.trace.missing", where=where, name=name)
+        return TraceFormatError.keyed("error.trace.missing", where=shorten(where), name=name)
 
     def leaf(self, value: Any, hint: Any, where: str, name: str) -> Any:
         origin, args = get_origin(hint), get_args(hint)
@@ -395,7 +415,7 @@ class _Reader(RecordReader):
             if not isinstance(value, list):
                 raise self.fail(where, Message.keyed("error.trace.a_list"), value)
             if len(value) > MAX_LIST_ITEMS:
-                raise TraceFormatError.keyed("error.trace.items", where=where, n=len(value), limit=MAX_LIST_ITEMS)
+                raise TraceFormatError.keyed("error.trace.items", where=shorten(where), n=len(value), limit=MAX_LIST_ITEMS)
             (item,) = args
             if name in POSITION_LISTS:
                 return [self.leaf(v, int, f"{where}[{i}]", "") for i, v in enumerate(value)]
@@ -418,32 +438,32 @@ class _Reader(RecordReader):
         if not isinstance(value, str):
             raise self.fail(where, Message.keyed("error.trace.text"), value)
         if len(value) > MAX_TEXT_CHARS:
-            raise TraceFormatError.keyed("error.trace.chars", where=where, n=len(value), limit=MAX_TEXT_CHARS)
+            raise TraceFormatError.keyed("error.trace.chars", where=shorten(where), n=len(value), limit=MAX_TEXT_CHARS)
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate ("\ud800" in JSON): not text a page can show
-            raise TraceFormatError.keyed("error.trace.surrogate", where=where) from None
+            raise TraceFormatError.keyed("error.trace.surrogate", where=shorten(where)) from None
         return value
 
     def mapping(self, value: Any, where: str, depth: int, count: list[int]) -> Any:
         """A free-form JSON value (params, decoding, env): small, shallow, finite numbers, valid text."""
         count[0] += 1
         if count[0] > MAX_MAPPING_ITEMS:
-            raise TraceFormatError.keyed("error.trace.mapping_items", where=where, limit=MAX_MAPPING_ITEMS)
+            raise TraceFormatError.keyed("error.trace.mapping_items", where=shorten(where), limit=MAX_MAPPING_ITEMS)
         if value is None or isinstance(value, bool):
             return value
         if isinstance(value, int):
             if abs(value) > MAX_COUNT:
-                raise self.fail(where, f"a number of at most {MAX_COUNT} in size", value)
+                raise self.fail(where, Message.keyed("error.trace.a_small_number", limit=MAX_COUNT), value)
             return value
         if isinstance(value, float):
             if not math.isfinite(value):
-                raise self.fail(where, "a finite number", value)
+                raise self.fail(where, Message.keyed("error.trace.a_finite_number"), value)
             return value
         if isinstance(value, str):
             return self.text(value, where)
         if depth <= 0 or not isinstance(value, (list, dict)):
-            raise self.fail(where, f"JSON nested at most {MAX_MAPPING_DEPTH} deep", value)
+            raise self.fail(where, Message.keyed("error.trace.shallow", limit=MAX_MAPPING_DEPTH), value)
         if isinstance(value, list):
             return [self.mapping(v, f"{where}[{i}]", depth - 1, count) for i, v in enumerate(value)]
         return {self.text(k, where): self.mapping(v, f"{where}.{k}", depth - 1, count) for k, v in value.items()}

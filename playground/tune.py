@@ -52,7 +52,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from .engine import LiveRun, RunError, RunRequest, in_worker_thread, prepare
+from .engine import LiveRun, RunError, RunRequest, check_stopped, in_worker_thread, prepare, turn
 from .i18n import Message
 from .methods import METHODS, REFERENCE, Method, ensemble_weight, get_method, prompt_lookup_match
 from .models import STORE, ModelStore
@@ -231,6 +231,7 @@ class _GreedyDrafter:
         self._branch: dict[str, Any] | None = None
 
     def _forward(self, ids: list[int], cache: Any) -> tuple[torch.Tensor, Any]:
+        check_stopped()  # the drafter pass is one forward per token: it ends within one of its visitor leaving
         device = self.model.device
         out = self.model(input_ids=torch.tensor([ids], device=device), cache=cache, use_cache=True)
         return out.logits[0, -1].float(), out.cache
@@ -283,6 +284,7 @@ def _held(models: Sequence[Any]) -> Iterator[None]:
     """Hold each distinct model's generation lock (a model may be its own assistant)."""
     locks = sorted({id(m.lock): m.lock for m in models}.items())
     with contextlib.ExitStack() as stack:
+        stack.enter_context(turn())  # a visitor's own run waiting for these models goes first
         for _, lock in locks:
             stack.enter_context(lock)
         stack.enter_context(torch.inference_mode())
@@ -417,6 +419,7 @@ def _time_forwards(model: Any, context: list[int], widths: Sequence[int], repeat
     times: dict[int, float] = {}
     widest = 0.0
     for width in widths:
+        check_stopped()
         ids = torch.tensor([(context * width)[:width]], device=device)
 
         def one() -> float:

@@ -439,7 +439,7 @@ def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
         "restore_link": [],
         # prompt, target, assistant, method, params, dtype, chat, max_new_tokens, largest draft, more prompts
         "tune_page": [PROMPT, models["target"], None, "prompt_lookup", {}, "float32", "auto", 8, 2, ""],
-        "run_verify": [None],
+        "verify_page": [None],
         "after_run": [None, None],  # the run's trace and the baselines (both States)
         "replay_last": [None],
         "replay_open_token": [None],  # the replayed trace (a State); the clicked step and position come as event data
@@ -705,6 +705,322 @@ def test_compare_stops_when_its_client_leaves(server: Server, models: dict[str, 
                 break
         time.sleep(0.05)
     assert _worker_threads(server) == 0, "compare kept generating after its client left"
+
+
+# --------------------------------------------------------------------------- issue 23: refusals in our words
+
+# What Python's own words for a malformed file look like (the JSON reader's, the codec's, the int converter's).
+PYTHON_WORDS = re.compile(r"not iterable|recursion|set_int_max_str_digits|codec can't|Expecting|object is not|"
+                          r"NoneType|Traceback|unhashable|has no attribute|subscriptable", re.I)
+
+
+def _json_nodes(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every place in a JSON value: each key of an object, the first and last item of a list."""
+    yield path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _json_nodes(item, (*path, key))
+    elif isinstance(value, list) and value:
+        for index in sorted({0, len(value) - 1}):
+            yield from _json_nodes(value[index], (*path, index))
+
+
+# Every JSON type, and the ones Python's reader fails on by itself (deep nesting, a number of 5 000 digits).
+ANY_JSON: list[tuple[str, str]] = [("null", "null"), ("true", "true"), ("zero", "0"), ("negative", "-1"),
+                                   ("float", "1.5"), ("NaN", "NaN"), ("-Infinity", "-Infinity"), ("text", '"x"'),
+                                   ("empty list", "[]"), ("list", "[1, [2]]"), ("empty object", "{}"),
+                                   ("object", '{"a": {"b": 1}}'), ("deep", "[" * 5000 + "]" * 5000),
+                                   ("huge int", "9" * 5000), ("surrogate", '"\\ud800"')]
+
+
+def test_every_malformed_trace_gets_a_trace_format_message() -> None:
+    """Any JSON type at any place of a trace (schema 1 and 2), nesting past Python's reader, numbers past its digit
+    limit, bytes that are not UTF-8: each is refused with a trace-format message of ours (or loads), never
+    Python's own words; and a name of a million characters is cut in the status line."""
+    from playground.app.replay_tab import describe_trace
+    from playground.trace import TraceFormatError
+
+    PLACEHOLDER = "__PLACE__"
+    tried = 0
+    for version in (1, 2):
+        good = make_trace(2)
+        good["schema_version"] = version
+        for path in _json_nodes(good):
+            if not path:
+                continue
+            data = json.loads(json.dumps(good))
+            node = data
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = PLACEHOLDER
+            text = json.dumps(data)
+            for label, value in ANY_JSON:
+                tried += 1
+                try:
+                    Trace.from_json(text.replace(f'"{PLACEHOLDER}"', value))
+                except TraceFormatError as exc:
+                    message = str(exc)
+                    assert not PYTHON_WORDS.search(message) and len(message) < 400, (version, path, label, message)
+                except BaseException as exc:  # noqa: BLE001 - what this test is about
+                    pytest.fail(f"schema {version}, {path} = {label}: {type(exc).__name__}: {str(exc)[:200]}")
+    whole_files = [b"\xff\xfe\x00{", b'{"method": "\xff"}', b"[" * 100_000, b"9" * 5000, b"", b"\x00"]
+    for content in whole_files:
+        with pytest.raises(TraceFormatError) as refused:
+            Trace.from_json(content)
+        assert not PYTHON_WORDS.search(str(refused.value)), str(refused.value)
+    named = make_trace(2)
+    named["target"] = "m" * 999_000
+    line = describe_trace(Trace.from_dict(named), "Loaded t.json")
+    assert len(line) < 1000 and "m" * 80 + "…" in line
+    print(f"\nmalformed traces tried: {tried + len(whole_files)}")
+
+
+def test_hostile_trace_files_uploaded_get_our_words(server: Server) -> None:
+    """The same through the page's upload: the status line holds our message, cut, in one line."""
+    named = make_trace(2)
+    named["target"] = "m" * 999_000
+    cases = [("deep.json", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+             ("digits.json", b'{"method": "x", "steps": [], "schema_version": ' + b"9" * 5000 + b"}", "more than 4300 digits"),
+             ("latin1.json", '{"method": "é"}'.encode("latin-1"), "not UTF-8 text"),
+             ("v1-steps.json", json.dumps({**make_trace(2), "schema_version": 1, "steps": 5}).encode(),
+              "trace.steps must be a list"),
+             ("named.json", json.dumps(named).encode(), "Loaded named.json")]
+    for name, content, fragment in cases:
+        PROBE.tried += 1
+        outcome = server.call("on_trace_upload", [server.upload(name, content)])
+        text = outcome.text()
+        problem = None
+        if not outcome.success or fragment not in text:
+            problem = f"expected {fragment!r}, got {text[:300]!r}"
+        elif PYTHON_WORDS.search(text) or LEAKS.search(text):
+            problem = f"Python's words: {text[:300]!r}"
+        elif "m" * 1000 in text:
+            problem = "a million-character name was echoed"
+        if problem:
+            PROBE.unhandled.append(f"trace file {name}: {problem}")
+    assert PROBE.unhandled == [], "\n".join(PROBE.unhandled)
+
+
+def test_a_path_or_hub_id_that_fails_for_what_it_is_says_so(server: Server, models: dict[str, str]) -> None:
+    """A name over the file system's 255 bytes and a Hub id over the Hub's 96 characters are the input's fault."""
+    cases = [("300-character path component", f"{models['root']}/{'a' * 300}", "longer than the file system allows"),
+             ("300-character component under it", f"{models['root']}/{'a' * 300}/x", "longer than the file system allows"),
+             ("1000-character Hub id", "a/" + "b" * 998, "a Hub model id (owner/name) has at most 96"),
+             ("NUL byte", f"{models['root']}/a\x00b", "the file system refuses it as a path")]
+    for what, target, fragment in cases:
+        outcome = PROBE.send(server, what, "generate", generate_args(models, target=target), fragment)
+        assert fragment in outcome.text() and "not because of your input" not in outcome.text(), (what, outcome)
+        assert len(outcome.alert() or "") < 400
+
+
+def test_older_raw_clients_work_and_short_calls_get_our_message(server: Server, models: dict[str, str]) -> None:
+    """/generate with the 13 values of clients older than check_plain and preset runs (both take their default);
+    a call with fewer values than any handler takes gets our message instead of Gradio's generic error."""
+    outcome = PROBE.send(server, "generate with 13 values", "generate", generate_args(models)[:13], "Done: 4 tokens")
+    assert outcome.success and "Done: 4 tokens" in outcome.text(), outcome.text()[:300]
+    for name, data in (("generate", generate_args(models)[:5]), ("compare", [PROMPT]), ("replay_view", [])):
+        outcome = PROBE.send(server, f"{name} with {len(data)} values", name, data, "this endpoint takes")
+        assert not outcome.success and "the call sent" in (outcome.error or ""), (name, outcome)
+
+
+def test_mcp_tool_arguments_are_checked_like_the_pages() -> None:
+    """An agent's lone surrogate, over-long text and unbounded repeats get the page's one-line messages, cut; the
+    refusal names no server file (the Spec-Bench set by its name)."""
+    import gradio as gr
+
+    from playground.app import mcp_tools
+    from playground.bench.prompts import SPEC_BENCH_FILE
+
+    huge = "x" * 1_000_000
+    cases = [
+        (mcp_tools.generate, dict(prompt="hello \ud800"), "the prompt is not valid text"),
+        (mcp_tools.generate, dict(prompt="hi", target=huge), "target is 1000000 characters long"),
+        (mcp_tools.generate, dict(prompt="hi", params=huge), "params is 1000000 characters long"),
+        (mcp_tools.generate, dict(prompt="hi", method="\udc80"), "method is not valid text"),
+        (mcp_tools.compare, dict(prompt="\ud800"), "the prompt is not valid text"),
+        (mcp_tools.compare, dict(prompt="hi", repeats=1000), "repeats must be a whole number from 1 to 5"),
+        (mcp_tools.compare, dict(prompt="hi", repeats=2**70), "repeats is far too large"),
+        (mcp_tools.compare, dict(prompt="hi", methods=huge), "methods is 1000000 characters long"),
+        (mcp_tools.compare, dict(prompt="hi", max_new_tokens=10**6), "max_new_tokens must be a whole number from 1"),
+        (mcp_tools.bench, dict(categories="no-such-category"), "in Spec-Bench"),
+        (mcp_tools.bench, dict(limit=3, repeats=5), "at most 200 are accepted in one call"),
+        (mcp_tools.bench, dict(categories=huge), "categories is 1000000 characters long"),
+    ]
+    for tool, kwargs, fragment in cases:
+        with pytest.raises(gr.Error) as refused:
+            mcp_tools._tool(tool)(**kwargs)
+        message = str(refused.value.message)
+        assert fragment in message, (tool.__name__, kwargs.keys(), message[:300])
+        assert len(message) <= mcp_tools.MAX_TOOL_MESSAGE_CHARS + 1 and str(SPEC_BENCH_FILE) not in message
+        assert "/" + "data" not in message and "site-packages" not in message
+
+
+# --------------------------------------------------------------------------- issue 23: nothing about the server
+
+
+def test_the_page_shows_no_server_path_nor_library_version(server: Server, models: dict[str, str]) -> None:
+    """After another visitor's run on a directory, the page's status names no directory; the Code tab's script
+    names neither the directory's real place (the allowed one is a link to it) nor the libraries' versions."""
+    import transformers
+
+    assert server.call("generate", generate_args(models)).success
+    real = str(Path(models["target"]).resolve())
+    status = server.call("on_page_load", [])
+    assert status.success and models["root"] not in status.text() and real not in status.text(), status.text()[:500]
+    code = server.call("show_code_for_settings", [*generate_args(models)[:13], None])
+    assert code.success and "from_pretrained" in code.text(), code.text()[:300]
+    assert real not in code.text(), "the Code tab shows the directory's real place on the server"
+    assert transformers.__version__ not in code.text() and "torch==" not in code.text()
+
+
+def test_a_public_script_names_the_cache_by_a_placeholder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundled model's script on a public server: the cache folder as <PLAYGROUND_CACHE_DIR>, not its path."""
+    from playground.settings import get_settings
+    from playground.snippet import CACHE_PLACEHOLDER, model_location
+
+    monkeypatch.setenv("PLAYGROUND_PUBLIC", "1")
+    location, comment = model_location("bundled/gemma-3-270m")
+    assert location.startswith(CACHE_PLACEHOLDER) and str(get_settings().cache_dir) not in location, location
+    monkeypatch.delenv("PLAYGROUND_PUBLIC")
+    assert model_location("bundled/gemma-3-270m")[0].startswith(str(get_settings().cache_dir.expanduser()))
+
+
+# --------------------------------------------------------------------------- issue 23: one copy per model
+
+
+def test_spellings_of_one_directory_share_one_copy(tiny_models: dict[str, str]) -> None:
+    """`dir`, `dir/`, `dir//`, `dir/./`, `/proc/self/root/dir` and a link to it: one load, one object."""
+    from playground.models import ModelStore
+
+    store = ModelStore(budget_gb=50)
+    real = str(Path(tiny_models["target"]).resolve())
+    link = Path(tempfile.mkdtemp(prefix="pg-spelling")) / "link"
+    link.symlink_to(real, target_is_directory=True)
+    spellings = [real, real + "/", real + "//", real + "/./", "/proc/self/root" + real, str(link)]
+    first = store.get(spellings[0], "float32")
+    for spelling in spellings[1:]:
+        assert store.get(spelling, "float32") is first, spelling
+    assert store.loaded() == [real] and store.used_bytes() == first.param_bytes
+    store.evict(real + "//")  # any spelling names it for eviction too
+    assert store.loaded() == []
+
+
+# --------------------------------------------------------------------------- issue 23: work ends with its visitor
+
+
+def _leave_after(server: Server, name: str, data: list[Any], seen: str) -> str:
+    """Join `name`'s queue, read its stream until `seen` appears, then close the connection; the session."""
+    session = uuid.uuid4().hex[:11]
+    body = {"data": data, "fn_index": server.deps[name]["id"], "session_hash": session, "event_data": None,
+            "trigger_id": None}
+    assert httpx.post(f"{server.url}gradio_api/queue/join", json=body, timeout=30).status_code == 200
+    with httpx.stream("GET", f"{server.url}gradio_api/queue/data", params={"session_hash": session},
+                      timeout=WAIT_S) as stream:
+        for line in stream.iter_lines():
+            assert "process_completed" not in line, f"{name} ended before {seen!r} was seen: {line[:300]}"
+            if seen in line:
+                break
+    return session
+
+
+def _wait_for_log(server: Server, fragment: str, start: int, within_s: float) -> str | None:
+    """The first server log line after byte `start` that holds `fragment`, waiting up to `within_s`."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        text = server.log.read_bytes()[start:].decode(errors="replace")  # `start` counts bytes (the log has ██)
+        line = next((ln for ln in text.splitlines() if fragment in ln), None)
+        if line:
+            return line
+        time.sleep(0.2)
+    return None
+
+
+@pytest.mark.slow
+def test_tune_stops_when_its_client_leaves(server: Server, models: dict[str, str]) -> None:
+    """A Tune of 9 prompts, 400 new tokens and drafts up to 16 (minutes of work) ends once its tab is closed:
+    its worker thread ends and says so in the log (the work's end, however long it would have gone on)."""
+    more = "\n".join(f"Prompt number {i}: one, two, three, four, five, six, seven." for i in range(8))
+    # prompt, target, assistant, method, params, dtype, chat, max_new_tokens, largest draft, more prompts
+    data = [PROMPT, models["target"], None, "prompt_lookup", {}, "float32", "auto", 400, 16, more]
+    start = len(server.log.read_bytes())
+    _leave_after(server, "tune_page", data, "Tuning")
+    line = _wait_for_log(server, "playground-tune ended", start, within_s=60)
+    assert line is not None, "Tune kept working after its client left"
+
+
+def test_a_stopped_job_ends_its_runs_and_starts_no_more(tiny_models: dict[str, str]) -> None:
+    """The engine's side of leaving: inside a stopped job, the plain check's `generate()` ends at its first step
+    and says so, and no further run starts (what the page's handlers rely on once Gradio closes them)."""
+    import threading
+
+    from playground.engine import JobStopped, LiveRun, plain_generate, prepare, stopped_by
+    from playground.request import new_request
+
+    prepared = prepare(new_request(PROMPT, target=tiny_models["target"], method="prompt_lookup", max_new_tokens=64,
+                                   dtype="float32"))
+    left = threading.Event()
+    with stopped_by(left):
+        assert len(plain_generate(prepared)[0]) == 64  # a job whose visitor stays runs in full
+        live = LiveRun(prepared)
+        for _ in live:  # the visitor leaves during the run: it ends at its next step
+            left.set()
+        assert live.trace.finish_reason == "stopped" and len(live.trace.output_ids) < 64, live.trace.finish_reason
+        with pytest.raises(JobStopped):
+            plain_generate(prepared)
+        with pytest.raises(JobStopped):
+            LiveRun(prepared).run()
+    assert LiveRun(prepared).run().finish_reason in ("eos", "length")  # outside the job: untouched
+
+
+def test_a_visitors_run_goes_before_a_long_jobs_next_run() -> None:
+    """Fair share: while a visitor's own run waits for (or holds) its models, a long job's next run does not start;
+    it starts once that run is done, and a job whose visitor left stops waiting."""
+    import threading
+
+    from playground.engine import JobStopped, _turn
+
+    job, started, release, holding = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+    outcome: list[str] = []
+
+    def long_jobs_next_run() -> None:
+        try:
+            with _turn(job):
+                started.set()
+                outcome.append("ran")
+        except JobStopped:
+            outcome.append("stopped")
+
+    def visitors_run() -> None:
+        with _turn(None):
+            holding.set()
+            release.wait(30)
+
+    visitor = threading.Thread(target=visitors_run)
+    visitor.start()
+    assert holding.wait(30)
+    background = threading.Thread(target=long_jobs_next_run)
+    background.start()
+    assert not started.wait(1.0), "a long job's run started while a visitor's run held its turn"
+    release.set()
+    visitor.join(30)
+    background.join(30)
+    assert outcome == ["ran"]
+    # The same wait, left: the job stops waiting instead of running.
+    release.clear()
+    holding.clear()
+    visitor = threading.Thread(target=visitors_run)
+    visitor.start()
+    assert holding.wait(30)
+    outcome.clear()
+    job.set()
+    background = threading.Thread(target=long_jobs_next_run)
+    background.start()
+    background.join(30)
+    release.set()
+    visitor.join(30)
+    assert outcome == ["stopped"]
 
 
 def test_zz_every_hostile_input_was_handled(server: Server, models: dict[str, str]) -> None:

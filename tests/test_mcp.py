@@ -71,7 +71,7 @@ def test_mcp_is_off_by_default(tmp_path: Path) -> None:
 
 def test_compare_and_bench_tools_report_speedups(tiny_models: dict[str, str]) -> None:
     from playground.app import mcp_tools
-    from playground.bench import BenchError
+    from playground.errors import PlaygroundError
 
     compared = json.loads(mcp_tools.compare(PROMPT, "prompt_lookup:prompt_lookup_num_tokens=3", tiny_models["target"],
                                             max_new_tokens=6, dtype="float32"))
@@ -83,5 +83,5 @@ def test_compare_and_bench_tools_report_speedups(tiny_models: dict[str, str]) ->
     assert {(row["label"], row["category"]) for row in benched["rows"]} == {
         ("baseline", "qa"), ("prompt_lookup", "qa")}
     assert benched["errors"] == []
-    with pytest.raises(BenchError, match="limit must be between 1 and 3"):
+    with pytest.raises(PlaygroundError, match="limit must be a whole number from 1 to 3"):
         mcp_tools.bench("prompt_lookup", limit=50)

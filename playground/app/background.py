@@ -1,15 +1,21 @@
 """Work in a worker thread with its progress streamed: a handler yields the messages while the work runs.
 
-Used by the runs that load models (generate's preparation, the code for the current settings, Compare).
+Used by the runs that load models (generate's preparation, the code for the current settings) and the long jobs
+that must end with their visitor (Compare, Tune, the check against plain `generate()`).
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
+import time
 from typing import Any, Callable, Iterator
 
+logger = logging.getLogger(__name__)
+
 POLL_S = 0.1  # how often the worker's progress is looked at
+HEARTBEAT_S = 1.0  # the latest message is yielded again this often: Gradio can close the handler only at a yield
 
 
 class ClientGone(BaseException):
@@ -22,8 +28,9 @@ def in_thread(work: Callable[[Callable[[str], None]], Any], name: str,
     """Run `work(progress)` in a thread; yield ("progress", message) while it runs, then ("done", result).
 
     `idle_message` supplies a message when the work reports nothing new (e.g. a start-up load it waits on).
-    When this generator is closed (Gradio does so when the client disconnects) the work's next call of
-    `progress` raises `ClientGone`: a Compare run stops between its generations, as generation stops.
+    When this generator is closed (Gradio does so when the client disconnects, at the handler's next yield:
+    hence the heartbeat) the work's runs end at their next step (`engine.stopped_by`) and its next call of
+    `progress` raises `ClientGone`: Compare, Tune and the check against plain `generate()` stop with their visitor.
     """
     messages: "queue.Queue[str]" = queue.Queue()
     box: dict[str, Any] = {}
@@ -35,14 +42,20 @@ def in_thread(work: Callable[[Callable[[str], None]], Any], name: str,
         messages.put(message)
 
     def run() -> None:
+        from ..engine import stopped_by  # torch: only once there is work (the page imports this module)
+
         try:
-            box["result"] = work(progress)
+            with stopped_by(gone):
+                box["result"] = work(progress)
         except BaseException as exc:  # re-raised in the handler's thread
             box["error"] = exc
+        finally:
+            if gone.is_set():  # how long the work went on after its client left (tests/hostile_sweep.py reads it)
+                logger.info("%s ended %.1f s after its client left", name, time.monotonic() - box["gone_at"])
 
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
-    last = ""
+    last, said = "", time.monotonic()
     try:
         while thread.is_alive():
             thread.join(POLL_S)
@@ -51,10 +64,11 @@ def in_thread(work: Callable[[Callable[[str], None]], Any], name: str,
                 latest = messages.get_nowait()
             if latest is None and idle_message is not None:
                 latest = idle_message()
-            if latest and latest != last:
-                last = latest
-                yield "progress", latest
+            if (latest and latest != last) or (last and time.monotonic() - said >= HEARTBEAT_S):
+                last, said = latest or last, time.monotonic()
+                yield "progress", last
     finally:  # also when Gradio closes this generator because the client disconnected
+        box.setdefault("gone_at", time.monotonic())
         gone.set()
     if "error" in box:
         raise box["error"]

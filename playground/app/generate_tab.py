@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import gradio as gr
 
@@ -297,9 +297,20 @@ def generate(
         path = trace_files.save_trace(live.trace, key)
         plain = None
         if check and prepared.method.drafts and live.trace.finish_reason in ("eos", "length"):
-            yield (stream.html(), render.stats_html(live.trace.summary, lang=lang), gr.skip(), gr.skip(),
-                   render.status_html(t("status.checking_plain", lang), "running"), gr.skip(), gr.skip())
-            result = bench.check_against_plain(prepared, live.trace)
+            checking = render.status_html(t("status.checking_plain", lang), "running")
+            yield (stream.html(), render.stats_html(live.trace.summary, lang=lang), gr.skip(), gr.skip(), checking,
+                   gr.skip(), gr.skip())
+            result = None
+
+            def check_plain_run(progress: Callable[[str], None]) -> Any:
+                progress("checking")  # the heartbeat repeats it, so a visitor who leaves stops the check too
+                return bench.check_against_plain(prepared, live.trace)
+
+            for kind, value in in_thread(check_plain_run, "playground-check-plain"):
+                if kind == "progress":
+                    yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+                else:
+                    result = value
             plain = (result.speedup, result.identical, result.verdict)
         yield (stream.html(), render.stats_html(live.trace.summary, plain, lang=lang),
                *charts.figures(live.trace.steps, lang=lang), render.status_html(message, "done", note),

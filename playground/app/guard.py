@@ -86,6 +86,27 @@ PRIVATE: dict[str, Any] = dict(queue=False, api_visibility="private", show_progr
 PRIVATE_QUEUED: dict[str, Any] = dict(api_visibility="private", show_progress="hidden", preprocess=False)
 
 
+# Inputs appended to an API endpoint after its first release, last first-released one excluded: a client that sends
+# the older, shorter list gets them as None (each one's default), so older clients keep working.
+APPENDED_INPUTS: dict[str, tuple[str, ...]] = {"generate": ("check_plain", "preset")}
+
+
+class Page(gr.Blocks):
+    """The page's `gr.Blocks`, answering a raw call with too few values itself (Gradio's own refusal is its generic
+    "Error"): an endpoint's appended inputs are filled with None; any other shortfall gets our message."""
+
+    def validate_inputs(self, block_fn: Any, inputs: list[Any]) -> None:
+        missing = len(block_fn.inputs) - len(inputs)
+        if missing > 0:
+            appended = APPENDED_INPUTS.get(block_fn.api_name or "", ())
+            if missing <= len(appended):
+                inputs.extend([None] * missing)  # the list Gradio goes on to preprocess
+            else:
+                error = PlaygroundError.keyed("error.too_few_values", needed=len(block_fn.inputs), got=len(inputs))
+                raise gr.Error(html.escape(refusal(error)), print_exception=False)
+        super().validate_inputs(block_fn, inputs)
+
+
 def long_job(status: Any) -> dict[str, Any]:
     """How a tab registers its long job (Compare, Tune): private, one at a time, its progress shown on its own
     status box only (the rest of the page stays usable)."""

@@ -14,14 +14,20 @@ from typing import Any, Callable
 import gradio as gr
 
 from ..bench import Aggregate, BenchError, compare_on_prompt, load_prompts, parse_methods, run_bench
-from ..errors import PlaygroundError
+from ..errors import PlaygroundError, shorten
 from ..gpu import gpu
+from ..i18n import Message
 from ..models import DEFAULT_TARGET
-from ..presets import get_preset
-from ..request import DEFAULT_METHOD, MAX_NEW_TOKENS, default, new_request
+from ..request import DEFAULT_METHOD, MAX_NEW_TOKENS, default
 from ..settings import get_settings
+from .run_request import (MAX_NAME_CHARS, MAX_WORD_CHARS, build_request, check_text, max_prompt_chars,
+                          parse_integer)
 
 MAX_BENCH_PROMPTS_PER_CATEGORY = 3  # a tool call should end in minutes, not hours
+MAX_TOOL_REPEATS = 5  # runs per method (and prompt), as the page's Compare slider
+MAX_TOOL_METHODS_CHARS = 1_000  # the methods list as text (every method with its parameters is far shorter)
+MAX_TOOL_RUNS = 200  # generations in one compare or bench call (prompts x methods x repeats), warm-ups aside
+MAX_TOOL_MESSAGE_CHARS = 300  # an agent's error, as the page's toast (values in it are cut before that)
 SUMMARY_FIELDS = ("new_tokens", "steps", "drafted", "accepted", "acceptance_rate", "tokens_per_step", "elapsed_s",
                   "tokens_per_s")
 AGGREGATE_FIELDS = ("label", "method", "category", "prompts", "new_tokens", "speedup", "acceptance_rate",
@@ -29,14 +35,28 @@ AGGREGATE_FIELDS = ("label", "method", "category", "prompts", "new_tokens", "spe
                     "verify_cost")
 
 
-def _params(params: str) -> dict[str, Any]:
-    try:
-        value = json.loads(params or "{}")
-    except json.JSONDecodeError as exc:
-        raise PlaygroundError(f"params must be a JSON object, e.g. {{\"prompt_lookup_num_tokens\": 5}}: {exc}") from None
-    if not isinstance(value, dict):
-        raise PlaygroundError("params must be a JSON object, e.g. {\"prompt_lookup_num_tokens\": 5}")
-    return value
+def _text(value: Any, name: str | Message, limit: int) -> str:
+    """A tool's text argument checked as the page checks its own: text, at most `limit` characters, no lone
+    surrogates (an agent's JSON may carry "\\ud800")."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise PlaygroundError.keyed("error.request.text", name=name, got=shorten(repr(value), 40))
+    return check_text(value, name, limit)
+
+
+def _bounded(value: Any, default_value: int, name: str, top: int) -> int:
+    """A whole-number argument from 1 to `top` (our message names the bound)."""
+    number = parse_integer(value, default_value, name)
+    if not 1 <= number <= top:
+        raise PlaygroundError.keyed("error.tool.between", name=name, limit=top, got=shorten(repr(value), 40))
+    return number
+
+
+def _job_size(runs: int) -> None:
+    """A compare or bench call is refused before any work when it would make more than MAX_TOOL_RUNS generations."""
+    if runs > MAX_TOOL_RUNS:
+        raise PlaygroundError.keyed("error.tool.too_many_runs", runs=runs, limit=MAX_TOOL_RUNS)
 
 
 def _json(result: dict[str, Any]) -> str:
@@ -72,12 +92,9 @@ def generate(prompt: str = "", target: str = DEFAULT_TARGET, method: str = defau
     """
     from ..engine import run  # torch and Transformers: imported by the first call, not with the page
 
-    if preset:
-        request = get_preset(preset).request(prompt, dtype=dtype)
-    else:
-        request = new_request(prompt, target=target or DEFAULT_TARGET, method=method, assistant=assistant or None,
-                              params=_params(params), max_new_tokens=int(max_new_tokens), sample=bool(sample),
-                              temperature=float(temperature), seed=int(seed), dtype=dtype)
+    # The page's own checks (types, sizes, valid text, finite numbers), so an agent gets the page's messages.
+    request = build_request(prompt, target or DEFAULT_TARGET, assistant or None, method, params, max_new_tokens,
+                            sample, temperature, None, None, seed, None, dtype, preset or None, surface="run")
     trace = run(request)
     summary = {k: getattr(trace.summary, k) for k in SUMMARY_FIELDS}
     return _json({"output_text": trace.output_text, "method": trace.method, "target": trace.target,
@@ -101,9 +118,15 @@ def compare(prompt: str, methods: str = DEFAULT_METHOD, target: str = DEFAULT_TA
     Returns:
         JSON with rows (per method: speedup over baseline, acceptance_rate, tokens_per_step, tokens_per_s, draft and verify ms per step) and lossless (per method: whether its greedy output equals baseline's).
     """
-    specs = parse_methods(methods, assistant or None)
-    result = compare_on_prompt(prompt, specs, target=target or DEFAULT_TARGET, max_new_tokens=int(max_new_tokens),
-                               dtype=dtype, repeats=int(repeats), measure_overhead=False)
+    prompt = _text(prompt, Message.keyed("error.request.the_prompt"), max_prompt_chars())
+    target, assistant = _text(target, "target", MAX_NAME_CHARS), _text(assistant, "assistant", MAX_NAME_CHARS)
+    dtype = _text(dtype, "dtype", MAX_WORD_CHARS) or default("dtype")
+    tokens = _bounded(max_new_tokens, MAX_NEW_TOKENS["compare"], "max_new_tokens", get_settings().max_new_tokens)
+    reps = _bounded(repeats, 1, "repeats", MAX_TOOL_REPEATS)
+    specs = parse_methods(_text(methods, "methods", MAX_TOOL_METHODS_CHARS), assistant or None)
+    _job_size(len(specs) * reps)
+    result = compare_on_prompt(prompt, specs, target=target or DEFAULT_TARGET, max_new_tokens=tokens,
+                               dtype=dtype, repeats=reps, measure_overhead=False)
     return _json({"rows": _rows(result.aggregates),
                   "lossless": {label: check.ok for label, check in result.checks.items()}})
 
@@ -126,14 +149,17 @@ def bench(methods: str = DEFAULT_METHOD, categories: str = "", limit: int = 1, t
     Returns:
         JSON with rows (per method and category, plus "all": speedup, acceptance_rate, tokens_per_step, tokens_per_s, the theory's alpha/gamma/c inputs) and errors (runs that failed or broke losslessness).
     """
-    if not 1 <= int(limit) <= MAX_BENCH_PROMPTS_PER_CATEGORY:
-        raise BenchError(f"limit must be between 1 and {MAX_BENCH_PROMPTS_PER_CATEGORY} prompts per category; got {limit}")
-    if not 1 <= int(max_new_tokens) <= get_settings().max_new_tokens:
-        raise BenchError(f"max_new_tokens must be between 1 and {get_settings().max_new_tokens}; got {max_new_tokens}")
-    chosen = [c.strip() for c in categories.split(",") if c.strip()] or None
-    prompts = load_prompts("spec-bench", chosen, int(limit))
-    result = run_bench(prompts, parse_methods(methods, assistant or None), target=target or DEFAULT_TARGET,
-                       max_new_tokens=int(max_new_tokens), dtype=dtype, repeats=int(repeats), measure_overhead=False)
+    per_category = _bounded(limit, 1, "limit", MAX_BENCH_PROMPTS_PER_CATEGORY)
+    tokens = _bounded(max_new_tokens, MAX_NEW_TOKENS["compare"], "max_new_tokens", get_settings().max_new_tokens)
+    reps = _bounded(repeats, 1, "repeats", MAX_TOOL_REPEATS)
+    target, assistant = _text(target, "target", MAX_NAME_CHARS), _text(assistant, "assistant", MAX_NAME_CHARS)
+    dtype = _text(dtype, "dtype", MAX_WORD_CHARS) or default("dtype")
+    specs = parse_methods(_text(methods, "methods", MAX_TOOL_METHODS_CHARS), assistant or None)
+    chosen = [c.strip() for c in _text(categories, "categories", MAX_TOOL_METHODS_CHARS).split(",") if c.strip()]
+    prompts = load_prompts("spec-bench", chosen or None, per_category)
+    _job_size(len(prompts) * len(specs) * reps)
+    result = run_bench(prompts, specs, target=target or DEFAULT_TARGET,
+                       max_new_tokens=tokens, dtype=dtype, repeats=reps, measure_overhead=False)
     return _json({"rows": _rows(result.aggregates),
                   "errors": [{"label": r.label, "question_id": r.question_id, "error": r.error}
                              for r in result.errors]})
@@ -150,8 +176,8 @@ def _tool(fn: Callable[..., Any]) -> Callable[..., Any]:
 
         try:
             return fn(*args, **kwargs)
-        except Exception as exc:
-            raise gr.Error(user_message(exc)) from exc
+        except Exception as exc:  # our message (its values already cut), never longer than a toast's
+            raise gr.Error(shorten(user_message(exc), MAX_TOOL_MESSAGE_CHARS)) from None
 
     return gpu(tool)
 

@@ -19,7 +19,7 @@ from .code_tab import build_code
 from .compare_tab import build_compare
 from .compare_tab import idle_views as compare_idle_views
 from .generate_tab import build_generate, generate
-from .guard import PRIVATE, PRIVATE_QUEUED, guarded
+from .guard import PRIVATE, PRIVATE_QUEUED, Page, guarded
 from .language import L, language_of, wire_picker
 from .language import picker as language_picker
 from .methods_tab import build_methods, methods_table_html
@@ -50,7 +50,7 @@ def build_ui() -> gr.Blocks:
     settings = get_settings()
     # Gradio keeps a copy of every file it serves (each run's trace): without this they pile up for the
     # server's lifetime. Every 30 minutes, copies older than 2 hours are deleted.
-    with gr.Blocks(title=TITLE, delete_cache=(1800, TRACE_FILES_KEPT_S)) as demo:
+    with Page(title=TITLE, delete_cache=(1800, TRACE_FILES_KEPT_S)) as demo:
         if settings.mcp:  # registered first, so the agents' tools keep their plain names (generate, compare, bench)
             mcp_tools.register(generate)
         with gr.Row(equal_height=False):

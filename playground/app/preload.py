@@ -136,7 +136,9 @@ def initial_status(lang: str = "en") -> str:
                                   t("status.preload_note", lang, s=f"{elapsed:.0f}"))
     if PRELOAD.error:
         return render.status_html(localize(PRELOAD.message, lang), "error")
-    loaded = STORE.loaded()
+    # Only the catalogue's own models, by their labels: a directory or Hub id another visitor typed is theirs
+    # (and a path is the server's), so the page never lists it.
+    loaded = [CATALOGUE[key].label for key in STORE.loaded() if key in CATALOGUE]
     if loaded:
         return render.status_html(t("status.ready_loaded", lang, models=", ".join(loaded)), "idle")
     return render.status_html(t("status.ready", lang), "idle")

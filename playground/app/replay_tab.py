@@ -17,8 +17,8 @@ import gradio as gr
 from gradio import utils as gradio_utils
 
 from .. import charts, microscope_view, render
-from ..errors import PlaygroundError
-from ..i18n import t, tn
+from ..errors import PlaygroundError, shorten
+from ..i18n import Message, t, tn
 from ..trace import Trace, TraceFormatError, short_repr, summarize_steps
 from .guard import PRIVATE, guarded
 from .language import L, language_of
@@ -41,14 +41,16 @@ def load_trace_file(path: str | Path | None) -> Trace:
         return Trace.from_json(data)
     except TraceFormatError:
         raise
-    except Exception as exc:  # a JSON document shaped like a trace but holding nonsense
-        raise TraceFormatError.keyed("error.trace.malformed", reason=str(exc)) from None
+    except Exception:  # a JSON document shaped like a trace but holding nonsense: our words, not Python's
+        raise TraceFormatError.keyed("error.trace.malformed", reason=Message.keyed("error.trace.shape")) from None
 
 
 def describe_trace(trace: Trace, source: str, lang: str = "en") -> str:
     s = trace.summary
-    assistant = t("replay.with_assistant", lang, assistant=trace.assistant) if trace.assistant else ""
-    return t("replay.describe", lang, source=source, method=trace.method, target=trace.target, assistant=assistant,
+    # A file's names are the file's (a trace may name a model of a million characters): cut for the status line.
+    assistant = t("replay.with_assistant", lang, assistant=shorten(trace.assistant)) if trace.assistant else ""
+    return t("replay.describe", lang, source=source, method=shorten(trace.method), target=shorten(trace.target),
+             assistant=assistant,
              tokens=tn("status.tokens", s.new_tokens, lang), steps=tn("replay.steps", s.steps, lang))
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import gradio as gr
 
 from .language import L
-from ..errors import PlaygroundError
+from ..errors import PlaygroundError, shorten
 from ..i18n import Message
 from ..methods import METHODS, Method, Param, get_method
 from ..models import CATALOGUE, DEFAULT_UNIVERSAL_ASSISTANT, host_device, hub_reachable
@@ -106,8 +106,7 @@ MAX_PARAMS_JSON_CHARS = 10_000  # `params` given as a JSON string
 
 def _short(value: Any, limit: int = 40) -> str:
     """A visitor's value for a message: its repr, cut short."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
+    return shorten(repr(value), limit)
 
 
 def check_text(value: str, name: str, limit: int) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import gradio as gr
 
 from .. import charts, render, theory
+from ..errors import shorten
 from ..i18n import t
 from ..methods import METHODS, is_reference
 from ..trace import Trace
@@ -79,7 +80,7 @@ def theory_view(trace: Trace | None, baseline: Trace | None = None, lang: str = 
     source = t("theory.same_settings", lang) if baseline is not None else ""
     items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
     body = (f'<div class="pg-theory" data-testid="pg-diagnosis" data-baseline="{str(baseline is not None).lower()}">'
-            f'<p><b>{html.escape(_method_title(trace.method, lang))}</b> · {html.escape(" · ".join(facts))}</p>'
+            f'<p><b>{html.escape(shorten(_method_title(trace.method, lang)))}</b> · {html.escape(" · ".join(facts))}</p>'
             f'<ul class="pg-diagnosis">{items}</ul>'
             + (f'<p class="pg-note">{html.escape(source)}</p>' if source else "") + "</div>")
     return fig, body

@@ -8,7 +8,7 @@ and drawn by `tune_report`; this module only wires Gradio to them.
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import gradio as gr
 
@@ -17,7 +17,8 @@ from ..charts import follow_the_page
 from ..gpu import gpu
 from ..i18n import DEFAULT_LANGUAGE, t
 from .guard import PRIVATE, guarded, long_job
-from .language import L, language_of, with_language
+from .background import in_thread
+from .language import L, language_of
 from .panels import results_panel
 from .run_request import build_request, collect_params
 from ..settings import get_settings
@@ -124,6 +125,19 @@ def run_verify(result: tune.TuneResult | None, lang: str = DEFAULT_LANGUAGE) -> 
     return _views(result, t("tune.status.measured", lang), lang)
 
 
+def in_background(job: Callable[[], tuple[Any, ...]], lang: str) -> Iterator[tuple[Any, ...]]:
+    """A Tune job in a worker thread, its status saying it works: the visitor who leaves (the handler closed)
+    stops it at its current pass's next forward (`background.in_thread`)."""
+    working = render.status_html(t("tune.status.working", lang), "running")
+    outcome = None
+    for kind, value in in_thread(lambda progress: (progress("working"), job())[1], "playground-tune"):
+        if kind == "progress":
+            yield working, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        else:
+            outcome = value
+    yield outcome
+
+
 def idle_status(lang: str = DEFAULT_LANGUAGE) -> str:
     """The status before anything ran (the page shows it in the visitor's language)."""
     return render.status_html(t("tune.status.idle", lang), "idle")
@@ -150,12 +164,15 @@ def build_tune_tab(page: dict[str, Any]) -> gr.HTML:
     outputs = [panel.status, panel.table, panel.left, panel.right, positions, result]
     private = long_job(panel.status)
 
-    def tune_page(request: gr.Request, *values: Any) -> tuple[Any, ...]:
-        return run_tune(*values, lang=language_of(request))
+    def tune_page(request: gr.Request, *values: Any) -> Iterator[tuple[Any, ...]]:
+        yield from in_background(lambda: run_tune(*values, lang=language_of(request)), language_of(request))
+
+    def verify_page(result: Any, request: gr.Request) -> Iterator[tuple[Any, ...]]:
+        yield from in_background(lambda: run_verify(result, lang=language_of(request)), language_of(request))
 
     tune_btn.click(guarded(collect_params), [page["method"], *page["param_components"]], params, **PRIVATE).then(
         guarded(tune_page),
         [page["prompt"], page["target"], page["assistant"], page["method"], params, page["dtype"], page["chat"],
          page["max_new_tokens"], max_draft, more], outputs, **private)
-    verify_btn.click(guarded(with_language(run_verify)), result, outputs, **private)
+    verify_btn.click(guarded(verify_page), result, outputs, **private)
     return panel.status

@@ -54,15 +54,16 @@ def load_prompts(path: str | Path | None = None, categories: Sequence[str] | Non
                  limit: int | None = None) -> list[BenchPrompt]:
     """Prompts from a Spec-Bench-style JSONL (first turn), the bundled Spec-Bench set ('spec-bench') or the
     example set (None or 'examples'); `limit` is per category."""
+    named = None  # how a message names the set: the bundled one by its name, never by the server's path to it
     if path is not None and str(path) == SPEC_BENCH_NAME:
-        path = SPEC_BENCH_FILE
+        path, named = SPEC_BENCH_FILE, "Spec-Bench"
     records: Iterable[dict[str, Any]]
     if path is None or str(path) == "examples":
         records = EXAMPLE_PROMPTS
         source = "the example set"
     else:
         records = _read_jsonl(Path(path))
-        source = str(Path(path))
+        source = named or str(Path(path))
     prompts = [BenchPrompt(r.get("question_id", i), str(r.get("category", "uncategorized")), r["turns"][0])
                for i, r in enumerate(records)]
     if categories:

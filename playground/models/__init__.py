@@ -40,5 +40,5 @@ from .hardware import (
 from .loaded import LoadedModel, ModelLoadError, Progress, same_vocabulary
 from .loading import import_modeling, load_model, load_saved_tokenizer
 from .placement import DEVICE_HEADROOM, choose_device_map, estimate_param_bytes
-from .sources import HUB_ID_RE, HUB_PROBE, HubProbe, hub_reachable
-from .store import STORE, ModelStore
+from .sources import HUB_ID_RE, HUB_PROBE, MAX_HUB_ID_CHARS, HubProbe, hub_reachable
+from .store import STORE, ModelStore, store_key

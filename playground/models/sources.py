@@ -5,6 +5,7 @@ failure turned into one line the user can act on (gated, missing, offline, refus
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import re
@@ -20,11 +21,13 @@ from huggingface_hub import errors as hub_errors
 from huggingface_hub import get_token
 from huggingface_hub.utils import get_session
 
+from ..errors import shorten
 from ..settings import Settings
 from .catalogue import CATALOGUE, ModelEntry
 from .loaded import ModelLoadError, _first_line
 
 
+MAX_HUB_ID_CHARS = 96  # the Hub's own bound on owner/name (huggingface_hub's validate_repo_id)
 HUB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -61,10 +64,20 @@ def _resolve(spec: str, settings: Settings) -> _Source:
         raise ModelLoadError.keyed("error.unknown_bundled_model", spec=repr(spec), known=known)
     # Outside public mode an existing relative directory wins, as in from_pretrained.
     # In public mode only explicit path syntax counts, so probing cannot reveal directories.
-    if _is_path_syntax(spec) or (not settings.public and Path(spec).is_dir()):
-        return _Source("local", path=_check_local_path(spec, settings))
+    try:  # a path the file system refuses for what it is (a name over 255 bytes, a NUL byte) says so
+        if _is_path_syntax(spec) or (not settings.public and Path(spec).is_dir()):
+            return _Source("local", path=_check_local_path(spec, settings))
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, ModelLoadError):
+            raise
+        too_long = isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG
+        raise ModelLoadError.keyed("error.model.name_too_long" if too_long else "error.model.bad_path",
+                                   spec=repr(shorten(spec))) from None
     if "/" not in spec:
         raise ModelLoadError.keyed("error.unknown_model", spec=repr(spec))
+    if len(spec) > MAX_HUB_ID_CHARS:
+        raise ModelLoadError.keyed("error.model.hub_id_too_long", spec=repr(shorten(spec)), n=len(spec),
+                                   limit=MAX_HUB_ID_CHARS)
     if not HUB_ID_RE.match(spec) or ".." in spec:
         raise ModelLoadError.keyed("error.model.bad_hub_id", spec=repr(spec))
     return _Source("hub", hub_id=spec)

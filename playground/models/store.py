@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import gc
 import logging
+import os
 import sys
 import threading
 import time
@@ -31,10 +32,24 @@ logger = logging.getLogger(__name__)
 _StoreKey = tuple[str, "torch.dtype", str | None]
 
 
+def store_key(spec: str) -> str:
+    """The model a spec names, as the store keys it: the real path of a local directory (after the access rules),
+    the catalogue key, or the Hub id (loaded at the Hub's default revision, the only one the playground loads).
+    So `dir/`, `dir//`, `dir/./` and `/proc/self/root/dir` share one copy: no spelling loads a model twice."""
+    source = _resolve(spec, get_settings())  # the access rules apply to cached models too
+    if source.kind == "local":
+        assert source.path is not None
+        return os.path.realpath(source.path)
+    if source.entry is not None:
+        return source.entry.key
+    assert source.hub_id is not None
+    return source.hub_id
+
+
 class ModelStore:
     """Loaded models, shared between requests, within a memory budget.
 
-    Models are reused per (spec, dtype[, purpose]); the least recently used ones that are not
+    Models are reused per (store_key, dtype[, purpose]); the least recently used ones that are not
     generating (lock not held) are evicted when a new model would exceed the budget.
     """
 
@@ -48,11 +63,10 @@ class ModelStore:
 
     def get(self, spec: str, dtype: str | Precision = "auto", progress: Progress | None = None) -> LoadedModel:
         """The loaded model for spec, loading it (once, even with concurrent callers) if needed."""
-        _resolve(spec, get_settings())  # the access rules apply to cached models too
         precision = as_precision(dtype)
-        key = (spec, precision.torch_dtype(), None)
+        key = (store_key(spec), precision.torch_dtype(), None)
         return self._obtain(key, lambda: load_model(spec, precision, progress),
-                            lambda: estimate_param_bytes(spec, precision))
+                            lambda: estimate_param_bytes(spec, precision), spec)
 
     def get_copy(self, spec: str, dtype: str | Precision = "auto", purpose: str = "assistant",
                  progress: Progress | None = None, bound_to: LoadedModel | None = None) -> LoadedModel:
@@ -63,9 +77,8 @@ class ModelStore:
         A copy `bound_to` another loaded model (the target it was adapted to) is useless without
         it: the store drops it with that model.
         """
-        _resolve(spec, get_settings())
         precision = as_precision(dtype)
-        key = (spec, precision.torch_dtype(), purpose)
+        key = (store_key(spec), precision.torch_dtype(), purpose)
 
         def make() -> LoadedModel:
             base = self.get(spec, precision, progress)
@@ -75,14 +88,14 @@ class ModelStore:
             return replace(base, model=model, tokenizer=tokenizer, lock=threading.Lock(),
                            load_s=time.perf_counter() - started, on_release=[])
 
-        loaded = self._obtain(key, make, lambda: None)
+        loaded = self._obtain(key, make, lambda: None, spec)
         if bound_to is not None:
             with self._lock:
                 self._bound[key] = bound_to
         return loaded
 
     def loaded(self) -> list[str]:
-        """Specs currently held, least recently used first."""
+        """Models currently held (their `store_key`), least recently used first."""
         with self._lock:
             return list(dict.fromkeys(spec for spec, _, _ in self._entries))
 
@@ -92,8 +105,9 @@ class ModelStore:
 
     def evict(self, spec: str) -> None:
         """Drop every copy and dtype of spec (callers still holding it keep it alive)."""
+        key = store_key(spec)
         with self._lock:
-            dropped = self._drop([k for k in self._entries if k[0] == spec])
+            dropped = self._drop([k for k in self._entries if k[0] == key])
         _release(dropped)
 
     def clear(self) -> None:
@@ -124,7 +138,9 @@ class ModelStore:
             return loaded
 
     def _obtain(self, key: _StoreKey, make: Callable[[], LoadedModel],
-                estimate: Callable[[], int | None]) -> LoadedModel:
+                estimate: Callable[[], int | None], spec: str | None = None) -> LoadedModel:
+        """The entry for `key`, made once; `spec` (as the caller wrote it) names it in a message, not the key's
+        resolved path."""
         if (hit := self._touch(key)) is not None:
             return hit
         with self._lock:
@@ -135,10 +151,10 @@ class ModelStore:
             budget = self._budget_bytes()
             expected = estimate()
             if expected is not None:
-                self._make_room(key[0], expected, budget)
+                self._make_room(spec or key[0], expected, budget)
             loaded = make()
             with self._lock:
-                self._make_room(key[0], loaded.param_bytes, budget)
+                self._make_room(spec or key[0], loaded.param_bytes, budget)
                 self._entries[key] = loaded
             return loaded
 

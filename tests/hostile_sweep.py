@@ -1,0 +1,197 @@
+"""Hostile-visitor figures of a public server: how soon work stops once its visitor leaves, how long a visitor's short
+generation waits while another's long job runs, and what the path-spelling sweep costs in memory.
+
+Starts `python app.py` on a loopback port, configured as a public Space (public mode, one allowed folder holding a
+tiny Llama made here, no preload), and talks to it as a raw client does (the queue's join and data endpoints):
+
+1. disconnect: a Tune (9 prompts, 400 new tokens, drafts up to 16) is left once it reports; the server's log says
+   how long its worker went on after Gradio closed the handler ("... ended N s after its client left"), and the
+   script times the whole stop from closing the connection to that line (Gradio's detection included).
+2. fair share: a short generation (8 tokens) alone, then the same while another session's Compare at the page's
+   limits (every method, 512 tokens, 5 repeats) runs; its wait is the time to its first streamed output.
+3. memory: the server's resident memory (VmRSS) before and after generating on `--spellings` spellings of one
+   directory (`dir/`, `dir//`, `dir/./`, `/proc/self/root/dir`, ...): one copy is loaded, whatever the spelling.
+
+    python tests/hostile_sweep.py                 # all three, a few minutes
+    python tests/hostile_sweep.py --json artifacts/hostile-sweep.json
+
+Figures need a quiet machine: on shared cores the waits measure the neighbours too. Not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from appserver import ARTIFACTS, free_port, start_app, stop_app  # noqa: E402
+from tiny import build_tokenizer, save_tiny_llama  # noqa: E402
+
+PROMPT = "One, two, three, four, five. One, two,"
+WAIT_S = 600  # no single exchange waits longer: a hang ends the script instead of holding the machine
+
+
+class Client:
+    """The raw queue protocol, as a hand-written client speaks it (loopback only)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        config = httpx.get(f"{url}config", timeout=30).json()
+        self.deps = {d["api_name"]: d for d in config["dependencies"]}
+
+    def join(self, name: str, data: list[Any]) -> str:
+        session = uuid.uuid4().hex[:11]
+        body = {"data": data, "fn_index": self.deps[name]["id"], "session_hash": session, "event_data": None,
+                "trigger_id": None}
+        response = httpx.post(f"{self.url}gradio_api/queue/join", json=body, timeout=30)
+        response.raise_for_status()
+        return session
+
+    def stream(self, session: str) -> Any:
+        return httpx.stream("GET", f"{self.url}gradio_api/queue/data", params={"session_hash": session},
+                            timeout=WAIT_S)
+
+
+def rss_mb(pid: int) -> float:
+    """The process's resident memory in MB (VmRSS)."""
+    text = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", text).group(1)) / 1024  # type: ignore[union-attr]
+
+
+def generate_args(target: str, tokens: int, prompt: str = PROMPT) -> list[Any]:
+    return [prompt, target, None, "baseline", {}, tokens, False, 1.0, 1.0, 0, 0, "auto", "float32", False, None]
+
+
+def disconnect_stop(client: Client, target: str, log: Path) -> dict[str, Any]:
+    """Leave a long Tune once it reports; the seconds until its worker ended (by the server's log)."""
+    more = "\n".join(f"Prompt number {i}: one, two, three, four, five, six, seven." for i in range(8))
+    data = [PROMPT, target, None, "prompt_lookup", {}, "float32", "auto", 400, 16, more]
+    start = len(log.read_bytes())
+    session = client.join("tune_page", data)
+    with client.stream(session) as stream:
+        for line in stream.iter_lines():
+            if "Tuning" in line:
+                break
+    left = time.monotonic()
+    while time.monotonic() - left < 120:
+        found = re.search(r"playground-tune ended ([\d.]+) s after its client left",
+                          log.read_bytes()[start:].decode(errors="replace"))  # `start` counts bytes
+        if found:
+            return {"stopped_after_leaving_s": round(time.monotonic() - left, 2),
+                    "worker_after_handler_closed_s": float(found.group(1))}
+        time.sleep(0.1)
+    return {"stopped_after_leaving_s": None, "note": "the Tune's worker did not end within 120 s"}
+
+
+def short_run_s(client: Client, target: str) -> tuple[float, float]:
+    """(seconds to the first streamed token output, seconds to the end) of an 8-token generation."""
+    began = time.monotonic()
+    session = client.join("generate", generate_args(target, 8))
+    first = None
+    with client.stream(session) as stream:
+        for line in stream.iter_lines():
+            if first is None and '"process_generating"' in line and "data-step" in line:  # a token shown
+                first = time.monotonic() - began
+            if '"process_completed"' in line:
+                break
+    end = time.monotonic() - began
+    return (first if first is not None else end), end
+
+
+def fair_share(client: Client, target: str) -> dict[str, Any]:
+    """A short generation alone, then while another session's Compare at the page's limits runs."""
+    alone = [short_run_s(client, target) for _ in range(3)]
+    # prompt, target, assistant, method, dtype, chat, methods, tokens, repeats, baselines, then one value per
+    # distinct method parameter (the page's order): every method the tiny model runs, near its context, 5 repeats.
+    compare = [PROMPT, target, target, "prompt_lookup", "float32", "auto", ["prompt_lookup", "speculative"], 448, 5,
+               None, 5, "constant", 0.0, 0.0, 10, 2, 4]
+    session = client.join("compare", compare)
+    during: list[tuple[float, float]] = []
+    last = ""
+    with client.stream(session) as stream:
+        for line in stream.iter_lines():
+            last = line or last
+            if "rep 1/5" in line:  # the comparison measures now; a visitor's short run comes meanwhile
+                during = [short_run_s(client, target) for _ in range(3)]
+                break  # leaving ends the comparison
+            if '"process_completed"' in line:
+                alert = re.search(r"⚠[^<]*", json.loads(line[5:]).__repr__())
+                return {"compare_ended_before_measuring": alert.group(0) if alert else line[-400:]}
+    return {"short_run_alone_first_token_s": [round(a, 2) for a, _ in alone],
+            "short_run_during_compare_first_token_s": [round(a, 2) for a, _ in during],
+            "short_run_during_compare_total_s": [round(b, 2) for _, b in during]}
+
+
+def spelling_sweep(client: Client, target: str, pid: int, spellings: int) -> dict[str, Any]:
+    """RSS before and after generating on many spellings of one directory."""
+    real = str(Path(target).resolve())
+    variants = [target, target + "/", target + "//", target + "/./", "/proc/self/root" + real, real]
+    variants += [target + "/." * k for k in range(2, spellings)]
+    variants = variants[:spellings]
+    for _ in range(2):  # torch's first-call set-up and the one copy are in "before"
+        short_run_s(client, target)
+    before = rss_mb(pid)
+    failed = 0
+    for spelling in variants:
+        session = client.join("generate", generate_args(spelling, 2))
+        with client.stream(session) as stream:
+            for line in stream.iter_lines():
+                if '"process_completed"' in line:
+                    failed += '"success": false' in line or "pg-alert" in line
+                    break
+    return {"spellings": len(variants), "failed": failed, "rss_before_mb": round(before, 1),
+            "rss_after_mb": round(rss_mb(pid), 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spellings", type=int, default=24, help="spellings of the model directory to load")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["disconnect", "fair", "memory"])
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="pg-hostile-sweep-"))
+    allowed = work / "allowed"
+    target = str(save_tiny_llama(allowed / "target", seed=0, tokenizer=build_tokenizer()))
+    tmp = work / "tmp"
+    tmp.mkdir()
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = ARTIFACTS / "hostile-sweep-server.log"
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "GRADIO_"))}
+    extra = {"PLAYGROUND_PRELOAD": "0", "PLAYGROUND_PUBLIC": "1", "PLAYGROUND_ALLOWED_DIRS": str(allowed),
+             "PLAYGROUND_MAX_NEW_TOKENS": "512", "TMPDIR": str(tmp), "GRADIO_TEMP_DIR": str(tmp / "gradio")}
+    port = free_port()
+    proc = start_app(port, log, extra, base_env=base)
+    figures: dict[str, Any] = {"note": "figures need a quiet machine: on shared cores they measure the neighbours"}
+    try:
+        client = Client(f"http://127.0.0.1:{port}/")
+        if "memory" not in args.skip:
+            figures["memory"] = spelling_sweep(client, target, proc.pid, args.spellings)
+            print("memory:", figures["memory"], flush=True)
+        if "disconnect" not in args.skip:
+            figures["disconnect"] = disconnect_stop(client, target, log)
+            print("disconnect:", figures["disconnect"], flush=True)
+        if "fair" not in args.skip:
+            figures["fair_share"] = fair_share(client, target)
+            print("fair share:", figures["fair_share"], flush=True)
+    finally:
+        stop_app(proc)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
