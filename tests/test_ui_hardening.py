@@ -348,7 +348,7 @@ BAD_INPUT: list[tuple[str, dict[str, Any], str]] = [
     ("empty prompt", {"prompt": ""}, "the prompt is empty"),
     ("whitespace prompt", {"prompt": " \n\t "}, "the prompt is empty"),
     ("prompt longer than the model's context", {"prompt": "one two three " * 100},
-     "exceeds the model's context of 512 tokens"),
+     "exceed the model's context (at most 512)"),
     ("prompt over the configured cap", {"prompt": "one two three " * 200},
      f"the limit is {MAX_PROMPT_TOKENS} (PLAYGROUND_MAX_PROMPT_TOKENS)"),
     ("unknown Hub id", {"target": "nobody-here/no-such-model"},
