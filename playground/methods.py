@@ -274,6 +274,24 @@ class Method:
         if self.check is not None:
             self.check(self, facts, params)
 
+    def assistant_kwargs(self) -> tuple[str, ...]:
+        """The generate() arguments that hand over the assistant: its model, and both tokenizers where they differ
+        (the engine passes exactly these; `generate_call` names them)."""
+        if self.assistant == "none":
+            return ()
+        if self.assistant == "different_tokenizer":
+            return ("assistant_model", "tokenizer", "assistant_tokenizer")
+        return ("assistant_model",)
+
+    def generate_call(self, params: dict[str, Any] | None = None) -> str:
+        """This method's `generate()` call with `params` (the registry's defaults where None), as the guide writes
+        it: the arguments that select and tune the method (draft-length settings go on a generation_config, not
+        here), then the assistant's."""
+        gen_args, _ = self.split_params(self.resolve_params(params or {}))
+        args = ["**inputs", *(f"{k}={v!r}" for k, v in gen_args.items()),
+                *(f"{k}={k}" for k in self.assistant_kwargs())]
+        return f"model.generate({', '.join(args)})"
+
     def split_params(self, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """(generate() kwargs, draft generation_config settings) for resolved params."""
         gen: dict[str, Any] = dict(self.fixed_kwargs)
