@@ -139,6 +139,10 @@ def test_no_english_on_any_tab(browser: Any, app_url: str, lang: str) -> None:
         page.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value", timeout=120_000)
         page.wait_for_function("(title) => document.querySelector('#pg-tabs').innerText.includes(title)",
                                arg=i18n.t("ui.tab.theory", lang))
+        # The server-written views are localized by the page's load events: wait for the legend's (first in the chain)
+        # and the preset list's (later), so the check sees the page as a visitor does once it has loaded.
+        page.wait_for_function("(label) => document.querySelector('[data-testid=pg-legend]').innerText.includes(label)",
+                               arg=i18n.t("render.legend.accepted.label", lang))
         page.wait_for_timeout(1000)
         found = {"generate": english_on_page(page)}
         page.click("#pg-preset input")  # the picker's list, open
