@@ -1,11 +1,11 @@
 """Nothing English on a Russian or Arabic page except code, model ids and the names the translations keep in Latin.
 
 An English word is a Latin-script word of three letters or more, outside code (`<code>`, `<pre>`), that is not a
-code-shaped identifier (a digit, `_`, `=`, `/`, `.` or a call's `()` in it: `generate()`, `HF_TOKEN`, `bfloat16`, `device_map="auto"`), not a word
-of a catalogue model's id or label, a method, parameter, parameter value or preset name, a formula's function name,
-nor one of `KEPT_IN_LATIN` (names and file formats the guide's Russian and Arabic editions write in Latin too). Checked on the preset picker's server text for every preset, and in
-headless Chromium on every tab of the page with ?lang=ru and ?lang=ar, the preset picker's list open and a preset
-picked.
+code-shaped identifier (a digit, `_`, `=`, `/`, `.` or a call's `()` in it: `generate()`, `HF_TOKEN`, `bfloat16`,
+`device_map="auto"`), not a word of a catalogue model's id or label, a method, parameter, parameter value or preset
+name, a formula's function name, nor one of `KEPT_IN_LATIN` (names and file formats the guide's Russian and Arabic
+editions write in Latin too). Checked on the preset picker's server text for every preset, and in headless Chromium
+on every tab of the page with ?lang=ru and ?lang=ar, the preset picker's list open and a preset picked.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.\-/=:\"']*(?:\(\.*\))?")
 
 
 def _allowed() -> set[str]:
-    words = set(KEPT_IN_LATIN) | FORMULA_NAMES | set(METHODS) | set(PRESETS) | {"auto"}  # dtype="auto", the precision control's value
+    # "auto": dtype="auto", the precision control's value
+    words = set(KEPT_IN_LATIN) | FORMULA_NAMES | set(METHODS) | set(PRESETS) | {"auto"}
     for method in METHODS.values():
         for param in method.params:  # a parameter's name and its choices are generate()'s values
             words |= {param.name, *(param.choices or ())}
@@ -70,7 +71,8 @@ def without_code(markup: str) -> str:
 
 
 def test_the_detector_finds_english_and_passes_code_and_names():
-    assert english_words("Needs: nothing beyond the Hugging Face site.") == ["Needs", "nothing", "beyond", "the", "site"]
+    found = english_words("Needs: nothing beyond the Hugging Face site.")
+    assert found == ["Needs", "nothing", "beyond", "the", "site"]
     assert english_words("don't stop-here") == ["don't", "stop", "here"]
     assert english_words("Нужно: HF_TOKEN, ~16 ГБ весов в bfloat16; device_map=\"auto\"; Gemma, n-gram") == []
     assert english_words("speculative-greedy-offline") == []
