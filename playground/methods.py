@@ -450,7 +450,8 @@ _register(Method(
         "same model family, predictable text.",
         "cost": "γ assistant forwards plus one wider target forward per step, and memory for both models.",
         "failure": "A weak or slow assistant: low acceptance wastes the verification, and on CPUs a wide "
-        "forward can cost as much as several narrow ones.",
+        "forward can cost as much as several narrow ones. Batched inputs are not supported: Transformers' assisted "
+        "generation takes one sequence at a time (batch size 1).",
     },
     params=DRAFT_LENGTH + (ENSEMBLE,),
     assistant="same_tokenizer",
@@ -538,7 +539,7 @@ _register(Method(
         "step drafts nothing (it needs the target's outputs first). Transformers rebuilds the MTP layers from the "
         "safetensors at every call.",
         "failure": "Needs a checkpoint whose safetensors hold the MTP weights (many conversions drop them), loaded "
-        "from disk; other models cannot use it.",
+        "from disk; other models cannot use it. Like speculative decoding, it takes no batched inputs (batch size 1).",
     },
     params=(ENSEMBLE,),
     fixed_kwargs={"use_mtp": True},

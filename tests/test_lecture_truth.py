@@ -182,3 +182,23 @@ def test_the_lectures_call_names_what_the_engine_passes_to_generate(tiny_pairs, 
         assert f"{name}={prepared.generate_kwargs[name]!r}" in call
     for lang in LANGUAGES:
         assert call in lecture_html(registered.localized(lang), lang)
+
+
+# The words each language's lecture uses for "no batched inputs" (the guide's own: «пакетные входные данные»,
+# «المدخلات المجمعة»).
+BATCH_WORDS = {"en": "batch size 1", "ru": "пакетные входные данные", "ar": "المدخلات المجمعة"}
+
+
+def test_assisted_generation_takes_one_sequence_as_the_lectures_say() -> None:
+    """Transformers' assisted decoding (the loop speculative decoding and MTP run in) refuses a batch of two; the
+    speculative and MTP lectures say so in every language."""
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2)
+    model = LlamaForCausalLM(config).eval()
+    with pytest.raises(ValueError, match="batch_size = 1"):
+        model.generate(torch.tensor([[1, 2, 3, 1, 2], [4, 5, 6, 4, 5]]), prompt_lookup_num_tokens=2, max_new_tokens=3,
+                       do_sample=False, pad_token_id=0)
+    for method in ("speculative", "mtp"):
+        for lang in LANGUAGES:
+            assert BATCH_WORDS[lang] in _lecture(method, "failure", lang).lower(), (method, lang)
