@@ -29,7 +29,7 @@ OTHER_LANGUAGES = ("ru", "ar")
 # Proper names and terms the guide's Russian and Arabic editions themselves write in Latin.
 KEPT_IN_LATIN = {"Transformers", "Hugging", "Face", "LayerSkip", "n-gram", "MTP", "UAD", "GPU", "pipeline",
                  "DeepSeek", "GLM", "Gemma", "SmolLM", "SmolLM2", "Llama", "Qwen", "Gradio", "JSON", "API", "MCP",
-                 "CPU", "CUDA", "KV", "RAG", "safetensors", "GGUF", "PyPI"}
+                 "CPU", "CUDA", "KV", "RAG", "safetensors", "GGUF", "PyPI", "torch"}
 # Formula names the lectures write in their formulas: min(1, p/q).
 FORMULA_NAMES = {"min", "max", "argmax", "softmax"}
 # The language picker's label is written in every language on purpose (anyone can find it).
