@@ -312,11 +312,10 @@ def prepare(
     }
     if req.sample:
         kwargs.update(temperature=float(req.temperature), top_p=float(req.top_p), top_k=int(req.top_k))
-    if assistant is not None:
-        kwargs["assistant_model"] = assistant.model
-        if method.assistant == "different_tokenizer":
-            kwargs["tokenizer"] = target.tokenizer
-            kwargs["assistant_tokenizer"] = assistant.tokenizer
+    if assistant is not None:  # the arguments the registry names (`Method.assistant_kwargs`, shown in the lecture)
+        passed = {"assistant_model": assistant.model, "tokenizer": target.tokenizer,
+                  "assistant_tokenizer": assistant.tokenizer}
+        kwargs.update({name: passed[name] for name in method.assistant_kwargs()})
     owner = target.model if method.draft_config_on == "target" or assistant is None else assistant.model
     return PreparedRun(
         request=req, method=method, params=params, target=target, assistant=assistant, input_ids=input_ids,

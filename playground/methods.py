@@ -305,6 +305,24 @@ class Method:
         if self.check is not None:
             self.check(self, facts, params)
 
+    def assistant_kwargs(self) -> tuple[str, ...]:
+        """The generate() arguments that hand over the assistant: its model, and both tokenizers where they differ
+        (the engine passes exactly these; `generate_call` names them)."""
+        if self.assistant == "none":
+            return ()
+        if self.assistant == "different_tokenizer":
+            return ("assistant_model", "tokenizer", "assistant_tokenizer")
+        return ("assistant_model",)
+
+    def generate_call(self, params: dict[str, Any] | None = None) -> str:
+        """This method's `generate()` call with `params` (the registry's defaults where None), as the guide writes
+        it: the arguments that select and tune the method (draft-length settings go on a generation_config, not
+        here), then the assistant's."""
+        gen_args, _ = self.split_params(self.resolve_params(params or {}))
+        args = ["**inputs", *(f"{k}={v!r}" for k, v in gen_args.items()),
+                *(f"{k}={k}" for k in self.assistant_kwargs())]
+        return f"model.generate({', '.join(args)})"
+
     def split_params(self, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """(generate() kwargs, draft generation_config settings) for resolved params."""
         gen: dict[str, Any] = dict(self.fixed_kwargs)
@@ -463,7 +481,8 @@ _register(Method(
         "same model family, predictable text.",
         "cost": "γ assistant forwards plus one wider target forward per step, and memory for both models.",
         "failure": "A weak or slow assistant: low acceptance wastes the verification, and on CPUs a wide "
-        "forward can cost as much as several narrow ones.",
+        "forward can cost as much as several narrow ones. Batched inputs are not supported: Transformers' assisted "
+        "generation takes one sequence at a time (batch size 1).",
     },
     params=DRAFT_LENGTH + (ENSEMBLE,),
     assistant="same_tokenizer",
@@ -551,7 +570,7 @@ _register(Method(
         "step drafts nothing (it needs the target's outputs first). Transformers rebuilds the MTP layers from the "
         "safetensors at every call.",
         "failure": "Needs a checkpoint whose safetensors hold the MTP weights (many conversions drop them), loaded "
-        "from disk; other models cannot use it.",
+        "from disk; other models cannot use it. Like speculative decoding, it takes no batched inputs (batch size 1).",
     },
     params=(ENSEMBLE,),
     fixed_kwargs={"use_mtp": True},

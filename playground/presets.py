@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from .errors import PlaygroundError
+from .i18n import DEFAULT_LANGUAGE, t
 from .methods import get_method
 from .models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from .request import MAX_NEW_TOKENS, RunRequest, new_request
@@ -78,6 +79,11 @@ STAND_INS: dict[str, StandIn] = {
 }
 
 
+def _stand_in_text(method: str, part: str, lang: str) -> str:
+    """A stand-in's `shows` or `misses` in `lang` (English is STAND_INS'; the others `preset.stand_in.<method>.*`)."""
+    return t(f"preset.stand_in.{method}.{part}", lang, default=getattr(STAND_INS[method], part))
+
+
 @dataclass(frozen=True)
 class Preset:
     """One example of the guide: what its code sets, and what running it takes."""
@@ -130,35 +136,54 @@ class Preset:
             return None
         return self.name + OFFLINE_SUFFIX
 
-    def needs(self) -> str:
+    def title_in(self, lang: str = DEFAULT_LANGUAGE) -> str:
+        """The title in `lang` (English is this module's own; the others are `preset.<name>.title` in the locales)."""
+        if self.stand_in_for:
+            return t("preset.offline_title", lang, title=PRESETS[self.stand_in_for].title_in(lang))
+        return t(f"preset.{self.name}.title", lang, default=self.title)
+
+    def section_in(self, lang: str = DEFAULT_LANGUAGE) -> str:
+        """The guide's section, named as the guide's edition in `lang` names it."""
+        return t(f"preset.{self.stand_in_for or self.name}.section", lang, default=self.section)
+
+    def note_in(self, lang: str = DEFAULT_LANGUAGE) -> str:
+        """The note in `lang` (a stand-in's note is what it shows and does not)."""
+        if self.stand_in_for:
+            return self.stand_in_text(lang)
+        return t(f"preset.{self.name}.note", lang, default=self.note) if self.note else ""
+
+    def needs(self, lang: str = DEFAULT_LANGUAGE) -> str:
         """What running it takes, in one line (for the docs table, the listing and the page)."""
-        parts = ["the Hugging Face Hub" if self.needs_hub else "nothing beyond the bundled models (offline)"]
+        parts = [t("preset.needs.hub" if self.needs_hub else "preset.needs.offline", lang)]
         if self.gated:
-            parts.append(f"HF_TOKEN with access to the gated {', '.join(self.gated)}")
+            parts.append(t("preset.needs.token", lang, models=", ".join(self.gated)))
         if self.params_b is not None and self.needs_hub:
-            memory = f"~{self.params_b * 2:.0f} GB" if self.params_b >= 0.5 else f"~{self.params_b * 2000:.0f} MB"
-            parts.append(f"{memory} of weights in bfloat16")
+            if self.params_b >= 0.5:
+                parts.append(t("preset.needs.weights_gb", lang, size=f"{self.params_b * 2:.0f}"))
+            else:
+                parts.append(t("preset.needs.weights_mb", lang, size=f"{self.params_b * 2000:.0f}"))
         budget = get_settings().memory_budget_gb
         if self.params_b is not None and self.needs_hub and self.params_b * 2 > budget:
-            parts.append(f"PLAYGROUND_MEMORY_BUDGET_GB above {budget:g}")
+            parts.append(t("preset.needs.budget", lang, budget=f"{budget:g}"))
         if self.device_map_auto:
-            parts.append('several GPUs (device_map="auto")')
+            parts.append(t("preset.needs.gpus", lang))
         return "; ".join(parts)
 
-    def unavailable(self, online: bool) -> str | None:
+    def unavailable(self, online: bool, lang: str = DEFAULT_LANGUAGE) -> str | None:
         """Why it cannot run here, in one line (None when it can), with its stand-in."""
         if not self.needs_hub or online:
             return None
-        stand_in = STAND_INS[self.method]
-        what = f"stand-in on the bundled models: {self.stand_in}" if self.stand_in else f"no stand-in: {stand_in.misses}"
-        return f"{self.title} needs the Hugging Face Hub, which is not reachable here; {what}"
+        if self.stand_in:
+            return t("preset.unavailable.stand_in", lang, title=self.title_in(lang), stand_in=self.stand_in)
+        return t("preset.unavailable.none", lang, title=self.title_in(lang), misses=_stand_in_text(self.method,
+                                                                                                    "misses", lang))
 
-    def stand_in_text(self) -> str:
+    def stand_in_text(self, lang: str = DEFAULT_LANGUAGE) -> str:
         """What a stand-in shows and does not (for a stand-in preset or the guide preset it stands in for)."""
-        stand_in = STAND_INS[self.method]
-        if stand_in.target is None:
-            return stand_in.misses
-        return f"Shows {stand_in.shows}. Does not show {stand_in.misses}."
+        misses = _stand_in_text(self.method, "misses", lang)
+        if STAND_INS[self.method].target is None:
+            return misses
+        return t("preset.stand_in_text", lang, shows=_stand_in_text(self.method, "shows", lang), misses=misses)
 
     def request_fields(self, prompt: str | None = None, **overrides: Any) -> dict[str, Any]:
         """Keyword arguments for `engine.RunRequest`: the guide's settings, the prompt replaced if one is given."""
@@ -180,7 +205,7 @@ class Preset:
         """The same example on the bundled models (check `stand_in` first: not every method has one)."""
         stand_in = STAND_INS[self.method]
         assert stand_in.target is not None, f"{self.method} has no offline stand-in"
-        return replace(self, name=self.name + OFFLINE_SUFFIX, title=f"{self.title} — offline stand-in",
+        return replace(self, name=self.name + OFFLINE_SUFFIX, title=t("preset.offline_title", title=self.title),
                        target=stand_in.target, assistant=stand_in.assistant, device_map_auto=False,
                        note=self.stand_in_text(), stand_in_for=self.name)
 

@@ -44,7 +44,13 @@ LEGEND: tuple[tuple[str, str, str], ...] = tuple(
     for status in (ACCEPTED, REJECTED, DISCARDED, CORRECTION, BONUS, TARGET, UNVERIFIED)
 )
 
-_SAMPLE_TEXT = {ACCEPTED: "the", REJECTED: "cat", DISCARDED: "sat", CORRECTION: "dog", BONUS: "ran", TARGET: "away", UNVERIFIED: "fast"}
+
+# The legend's sample words, one per status in LEGEND's order: a story in `lang` (`render.legend.sample`) in which a
+# draft's word is rejected and the target's correction follows ("the [cat sat] dog ran away fast").
+def _sample_words(lang: str) -> list[str]:
+    words = t("render.legend.sample", lang).split()
+    return words if len(words) == len(LEGEND) else t("render.legend.sample").split()
+
 
 OPEN_TOKENS = '<div class="pg-tokens" data-testid="pg-tokens">'
 # The same container for a page in another language: `dir="auto"` plus the CSS's `unicode-bidi: plaintext` give
@@ -260,10 +266,10 @@ Q_NOTE = t("render.q_note")
 
 
 def legend_html(lang: str = DEFAULT_LANGUAGE) -> str:
-    """The colour key; labels, meanings and hints in `lang` (the sample words stay: they show the styles)."""
+    """The colour key; sample words, labels, meanings and hints in `lang`."""
     keys = []
-    for status, _, _ in LEGEND:
-        sample = f'<span class="tok" data-status="{status}">{_SAMPLE_TEXT[status]}</span>'
+    for (status, _, _), word in zip(LEGEND, _sample_words(lang)):
+        sample = f'<span class="tok" data-status="{status}">{html.escape(word)}</span>'
         label, meaning = t(f"render.legend.{status}.label", lang), t(f"render.legend.{status}.meaning", lang)
         keys.append(f'<span class="pg-key" title="{html.escape(meaning)}">{sample} {html.escape(label)}</span>')
     return (

@@ -11,13 +11,14 @@ import pytest
 from playground import charts, i18n, render, theory
 from playground.examples import EXAMPLES, localized_examples
 from playground.methods import METHODS, NO_DRAFT_REASONS
+from playground.presets import GUIDE_PRESETS, STAND_INS
 from playground.trace import Step, Summary, Trace
 
 OTHER_LANGUAGES = [code for code in i18n.LANGUAGES if code != i18n.DEFAULT_LANGUAGE]
 
 
 def registry_english() -> dict[str, str]:
-    """Keys whose English lives in the method registry and the example set (not in en.json)."""
+    """Keys whose English lives in the method registry, the presets and the example set (not in en.json)."""
     out: dict[str, str] = {}
     for name, method in METHODS.items():
         out[f"method.{name}.title"] = method.title
@@ -31,6 +32,15 @@ def registry_english() -> dict[str, str]:
         for param in method.params:
             out[f"param.{param.name}.label"] = param.label
             out[f"param.{param.name}.help"] = param.help
+    for preset in GUIDE_PRESETS:  # presets.py keeps its own English, as the registry does
+        out[f"preset.{preset.name}.title"] = preset.title
+        out[f"preset.{preset.name}.section"] = preset.section
+        if preset.note:
+            out[f"preset.{preset.name}.note"] = preset.note
+    for method, stand_in in STAND_INS.items():
+        if stand_in.shows:
+            out[f"preset.stand_in.{method}.shows"] = stand_in.shows
+        out[f"preset.stand_in.{method}.misses"] = stand_in.misses
     for example in EXAMPLES:
         out[f"example.{example.question_id}.name"] = example.name
         out[f"example.{example.question_id}.text"] = example.text

@@ -135,3 +135,70 @@ def test_the_ensemble_weight_is_the_targets_share_and_the_control_reads_from_los
         param = ENSEMBLE.localized(lang)
         assert shares[lang] in param.help and "0.7" in param.help, (lang, param.help)
         assert "1 =" in param.label, (lang, param.label)
+
+
+# Arguments every run passes whatever the method (the prompt, the length, greedy or sampling, padding).
+EVERY_RUN = {"input_ids", "attention_mask", "max_new_tokens", "do_sample", "pad_token_id"}
+
+
+def _named_in_call(call: str) -> set[str]:
+    """The keyword arguments a `model.generate(**inputs, k=v, …)` call names."""
+    inner = call.removeprefix("model.generate(").removesuffix(")")
+    return {arg.split("=")[0].strip() for arg in inner.split(", ") if "=" in arg}
+
+
+@pytest.fixture(scope="module")
+def tiny_pairs(tmp_path_factory):
+    """A tiny Llama target, a drafter with its tokenizer, and one with another tokenizer."""
+    from tiny import build_other_tokenizer, build_tokenizer, save_tiny_llama
+
+    root = tmp_path_factory.mktemp("call")
+    tok = build_tokenizer()
+    target = save_tiny_llama(root / "target", seed=0, layers=6, tokenizer=tok)  # deeper than early exit's default 4
+    drafter = save_tiny_llama(root / "drafter", seed=1, layers=2, hidden=32, tokenizer=tok)
+    other = save_tiny_llama(root / "other", seed=2, layers=2, hidden=32, tokenizer=build_other_tokenizer(320))
+    return {"target": str(target), "same": str(drafter), "other": str(other)}
+
+
+@pytest.mark.parametrize("method, assistant", [("baseline", None), ("speculative", "same"),
+                                               ("prompt_lookup", None), ("early_exit", None),
+                                               ("universal", "other")])
+def test_the_lectures_call_names_what_the_engine_passes_to_generate(tiny_pairs, method, assistant) -> None:
+    """The call every lecture shows (`Method.generate_call`, rendered as code in all languages) names exactly the
+    method's arguments the engine hands to generate() for a run with the registry's defaults."""
+    from playground.app.methods_tab import lecture_html
+    from playground.engine import prepare
+    from playground.models import ModelStore
+    from playground.request import RunRequest
+
+    registered = get_method(method)
+    prepared = prepare(RunRequest(prompt="def add(a, b):", target=tiny_pairs["target"], method=method,
+                                  assistant=tiny_pairs[assistant] if assistant else None, dtype="float32",
+                                  max_new_tokens=4), ModelStore())
+    passed = set(prepared.generate_kwargs) - EVERY_RUN
+    call = registered.generate_call()
+    assert _named_in_call(call) == passed, (call, sorted(passed))
+    for name in passed - {"assistant_model", "tokenizer", "assistant_tokenizer"}:  # values too, where they are data
+        assert f"{name}={prepared.generate_kwargs[name]!r}" in call
+    for lang in LANGUAGES:
+        assert call in lecture_html(registered.localized(lang), lang)
+
+
+# The words each language's lecture uses for "no batched inputs" (the guide's own: «пакетные входные данные»,
+# «المدخلات المجمعة»).
+BATCH_WORDS = {"en": "batch size 1", "ru": "пакетные входные данные", "ar": "المدخلات المجمعة"}
+
+
+def test_assisted_generation_takes_one_sequence_as_the_lectures_say() -> None:
+    """Transformers' assisted decoding (the loop speculative decoding and MTP run in) refuses a batch of two; the
+    speculative and MTP lectures say so in every language."""
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2)
+    model = LlamaForCausalLM(config).eval()
+    with pytest.raises(ValueError, match="batch_size = 1"):
+        model.generate(torch.tensor([[1, 2, 3, 1, 2], [4, 5, 6, 4, 5]]), prompt_lookup_num_tokens=2, max_new_tokens=3,
+                       do_sample=False, pad_token_id=0)
+    for method in ("speculative", "mtp"):
+        for lang in LANGUAGES:
+            assert BATCH_WORDS[lang] in _lecture(method, "failure", lang).lower(), (method, lang)

@@ -282,12 +282,13 @@ def test_show_code_for_settings_and_its_errors(tiny_models: dict[str, str]) -> N
 # --------------------------------------------------------------------------- methods explained
 
 
-def test_every_method_is_explained_in_five_parts() -> None:
+def test_every_method_is_explained_in_five_parts_and_its_call() -> None:
     table = methods_tab.methods_table_html()
     for name, method in METHODS.items():
         assert set(method.lecture) == set(methods_tab.LECTURE_LABELS), name
         row = table.split(f'data-method="{name}"')[1].split("</tr>")[0]
-        assert row.count("<td>") == 5 and "<td>–</td>" not in row
+        assert row.count("<td>") == 6 and "<td>–</td>" not in row
+        assert f"<td><code>{html.escape(method.generate_call())}</code></td>" in row
         lecture = methods_tab.lecture_html(method)
         assert all(label in lecture for label in methods_tab.LECTURE_LABELS.values())
 

@@ -326,16 +326,21 @@ def idle_views(lang: str = DEFAULT_LANGUAGE) -> tuple[str, str]:
     return render.status_html(t("compare.idle", lang), "idle"), race_placeholder(lang)
 
 
-def build_compare(settings: Sequence[Any], param_components: Sequence[Any], baselines: gr.State) -> list[gr.HTML]:
+def method_choices(lang: str = DEFAULT_LANGUAGE) -> list[tuple[str, str]]:
+    """(title, name) of every drafting method, titles in `lang` (the page localizes the checkboxes on load)."""
+    return [(m.localized(lang).title, name) for name, m in METHODS.items() if m.drafts]
+
+
+def build_compare(settings: Sequence[Any], param_components: Sequence[Any], baselines: gr.State) -> list[Any]:
     """The tab (call inside the page's `gr.Tabs`) and its events. `settings` are the page's prompt, target,
     assistant, method, dtype and chat controls; `baselines` is the session's baseline traces (Compare adds its own).
-    Returns the boxes `idle_views` fills (status, race)."""
+    Returns the boxes `idle_views` fills (status, race), then the methods' checkboxes (`method_choices`)."""
     max_tokens = get_settings().max_new_tokens
     with gr.Tab(L("ui.tab.compare"), id="compare", elem_id="pg-tab-compare"):
         gr.Markdown(L("ui.compare.intro"))
         with gr.Row():
             compare_methods = gr.CheckboxGroup(
-                [(m.title, name) for name, m in METHODS.items() if m.drafts], value=[DEFAULT_METHOD],
+                method_choices(), value=[DEFAULT_METHOD],
                 label=L("ui.compare.methods"), elem_id="pg-compare-methods", scale=3)
             with gr.Column(scale=1, min_width=220):
                 compare_tokens = gr.Slider(2, max_tokens, value=min(MAX_NEW_TOKENS["compare"], max_tokens),
@@ -358,4 +363,4 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
         [panel.status, panel.table, panel.left, panel.right, compare_diag, race_method, compare_state, baselines],
         **long_job(panel.status))
     race_btn.click(guarded(play_race), [race_method, compare_state], race, **PRIVATE_QUEUED)
-    return [panel.status, race]
+    return [panel.status, race, compare_methods]

@@ -460,6 +460,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
         guarded(localize_view), method,
         [method, method_summary, lecture, legend, tokens, stats, acceptance_plot, timing_plot, dtype, micro_panel],
         **PRIVATE).then(
+        guarded(preset_picker.localized_choices), None, preset, **PRIVATE).then(
         guarded(restore_link), None, [preset, preset_info, *controls, prompt, dtype, link_status, *param_components],
         **PRIVATE)
     return GenerateView(prompt=prompt, target=target, assistant=assistant, method=method, dtype=dtype, chat=chat,

@@ -90,7 +90,8 @@ def restore(query: Mapping[str, str], param_names: list[str], lang: str = "en") 
         return [gr.skip()] * 14 + [render.status_html(message, "error")] + [gr.skip()] * len(param_names)
     status = render.status_html(t("link.restored", lang), "done")
     if "preset" in given:
-        filled = preset_picker.on_preset(given["preset"], param_names)  # picker, info, 10 controls, prompt, params
+        # picker, info, 10 controls, prompt, params
+        filled = preset_picker.on_preset(given["preset"], param_names, lang=lang)
         prompt = request.prompt if request.prompt.strip() else filled[12]
         return [*filled[:12], prompt, request.dtype, status, *filled[13:]]
     values = get_method(request.method).resolve_params(request.params)

@@ -1,6 +1,8 @@
-"""The "All methods explained" tab: every method's five lecture parts side by side, from the registry.
+"""The "All methods explained" tab: every method's five lecture parts and its `generate()` call side by side, from
+the registry.
 
-`lecture_html` is the same five parts for one method (the "How it works" box beside the method picker).
+`lecture_html` is the same for one method (the "How it works" box beside the method picker). The call is the
+registry's (`Method.generate_call`), the arguments the engine passes, shown as code in every language.
 """
 
 from __future__ import annotations
@@ -24,17 +26,20 @@ def lecture_html(method: Method, lang: str = "en") -> str:
         f"<dd>{html.escape(text)}</dd>"
         for key, text in method.lecture.items()
     )
-    return f'<dl class="pg-lecture">{items}</dl>'
+    call = f"<dt>{html.escape(t('lecture.call', lang))}</dt><dd><code>{html.escape(method.generate_call())}</code></dd>"
+    return f'<dl class="pg-lecture">{items}{call}</dl>'
 
 
 def methods_table_html(lang: str = "en") -> str:
-    """Every method's five lecture parts side by side, in `lang`."""
+    """Every method's five lecture parts and its generate() call side by side, in `lang`."""
     head = (f"<tr><th>{html.escape(t('lecture.method', lang))}</th>"
-            + "".join(f"<th>{html.escape(t(f'lecture.{part}', lang))}</th>" for part in LECTURE_PARTS) + "</tr>")
+            + "".join(f"<th>{html.escape(t(f'lecture.{part}', lang))}</th>" for part in (*LECTURE_PARTS, "call"))
+            + "</tr>")
     rows = []
     for name, registered in METHODS.items():
         method = registered.localized(lang)
         cells = "".join(f"<td>{html.escape(method.lecture.get(key, '–'))}</td>" for key in LECTURE_LABELS)
+        cells += f"<td><code>{html.escape(method.generate_call())}</code></td>"
         rows.append(f'<tr data-method="{html.escape(name)}"><th>{html.escape(method.title)}</th>{cells}</tr>')
     return f'<table class="pg-methods-table" data-testid="pg-methods-table">{head}{"".join(rows)}</table>'
 

@@ -18,6 +18,7 @@ from .code_tab import initial_status as code_initial_status
 from .code_tab import build_code
 from .compare_tab import build_compare
 from .compare_tab import idle_views as compare_idle_views
+from .compare_tab import method_choices as compare_method_choices
 from .generate_tab import build_generate, generate
 from .guard import PRIVATE, PRIVATE_QUEUED, Page, guarded
 from .language import L, language_of, wire_picker
@@ -42,7 +43,8 @@ def localize_tabs(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignor
     # The tabs' names too: Gradio's own switch of language (the page's ?lang= in another browser language) renames
     # only the selected tab.
     return (methods_table_html(lang), *theory_view(None, lang=lang), *replay_load(None, "", lang),
-            gr.skip(), gr.skip(), code_initial_status(lang), *compare_idle_views(lang), tune_idle_status(lang),
+            gr.skip(), gr.skip(), code_initial_status(lang), *compare_idle_views(lang),
+            gr.update(choices=compare_method_choices(lang)), tune_idle_status(lang),
             *(gr.update(label=t(f"ui.tab.{tab}", lang)) for tab in TABS))
 
 

@@ -13,62 +13,72 @@ from typing import Any
 import gradio as gr
 
 from ..errors import PlaygroundError
+from ..i18n import DEFAULT_LANGUAGE, t
 from ..methods import get_method
 from ..models import hub_reachable
 from ..presets import GUIDE_URL, PRESETS, Preset, get_preset, runnable
 from .guard import PRIVATE, guarded
-from .language import L
+from .language import L, language_of
 
 CHAT_VALUE = {True: "on", False: "off", None: "auto"}
 
 
-def choices(online: bool) -> list[tuple[str, str]]:
-    """(label, name) for the picker; Hub presets say so where the Hub is out of reach."""
+def choices(online: bool, lang: str = DEFAULT_LANGUAGE) -> list[tuple[str, str]]:
+    """(label, name) for the picker in `lang`; Hub presets say so where the Hub is out of reach."""
     out = []
     for preset in PRESETS.values():
-        label = preset.title
+        label = preset.title_in(lang)
         if preset.needs_hub and not online:
-            label += " (needs the Hub: picks its offline stand-in)" if preset.stand_in else " (needs the Hub)"
+            label = t("preset.choice.stand_in" if preset.stand_in else "preset.choice.hub", lang, title=label)
         out.append((label, preset.name))
     return out
 
 
-def describe(preset: Preset, reason: str | None = None) -> str:
-    """The picker's info box: the guide's call, what it needs, what a stand-in shows (markup from our data only)."""
+def describe(preset: Preset, reason: str | None = None, lang: str = DEFAULT_LANGUAGE) -> str:
+    """The picker's info box in `lang`: the guide's call, what it needs, what a stand-in shows (markup from our data
+    only). The guide link is the English page (the only edition whose address the project knows); its text says
+    so in the other languages."""
     lines = []
     if reason:
         lines.append(f"<p class='pg-preset-reason'>{html.escape(reason)}</p>")
-    lines.append(f"<p><b>{html.escape(preset.title)}</b> — <a href='{GUIDE_URL}' target='_blank' rel='noopener'>"
-                 f"guide</a>, {html.escape(preset.section)}: <code>{html.escape(preset.guide_call)}</code></p>")
-    if preset.system or preset.chat_template_kwargs:
+    lines.append(f"<p><b>{html.escape(preset.title_in(lang))}</b> — <a href='{GUIDE_URL}' target='_blank' "
+                 f"rel='noopener'>{html.escape(t('preset.guide_link', lang))}</a>, "
+                 f"{html.escape(preset.section_in(lang))}: <code>{html.escape(preset.guide_call)}</code></p>")
+    if preset.system or preset.chat_template_kwargs:  # model input and code: shown as code
         extras = ", ".join(f"{k}={v!r}" for k, v in preset.chat_template_kwargs.items())
-        lines.append(f"<p>Chat: system message “{html.escape(preset.system or '')}”"
-                     f"{html.escape(', ' + extras) if extras else ''}.</p>")
-    lines.append(f"<p>Needs: {html.escape(preset.needs())}.</p>")
+        lines.append(f"<p>{html.escape(t('preset.chat', lang))} <code>{html.escape(repr(preset.system or ''))}</code>"
+                     f"{', <code>' + html.escape(extras) + '</code>' if extras else ''}.</p>")
+    lines.append(f"<p>{html.escape(t('preset.needs_line', lang, needs=preset.needs(lang)))}</p>")
     if preset.note:
-        lines.append(f"<p>{html.escape(preset.note)}</p>")
+        lines.append(f"<p>{html.escape(preset.note_in(lang))}</p>")
     return "".join(lines)
 
 
-def on_preset(name: str | None, param_names: list[str], online: bool | None = None) -> list[Any]:
+def on_preset(name: str | None, param_names: list[str], online: bool | None = None,
+              lang: str = DEFAULT_LANGUAGE) -> list[Any]:
     """Updates for [picker, info, target, assistant, method, sample, temperature, top_p, top_k, seed, chat,
-    max_new_tokens, prompt, *parameter controls] when a preset is picked."""
+    max_new_tokens, prompt, *parameter controls] when a preset is picked (the info in `lang`)."""
     if not name:
         return [gr.skip(), ""] + [gr.skip()] * (11 + len(param_names))
     requested = get_preset(name)
     online = hub_reachable() if online is None else online
     chosen = runnable(name, online)
-    reason = requested.unavailable(online)
+    reason = requested.unavailable(online, lang)
     if reason and chosen is requested:  # no stand-in: leave the controls as they are
-        return [gr.update(value=None), describe(requested, reason)] + [gr.skip()] * (11 + len(param_names))
+        return [gr.update(value=None), describe(requested, reason, lang)] + [gr.skip()] * (11 + len(param_names))
     f = chosen.request_fields()
     values = get_method(chosen.method).resolve_params(f["params"])
     return [
-        gr.update(value=chosen.name), describe(chosen, reason),
+        gr.update(value=chosen.name), describe(chosen, reason, lang),
         f["target"], f["assistant"], f["method"], f["sample"], f["temperature"], f["top_p"], f["top_k"], f["seed"],
         CHAT_VALUE[f["chat"]], f["max_new_tokens"], f["prompt"],
         *[values[p] if p in values else gr.skip() for p in param_names],
     ]
+
+
+def localized_choices(request: gr.Request) -> Any:
+    """The picker's list in the visitor's language (the page is built once, in English; this runs on load)."""
+    return gr.update(choices=choices(hub_reachable(), language_of(request)))
 
 
 def wire(picker: gr.Dropdown, info: gr.HTML, controls: list[Any], prompt: gr.Textbox, param_components: list[Any],
@@ -79,10 +89,10 @@ def wire(picker: gr.Dropdown, info: gr.HTML, controls: list[Any], prompt: gr.Tex
     one-line message (`guarded`)."""
     outputs = [picker, info, *controls, prompt, *param_components]
 
-    def pick_preset(name: Any) -> list[Any]:
+    def pick_preset(request: gr.Request, name: Any) -> list[Any]:
         if name is not None and not isinstance(name, str):
             raise PlaygroundError.keyed("error.preset_not_text")
-        return on_preset(name, param_names)
+        return on_preset(name, param_names, lang=language_of(request))
 
     def clear_preset() -> tuple[None, str]:
         return None, ""
