@@ -84,9 +84,8 @@ def localized_choices(request: gr.Request) -> Any:
 def wire(picker: gr.Dropdown, info: gr.HTML, controls: list[Any], prompt: gr.Textbox, param_components: list[Any],
          param_names: list[str]) -> None:
     """Connect the picker: picking fills `controls` (target … max_new_tokens), the prompt and the parameters;
-    a user's edit of a control, a parameter or the prompt clears it (Gradio fires the picker's input event again
-    when it loses focus: a preset still chosen would then overwrite the edit). A value no control sends gets our
-    one-line message (`guarded`)."""
+    a user's edit of a control or parameter clears it. A value no control sends gets our one-line message
+    (`guarded`)."""
     outputs = [picker, info, *controls, prompt, *param_components]
 
     def pick_preset(request: gr.Request, name: Any) -> list[Any]:
@@ -98,7 +97,7 @@ def wire(picker: gr.Dropdown, info: gr.HTML, controls: list[Any], prompt: gr.Tex
         return None, ""
 
     picker.input(guarded(pick_preset), picker, outputs, **PRIVATE)
-    for component in [*controls, prompt, *param_components]:
+    for component in [*controls, *param_components]:
         component.input(guarded(clear_preset), None, [picker, info], **PRIVATE)
 
 
