@@ -433,6 +433,7 @@ def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
                     *params],
         "pick_preset": [next(iter(PRESETS))],
         "clear_preset": [],
+        "localized_choices": [],
         # preset, prompt, target, assistant, method, sample, temperature, top_p, top_k, seed, chat, tokens, dtype
         "make": [None, PROMPT, models["target"], None, "prompt_lookup", False, 1.0, 1.0, 0, 0, "auto", 4, "float32",
                  *params],

@@ -30,6 +30,8 @@ OTHER_LANGUAGES = ("ru", "ar")
 KEPT_IN_LATIN = {"Transformers", "Hugging", "Face", "LayerSkip", "n-gram", "MTP", "UAD", "GPU", "pipeline",
                  "DeepSeek", "GLM", "Gemma", "SmolLM", "SmolLM2", "Llama", "Qwen", "Gradio", "JSON", "API", "MCP",
                  "CPU", "CUDA", "KV", "RAG", "safetensors", "GGUF", "PyPI", "torch"}
+# Keys as their caps print them: a keyboard shows "Enter" in every language.
+KEPT_IN_LATIN |= {"Enter", "Tab"}
 # Formula names the lectures write in their formulas: min(1, p/q).
 FORMULA_NAMES = {"min", "max", "argmax", "softmax"}
 # The language picker's label is written in every language on purpose (anyone can find it).

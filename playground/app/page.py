@@ -39,7 +39,7 @@ def localize_tabs(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignor
     """The tabs' initial server-written views in the visitor's language (left as built for English)."""
     lang = language_of(request)
     if lang == "en":
-        return tuple(gr.skip() for _ in range(18 + len(TABS)))
+        return tuple(gr.skip() for _ in range(19 + len(TABS)))
     # The tabs' names too: Gradio's own switch of language (the page's ?lang= in another browser language) renames
     # only the selected tab.
     return (methods_table_html(lang), *theory_view(None, lang=lang), *replay_load(None, "", lang),
