@@ -174,12 +174,52 @@ def _prompt_lookup_empty_reason(empty: EmptyDraft) -> str | None:
     return NO_DRAFT_REASONS["no_match"]
 
 
+# What a test of this project proves about a decoding mode's output. "reference": plain decoding itself; "lossless"
+# (greedy): equal to a baseline run token for token in float32; "exact" (sampling): a chi-square test against the
+# target's exact distribution passes; "lossy": a test shows the output leaves the target's (greedy: it differs from a
+# baseline run; sampling: the chi-square test rejects it); "untested": no test decides it yet.
+ProofKind = Literal["reference", "lossless", "exact", "lossy", "untested"]
+
+
+@dataclass(frozen=True)
+class Proof:
+    """What the tests prove about one way of decoding (greedy or sampling), and which tests prove it: pytest node ids
+    (`tests/<file>.py::<function>[<parameters>]`). `tests/test_lecture_truth.py` collects them, so a claim whose test
+    is gone, does not run this method or asserts the other way fails there; the lectures and README show the claim."""
+
+    kind: ProofKind
+    tests: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Proven:
+    """What is proven of a method's output, greedy and sampling (the ensemble weight aside: `ENSEMBLE_VERIFICATION`)."""
+
+    greedy: Proof
+    sampling: Proof
+
+    def sentences(self, lang: str = DEFAULT_LANGUAGE) -> list[tuple[str, tuple[str, ...]]]:
+        """(sentence in `lang`, the tests that prove it) for greedy, then sampling."""
+        return [(t(f"method.proven.{mode}.{proof.kind}", lang), proof.tests)
+                for mode, proof in (("greedy", self.greedy), ("sampling", self.sampling))]
+
+
+_GREEDY_TEST = "tests/test_lossless.py::test_greedy_output_equals_a_baseline_run"
+
+
+def _equals_baseline(method: str, kind: ProofKind = "lossless") -> Proof:
+    """Greedy output equal to a baseline run, on both of test_lossless.py's prompts (across and beyond the window)."""
+    return Proof(kind, tuple(f"{_GREEDY_TEST}[{method}-{prompt}]"
+                             for prompt in ("generation-crosses-window", "prompt-beyond-window")))
+
+
 @dataclass(frozen=True)
 class Method:
     name: str
     title: str
     summary: str  # one paragraph for the UI
     lecture: dict[str, str]  # drafts / verifies / pays_off / cost / failure
+    proven: Proven  # what the tests prove of its output (shown in its lecture and README's methods table)
     params: tuple[Param, ...] = ()
     assistant: Literal["none", "same_tokenizer", "different_tokenizer", "gemma4_assistant"] = "none"
     draft_logits: Literal["never", "always", "sampling"] = "never"
@@ -460,6 +500,7 @@ _register(Method(
         "cost": "One full target forward per token; on small models the cost is dominated by memory traffic.",
         "failure": "None; it is the definition of correct output.",
     },
+    proven=Proven(greedy=_equals_baseline("baseline", "reference"), sampling=Proof("reference")),
     reference=True,
     observed_by="streamer",
     replay_obstacle="baseline drafts nothing: it is the reference every setting is compared with",
@@ -484,6 +525,10 @@ _register(Method(
         "forward can cost as much as several narrow ones. Batched inputs are not supported: Transformers' assisted "
         "generation takes one sequence at a time (batch size 1).",
     },
+    proven=Proven(greedy=_equals_baseline("speculative"), sampling=Proof("exact", (
+        "tests/test_method_sampling.py::test_speculative_sampling_follows_the_target_distribution",
+        "tests/test_method_sampling.py::test_three_token_drafts_follow_the_target_distribution[speculative-kw0-800-True]",
+    ))),
     params=DRAFT_LENGTH + (ENSEMBLE,),
     assistant="same_tokenizer",
     draft_logits="always",
@@ -510,6 +555,11 @@ _register(Method(
         "cost": "Only the wider verification forward; nothing when no n-gram matches (a plain step).",
         "failure": "Free-form writing with nothing to copy: few matches, and each wrong guess widens a forward for nothing.",
     },
+    proven=Proven(greedy=_equals_baseline("prompt_lookup"), sampling=Proof("exact", (
+        "tests/test_method_sampling.py::test_self_drafting_sampling_follows_the_target_distribution[prompt_lookup-params0]",
+        "tests/test_method_sampling.py::test_three_token_drafts_follow_the_target_distribution"
+        "[prompt_lookup-kw1-400-False]",
+    ))),
     params=(
         Param("prompt_lookup_num_tokens", "Tokens to copy", "int", 10, minimum=1, maximum=64, step=1,
               help="How many tokens after the matching n-gram are proposed as the draft."),
@@ -543,6 +593,10 @@ _register(Method(
         "failure": "On ordinary checkpoints early layers rarely agree with the last one: acceptance near zero and "
         "generation slower than baseline.",
     },
+    proven=Proven(greedy=_equals_baseline("early_exit"), sampling=Proof("exact", (
+        "tests/test_method_sampling.py::test_self_drafting_sampling_follows_the_target_distribution[early_exit-params1]",
+        "tests/test_method_sampling.py::test_three_token_drafts_follow_the_target_distribution[early_exit-kw2-500-True]",
+    ))),
     params=(
         Param("assistant_early_exit", "Exit after layer", "int", 4, minimum=1, maximum=256, step=1,
               help="Number of the target's layers used for drafting (1 … layers − 1)."),
@@ -558,20 +612,27 @@ _register(Method(
     name="mtp",
     title="Multi-token prediction layers (DeepSeek-V3 / GLM-4.5)",
     summary=(
-        "Some checkpoints ship extra multi-token-prediction (MTP) layers trained to predict tokens further ahead from "
-        "the target's last hidden state. They draft from the target's own hidden states, so drafting is a small extra "
-        "block rather than a second model."
+        "Some checkpoints (DeepSeek-V3, GLM-4.5) ship extra multi-token-prediction (MTP) layers, trained with the model "
+        "to predict tokens further ahead from the target's last hidden state. They reuse the target's embeddings and "
+        "output head, so drafting is a small extra block of the target's own checkpoint rather than a second model."
     ),
     lecture={
-        "drafts": "The checkpoint's MTP block(s), fed the target's final hidden state and the last token's embedding.",
+        "drafts": "The checkpoint's own MTP layers, one token each: a layer takes the hidden state before it (the "
+        "target's last one for the first layer) and the embedding of the next token, and its logits come from the "
+        "target's output head. Transformers ties both to the target's own modules: the embeddings and the output head "
+        "(lm_head) are the target's, not copies. Unlike the MTP drafter (the Gemma 4 assistant, a separate checkpoint "
+        "passed as assistant_model), the MTP layers are part of the target's checkpoint.",
         "verifies": "The target's next forward pass, which also produces the hidden state for the next draft.",
         "pays_off": "On checkpoints trained with MTP (DeepSeek-V3, GLM-4.5): high acceptance at tiny draft cost.",
-        "cost": "One MTP block per drafted token (draft length = the checkpoint's num_mtp_layers, fixed); the first "
-        "step drafts nothing (it needs the target's outputs first). Transformers rebuilds the MTP layers from the "
-        "safetensors at every call.",
+        "cost": "One MTP layer per drafted token, so the draft length is the checkpoint's number of MTP layers, fixed. "
+        "Transformers reads it as config.num_mtp_layers; the config.json of DeepSeek-V3 and GLM-4.5 writes it "
+        "num_nextn_predict_layers (their config classes map one name to the other). The first step drafts nothing "
+        "(it needs the target's outputs first). Transformers rebuilds the MTP layers from the safetensors at every "
+        "call.",
         "failure": "Needs a checkpoint whose safetensors hold the MTP weights (many conversions drop them), loaded "
         "from disk; other models cannot use it. Like speculative decoding, it takes no batched inputs (batch size 1).",
     },
+    proven=Proven(greedy=_equals_baseline("mtp"), sampling=Proof("untested")),
     params=(ENSEMBLE,),
     fixed_kwargs={"use_mtp": True},
     check=_check_mtp,
@@ -585,11 +646,15 @@ _register(Method(
     name="mtp_drafter",
     title="MTP drafter reading the target's cache (Gemma 4 assistant)",
     summary=(
-        "A light drafter (the Gemma 4 assistant) that has no cache of its own: it attends to the target's KV cache "
-        "and reads its hidden states, drafting several tokens from the last verified position."
+        "A light drafter from a separate checkpoint (the Gemma 4 assistant, passed as assistant_model) that has no cache "
+        "of its own: it attends to the target's KV cache and starts from its hidden states, drafting several tokens "
+        "from the last verified position."
     ),
     lecture={
-        "drafts": "A few-layer Gemma 4 assistant cross-attending to the target's keys and values.",
+        "drafts": "A separate few-layer Gemma 4 assistant. It starts from the target's last hidden state and the target's "
+        "input embedding of the last token, cross-attends to the target's keys and values, and feeds its own projected "
+        "hidden state back for each next token. Unlike the MTP layers of a DeepSeek-V3 or GLM-4.5 checkpoint, it is a "
+        "model of its own with its own output head, and its draft length is num_assistant_tokens, not a layer count.",
         "verifies": "The target's forward, which also hands its shared KV states to the drafter.",
         "pays_off": "With a Gemma 4 target and its matching assistant: no prefill for the drafter, cheap drafts.",
         "cost": "A few small layers per drafted token; the first step drafts nothing.",
@@ -599,6 +664,9 @@ _register(Method(
     },
     # num_assistant_tokens is the drafter's only draft-length setting, and Transformers has no default for it
     # (unset, its generator fails on int(None)): it always goes onto the assistant's generation_config.
+    proven=Proven(greedy=_equals_baseline("mtp_drafter"), sampling=Proof("lossy", (
+        "tests/test_method_sampling.py::test_mtp_drafter_sampling_does_not_follow_the_target_and_is_marked_lossy",
+    ))),
     params=(DRAFT_LENGTH[0], ENSEMBLE),
     assistant="gemma4_assistant",
     sampling_bias=(
@@ -624,16 +692,27 @@ _register(Method(
         "assistant's vocabulary is mapped onto the target's so rejection sampling stays exact."
     ),
     lecture={
-        "drafts": "A small model from another family. Greedy: its tokens are turned into text and re-encoded for "
-        "the target. Sampling: its vocabulary is restricted to tokens both tokenizers share and mapped id by id. "
-        "Drafted tokens are shown in the target's vocabulary.",
+        "drafts": "A small model from another family. Greedy: the first step re-encodes the whole prompt as text. Later "
+        "steps decode the target's tokens from target_lookbehind = 10 tokens before the previous step's end, re-encode "
+        "them with the assistant's tokenizer and align them with the assistant's previous tokens at the longest run of "
+        "consecutive tokens both share: assistant tokens after that run that disagree are replaced, and only the new "
+        "ones are appended. The draft comes back the same way (the assistant's last assistant_lookbehind = 10 tokens "
+        "and its draft as text, aligned with the target's last tokens): only the target tokens after the overlap "
+        "become the draft. The guide calls this the longest common subsequence; the code takes the longest unbroken "
+        "run. Sampling: tokens go between the vocabularies id by id, through a map of the tokens both tokenizers spell "
+        "the same (through text only for a target token with no counterpart), and the assistant's vocabulary is "
+        "restricted to those tokens. Drafted tokens are shown in the target's vocabulary.",
         "verifies": "The target over the re-tokenised draft: prefix match when greedy (no draft probabilities, so no "
         "ensemble), rejection sampling against the mapped draft probabilities when sampling.",
         "pays_off": "When no same-family small model exists but a fast, agreeable one from another family does.",
-        "cost": "The assistant's forwards plus re-tokenisation both ways every step.",
+        "cost": "The assistant's forwards plus decoding and re-encoding a window of text both ways every step.",
         "failure": "Tokenizers that split text very differently: drafts lose alignment and acceptance drops. "
         "Sampling prunes the assistant's LM head in place, so the playground gives it a dedicated copy.",
     },
+    proven=Proven(greedy=_equals_baseline("universal"), sampling=Proof("exact", (
+        "tests/test_method_sampling.py::test_universal_sampling_follows_the_target_distribution",
+        "tests/test_method_sampling.py::test_three_token_drafts_follow_the_target_distribution[universal-kw3-500-True]",
+    ))),
     params=DRAFT_LENGTH + (ENSEMBLE,),
     assistant="different_tokenizer",
     draft_logits="sampling",
@@ -644,6 +723,84 @@ _register(Method(
                     "it",
     draft_length_param="num_assistant_tokens",
 ))
+
+
+# --- ways of verifying that several methods offer ---------------------------------------
+
+
+@dataclass(frozen=True)
+class Verification:
+    """A way of verifying drafts that several methods offer through one parameter, taught by a lecture of its own in
+    the Methods tab beside the methods'. The methods that offer it are those whose `params` hold `param`; their
+    lectures point to it. English here; `verification.<name>.title` and `verification.<name>.lecture.<part>` per
+    language."""
+
+    name: str
+    title: str
+    lecture: dict[str, str]  # mixture / weight / greedy / sampling
+    param: Param
+    proven: Proven  # what the tests prove of the output when the parameter is on
+    guide_start: Any = None  # the value the guide's example passes (its call is shown with it)
+
+    def offered_by(self) -> list[Method]:
+        """The methods that offer it, in registry order."""
+        return [method for method in METHODS.values() if self.param in method.params]
+
+    def localized(self, lang: str = DEFAULT_LANGUAGE) -> "Verification":
+        if lang == DEFAULT_LANGUAGE:
+            return self
+        key = f"verification.{self.name}"
+        return dataclasses.replace(
+            self, title=t(f"{key}.title", lang, default=self.title),
+            lecture={part: t(f"{key}.lecture.{part}", lang, default=text) for part, text in self.lecture.items()},
+            param=self.param.localized(lang))
+
+
+ENSEMBLE_VERIFICATION = Verification(
+    name="ensemble",
+    title="Static ensemble verification",
+    lecture={
+        "mixture": "Instead of checking each draft token against the target's distribution p alone, Transformers checks "
+        "it against the mixture v = w·p + (1−w)·q of p and the draft's distribution q, with w = "
+        "assistant_ensemble_weight. The draft gets a say: more drafts are accepted and generation is faster, and the "
+        "output follows the mixture instead of the target alone.",
+        "weight": "w is the target's share, in the open interval (0, 1) that Transformers accepts. 1 (the parameter not "
+        "passed at all) is plain verification, lossless; every value below 1 is lossy, the more so the lower it goes: "
+        "at w = 0.05 the mixture is 95 % draft. The guide's recommended start is 0.7.",
+        "greedy": "Greedy: a draft token is kept while it equals the argmax of v at its position, not of p. At the first "
+        "mismatch the argmax of v is taken instead; after a fully accepted draft, the next token is the target's own "
+        "argmax of p.",
+        "sampling": "Sampling: each draft token is accepted with probability min(1, v/q) = min(1, 1 − w + w·p/q), so "
+        "even a token the target rules out (p = 0) is kept with probability 1 − w. On a rejection the replacement is "
+        "drawn from (p − q)+, as in plain rejection sampling (from p itself where p and q are equal).",
+    },
+    param=ENSEMBLE,
+    guide_start=0.7,
+    proven=Proven(
+        greedy=Proof("lossy", ("tests/test_methods.py::test_greedy_ensemble_verification_departs_from_a_baseline_run",)),
+        sampling=Proof("lossy", ("tests/test_method_sampling.py::test_the_same_test_rejects_ensemble_verification",
+                                 "tests/test_method_sampling.py::test_the_three_token_test_rejects_ensemble_verification")),
+    ),
+)
+VERIFICATIONS: dict[str, Verification] = {ENSEMBLE_VERIFICATION.name: ENSEMBLE_VERIFICATION}
+
+
+def registry_english() -> dict[str, str]:
+    """Every key whose English the registry holds (not en.json), with that English: what the other languages translate."""
+    out: dict[str, str] = {}
+    for name, method in METHODS.items():
+        out[f"method.{name}.title"], out[f"method.{name}.summary"] = method.title, method.summary
+        if method.sampling_bias:
+            out[f"method.{name}.sampling_bias"] = method.sampling_bias
+        if method.replay_obstacle:
+            out[f"method.{name}.replay_obstacle"] = method.replay_obstacle
+        out.update({f"method.{name}.lecture.{part}": text for part, text in method.lecture.items()})
+        for param in method.params:
+            out[f"param.{param.name}.label"], out[f"param.{param.name}.help"] = param.label, param.help
+    for name, verification in VERIFICATIONS.items():
+        out[f"verification.{name}.title"] = verification.title
+        out.update({f"verification.{name}.lecture.{part}": text for part, text in verification.lecture.items()})
+    return out
 
 
 def reference_method() -> Method:

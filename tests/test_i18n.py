@@ -8,7 +8,7 @@ import string
 
 import pytest
 
-from playground import charts, i18n, render, theory
+from playground import charts, i18n, methods, render, theory
 from playground.examples import EXAMPLES, localized_examples
 from playground.methods import METHODS, NO_DRAFT_REASONS
 from playground.presets import GUIDE_PRESETS, STAND_INS
@@ -19,19 +19,7 @@ OTHER_LANGUAGES = [code for code in i18n.LANGUAGES if code != i18n.DEFAULT_LANGU
 
 def registry_english() -> dict[str, str]:
     """Keys whose English lives in the method registry, the presets and the example set (not in en.json)."""
-    out: dict[str, str] = {}
-    for name, method in METHODS.items():
-        out[f"method.{name}.title"] = method.title
-        out[f"method.{name}.summary"] = method.summary
-        if method.sampling_bias:
-            out[f"method.{name}.sampling_bias"] = method.sampling_bias
-        if method.replay_obstacle:
-            out[f"method.{name}.replay_obstacle"] = method.replay_obstacle
-        for part, text in method.lecture.items():
-            out[f"method.{name}.lecture.{part}"] = text
-        for param in method.params:
-            out[f"param.{param.name}.label"] = param.label
-            out[f"param.{param.name}.help"] = param.help
+    out: dict[str, str] = methods.registry_english()  # the methods, their parameters, the ensemble's lecture
     for preset in GUIDE_PRESETS:  # presets.py keeps its own English, as the registry does
         out[f"preset.{preset.name}.title"] = preset.title
         out[f"preset.{preset.name}.section"] = preset.section

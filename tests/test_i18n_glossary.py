@@ -13,28 +13,16 @@ import re
 import pytest
 
 from playground import i18n
-from playground.methods import METHODS
+from playground.methods import METHODS, registry_english
 
 GLOSSARY = {concept: entry for concept, entry in
             json.loads((i18n.LOCALES_DIR / "glossary.json").read_text(encoding="utf-8")).items()
             if not concept.startswith("@")}
 
 
-def _registry_english() -> dict[str, str]:
-    """The method registry's English, under the keys the other languages translate it as."""
-    out: dict[str, str] = {}
-    for method in METHODS.values():
-        key = f"method.{method.name}"
-        out[f"{key}.title"], out[f"{key}.summary"] = method.title, method.summary
-        out.update({f"{key}.lecture.{part}": text for part, text in method.lecture.items()})
-        for param in method.params:
-            out[f"param.{param.name}.label"], out[f"param.{param.name}.help"] = param.label, param.help
-    return out
-
-
 def strings(lang: str) -> dict[str, str]:
     """Every string of `lang` as the page shows it (plural forms joined), the registry's English included."""
-    catalogue = dict(_registry_english()) if lang == i18n.DEFAULT_LANGUAGE else {}
+    catalogue = dict(registry_english()) if lang == i18n.DEFAULT_LANGUAGE else {}
     for key, value in i18n.catalogue(lang).items():
         catalogue[key] = " | ".join(value.values()) if isinstance(value, dict) else value
     return catalogue
@@ -79,7 +67,7 @@ COUNT_FIELDS = {"n", "k", "a", "verified", "layers", "new", "context", "settings
 @pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
 def test_every_count_before_a_counted_noun_is_a_plural_phrase(lang):
     pattern = re.compile(r"\{(\w+)\}\s*" + COUNTED_NOUNS[lang])
-    catalogue = dict(_registry_english()) if lang == i18n.DEFAULT_LANGUAGE else {}
+    catalogue = dict(registry_english()) if lang == i18n.DEFAULT_LANGUAGE else {}
     catalogue.update(i18n.catalogue(lang))
     bare = [(key, value) for key, value in catalogue.items() if isinstance(value, str)
             for field, *_ in pattern.findall(value) if field in COUNT_FIELDS]

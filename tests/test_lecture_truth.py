@@ -202,3 +202,272 @@ def test_assisted_generation_takes_one_sequence_as_the_lectures_say() -> None:
     for method in ("speculative", "mtp"):
         for lang in LANGUAGES:
             assert BATCH_WORDS[lang] in _lecture(method, "failure", lang).lower(), (method, lang)
+
+
+# --------------------------------------------------------------------------- MTP layers and the MTP drafter
+
+
+def _mtp_layer_count_attribute() -> str:
+    """The config attribute Transformers' MTP generator reads for how many MTP layers a checkpoint has, found in its
+    source (so a rename in Transformers fails here, not silently on the page)."""
+    import inspect
+    import re
+
+    from transformers.generation.candidate_generator import MTPCandidateGenerator
+
+    source = inspect.getsource(MTPCandidateGenerator.__init__)
+    (name,) = set(re.findall(r'getattr\(\s*main_model\.config\.get_text_config\(\),\s*"(\w+)"', source))
+    return name
+
+
+def test_the_mtp_lecture_names_the_config_fields_transformers_reads() -> None:
+    """Transformers reads `config.<attribute>`; DeepSeek-V3's and GLM-4.5's config classes map it onto the name their
+    config.json uses. The cost lecture names both, in every language, the attribute as `config.<attribute>`."""
+    from transformers import DeepseekV3Config, Glm4MoeConfig
+
+    read = _mtp_layer_count_attribute()
+    in_json = {DeepseekV3Config.attribute_map[read], Glm4MoeConfig.attribute_map[read]}
+    assert len(in_json) == 1
+    (json_name,) = in_json
+    for config_class in (DeepseekV3Config, Glm4MoeConfig):  # a config.json field of 3 is what the generator reads
+        assert getattr(config_class(**{json_name: 3}), read) == 3
+    for lang in LANGUAGES:
+        text = _lecture("mtp", "cost", lang)
+        assert f"config.{read}" in text and json_name in text and "config.json" in text, (lang, text)
+        assert f"config.{json_name}" not in text, (lang, text)
+
+
+# The words each language's lectures use for "the target's own modules, not copies" (MTP layers) and "a model of its
+# own" (the MTP drafter).
+SHARED_WORDS = {"en": "(lm_head) are the target's, not copies", "ru": "(lm_head) — её собственные, не копии",
+                "ar": "(lm_head) للنموذج الهدف، لا نسخ منها"}
+OWN_MODEL_WORDS = {"en": "a model of its own with its own output head", "ru": "самостоятельная модель со своей выходной головой",
+                   "ar": "نموذج مستقل له رأس الإخراج الخاص به"}
+
+
+def test_mtp_layers_share_the_targets_embeddings_and_output_head() -> None:
+    from tiny import build_tokenizer, deepseek_v3_config
+    from transformers import DeepseekV3ForCausalLM
+    from transformers.modeling_layers import MtpModel
+
+    torch.manual_seed(0)
+    target = DeepseekV3ForCausalLM(deepseek_v3_config(build_tokenizer(), layers=2)).eval()
+    mtp = MtpModel(target, 1)  # what MTPCandidateGenerator builds (from_pretrained then loads the MTP weights)
+    assert mtp.embed_tokens is target.get_input_embeddings() and mtp.shared_head is target.lm_head
+    for lang in LANGUAGES:
+        assert SHARED_WORDS[lang] in _lecture("mtp", "drafts", lang), lang
+
+
+def test_the_mtp_drafter_is_a_model_of_its_own_reading_the_targets_embeddings() -> None:
+    """The Gemma 4 drafter, as Transformers runs it: the target's input embeddings are handed to it, its output head is
+    its own, and its draft length is num_assistant_tokens (not a layer count)."""
+    from tiny import build_tokenizer, gemma4_text_config
+    from transformers import Gemma4AssistantConfig, Gemma4AssistantForCausalLM, Gemma4ForCausalLM
+
+    tokenizer = build_tokenizer()
+    torch.manual_seed(0)
+    target = Gemma4ForCausalLM(gemma4_text_config(tokenizer, layers=4, hidden=64, per_layer_input=True)).eval()
+    drafter = Gemma4AssistantForCausalLM(Gemma4AssistantConfig(
+        text_config=gemma4_text_config(tokenizer, layers=2, hidden=32, per_layer_input=False),
+        backbone_hidden_size=64)).eval()
+    drafter.generation_config.num_assistant_tokens = 3
+    made = {}
+    build = target._get_candidate_generator
+
+    def keep(*args, **kwargs):
+        made["generator"] = build(*args, **kwargs)
+        return made["generator"]
+
+    target._get_candidate_generator = keep
+    target.generate(torch.tensor([[1, 2, 3, 4]]), assistant_model=drafter, max_new_tokens=6, do_sample=False,
+                    pad_token_id=0)
+    generator = made["generator"]
+    assert generator.target_model_input_embeddings is target.get_input_embeddings()
+    assert generator.assistant_model is drafter and drafter.get_output_embeddings() is not target.get_output_embeddings()
+    assert generator.num_assistant_tokens == 3
+    for lang in LANGUAGES:
+        text = _lecture("mtp_drafter", "drafts", lang)
+        assert OWN_MODEL_WORDS[lang] in text and "num_assistant_tokens" in text, (lang, text)
+
+
+# --------------------------------------------------------------------------- universal assisted decoding's alignment
+
+# The words each language's lecture uses for how re-encoded tokens are aligned: the longest unbroken run of shared
+# tokens (what the code does), not a longest common subsequence (which the lecture names only as the guide's term).
+RUN_WORDS = {"en": "the code takes the longest unbroken run", "ru": "код берёт самый длинный непрерывный отрезок",
+             "ar": "أما الشيفرة فتأخذ أطول سلسلة غير منقطعة"}
+
+
+def _aligned_length(before: list[int], after: list[int]) -> int:
+    """How many tokens Transformers' universal decoding anchors two encodings on."""
+    from transformers.generation.candidate_generator import AssistedCandidateGeneratorDifferentTokenizers as Universal
+
+    compare = (torch.tensor([before]) == torch.tensor([after]).T).to(int)
+    return int(Universal._get_longest_diag_index(compare)[1])
+
+
+def test_universal_alignment_is_the_longest_unbroken_run_as_the_lecture_says(tiny_pairs) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    # 1 2 9 3 4 against 1 2 3 4: a common subsequence of four tokens, but no unbroken run longer than two.
+    assert _aligned_length([1, 2, 9, 3, 4], [1, 2, 3, 4]) == 2
+    defaults = GenerationConfig._get_default_generation_params()
+    target = AutoModelForCausalLM.from_pretrained(tiny_pairs["target"]).eval()
+    assistant = AutoModelForCausalLM.from_pretrained(tiny_pairs["other"]).eval()
+    tokenizers = {"tokenizer": AutoTokenizer.from_pretrained(tiny_pairs["target"]),
+                  "assistant_tokenizer": AutoTokenizer.from_pretrained(tiny_pairs["other"])}
+    made = {}
+    build = target._get_candidate_generator
+
+    def keep(*args, **kwargs):
+        made["generator"] = build(*args, **kwargs)
+        return made["generator"]
+
+    target._get_candidate_generator = keep
+    inputs = tokenizers["tokenizer"]("def add(a, b):", return_tensors="pt")
+    target.generate(**inputs, assistant_model=assistant, **tokenizers, max_new_tokens=4, do_sample=False)
+    generator = made["generator"]
+    assert type(generator).__name__ == "AssistedCandidateGeneratorDifferentTokenizers"  # greedy: through text
+    windows = {"target_lookbehind": generator.target_lookbehind, "assistant_lookbehind": generator.assistant_lookbehind}
+    assert windows == {name: defaults[name] for name in windows}
+    for lang in LANGUAGES:
+        text = _lecture("universal", "drafts", lang)
+        assert RUN_WORDS[lang] in text, (lang, text)
+        for name, size in windows.items():
+            assert f"{name} = {size}" in text, (lang, name, text)
+
+
+# --------------------------------------------------------------------------- static ensemble verification's lecture
+
+
+def test_ensemble_verification_has_a_lecture_of_its_own_in_every_language() -> None:
+    """The Methods tab teaches it beside the methods: its title, its parts, the methods that offer it (exactly those
+    the registry gives the parameter), what is proven and the guide's call, in every language."""
+    import html
+    import re
+
+    from playground.app.methods_tab import methods_table_html
+    from playground.i18n import t
+    from playground.methods import ENSEMBLE, ENSEMBLE_VERIFICATION, METHODS
+
+    offered = {m.name for m in ENSEMBLE_VERIFICATION.offered_by()}
+    assert offered == {m.name for m in METHODS.values() if ENSEMBLE in m.params} == {
+        m.name for m in METHODS.values() if m.draft_logits != "never"}
+    for lang in LANGUAGES:
+        page = methods_table_html(lang)
+        section = re.search(r'<section class="pg-verification" data-verification="ensemble">(.*?)</section>', page,
+                            re.S)
+        assert section, lang
+        body = html.unescape(section.group(1))
+        local = ENSEMBLE_VERIFICATION.localized(lang)
+        assert local.title in body and all(text in body for text in local.lecture.values()), lang
+        for method in METHODS.values():
+            if method.drafts:  # every drafting method is named: offered, offered when sampling, or not offered
+                assert method.localized(lang).title in body, (lang, method.name)
+        assert t("method.proven.greedy.lossy", lang) in body and t("method.proven.sampling.lossy", lang) in body
+        assert f"{ENSEMBLE.name}=0.7" in body, lang
+    english = ENSEMBLE_VERIFICATION.lecture
+    assert "v = w·p + (1−w)·q" in english["mixture"] and "0.7" in english["weight"]
+    assert "argmax of v" in english["greedy"] and "min(1, 1 − w + w·p/q)" in english["sampling"]
+
+
+# --------------------------------------------------------------------------- what is proven, and by which test
+
+# What a proving test must assert, by what it proves (greedy reference and lossless: equal to the baseline run's
+# output; greedy lossy: not equal; exact: the chi-square p-value passes; lossy sampling: the test rejects).
+PROOF_ASSERTS = {("greedy", "reference"): "== reference", ("greedy", "lossless"): "== reference",
+                 ("greedy", "lossy"): "!= reference", ("sampling", "exact"): "> PASS_P",
+                 ("sampling", "lossy"): "< REJECT_P"}
+
+
+def _proofs() -> list[tuple[str, str, object]]:
+    """(subject, mode, proof) for every method's and every verification's claims."""
+    from playground.methods import METHODS, VERIFICATIONS
+
+    subjects = [*((name, method.proven) for name, method in METHODS.items()),
+                *((name, verification.proven) for name, verification in VERIFICATIONS.items())]
+    return [(name, mode, getattr(proven, mode)) for name, proven in subjects for mode in ("greedy", "sampling")]
+
+
+@pytest.fixture(scope="module")
+def collected() -> set[str]:
+    """The node ids pytest collects from the files the proofs name."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    files = sorted({test.split("::")[0] for _, _, proof in _proofs() for test in proof.tests})
+    result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
+                            cwd=root, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return {line.strip() for line in result.stdout.splitlines() if "::" in line}
+
+
+def _names_subject(node: str, subject: str) -> bool:
+    """Whether a test's node id is about `subject`: its parameters name it, or its function's name does when it has no
+    parameters (a longer registered name holding it, mtp_drafter for mtp, does not count)."""
+    import re
+
+    from playground.methods import METHODS
+
+    function, _, params = node.split("::")[-1].partition("[")
+    where = params or function
+    for longer in METHODS:
+        if longer != subject and subject in longer:
+            where = where.replace(longer, " ")
+    return re.search(rf"(?<![a-z]){re.escape(subject)}(?![a-z])", where) is not None
+
+
+def _function_source(node: str) -> str:
+    import ast
+    from pathlib import Path
+
+    path, function = node.split("::")[0], node.split("::")[-1].partition("[")[0]
+    source = (Path(__file__).resolve().parents[1] / path).read_text(encoding="utf-8")
+    (found,) = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == function]
+    return ast.get_source_segment(source, found)
+
+
+def test_every_proven_claim_names_tests_that_exist_run_it_and_assert_it(collected) -> None:
+    for subject, mode, proof in _proofs():
+        if proof.kind == "untested" or (proof.kind == "reference" and mode == "sampling"):
+            assert not proof.tests, (subject, mode)  # nothing to name: no test, or the definition itself
+            continue
+        assert proof.tests, (subject, mode, proof.kind)
+        for node in proof.tests:
+            assert node in collected, f"{subject} {mode}: no test {node}"
+            assert _names_subject(node, subject), f"{subject} {mode}: {node} is not about {subject}"
+            assert PROOF_ASSERTS[mode, proof.kind] in _function_source(node), (subject, mode, node)
+
+
+def test_the_proven_field_agrees_with_what_the_engine_marks_lossy() -> None:
+    from playground.methods import ENSEMBLE, ENSEMBLE_VERIFICATION, METHODS
+
+    for method in METHODS.values():
+        assert method.proven.greedy.kind == ("reference" if method.reference else "lossless"), method.name
+        assert (method.proven.sampling.kind == "lossy") == (method.sampling_bias is not None), method.name
+        assert not method.lossy_reason(method.defaults(), sample=False)
+    assert ENSEMBLE_VERIFICATION.proven.greedy.kind == ENSEMBLE_VERIFICATION.proven.sampling.kind == "lossy"
+    speculative = METHODS["speculative"]
+    assert speculative.lossy_reason(speculative.resolve_params({ENSEMBLE.name: 0.7})) is not None
+
+
+def test_every_lecture_shows_what_is_proven_in_every_language() -> None:
+    import html
+
+    from playground.app.methods_tab import lecture_html
+    from playground.i18n import t
+    from playground.methods import ENSEMBLE, METHODS
+
+    for lang in LANGUAGES:
+        for method in METHODS.values():
+            page = html.unescape(lecture_html(method.localized(lang), lang))
+            assert t("method.proven.heading", lang) in page, (lang, method.name)
+            for mode in ("greedy", "sampling"):
+                proof = getattr(method.proven, mode)
+                assert t(f"method.proven.{mode}.{proof.kind}", lang) in page, (lang, method.name, mode)
+                for node in proof.tests:
+                    assert f"<code>{node.partition('[')[0]}</code>" in page, (lang, method.name, node)
+            in_method = t("verification.ensemble.in_method", lang, tab=t("ui.tab.methods", lang))
+            assert (in_method in page) == (ENSEMBLE in method.params), (lang, method.name)

@@ -430,6 +430,15 @@ def test_ensemble_runs_are_marked_lossy(store, models, method, extra, sample) ->
     assert trace.summary.drafted > 0
 
 
+def test_greedy_ensemble_verification_departs_from_a_baseline_run(store, models) -> None:
+    """Static ensemble verification is lossy greedy as well as sampling: with the draft given most of the say
+    (w = 0.05), greedy output leaves a baseline run's (what `ENSEMBLE_VERIFICATION.proven` claims for greedy)."""
+    trace, reference = _run(store, target=models["target"], method="speculative", assistant=models["noisy"],
+                            params={"assistant_ensemble_weight": 0.05})
+    assert trace.lossy and trace.summary.drafted > 0
+    assert trace.output_ids != reference
+
+
 def test_ensemble_is_refused_for_prompt_lookup_and_greedy_universal(store, models) -> None:
     with pytest.raises(PlaygroundError, match="no draft probabilities"):
         prepare(_request(prompt=PROMPT, target=models["target"], method="prompt_lookup",
