@@ -287,8 +287,9 @@ def test_every_method_is_explained_in_five_parts_and_its_call() -> None:
     for name, method in METHODS.items():
         assert set(method.lecture) == set(methods_tab.LECTURE_LABELS), name
         row = table.split(f'data-method="{name}"')[1].split("</tr>")[0]
-        assert row.count("<td>") == 6 and "<td>–</td>" not in row
+        assert row.count("<td>") == 7 and "<td>–</td>" not in row  # five parts, the call, what is proven
         assert f"<td><code>{html.escape(method.generate_call())}</code></td>" in row
+        assert f"<td>{methods_tab.proven_html(method)}</td>" in row
         lecture = methods_tab.lecture_html(method)
         assert all(label in lecture for label in methods_tab.LECTURE_LABELS.values())
 
