@@ -742,9 +742,13 @@ class Verification:
     proven: Proven  # what the tests prove of the output when the parameter is on
     guide_start: Any = None  # the value the guide's example passes (its call is shown with it)
 
+    def offered_in(self, method: Method) -> bool:
+        """Whether `method` offers it (by the parameter's name: a localized method's parameter has other text)."""
+        return any(param.name == self.param.name for param in method.params)
+
     def offered_by(self) -> list[Method]:
         """The methods that offer it, in registry order."""
-        return [method for method in METHODS.values() if self.param in method.params]
+        return [method for method in METHODS.values() if self.offered_in(method)]
 
     def localized(self, lang: str = DEFAULT_LANGUAGE) -> "Verification":
         if lang == DEFAULT_LANGUAGE:

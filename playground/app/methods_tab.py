@@ -26,7 +26,7 @@ def proven_html(method: Method, lang: str = "en") -> str:
     lines = [_proof_line(sentence, tests) for sentence, tests in method.proven.sentences(lang)]
     tab = t("ui.tab.methods", lang)
     lines += [html.escape(t(f"verification.{name}.in_method", lang, tab=tab))
-              for name, verification in VERIFICATIONS.items() if verification.param in method.params]
+              for name, verification in VERIFICATIONS.items() if verification.offered_in(method)]
     return "<br>".join(lines)
 
 
