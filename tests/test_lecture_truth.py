@@ -58,6 +58,20 @@ def test_the_replays_search_copies_the_same_match() -> None:
     assert _prompt_lookup_empty_reason(empty) == NO_DRAFT_REASONS[expected]
 
 
+def generate_keeping_generator(model, *args, **kwargs):
+    """`model.generate(*args, **kwargs)` and the candidate generator Transformers built for it."""
+    made = {}
+    build = model._get_candidate_generator
+
+    def keep(*a, **k):
+        made["generator"] = build(*a, **k)
+        return made["generator"]
+
+    model._get_candidate_generator = keep
+    out = model.generate(*args, **kwargs)
+    return made["generator"], out
+
+
 @pytest.fixture(scope="module")
 def early_exit_run():
     """Transformers' early-exit generator of one greedy run on a 3-layer model exiting after layer 1."""
@@ -65,17 +79,9 @@ def early_exit_run():
     config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
                          num_attention_heads=2, num_key_value_heads=2)
     model = LlamaForCausalLM(config).eval()
-    made = {}
-    build = model._get_candidate_generator
-
-    def keep(*args, **kwargs):
-        made["generator"] = build(*args, **kwargs)
-        return made["generator"]
-
-    model._get_candidate_generator = keep
-    out = model.generate(torch.tensor([[1, 2, 3, 4]]), assistant_early_exit=1, max_new_tokens=5, do_sample=False,
-                         return_dict_in_generate=True)
-    return model, made["generator"], out.past_key_values
+    generator, out = generate_keeping_generator(model, torch.tensor([[1, 2, 3, 4]]), assistant_early_exit=1,
+                                                max_new_tokens=5, do_sample=False, return_dict_in_generate=True)
+    return model, generator, out.past_key_values
 
 
 def test_early_exit_shares_weights_but_not_the_cache_as_the_lecture_says(early_exit_run) -> None:
@@ -271,17 +277,8 @@ def test_the_mtp_drafter_is_a_model_of_its_own_reading_the_targets_embeddings() 
         text_config=gemma4_text_config(tokenizer, layers=2, hidden=32, per_layer_input=False),
         backbone_hidden_size=64)).eval()
     drafter.generation_config.num_assistant_tokens = 3
-    made = {}
-    build = target._get_candidate_generator
-
-    def keep(*args, **kwargs):
-        made["generator"] = build(*args, **kwargs)
-        return made["generator"]
-
-    target._get_candidate_generator = keep
-    target.generate(torch.tensor([[1, 2, 3, 4]]), assistant_model=drafter, max_new_tokens=6, do_sample=False,
-                    pad_token_id=0)
-    generator = made["generator"]
+    generator, _ = generate_keeping_generator(target, torch.tensor([[1, 2, 3, 4]]), assistant_model=drafter,
+                                              max_new_tokens=6, do_sample=False, pad_token_id=0)
     assert generator.target_model_input_embeddings is target.get_input_embeddings()
     assert generator.assistant_model is drafter and drafter.get_output_embeddings() is not target.get_output_embeddings()
     assert generator.num_assistant_tokens == 3
@@ -316,17 +313,9 @@ def test_universal_alignment_is_the_longest_unbroken_run_as_the_lecture_says(tin
     assistant = AutoModelForCausalLM.from_pretrained(tiny_pairs["other"]).eval()
     tokenizers = {"tokenizer": AutoTokenizer.from_pretrained(tiny_pairs["target"]),
                   "assistant_tokenizer": AutoTokenizer.from_pretrained(tiny_pairs["other"])}
-    made = {}
-    build = target._get_candidate_generator
-
-    def keep(*args, **kwargs):
-        made["generator"] = build(*args, **kwargs)
-        return made["generator"]
-
-    target._get_candidate_generator = keep
     inputs = tokenizers["tokenizer"]("def add(a, b):", return_tensors="pt")
-    target.generate(**inputs, assistant_model=assistant, **tokenizers, max_new_tokens=4, do_sample=False)
-    generator = made["generator"]
+    generator, _ = generate_keeping_generator(target, **inputs, assistant_model=assistant, **tokenizers,
+                                              max_new_tokens=4, do_sample=False)
     assert type(generator).__name__ == "AssistedCandidateGeneratorDifferentTokenizers"  # greedy: through text
     windows = {"target_lookbehind": generator.target_lookbehind, "assistant_lookbehind": generator.assistant_lookbehind}
     assert windows == {name: defaults[name] for name in windows}
