@@ -30,7 +30,8 @@ def baseline_trace(n: int = 10, prefill_ms: float = 500.0, step_ms: float = 100.
 
 
 def method_trace(dtype: str = "float32") -> Trace:
-    """Known figures: α = 8/10 (8 accepted of 10 judged; 8 of the 14 verified drafts kept), γ = 4, c = 0.05, v = 1.5, e = 0.2, empty-step cost 1.01 (with T = 100 ms)."""
+    """Known figures: α = 8/10 (8 accepted of 10 judged; 8 of the 14 verified drafts kept), γ = 4, c = 0.05,
+    v = 1.5, e = 0.2, empty-step cost 1.01 (with T = 100 ms)."""
     steps = [
         step(0, [1, 2, 3, 4], [1, 2, 9], 40, 600),  # 2 accepted, prefill step
         step(1, [5, 6, 7, 8], [5, 6, 7, 8, 10], 20, 150),  # all 4 accepted + bonus

@@ -153,8 +153,8 @@ def _lossless_cell(row: BenchRow) -> str:
 
 
 def _per_prompt_table(rows: list[BenchRow]) -> str:
-    headers = ["method", "prompt", "tokens", "steps", "kept (accepted / drafted)", "τ", "tok/s", "speedup", "draft ms", "verify ms",
-               "Leviathan", "refined", "overhead", "lossless", "error"]
+    headers = ["method", "prompt", "tokens", "steps", "kept (accepted / drafted)", "τ", "tok/s", "speedup",
+               "draft ms", "verify ms", "Leviathan", "refined", "overhead", "lossless", "error"]
     body = [[_lbl(r.label), _e(f"{r.category}/{r.question_id}"), fmt(r.new_tokens, "d"), fmt(r.steps, "d"),
              fmt(r.acceptance_rate, ".0%"), fmt(r.tokens_per_step), fmt(r.tokens_per_s, ".1f"),
              fmt(r.speedup, ".2f", "×"), fmt(r.draft_ms, ".0f"), fmt(r.verify_ms, ".0f"),
