@@ -202,6 +202,6 @@ def test_explain_gap():
     assert text.startswith("Measured 0.50× vs Leviathan et al.'s 2.00× (-75%)")
     assert "verifying and the loop around it cost 2.00 baseline steps, not 1 (×0.60)" in text  # largest factor first
     assert text.index("×0.60") < text.index("×0.75")
-    assert "τ = 1.50 measured vs 2.00 expected from α (×0.75)" in text
+    assert "τ = 1.50 measured vs 2.00 expected from α and γ (×0.75)" in text
     assert "timing noise (every phase of the run is already counted above) (×0.67)" in text  # 0.5 / (1.0 × 0.75)
     assert "not cheap enough" in text
