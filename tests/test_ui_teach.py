@@ -545,7 +545,7 @@ def test_replay_theory_and_code_after_a_run_in_the_browser(teach_page_factory: A
     legend = page.eval_on_selector_all("#pg-theory-chart .legendtext", "els => els.map(e => e.textContent)")
     assert "prompt_lookup: measured" in legend and "γ = 3" in legend
     assert page.locator("#pg-diagnosis-box li").count() >= 2
-    assert "The target accepted" in page.inner_text("#pg-diagnosis-box")
+    assert "The target judged" in page.inner_text("#pg-diagnosis-box")
     page.wait_for_timeout(500)
     page.locator("#pg-tab-theory").screenshot(path=str(ARTIFACTS / "theory.png"))
 
