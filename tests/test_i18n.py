@@ -237,7 +237,7 @@ def sample_compare(lang: str):  # -> bench.CompareResult
                                diagnoses={spec.label: theory.diagnose(run, base, lang)}, checks={spec.label: check})
 
 
-ENGLISH_COMPARE = ("<th>speedup</th>", "Speedup over baseline", "ms per step", "drafted token position", "acceptance α", "refined prediction", "the reference", "differs at token",
+ENGLISH_COMPARE = ("<th>speedup</th>", "Speedup over baseline", "ms per step", "drafted token position", "α (accepted / judged)", "refined prediction", "the reference", "differs at token",
                    "Same prompt, same run", "skipped:", "No method beat", "Fastest here", "Measured ", "baseline steps")
 ENGLISH_TUNE = ("Recommended:", "tokens per target forward", "<th>setting</th>", "(default)", "Predicted speedup",
                 "draft position", "own best", "Steps, drafted and accepted")

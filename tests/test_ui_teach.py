@@ -318,7 +318,7 @@ def test_compare_runs_baseline_and_methods_and_shows_progress(compared: list[tup
     # The reference row is marked for the page's CSS (it is dimmed), by the registry, not by its name.
     assert len(re.findall(r'<tr data-method="\w+"[^>]* data-reference[ >]', table)) == 1
     assert re.search(r'<tr data-method="baseline"[^>]* data-reference>', table)
-    for header in ("speedup", "tokens/s", "acceptance α", "τ tokens/step", "draft ms/step", "verify ms/step",
+    for header in ("speedup", "tokens/s", "α (accepted / judged)", "τ tokens/step", "draft ms/step", "verify ms/step",
                    "Leviathan et al."):
         assert f"<th>{header}</th>" in table
     # A method the target cannot do is skipped with its reason; the others still ran.
