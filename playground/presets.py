@@ -52,8 +52,9 @@ class StandIn:
 STAND_INS: dict[str, StandIn] = {
     "speculative": StandIn(
         DEFAULT_TARGET, DEFAULT_TARGET,
-        shows="the draft → verify → accept loop and the exact generate() call; Gemma drafts for itself, so every "
-              "draft is accepted (a sanity check)",
+        shows="the draft → verify → accept loop and the exact generate() call; Gemma drafts for itself, so in "
+              "float32 greedy decoding every draft is accepted (a sanity check; under sampling Transformers warps "
+              "the draft's probabilities twice, so some drafts are refused)",
         misses="a real assistant's acceptance rate and any speedup: no smaller model shares Gemma's tokenizer offline"),
     "prompt_lookup": StandIn(
         DEFAULT_TARGET, None,
@@ -270,7 +271,8 @@ GUIDE_PRESETS: tuple[Preset, ...] = (
            "assistant_model.generation_config.assistant_confidence_threshold = 0.4",
            method="speculative", params=_DRAFT_DEFAULTS, **_SMOL,
            note="the assistant stops drafting when its own probability for a token falls below 0.4 "
-                "(Transformers' default; up to 20 tokens)"),
+                "(Transformers' default; up to 20 tokens); with scikit-learn installed, Transformers re-fits the "
+                "threshold after each step from the drafts' probabilities and outcomes (an ROC curve)"),
 )
 
 

@@ -5,8 +5,14 @@ Pure functions of traces (no torch, no models): the benchmark, the report and th
 
 Definitions (stated once here, repeated in the report):
 
-* **α (acceptance rate)** = accepted drafted tokens / drafted tokens the target *verified*. Drafts cut
-  off by the end of generation (EOS or the length limit) were never judged and are excluded.
+* **α (acceptance probability)**, the α of Leviathan et al.'s formula: the chance that the target accepts a
+  drafted token given that it accepted every draft before it = accepted drafted tokens / drafted tokens the
+  target *judged* (the accepted ones and, in each step, the first refused one). Drafts discarded after a
+  refusal were never judged, and drafts cut off by the end of generation (EOS or the length limit) were
+  never verified: both are excluded. (The *share of drafts kept*, accepted / drafted tokens that reached
+  verification, discarded ones included, is the run's acceptance rate in the stats; it is not α: under
+  independent acceptance it is (E(α, γ) − 1) / γ, below α, and fed to the formula it would predict too few
+  tokens per step.)
 * **γ (draft length)** = mean number of drafted tokens over the steps that drafted anything. Steps
   with an empty draft (prompt lookup found no matching n-gram; MTP-style drafters draft nothing on
   their first step) are plain decoding steps: they are *not* averaged into γ but counted separately
@@ -133,9 +139,11 @@ class Estimates:
     steps: int = 0
     drafting_steps: int = 0
     empty_fraction: float = 0.0  # e: share of steps that drafted nothing
-    drafted: int = 0  # drafted tokens the target verified
+    drafted: int = 0  # drafted tokens that reached verification (discarded ones included)
     accepted: int = 0
-    alpha: float | None = None
+    judged: int = 0  # drafted tokens the target judged: the accepted ones and each step's first refused one
+    kept_share: float | None = None  # accepted / drafted: the run's acceptance rate (not the formula's α)
+    alpha: float | None = None  # accepted / judged: Leviathan et al.'s α
     gamma: float | None = None
     tau: float | None = None  # measured tokens per step
     expected_tau: float | None = None  # E(α, γ) over drafting steps, mixed with empty steps
@@ -169,7 +177,9 @@ def estimate(trace: Trace, baseline: Trace | None = None) -> Estimates:
     est.empty_fraction = (len(steps) - len(drafting)) / len(steps) if steps else 0.0
     est.drafted = sum(s.verified_drafts for s in steps)
     est.accepted = sum(s.accepted for s in steps)
-    est.alpha = est.accepted / est.drafted if est.drafted else None
+    est.judged = sum(s.judged_drafts for s in steps)
+    est.kept_share = est.accepted / est.drafted if est.drafted else None
+    est.alpha = est.accepted / est.judged if est.judged else None
     est.gamma = sum(len(s.drafted) for s in drafting) / len(drafting) if drafting else None
     new_tokens = sum(len(s.emitted) for s in steps)
     est.tau = new_tokens / len(steps) if steps else None
@@ -290,8 +300,8 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
         return out
 
     tau = est.tau or 0.0
-    out.append(t("diag.acceptance", lang, alpha=_pct(est.alpha), accepted=est.accepted, drafted=est.drafted,
-                 gamma=f"{est.gamma:.1f}", tau=f"{tau:.2f}"))
+    out.append(t("diag.acceptance", lang, alpha=_pct(est.alpha), accepted=est.accepted, judged=est.judged,
+                 kept=_pct(est.kept_share or 0.0), drafted=est.drafted, gamma=f"{est.gamma:.1f}", tau=f"{tau:.2f}"))
     if est.empty_fraction >= 0.1:
         out.append(t("diag.empty_steps", lang, share=_pct(est.empty_fraction)))
 
@@ -299,7 +309,7 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
         o = est.o or 0.0
         cost = est.gamma * est.c + est.v + o
         out.append(t("diag.step_cost", lang, cost=f"{cost:.2f}", draft=f"{est.gamma * est.c:.2f}", c=f"{est.c:.3f}",
-                     v=f"{est.v:.2f}", positions=f"{est.gamma + 1:.0f}", o=f"{o:.2f}")
+                     v=f"{est.v:.2f}", positions=f"{est.gamma + 1:.1f}", o=f"{o:.2f}")
                    + (t("diag.wide_forward", lang) if est.v > 1.2 else t("diag.period", lang)))
         theo = est.theoretical_speedup or 0.0
         ref = est.refined_speedup or 0.0
@@ -414,7 +424,7 @@ def explain_gap(fig: dict[str, Any], threshold: float = 0.2, lang: str = DEFAULT
 
 def cost_sentence(fig: dict[str, Any]) -> str:
     """One sentence with the figures that decide a speedup: α, τ, and a step's cost in baseline steps."""
-    alpha, tau = fig.get("acceptance_rate"), fig.get("tokens_per_step")
+    alpha, tau = fig.get("alpha", fig.get("acceptance_rate")), fig.get("tokens_per_step")
     if alpha is None or tau is None:
         return ""
     text = f"α = {alpha:.0%}, τ = {tau:.2f} tokens per step"

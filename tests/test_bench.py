@@ -148,7 +148,7 @@ def test_row_medians_and_paired_speedup():
     assert row.speedup_plain == pytest.approx(2.0)  # 1.0/0.5, 1.5/1.0, 1.2/0.5 -> median of 2.0, 1.5, 2.4
     assert row.acceptance_rate == pytest.approx(8 / 14) and row.tokens_per_step == pytest.approx(12 / 5)
     assert row.gamma == pytest.approx(4.0) and row.c == pytest.approx(0.05) and row.verify_cost == pytest.approx(1.5)
-    E = theory.expected_tokens_per_step(8 / 14, 4)
+    E = theory.expected_tokens_per_step(8 / 10, 4)  # α = accepted / judged drafts, not the share kept
     assert row.theoretical_speedup == pytest.approx(E / 1.2)
     assert row.draft_ms == pytest.approx(101) and row.verify_ms == pytest.approx(1150)
     assert row.instrumented_matches_plain is True
@@ -177,7 +177,8 @@ def test_aggregate_pools_over_prompts_and_categories():
     assert rag.position_acceptance == [0.75, 0.75, pytest.approx(1 / 3), pytest.approx(1 / 3)]
     assert rag.position_acceptance_judged == [0.75, 1.0, 0.5, 1.0]
     assert rag.gamma == pytest.approx(4.0) and rag.empty_draft_fraction == pytest.approx(0.2)
-    E = theory.expected_tokens_per_step(16 / 28, 4)
+    assert rag.alpha == pytest.approx(16 / 20)  # Σ kept / Σ judged over the pooled positions
+    E = theory.expected_tokens_per_step(16 / 20, 4)
     assert rag.theoretical_speedup == pytest.approx(E / (4 * 0.05 + 1))
     assert rag.with_verify_cost == pytest.approx(E / (4 * 0.05 + 1.5))
     everything = aggs[("prompt_lookup", "all")]

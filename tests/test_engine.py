@@ -57,6 +57,17 @@ def test_speculative_with_itself_accepts_every_draft(store, tiny_models):
     assert trace.summary.accepted == trace.summary.drafted > 0
 
 
+def test_speculative_with_itself_under_sampling_refuses_some_drafts(store, tiny_models):
+    """Under sampling Transformers warps the draft's probabilities twice (the assistant's generate() merges the target's
+    logits processors and appends its own), so q is sharper than p and a model drafting for itself is refused now
+    and then: 'every draft is accepted' (the offline stand-in's note, the assistant box's help) holds only greedy."""
+    trace, _ = _run(store, target=tiny_models["target"], method="speculative", assistant=tiny_models["target"],
+                    params={"num_assistant_tokens": 3}, sample=True, temperature=0.5, seed=0, max_new_tokens=48)
+    check_invariants(trace)
+    assert trace.summary.drafted > 0 and trace.summary.accepted < trace.summary.drafted
+    assert any(s.rejected for s in trace.steps)
+
+
 def test_prompt_lookup(store, tiny_models):
     trace, reference = _run(store, target=tiny_models["target"], method="prompt_lookup",
                             params={"prompt_lookup_num_tokens": 5, "max_matching_ngram_size": 2})

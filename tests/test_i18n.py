@@ -225,7 +225,7 @@ def sample_compare(lang: str):  # -> bench.CompareResult
                                diagnoses={spec.label: theory.diagnose(run, base, lang)}, checks={spec.label: check})
 
 
-ENGLISH_COMPARE = ("<th>speedup</th>", "Speedup over baseline", "ms per step", "drafted token position", "acceptance α", "refined prediction", "the reference", "differs at token",
+ENGLISH_COMPARE = ("<th>speedup</th>", "Speedup over baseline", "ms per step", "drafted token position", "α (accepted / judged)", "refined prediction", "the reference", "differs at token",
                    "Same prompt, same run", "skipped:", "No method beat", "Fastest here", "Measured ", "baseline steps")
 ENGLISH_TUNE = ("Recommended:", "tokens per target forward", "<th>setting</th>", "(default)", "Predicted speedup",
                 "draft position", "own best", "Steps, drafted and accepted")
@@ -555,7 +555,7 @@ def test_tune_refusals_and_reasons_reach_the_page_in_its_language(lang):
     assert tune_report.table_rows(data, lang=lang)[0][1] == {
         "ru": "нет прогноза: ансамблевая верификация идёт с потерями: её вывод не совпадает с жадным выводом целевой "
               "модели, от которого отталкивается воспроизведение",
-        "ar": "لا تنبؤ: التحقق عبر التجميع يفقد الدقة: ناتجه ليس الناتج الجشع للنموذج الهدف الذي تبدأ منه إعادة "
+        "ar": "لا تنبؤ: التحقق عبر التجميع مع فقد: ناتجه ليس الناتج الجشع للنموذج الهدف الذي تبدأ منه إعادة "
               "التشغيل"}[lang]
     assert tune.not_tunable_reason("nope") == "tune cannot predict nope"
     assert i18n.localize(tune.not_tunable_reason("nope"), lang) == {

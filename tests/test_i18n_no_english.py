@@ -30,6 +30,9 @@ OTHER_LANGUAGES = ("ru", "ar")
 KEPT_IN_LATIN = {"Transformers", "Hugging", "Face", "LayerSkip", "n-gram", "MTP", "UAD", "GPU", "pipeline",
                  "DeepSeek", "GLM", "Gemma", "SmolLM", "SmolLM2", "Llama", "Qwen", "Gradio", "JSON", "API", "MCP",
                  "CPU", "CUDA", "KV", "RAG", "safetensors", "GGUF", "PyPI", "torch"}
+# A package's name, and the ROC curve Transformers re-fits the confidence threshold with (Russian and Arabic ML texts
+# write "ROC" in Latin), as the draft-length preset's note names them.
+KEPT_IN_LATIN |= {"scikit-learn", "ROC"}
 # Keys as their caps print them: a keyboard shows "Enter" in every language.
 KEPT_IN_LATIN |= {"Enter", "Tab"}
 # Formula names the lectures write in their formulas: min(1, p/q).

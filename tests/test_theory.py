@@ -30,7 +30,8 @@ def baseline_trace(n: int = 10, prefill_ms: float = 500.0, step_ms: float = 100.
 
 
 def method_trace(dtype: str = "float32") -> Trace:
-    """Known figures: α = 8/14, γ = 4, c = 0.05, v = 1.5, e = 0.2, empty-step cost 1.01 (with T = 100 ms)."""
+    """Known figures: α = 8/10 (8 accepted of 10 judged; 8 of the 14 verified drafts kept), γ = 4, c = 0.05,
+    v = 1.5, e = 0.2, empty-step cost 1.01 (with T = 100 ms)."""
     steps = [
         step(0, [1, 2, 3, 4], [1, 2, 9], 40, 600),  # 2 accepted, prefill step
         step(1, [5, 6, 7, 8], [5, 6, 7, 8, 10], 20, 150),  # all 4 accepted + bonus
@@ -73,7 +74,9 @@ def test_estimates_from_recorded_traces():
     assert theory.baseline_step_ms(base) == pytest.approx(100.0)  # first (prefill) step excluded
     est = theory.estimate(run, base)
     assert est.drafted == 14 and est.accepted == 8  # the 2 unverified drafts are excluded
-    assert est.alpha == pytest.approx(8 / 14)
+    assert est.judged == 10  # 8 accepted + the first refusal of steps 0 and 3; the 2 discarded after it are not
+    assert est.kept_share == pytest.approx(8 / 14)
+    assert est.alpha == pytest.approx(8 / 10)
     assert est.gamma == pytest.approx(4.0)  # the empty step is not averaged in
     assert est.empty_fraction == pytest.approx(0.2)
     assert est.tau == pytest.approx(12 / 5)
@@ -83,7 +86,7 @@ def test_estimates_from_recorded_traces():
     assert est.empty_cost == pytest.approx(1.01)
     assert est.prefill_share == pytest.approx(500 / 1400)
     assert est.prefill_ratio == pytest.approx(640 / 500)
-    E = theory.expected_tokens_per_step(8 / 14, 4)
+    E = theory.expected_tokens_per_step(8 / 10, 4)
     assert est.theoretical_speedup == pytest.approx(E / 1.2)
     assert est.with_verify_cost == pytest.approx(E / (0.2 + 1.5))
     mixed = (0.8 * E + 0.2) / (0.8 * 1.7 + 0.2 * 1.01)
@@ -93,6 +96,27 @@ def test_estimates_from_recorded_traces():
     assert est.expected_tau == pytest.approx(0.8 * E + 0.2)
     # measured: tokens/s ratio
     assert est.measured_speedup == pytest.approx((12 / 1.4) / (10 / 1.4))
+
+
+def test_alpha_is_the_formulas_alpha_so_independent_acceptance_meets_the_prediction():
+    """Drafts accepted independently with probability α = 1/2, γ = 2: a step keeps 0, 1 or 2 drafts with
+    chances 1/2, 1/4, 1/4, so four steps keeping 0, 0, 1, 2 are exactly that law. The run's τ must then equal
+    E(α, γ) = 1.75 and the gap's "correlated acceptance" factor must be 1: α is accepted / judged drafts
+    (3 / 6), not the share kept (3 / 8, which would predict 1.52 tokens per step and call it correlation)."""
+    steps = [
+        step(0, [1, 2], [9], 10, 100),  # refused at once
+        step(1, [3, 4], [9], 10, 100),  # refused at once
+        step(2, [5, 6], [5, 9], 10, 100),  # one accepted, then refused
+        step(3, [7, 8], [7, 8, 9], 10, 100),  # both accepted + the bonus token
+    ]
+    run = make_trace("speculative", steps, 0.44)
+    est = theory.estimate(run, baseline_trace())
+    assert est.alpha == pytest.approx(0.5) and est.kept_share == pytest.approx(3 / 8)
+    assert est.tau == pytest.approx(1.75)
+    assert est.expected_tau == pytest.approx(est.tau) == pytest.approx(theory.expected_tokens_per_step(0.5, 2))
+    fig = {"speedup": 1.2, "theoretical_speedup": est.theoretical_speedup, "tokens_per_step": est.tau,
+           "expected_tokens_per_step": est.expected_tau, "acceptance_rate": est.kept_share}
+    assert "correlated" not in theory.explain_gap(fig)
 
 
 def test_acceptance_by_position_on_recorded_trace():
@@ -115,7 +139,7 @@ def test_other_time_and_setup_enter_the_prediction():
     assert theory.baseline_step_ms(base) == pytest.approx(100.0)  # verify + other of a baseline step
     est = theory.estimate(run, base)
     assert est.v == pytest.approx(1.5) and est.o == pytest.approx(0.2)
-    E = theory.expected_tokens_per_step(8 / 14, 4)
+    E = theory.expected_tokens_per_step(8 / 10, 4)
     assert est.with_verify_cost == pytest.approx(E / (0.2 + 1.5 + 0.2))
     assert est.empty_cost == pytest.approx(1.21)
     assert est.prefill_share == pytest.approx((50 + 460) / (50 + 460 + 9 * 100))
@@ -178,6 +202,6 @@ def test_explain_gap():
     assert text.startswith("Measured 0.50× vs Leviathan et al.'s 2.00× (-75%)")
     assert "verifying and the loop around it cost 2.00 baseline steps, not 1 (×0.60)" in text  # largest factor first
     assert text.index("×0.60") < text.index("×0.75")
-    assert "τ = 1.50 measured vs 2.00 expected from α (×0.75)" in text
+    assert "τ = 1.50 measured vs 2.00 expected from α and γ (×0.75)" in text
     assert "timing noise (every phase of the run is already counted above) (×0.67)" in text  # 0.5 / (1.0 × 0.75)
     assert "not cheap enough" in text

@@ -319,7 +319,7 @@ def test_compare_runs_baseline_and_methods_and_shows_progress(compared: list[tup
     # The reference row is marked for the page's CSS (it is dimmed), by the registry, not by its name.
     assert len(re.findall(r'<tr data-method="\w+"[^>]* data-reference[ >]', table)) == 1
     assert re.search(r'<tr data-method="baseline"[^>]* data-reference>', table)
-    for header in ("speedup", "tokens/s", "acceptance α", "τ tokens/step", "draft ms/step", "verify ms/step",
+    for header in ("speedup", "tokens/s", "α (accepted / judged)", "τ tokens/step", "draft ms/step", "verify ms/step",
                    "Leviathan et al."):
         assert f"<th>{header}</th>" in table
     # A method the target cannot do is skipped with its reason; the others still ran.
@@ -546,7 +546,7 @@ def test_replay_theory_and_code_after_a_run_in_the_browser(teach_page_factory: A
     legend = page.eval_on_selector_all("#pg-theory-chart .legendtext", "els => els.map(e => e.textContent)")
     assert "prompt_lookup: measured" in legend and "γ = 3" in legend
     assert page.locator("#pg-diagnosis-box li").count() >= 2
-    assert "The target accepted" in page.inner_text("#pg-diagnosis-box")
+    assert "The target judged" in page.inner_text("#pg-diagnosis-box")
     page.wait_for_timeout(500)
     page.locator("#pg-tab-theory").screenshot(path=str(ARTIFACTS / "theory.png"))
 

@@ -135,7 +135,7 @@ def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str,
         cells = [
             f"<b>{_fmt(speed, '.2f', '×')}</b>",
             _fmt(_figure(a, "tokens_per_s"), ".1f"),
-            _fmt(_figure(a, "acceptance_rate"), ".0%"),
+            _fmt(_figure(a, "alpha"), ".0%"),
             _fmt(_figure(a, "tokens_per_step"), ".2f"),
             _fmt(_figure(a, "draft_ms_per_step"), ".1f"),
             _fmt(_figure(a, "verify_ms_per_step"), ".1f"),

@@ -30,7 +30,7 @@ MAX_TOOL_RUNS = 200  # generations in one compare or bench call (prompts x metho
 MAX_TOOL_MESSAGE_CHARS = 300  # an agent's error, as the page's toast (values in it are cut before that)
 SUMMARY_FIELDS = ("new_tokens", "steps", "drafted", "accepted", "acceptance_rate", "tokens_per_step", "elapsed_s",
                   "tokens_per_s")
-AGGREGATE_FIELDS = ("label", "method", "category", "prompts", "new_tokens", "speedup", "acceptance_rate",
+AGGREGATE_FIELDS = ("label", "method", "category", "prompts", "new_tokens", "speedup", "acceptance_rate", "alpha",
                     "tokens_per_step", "tokens_per_s", "draft_ms_per_step", "verify_ms_per_step", "gamma", "c",
                     "verify_cost")
 

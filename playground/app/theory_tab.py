@@ -64,7 +64,7 @@ def theory_view(trace: Trace | None, baseline: Trace | None = None, lang: str = 
     facts = []
     if est.alpha is not None:
         facts.append(t("theory.fact.alpha", lang, alpha=f"{est.alpha:.0%}", accepted=est.accepted,
-                       drafted=est.drafted))
+                       judged=est.judged))
     if est.gamma is not None:
         facts.append(t("theory.fact.gamma", lang, gamma=f"{est.gamma:.1f}"))
     if est.tau is not None:

@@ -1,7 +1,8 @@
 """Pooling rows per method × category (pure; tested on hand-built rows): the `Aggregate` record.
 
 speedup = (Σ tokens / Σ median time of the method) / (Σ tokens / Σ median time of baseline) over the prompts
-where both ran; acceptance_rate = Σ accepted / Σ verified drafts; τ = Σ tokens / Σ steps; per-step draft and
+where both ran; acceptance_rate = Σ accepted / Σ verified drafts (the share kept); α = Σ accepted / Σ judged
+drafts (Leviathan et al.'s α, the formulas' input, as in `theory.estimate`); τ = Σ tokens / Σ steps; per-step draft and
 verify ms = Σ ms / Σ steps; acceptance by position pooled over prompts; α, γ, c, v pooled (γ weighted by
 drafting steps, c by drafted tokens, v by drafting steps) and fed to the same formulas as a single run.
 """
@@ -33,6 +34,7 @@ class Aggregate:
     elapsed_s: float = 0.0
     tokens_per_s: float | None = None
     acceptance_rate: float | None = None
+    alpha: float | None = None  # Σ accepted / Σ judged drafts: the formulas' α
     drafted: int = 0
     accepted: int = 0
     tokens_per_step: float | None = None
@@ -153,6 +155,8 @@ def _aggregate_group(label: str, category: str, group: list[BenchRow],
     agg.position_counts = counts
     agg.position_acceptance = [kept / n if n else None for n, kept, _ in counts]
     agg.position_acceptance_judged = [kept / judged if judged else None for _, kept, judged in counts]
+    judged_total = sum(judged for _, _, judged in counts)
+    agg.alpha = sum(kept for _, kept, _ in counts) / judged_total if judged_total else None
     # theory from pooled inputs
     drafting_steps = sum(r.drafting_steps or 0 for r in group)
     agg.empty_draft_fraction = 1 - drafting_steps / steps if steps and not is_reference(method) else None
@@ -164,7 +168,7 @@ def _aggregate_group(label: str, category: str, group: list[BenchRow],
     agg.prefill_share = _weighted([(r.prefill_share, 1) for r in group])
     agg.prefill_ratio = _weighted([(r.prefill_ratio, 1) for r in group])
     step_rest = None if agg.verify_cost is None else agg.verify_cost + (agg.other_cost or 0.0)
-    for name, value in predict(method, agg.acceptance_rate, agg.gamma, agg.c, step_rest, agg.empty_draft_fraction or 0.0,
+    for name, value in predict(method, agg.alpha, agg.gamma, agg.c, step_rest, agg.empty_draft_fraction or 0.0,
                                agg.empty_cost, agg.prefill_share, agg.prefill_ratio).items():
         setattr(agg, name, value)
     mism = [r for r in group if r.lossless_ok is False]

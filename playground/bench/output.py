@@ -104,7 +104,7 @@ def results_table(aggregates: list[Aggregate]) -> str:
     for a in aggregates:
         lines.append(
             f"| {a.label} | {a.category} | {a.prompts} | {f(a.speedup, '.2f')} | "
-            f"{f(a.tokens_per_s, '.1f')} | {f(a.acceptance_rate, '.2f')} | "
+            f"{f(a.tokens_per_s, '.1f')} | {f(a.alpha, '.2f')} | "
             f"{f(a.tokens_per_step, '.2f')} | {f(a.draft_ms_per_step, '.0f')} | "
             f"{f(a.verify_ms_per_step, '.0f')} | {f(a.other_ms_per_step, '.0f')} | "
             f"{f(a.theoretical_speedup, '.2f')} | "

@@ -56,7 +56,7 @@ def _verdict(methods: list[Aggregate], errors: list[BenchRow]) -> str:
 
 
 def _summary_table(aggs: list[Aggregate]) -> str:
-    headers = ["method", "category", "prompts", "speedup", "tokens/s", "α (acceptance)", "τ (tokens/step)",
+    headers = ["method", "category", "prompts", "speedup", "tokens/s", "α (accepted / judged)", "τ (tokens/step)",
                "draft ms/step", "verify ms/step", "Leviathan", "refined", "overhead", "lossless"]
     body = []
     for a in aggs:
@@ -64,7 +64,7 @@ def _summary_table(aggs: list[Aggregate]) -> str:
             "<span class='ok'>ok</span>" if not a.lossless_mismatches else
             f"<span class='{'bad' if a.lossless_errors else 'warn'}'>{_e(a.lossless_mismatches)} differ</span>")
         body.append([_lbl(a.label), _e(a.category), _e(a.prompts), fmt(a.speedup, ".2f", "×"),
-                     fmt(a.tokens_per_s, ".1f"), fmt(a.acceptance_rate, ".0%"),
+                     fmt(a.tokens_per_s, ".1f"), fmt(a.alpha, ".0%"),
                      fmt(a.tokens_per_step), fmt(a.draft_ms_per_step, ".0f"),
                      fmt(a.verify_ms_per_step, ".0f"), fmt(a.theoretical_speedup, ".2f", "×"),
                      fmt(a.refined_speedup, ".2f", "×"), fmt(a.overhead, ".3f"), loss])
@@ -88,7 +88,7 @@ def _races(result: "BenchResult") -> str:
 
 
 def _theory_table(methods: list[Aggregate]) -> str:
-    rows = [[_lbl(a.label), fmt(a.acceptance_rate, ".3f"), fmt(a.gamma, ".2f"), fmt(a.c, ".4f"),
+    rows = [[_lbl(a.label), fmt(a.alpha, ".3f"), fmt(a.gamma, ".2f"), fmt(a.c, ".4f"),
              fmt(a.verify_cost, ".2f"), fmt(a.empty_draft_fraction, ".0%"), fmt(a.prefill_share, ".0%"),
              fmt(a.expected_tokens_per_step), fmt(a.tokens_per_step), fmt(a.theoretical_speedup, ".2f", "×"),
              fmt(a.with_verify_cost, ".2f", "×"), fmt(a.with_empty_steps, ".2f", "×"),
@@ -153,8 +153,8 @@ def _lossless_cell(row: BenchRow) -> str:
 
 
 def _per_prompt_table(rows: list[BenchRow]) -> str:
-    headers = ["method", "prompt", "tokens", "steps", "α", "τ", "tok/s", "speedup", "draft ms", "verify ms",
-               "Leviathan", "refined", "overhead", "lossless", "error"]
+    headers = ["method", "prompt", "tokens", "steps", "kept (accepted / drafted)", "τ", "tok/s", "speedup",
+               "draft ms", "verify ms", "Leviathan", "refined", "overhead", "lossless", "error"]
     body = [[_lbl(r.label), _e(f"{r.category}/{r.question_id}"), fmt(r.new_tokens, "d"), fmt(r.steps, "d"),
              fmt(r.acceptance_rate, ".0%"), fmt(r.tokens_per_step), fmt(r.tokens_per_s, ".1f"),
              fmt(r.speedup, ".2f", "×"), fmt(r.draft_ms, ".0f"), fmt(r.verify_ms, ".0f"),
