@@ -44,7 +44,7 @@ from .models import (
 )
 from .request import RunRequest
 from .settings import get_settings
-from .trace import Position, Ranked, Step, Trace, TraceFormatError, classify_step
+from .trace import LOOKUP_CONTEXT_CHARS, Position, Ranked, Step, Trace, TraceFormatError, classify_step
 
 logger = logging.getLogger(__name__)
 # Sampling draws from torch's global generator: one seeded sampling run at a time.
@@ -644,6 +644,7 @@ class _Stop(StoppingCriteria):
 # many queued items (about half as many steps) the worker turns logits into probabilities itself, in the
 # step's `other` phase, so a consumer that falls far behind cannot make memory grow with the run.
 MAX_PENDING_LOGITS = 64
+LOOKUP_CONTEXT_TOKENS = 48  # tokens decoded on each side of prompt lookup's source (then cut to LOOKUP_CONTEXT_CHARS)
 
 
 class _Recorder:
@@ -983,18 +984,21 @@ class LiveRun:
                     entry.text = self._token_text(entry.id)
         return dists
 
-    def _lookup_source(self, drafted: list[int]) -> list[int] | None:
+    def _lookup_source(self, drafted: list[int]) -> tuple[list[int] | None, list[str] | None]:
         """Prompt lookup: [start, end) of the n-gram the draft was copied after, by replaying Transformers' rule
-        (the longest n-gram first, its earliest occurrence) on the context; None unless the replay drafts exactly
-        what the run drafted."""
+        (the longest n-gram first, its earliest occurrence) on the context, and that place as the text the model saw
+        (`Step.lookup_text`: the templated prompt under a chat template); (None, None) unless the replay drafts
+        exactly what the run drafted."""
         if not drafted or self.prepared.method.draft_replay != "context_copy":
-            return None
+            return None, None
         params, prepared = self.prepared.params, self.prepared
         context = prepared.input_ids[0].tolist() + self.trace.output_ids  # before this step
         draft, span = prompt_lookup_match(
             context, int(params["prompt_lookup_num_tokens"]), int(params["max_matching_ngram_size"]),
             prepared.input_ids.shape[1] + prepared.request.max_new_tokens, prepared.eos_ids)
-        return list(span) if span is not None and draft == drafted else None
+        if span is None or draft != drafted:
+            return None, None
+        return list(span), lookup_text(prepared.target.tokenizer, context, span[0], span[1], span[1] + len(drafted))
 
     def _build_step(self, raw: _Raw) -> Step:
         """Everything shown about a step, computed here in the consumer's thread, outside the timed phases."""
@@ -1020,13 +1024,29 @@ class LiveRun:
         drafted_text = token_texts(tok, context, drafted)
         emitted_text = token_texts(tok, context, emitted)
         self._context = (context + emitted)[-4:]
+        source, source_text = self._lookup_source(drafted)
         return Step(
             index=len(self.trace.steps), drafted=drafted, accepted=accepted, rejected=rejected, discarded=discarded,
             emitted=emitted, unverified=unverified, drafted_text=drafted_text, emitted_text=emitted_text,
             draft_ms=round(raw.draft_ms, 3), verify_ms=round(raw.verify_ms, 3), q=q, p=p, mixture=mixture,
             no_draft_reason=no_draft_reason, dists=self._dists(raw, bool(rejected)),
-            lookup_source=self._lookup_source(drafted),
+            lookup_source=source, lookup_text=source_text,
         )
+
+
+def lookup_text(tokenizer: Any, context: list[int], start: int, end: int, copy_end: int) -> list[str]:
+    """The text around prompt lookup's source in `context` (token ids, as the model saw them): [before, the n-gram
+    context[start:end], the copy context[end:copy_end], after], each token read as it follows the ones before it
+    (`token_texts`), with at most LOOKUP_CONTEXT_CHARS of text on each side."""
+    first = max(0, start - LOOKUP_CONTEXT_TOKENS)
+    last = min(len(context), copy_end + LOOKUP_CONTEXT_TOKENS)
+    texts = token_texts(tokenizer, context[max(0, first - 4):first], context[first:last])
+
+    def joined(a: int, b: int) -> str:
+        return "".join(texts[a - first:b - first])
+
+    return [joined(first, start)[-LOOKUP_CONTEXT_CHARS:], joined(start, end), joined(end, copy_end),
+            joined(copy_end, last)[:LOOKUP_CONTEXT_CHARS]]
 
 
 def token_texts(tokenizer: Any, context: list[int], ids: list[int]) -> list[str]:

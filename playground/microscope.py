@@ -247,21 +247,77 @@ def acceptance_by_confidence(trace: Trace, buckets: Sequence[float]) -> list[tup
     return [(float(lo), float(hi), judged, accepted) for lo, hi, judged, accepted in rows]
 
 
-# --------------------------------------------------------------------------- as text (the CLI's `show`)
+# --------------------------------------------------------------------------- what both surfaces show
 
 CONFIDENCE_BUCKETS: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # q of the drafted token
 MAX_REFUSAL_ROWS = 10
+# The per-run tables' captions and column labels: one set of keys for the page's HTML and the CLI's text.
+REFUSALS_CAPTION = "micro.refusals.caption"
+REFUSALS_COLUMNS = ("micro.refusals.drafted", "micro.refusals.target", "micro.refusals.count")
+CONFIDENCE_CAPTION = "micro.confidence.caption"
+CONFIDENCE_COLUMNS = ("micro.confidence.q", "micro.confidence.judged", "micro.confidence.accepted")
 
 
-def _ranked_lines(ranked: Sequence[Ranked], drafted: int | None, chosen: int | None, lang: str) -> list[str]:
+@dataclass
+class Shown:
+    """One top-k list of a position as the panel and the CLI both show it: its title's key (formatted with k), the
+    entries, the drafted token's probability in this distribution (named below the list when outside the top-k),
+    and the token to mark as chosen with `chosen_mark`'s label (none in the drafter's own q)."""
+
+    kind: str  # "p" | "q" | "v" | "residual"
+    title: str
+    ranked: Sequence[Ranked]
+    drafted_prob: float | None
+    chosen: int | None
+    chosen_mark: str
+
+
+MARK_DRAFTED = "microscope.cli.mark.drafted"
+
+
+def shown_lists(position: Position, verdict: Verdict) -> list[Shown]:
+    """The recorded top-k lists of one position, in the order both surfaces show them: p, q, v, the residual."""
+    lists = [Shown("p", "microscope.cli.list.p", position.p, position.p_drafted, verdict.chosen,
+                   "microscope.cli.mark.emitted")]
+    if position.q is not None:
+        lists.append(Shown("q", "microscope.cli.list.q", position.q, position.q_drafted, None, ""))
+    if position.v is not None:
+        lists.append(Shown("v", "microscope.cli.list.v", position.v, position.v_drafted, verdict.chosen,
+                           "microscope.cli.mark.emitted"))
+    if position.residual is not None:
+        lists.append(Shown("residual", "microscope.cli.list.residual", position.residual, None, verdict.chosen,
+                           "micro.mark.drawn"))
+    return lists
+
+
+def heading_key(verdict: Verdict) -> str:
+    """The key of what a position holds (the draft kept, refused and replaced, a bonus, a target's own token), the
+    `{what}` of `microscope.cli.heading`."""
+    return f"microscope.cli.what.{verdict.outcome}"
+
+
+def source_where(trace: Trace, source: Sequence[int]) -> str:
+    """The key naming where prompt lookup's source lies: in the prompt or in the output so far."""
+    return "microscope.cli.source.output" if source[0] >= trace.prompt_tokens else "microscope.cli.source.prompt"
+
+
+def confidence_rate(judged: int, accepted: int) -> str:
+    """A bucket's acceptance as both tables write it."""
+    return f"{accepted / judged:.0%}" if judged else "–"
+
+
+# --------------------------------------------------------------------------- as text (the CLI's `show`)
+
+
+def _ranked_lines(shown: Shown, drafted: int | None, lang: str) -> list[str]:
     lines = []
-    for rank, entry in enumerate(ranked, start=1):
-        marks = [t("microscope.cli.mark.drafted", lang)] if entry.id == drafted else []
-        if entry.id == chosen:
-            marks.append(t("microscope.cli.mark.emitted", lang))
+    for rank, entry in enumerate(shown.ranked, start=1):
+        marks = [t(MARK_DRAFTED, lang)] if entry.id == drafted else []
+        if entry.id == shown.chosen:
+            marks.append(t(shown.chosen_mark, lang))
         mark = f"  ← {', '.join(marks)}" if marks else ""
-        shown = "'" + visible(entry.text or str(entry.id)) + "'"
-        lines.append(f"  {rank:>2}. {number(entry.prob):>8}  {shown:<14} [{entry.id}]{mark}")
+        text = "'" + visible(entry.text or str(entry.id)) + "'"
+        lines.append(f"  {rank:>2}. {number(entry.prob):>8}  {text:<14} [{entry.id}]{mark}")
     return lines
 
 
@@ -275,42 +331,51 @@ def panel_text(trace: Trace, step_no: int, token_no: int, lang: str = "en") -> s
     verdict = explain(step, i, trace.decoding)
     drafted_texts, emitted_texts = _texts(step)
     draft = visible(drafted_texts[i]) if verdict.drafted is not None else ""
-    what = t(f"microscope.cli.what.{verdict.outcome}", lang, draft=draft, token=visible(emitted_texts[i]))
+    what = t(heading_key(verdict), lang, draft=draft, token=visible(emitted_texts[i]))
     lines = [t("microscope.cli.heading", lang, n=step_no, i=token_no, what=what)]
     position = step.dists[i] if step.dists is not None and i < len(step.dists) else None
     if position is not None:
-        for name, ranked, drafted_prob in (("p", position.p, position.p_drafted), ("q", position.q, position.q_drafted),
-                                           ("v", position.v, position.v_drafted),
-                                           ("residual", position.residual, None)):
-            if ranked is None:
-                continue
-            lines.append(t(f"microscope.cli.list.{name}", lang, k=len(ranked)))
-            lines += _ranked_lines(ranked, verdict.drafted, verdict.chosen, lang)
-            if verdict.drafted is not None and drafted_prob is not None and all(e.id != verdict.drafted for e in ranked):
-                lines.append("      " + t("microscope.cli.outside", lang, draft=draft, prob=number(drafted_prob),
-                                          k=len(ranked)))
+        for shown in shown_lists(position, verdict):
+            lines.append(t(shown.title, lang, k=len(shown.ranked)))
+            lines += _ranked_lines(shown, verdict.drafted, lang)
+            if (verdict.drafted is not None and shown.drafted_prob is not None
+                    and all(e.id != verdict.drafted for e in shown.ranked)):
+                lines.append("      " + t("microscope.cli.outside", lang, draft=draft,
+                                          prob=number(shown.drafted_prob), k=len(shown.ranked)))
     lines.append(t("microscope.cli.rule", lang))
     lines += [f"  {message.localized(lang)}" for message in verdict.messages]
     if verdict.source is not None:
         start, end = verdict.source
-        where = "prompt" if start < trace.prompt_tokens else "output"
         lines.append(t("microscope.cli.source", lang, start=start, end=end,
-                       where=t(f"microscope.cli.source.{where}", lang)))
+                       where=t(source_where(trace, verdict.source), lang)))
+        if step.lookup_text is not None:  # the n-gram in ⟦ ⟧, the copy after it in ⟨ ⟩
+            before, ngram, copied, after = (part.replace("\n", "↵") for part in step.lookup_text)
+            lines.append(f"  …{before}⟦{ngram}⟧⟨{copied}⟩{after}…")
     return "\n".join(lines)
+
+
+def _text_table(caption: str, columns: Sequence[str], rows: Sequence[Sequence[str]], lang: str) -> list[str]:
+    """A caption and its columns as aligned text lines (the page's tables, in a terminal)."""
+    cells = [[t(key, lang) for key in columns], *[list(row) for row in rows]]
+    widths = [max(len(row[c]) for row in cells) for c in range(len(columns))]
+    return [t(caption, lang)] + ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
+                                 for row in cells]
 
 
 def tables_text(trace: Trace, lang: str = "en") -> str:
     """The run's tables as text: the most frequent refusals and acceptance by the drafter's confidence."""
     pairs = refusal_pairs(trace)
-    lines = [t("microscope.cli.refusals", lang) if pairs else t("microscope.cli.refusals.none", lang)]
-    for draft_id, draft_text, target_id, target_text, count in pairs[:MAX_REFUSAL_ROWS]:
-        lines.append(f"  '{visible(draft_text)}' [{draft_id}] → '{visible(target_text)}' [{target_id}]: {count}")
+    if pairs:
+        lines = _text_table(REFUSALS_CAPTION, REFUSALS_COLUMNS, [
+            (f"'{visible(draft_text)}' [{draft_id}]", f"'{visible(target_text)}' [{target_id}]", str(count))
+            for draft_id, draft_text, target_id, target_text, count in pairs[:MAX_REFUSAL_ROWS]], lang)
+    else:
+        lines = [t("microscope.cli.refusals.none", lang)]
     rows = acceptance_by_confidence(trace, CONFIDENCE_BUCKETS)
     if not any(judged for _, _, judged, _ in rows):
         lines.append(t("microscope.cli.confidence.none", lang))
         return "\n".join(lines)
-    lines.append(t("microscope.cli.confidence", lang))
-    for lo, hi, judged, accepted in rows:
-        rate = f"{accepted / judged:.0%}" if judged else "–"
-        lines.append(f"  q {lo:.1f}–{hi:.1f}: {judged:>5} {accepted:>5}  {rate}")
+    lines += _text_table(CONFIDENCE_CAPTION, CONFIDENCE_COLUMNS, [
+        (f"{lo:.1f}–{hi:.1f}", str(judged), confidence_rate(judged, accepted)) for lo, hi, judged, accepted in rows],
+        lang)
     return "\n".join(lines)

@@ -21,12 +21,8 @@ from typing import Sequence
 
 from . import microscope
 from .i18n import DEFAULT_LANGUAGE, t
-from .trace import Position, Ranked, Step, Trace
+from .trace import LOOKUP_CONTEXT_CHARS, Position, Step, Trace
 
-# The tables' q buckets: how sure the drafter was of the token it drafted.
-Q_BUCKETS: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
-MAX_REFUSAL_ROWS = 10
-CONTEXT_CHARS = 160  # of the output shown on each side of a prompt-lookup source
 
 
 def _num(x: float) -> str:
@@ -66,33 +62,33 @@ def _token(text: str) -> str:
     return f'<bdi class="pg-micro-tok">{html.escape(microscope.visible(text))}</bdi>'
 
 
-def _ranked_list(kind: str, title: str, ranked: Sequence[Ranked], drafted: int | None, drafted_prob: float | None,
-                 drafted_text: str, chosen: int | None, lang: str) -> str:
+def _ranked_list(shown: microscope.Shown, drafted: int | None, drafted_text: str, lang: str) -> str:
     """One top-k list as bars (a bar's length is the probability itself, so lists compare); the drafted token marked,
-    and named below the list when it is outside the top-k."""
+    and named below the list when it is outside the top-k. Its labels are the CLI's (`microscope.shown_lists`)."""
     rows = []
-    for rank, r in enumerate(ranked, start=1):
+    for rank, r in enumerate(shown.ranked, start=1):
         marks = []
         flags = ""
         if drafted is not None and r.id == drafted:
             flags += ' data-drafted="true"'
-            marks.append(t("microscope.cli.mark.drafted", lang))
-        if chosen is not None and r.id == chosen:
+            marks.append(t(microscope.MARK_DRAFTED, lang))
+        if shown.chosen is not None and r.id == shown.chosen:
             flags += ' data-chosen="true"'
-            marks.append(t("microscope.cli.mark.emitted", lang) if kind != "residual" else t("micro.mark.drawn", lang))
+            marks.append(t(shown.chosen_mark, lang))
         mark = f'<span class="pg-micro-mark">{html.escape(" · ".join(marks))}</span>' if marks else ""
         rows.append(
             f'<li class="pg-micro-row" data-rank="{rank}" data-id="{r.id}" data-prob="{r.prob:.6g}"{flags}>'
             f'{_token(r.text)}<span class="pg-micro-bar"><span style="width:{100 * r.prob:.1f}%"></span></span>'
             f'{_num(r.prob)}{mark}</li>')
+    k = f'<bdi dir="ltr">{len(shown.ranked)}</bdi>'
     outside = ""
-    if drafted is not None and all(r.id != drafted for r in ranked) and drafted_prob is not None:
+    if drafted is not None and all(r.id != drafted for r in shown.ranked) and shown.drafted_prob is not None:
         outside = (f'<p class="pg-micro-outside" data-drafted="true" data-id="{drafted}" '
-                   f'data-prob="{drafted_prob:.6g}">'
-                   + _t_html("microscope.cli.outside", lang, k=f'<bdi dir="ltr">{len(ranked)}</bdi>',
-                             draft=_token(drafted_text), prob=_num(drafted_prob))
+                   f'data-prob="{shown.drafted_prob:.6g}">'
+                   + _t_html("microscope.cli.outside", lang, k=k, draft=_token(drafted_text),
+                             prob=_num(shown.drafted_prob))
                    + "</p>")
-    return (f'<section class="pg-micro-dist" data-dist="{kind}"><h4>{html.escape(title)}</h4>'
+    return (f'<section class="pg-micro-dist" data-dist="{shown.kind}"><h4>{_t_html(shown.title, lang, k=k)}</h4>'
             f'<ol>{"".join(rows)}</ol>{outside}</section>')
 
 
@@ -116,21 +112,24 @@ def _common_suffix(a: str, b: str) -> int:
 def _lookup_html(trace: Trace, step_no: int, span: Sequence[int], lang: str) -> str:
     """Prompt lookup: the n-gram the draft was copied after, highlighted where it stands, and the copy after it.
 
-    A span in the output is exact (the output's token texts are in the trace). The trace holds the prompt as text,
-    not tokens, so a span in the prompt is found by its text: the copy (the draft's text) follows the n-gram there,
-    and the n-gram ends the context too (that is what lookup matched), so the text highlighted is the longest common
-    ending of the prompt before the copy and the whole context: the n-gram, or a longer repeat that holds it.
+    The engine records that place as the text the model saw (`Step.lookup_text`, exact: under a chat template it is
+    the templated prompt). Traces recorded before it fall back to finding it: a span in the output is exact (the
+    output's token texts are in the trace); a span in the prompt is found by its text (the prompt as typed): the copy
+    (the draft's text) follows the n-gram there, and the n-gram ends the context too (that is what lookup matched), so
+    the text highlighted is the longest common ending of the prompt before the copy and the whole context.
     """
     start, end = span
     step = trace.steps[step_no]
+    where = t(microscope.source_where(trace, span), lang)
+    head = _t_html("microscope.cli.source", lang, start=f'<bdi dir="ltr">{start}</bdi>',
+                   end=f'<bdi dir="ltr">{end}</bdi>', where=html.escape(where))
+    if step.lookup_text is not None:
+        return _context_html(head, *step.lookup_text)
     output: list[str] = []
     for s in trace.steps[:step_no]:
         output.extend(s.emitted_text or [""] * len(s.emitted))
     draft = "".join(step.drafted_text)
     in_output = start >= trace.prompt_tokens
-    where = t("microscope.cli.source.output" if in_output else "microscope.cli.source.prompt", lang)
-    head = _t_html("microscope.cli.source", lang, start=f'<bdi dir="ltr">{start}</bdi>',
-                   end=f'<bdi dir="ltr">{end}</bdi>', where=html.escape(where))
     if in_output:
         text, i, j = "".join(output), start - trace.prompt_tokens, end - trace.prompt_tokens
         gram_at, copy_at = len("".join(output[:i])), len("".join(output[:j]))
@@ -147,10 +146,15 @@ def _lookup_html(trace: Trace, step_no: int, span: Sequence[int], lang: str) -> 
         if gram_at < 0:
             return f'<div class="pg-micro-lookup" data-testid="pg-micro-lookup"><p>{head}</p></div>'
     copy_end = copy_at + len(draft) if text.startswith(draft, copy_at) else copy_at
-    context_html = (f'<div class="pg-micro-context" dir="auto">{html.escape(text[max(0, gram_at - CONTEXT_CHARS):gram_at])}'
-                    f'<mark class="pg-micro-match" data-testid="pg-micro-match">{html.escape(text[gram_at:copy_at])}</mark>'
-                    f'<mark class="pg-micro-copied">{html.escape(text[copy_at:copy_end])}</mark>'
-                    f'{html.escape(text[copy_end:copy_end + CONTEXT_CHARS])}</div>')
+    return _context_html(head, text[max(0, gram_at - LOOKUP_CONTEXT_CHARS):gram_at], text[gram_at:copy_at],
+                         text[copy_at:copy_end], text[copy_end:copy_end + LOOKUP_CONTEXT_CHARS])
+
+
+def _context_html(head: str, before: str, ngram: str, copied: str, after: str) -> str:
+    """The source sentence and the context with the n-gram highlighted and the copy after it underlined."""
+    context_html = (f'<div class="pg-micro-context" dir="auto">{html.escape(before)}'
+                    f'<mark class="pg-micro-match" data-testid="pg-micro-match">{html.escape(ngram)}</mark>'
+                    f'<mark class="pg-micro-copied">{html.escape(copied)}</mark>{html.escape(after)}</div>')
     return f'<div class="pg-micro-lookup" data-testid="pg-micro-lookup"><p>{head}</p>{context_html}</div>'
 
 
@@ -172,33 +176,24 @@ def panel_html(trace: Trace | None, step_index: int, pos: int, lang: str = DEFAU
         return empty_panel(t("micro.no_such_token", lang), lang)
     k, step = found
     verdict = microscope.explain(step, pos, trace.decoding)
-    drafted, chosen = verdict.drafted, verdict.chosen
+    drafted = verdict.drafted
     drafted_texts = step.drafted_text or [""] * len(step.drafted)
     emitted_texts = step.emitted_text or [""] * len(step.emitted)
     drafted_text = drafted_texts[pos] if drafted is not None else ""
     refused = verdict.outcome == microscope.REFUSED
-    heading = _t_html("micro.heading", lang, n=f'<bdi dir="ltr">{step.index + 1}</bdi>',
-                      i=f'<bdi dir="ltr">{pos + 1}</bdi>', token=_token(emitted_texts[pos]))
-    if refused:
-        heading += " " + _t_html("micro.heading_refused", lang, token=_token(drafted_text))
+    what = _t_html(microscope.heading_key(verdict), lang, draft=_token(drafted_text), token=_token(emitted_texts[pos]))
+    heading = _t_html("microscope.cli.heading", lang, n=f'<bdi dir="ltr">{step.index + 1}</bdi>',
+                      i=f'<bdi dir="ltr">{pos + 1}</bdi>', what=what)
     parts = [f'<p class="pg-micro-head">{heading}</p>']
     row: Position | None = step.dists[pos] if verdict.recorded and step.dists is not None else None
     if row is not None:
-        lists = [_ranked_list("p", t("micro.dist.p", lang), row.p, drafted, row.p_drafted, drafted_text, chosen, lang)]
-        if row.q is not None:
-            lists.append(_ranked_list("q", t("micro.dist.q", lang), row.q, drafted, row.q_drafted, drafted_text,
-                                      None, lang))
-        if row.v is not None:
-            lists.append(_ranked_list("v", t("micro.dist.v", lang), row.v, drafted, row.v_drafted, drafted_text,
-                                      chosen, lang))
-        if row.residual is not None:
-            lists.append(_ranked_list("residual", t("micro.dist.residual", lang), row.residual, drafted, None,
-                                      drafted_text, chosen, lang))
+        lists = [_ranked_list(shown, drafted, drafted_text, lang) for shown in microscope.shown_lists(row, verdict)]
         parts.append(f'<div class="pg-micro-dists">{"".join(lists)}</div>')
     lines = "".join(f"<li>{_isolate_numbers(html.escape(message.localized(lang), quote=False))}</li>"
                     for message in verdict.messages)
     missing = "" if verdict.recorded else ' data-recorded="false"'
-    parts.append(f'<ul class="pg-micro-rule" data-testid="pg-micro-rule"{missing}>{lines}</ul>')
+    parts.append(f'<h4 class="pg-micro-rule-title">{html.escape(t("microscope.cli.rule", lang))}</h4>'
+                 f'<ul class="pg-micro-rule" data-testid="pg-micro-rule"{missing}>{lines}</ul>')
     if not verdict.recorded:
         parts.append(_recorded_figures(step, pos))
     if verdict.source is not None:
@@ -216,37 +211,38 @@ def empty_panel(message: str | None = None, lang: str = DEFAULT_LANGUAGE) -> str
 # --------------------------------------------------------------------------- per run: what the drafter gets wrong
 
 
+def _header_row(columns: Sequence[str], lang: str) -> str:
+    """A table's header row from its column keys (the CLI's text tables use the same)."""
+    return "<tr>" + "".join(f"<th>{html.escape(t(key, lang))}</th>" for key in columns) + "</tr>"
+
+
 def refusals_html(trace: Trace | None, lang: str = DEFAULT_LANGUAGE) -> str:
     """The run's most frequent (drafted → target's token) refusals, as a table."""
     pairs = microscope.refusal_pairs(trace) if trace is not None else []
     if not pairs:
         return f'<p class="pg-none" data-testid="pg-refusals">{html.escape(t("microscope.cli.refusals.none", lang))}</p>'
-    head = (f"<tr><th>{html.escape(t('micro.refusals.drafted', lang))}</th>"
-            f"<th>{html.escape(t('micro.refusals.target', lang))}</th>"
-            f"<th>{html.escape(t('micro.refusals.count', lang))}</th></tr>")
+    head = _header_row(microscope.REFUSALS_COLUMNS, lang)
     rows = "".join(
         f'<tr data-draft-id="{draft_id}" data-target-id="{target_id}"><td>{_token(draft_text)}</td>'
         f'<td>{_token(target_text)}</td><td><bdi dir="ltr">{count}</bdi></td></tr>'
-        for draft_id, draft_text, target_id, target_text, count in pairs[:MAX_REFUSAL_ROWS])
-    caption = html.escape(t("micro.refusals.caption", lang))
+        for draft_id, draft_text, target_id, target_text, count in pairs[:microscope.MAX_REFUSAL_ROWS])
+    caption = html.escape(t(microscope.REFUSALS_CAPTION, lang))
     return (f'<table class="pg-table pg-micro-table" data-testid="pg-refusals"><caption>{caption}</caption>'
             f"{head}{rows}</table>")
 
 
 def confidence_html(trace: Trace | None, lang: str = DEFAULT_LANGUAGE) -> str:
     """Acceptance by how sure the drafter was (q of the drafted token), as a table; methods without q say so."""
-    rows_data = microscope.acceptance_by_confidence(trace, Q_BUCKETS) if trace is not None else []
+    rows_data = microscope.acceptance_by_confidence(trace, microscope.CONFIDENCE_BUCKETS) if trace is not None else []
     if not any(judged for _, _, judged, _ in rows_data):
         return f'<p class="pg-none" data-testid="pg-confidence">{html.escape(t("microscope.cli.confidence.none", lang))}</p>'
-    head = (f"<tr><th>{html.escape(t('micro.confidence.q', lang))}</th>"
-            f"<th>{html.escape(t('micro.confidence.judged', lang))}</th>"
-            f"<th>{html.escape(t('micro.confidence.accepted', lang))}</th></tr>")
+    head = _header_row(microscope.CONFIDENCE_COLUMNS, lang)
     rows = "".join(
         f'<tr data-lo="{lo:g}" data-hi="{hi:g}" data-judged="{judged}" data-accepted="{accepted}">'
         f'<td><bdi dir="ltr">{lo:.1f}–{hi:.1f}</bdi></td><td><bdi dir="ltr">{judged}</bdi></td>'
-        f'<td><bdi dir="ltr">{(f"{accepted / judged:.0%}" if judged else "–")}</bdi></td></tr>'
+        f'<td><bdi dir="ltr">{microscope.confidence_rate(judged, accepted)}</bdi></td></tr>'
         for lo, hi, judged, accepted in rows_data)
-    caption = html.escape(t("micro.confidence.caption", lang))
+    caption = html.escape(t(microscope.CONFIDENCE_CAPTION, lang))
     return (f'<table class="pg-table pg-micro-table" data-testid="pg-confidence"><caption>{caption}</caption>'
             f"{head}{rows}</table>")
 
@@ -296,7 +292,8 @@ CSS = """
 .pg-num { font-variant-numeric: tabular-nums; }
 .pg-micro-mark { font-size: 11px; opacity: .85; }
 .pg-micro-outside, .pg-micro-missing, .pg-micro-known { margin: 4px 0; font-size: 13px; }
-.pg-micro-rule { margin: 8px 0 0; padding-inline-start: 1.2em; line-height: 1.5; }
+.pg-micro-rule-title { margin: 8px 0 0; font-size: 12.5px; font-weight: 600; opacity: .85; }
+.pg-micro-rule { margin: 2px 0 0; padding-inline-start: 1.2em; line-height: 1.5; }
 .pg-micro-context { white-space: pre-wrap; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
   font-size: 13px; border-radius: 6px; padding: 4px 6px; background: rgba(128,128,128,.08); unicode-bidi: plaintext; }
 .pg-micro-match { background: rgba(230,159,0,.45); color: inherit; border-radius: 2px; }

@@ -41,6 +41,7 @@ MAX_MAPPING_ITEMS = 1_000  # keys and items in one free-form object, nested ones
 PROBABILITIES = frozenset({"q", "p", "mixture", "acceptance_rate", "prob", "p_drafted", "q_drafted", "v_drafted",
                            "p_emitted", "residual_emitted"})
 TOKEN_ID_FIELDS = frozenset({"id"})  # integer fields holding a token id (other integers are counts)
+LOOKUP_CONTEXT_CHARS = 160  # of the context kept on each side of prompt lookup's source (`Step.lookup_text`)
 POSITION_LISTS = frozenset({"lookup_source"})  # lists of integers holding positions in the context, not token ids
 MAX_TOP_K = MICROSCOPE_MAX_TOP_K  # entries in one recorded top-k list (PLAYGROUND_TOP_K is at most this)
 
@@ -126,6 +127,10 @@ class Step:
     # Prompt lookup: [start, end) of the matched n-gram in the context (prompt + output before this step, token
     # positions), the draft being the tokens copied after it.
     lookup_source: list[int] | None = None
+    # The same place as the text the model saw (under a chat template: the templated prompt): [up to
+    # LOOKUP_CONTEXT_CHARS before, the n-gram, the tokens copied after it, up to LOOKUP_CONTEXT_CHARS after].
+    # None where there is no source, and in traces recorded before it was added.
+    lookup_text: list[str] | None = None
 
     @property
     def draft_len(self) -> int:
@@ -563,6 +568,10 @@ def _check_dists(s: Step, i: int) -> None:
     span = s.lookup_source
     if span is not None and (len(span) != 2 or not span[0] < span[1]):
         raise TraceFormatError.keyed("error.trace.step.lookup_source", i=i)
+    text = s.lookup_text
+    if text is not None and (span is None or len(text) != 4 or not text[1]
+                             or max(len(text[0]), len(text[3])) > LOOKUP_CONTEXT_CHARS):
+        raise TraceFormatError.keyed("error.trace.step.lookup_text", i=i, limit=LOOKUP_CONTEXT_CHARS)
 
 
 def acceptance_by_position(steps: list[Step]) -> list[tuple[int, int, int]]:

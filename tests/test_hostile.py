@@ -431,7 +431,8 @@ def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
         "play_race": ["prompt_lookup", None],
         "compare": [PROMPT, models["target"], None, "prompt_lookup", "float32", "auto", ["prompt_lookup"], 2, 1, None,
                     *params],
-        "pick_preset": [next(iter(PRESETS))],
+        "pick_preset": [next(iter(PRESETS)), None],  # the picker's value, the example applied (a State)
+        "choose_preset": [],  # the option clicked comes as event data
         "clear_preset": [],
         "localized_choices": [],
         # preset, prompt, target, assistant, method, sample, temperature, top_p, top_k, seed, chat, tokens, dtype

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import html
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +27,7 @@ import transformers.generation.utils as generation_utils
 from scipy.stats import chisquare
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-from playground import cli, microscope
+from playground import cli, i18n, microscope
 from playground.engine import LiveRun, PreparedRun, RunRequest, prepare
 from playground.models import ModelStore
 from playground.trace import MAX_TOP_K, Trace, TraceFormatError, check_invariants
@@ -244,6 +246,48 @@ def test_prompt_lookup_source_is_the_earliest_longest_match(store, ckpt) -> None
     assert found > 3
 
 
+@pytest.mark.bundled
+@pytest.mark.slow
+def test_prompt_lookup_source_under_a_chat_template_is_shown_in_the_templated_text(store) -> None:
+    """Under a chat template the context holds the template's tokens, which the prompt as typed has not: the panel
+    highlights the n-gram and the copy in the text the model saw, and what it highlights is exactly the decoded text
+    of the n-gram's and the copy's tokens. The bundled model with a chat template (SmolLM2 135M Instruct; the
+    bundled Gemma 3 270M is a base model and has none), its own template."""
+    from playground import microscope_view
+    from playground.models import DEFAULT_UNIVERSAL_ASSISTANT
+
+    prompt = "Repeat the list exactly. List: apples, pears, plums, grapes, lemons, cherries, melons."
+    prepared = prepare(RunRequest(prompt=prompt, target=DEFAULT_UNIVERSAL_ASSISTANT, method="prompt_lookup", chat=True,
+                                  dtype="float32", max_new_tokens=20, params={"prompt_lookup_num_tokens": 5}), store)
+    trace = Trace.from_json(LiveRun(prepared).run().to_json())  # as saved and loaded again
+    assert trace.chat and prepared.rendered_prompt != prompt
+    tok = prepared.target.tokenizer
+    context = prepared.input_ids[0].tolist() + trace.output_ids
+
+    def text_of(a: int, b: int) -> str:
+        """context[a:b] as it reads in the context: decoded prefixes, independent of the engine's token texts."""
+        def decoded(n: int) -> str:
+            return tok.decode(context[:n], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        return decoded(b)[len(decoded(a)):]
+
+    in_prompt = 0
+    for step in (s for s in trace.steps if s.lookup_source is not None):
+        start, end = step.lookup_source
+        panel = microscope_view.panel_html(trace, step.index, 0)
+        before, ngram, copied = (html.unescape(x) for x in re.search(
+            r'<div class="pg-micro-context"[^>]*>(.*?)<mark class="pg-micro-match"[^>]*>(.*?)</mark>'
+            r'<mark class="pg-micro-copied">(.*?)</mark>', panel, re.S).groups())
+        assert ngram == text_of(start, end)
+        assert copied == text_of(end, end + len(step.drafted)) == "".join(step.drafted_text)
+        assert text_of(0, end).endswith(before + ngram)
+        shown = microscope.panel_text(trace, step.index + 1, 1)  # the CLI marks the same text
+        assert f"⟦{ngram}⟧⟨{copied}⟩".replace("\n", "↵") in shown
+        if start < trace.prompt_tokens:  # a source in the prompt reads as the templated prompt, not the typed one
+            assert before + ngram + copied in prepared.rendered_prompt
+            in_prompt += (before + ngram) not in prompt
+    assert in_prompt, "the list is copied from the prompt, its template's turn markers before it"
+
+
 # --------------------------------------------------------------------------- the run's tables, the CLI, the setting
 
 
@@ -273,7 +317,7 @@ def test_cli_show_prints_the_panel_and_the_tables(store, ckpt, tmp_path: Path, c
     top = position.p[0]
     assert f"[{top.id}]" in out.split("q, the drafter's")[0].splitlines()[3], "the target's top token comes first"
     assert "← drafted" in out and "Refused: the target model's top choice is" in out
-    assert "Most frequent refusals" in out and "Acceptance by q of the drafted token" in out
+    assert i18n.t("micro.refusals.caption") in out and i18n.t("micro.confidence.caption") in out
     assert cli.main(["show", str(path), "--step", str(step_no), "--token", "1", "--lang", "ru"]) == 0
     assert "Правило, которое решило:" in capsys.readouterr().out
     assert cli.main(["show", str(path), "--step", str(len(trace.steps) + 1)]) == 2
@@ -316,6 +360,8 @@ def test_a_trace_with_malformed_distributions_is_refused(store, ckpt) -> None:
         "an id past the vocabulary": lambda s: s["dists"][0]["p"][0].update(id=10**6),
         "a probability above 1": lambda s: s["dists"][0]["p"][0].update(prob=1.5),
         "an empty source": lambda s: s.update(lookup_source=[3, 3]),
+        "a source text without a source": lambda s: s.update(lookup_source=None, lookup_text=["", "a", "b", ""]),
+        "a source text of three parts": lambda s: s.update(lookup_source=[0, 1], lookup_text=["", "a", "b"]),
         "text for a number": lambda s: s["dists"][0].update(p_drafted="0.5"),
     }
     for name, change in cases.items():

@@ -135,7 +135,32 @@ def test_the_rule_is_microscope_explain_in_the_pages_language(greedy: Trace) -> 
         assert [html.unescape(re.sub(r"</?bdi[^>]*>", "", x)) for x in re.findall(r"<li>(.*?)</li>", rule)] == [
             m.localized(lang) for m in verdict.messages]
         if lang != "en":
-            assert i18n.t("micro.dist.p", "en") not in panel and i18n.t("micro.dist.p", lang) in panel
+            assert i18n.t("microscope.cli.rule", "en") not in panel and i18n.t("microscope.cli.rule", lang) in panel
+
+
+def _plain(fragment: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", fragment))
+
+
+def test_the_page_and_the_cli_show_the_same_labels(greedy: Trace, sampled: Trace) -> None:
+    """One set of labels serves both surfaces: the CLI's heading, list titles, rule title and table captions and
+    columns are the page's, word for word, in every language."""
+    for trace in (greedy, sampled):
+        step_index, pos = refused_positions(trace)[0]
+        for lang in i18n.LANGUAGES:
+            page = microscope_view.panel_html(trace, step_index, pos, lang)
+            text = microscope.panel_text(trace, step_index + 1, pos + 1, lang).splitlines()
+            head = _plain(re.search(r'<p class="pg-micro-head">(.*?)</p>', page).group(1))
+            titles = [_plain(x) for x in re.findall(r"<h4[^>]*>(.*?)</h4>", page)]
+            assert text[0] == head
+            assert [line for line in text if line in titles] == titles and len(titles) >= 3
+            tables = microscope_view.run_tables_html(trace, lang)
+            cli_tables = microscope.tables_text(trace, lang).splitlines()
+            for table in re.findall(r"<table.*?</table>", tables):
+                caption = _plain(re.search(r"<caption>(.*?)</caption>", table).group(1))
+                columns = [_plain(x) for x in re.findall(r"<th>(.*?)</th>", table)]
+                at = cli_tables.index(caption)
+                assert cli_tables[at + 1].split() == " ".join(columns).split()
 
 
 def test_numbers_read_left_to_right_in_arabic(greedy: Trace) -> None:

@@ -122,3 +122,45 @@ def test_the_guide_example_list_opens_again_after_escape(open_page: Any) -> None
     box.click()  # and opens again whole
     shown(all_options)
 
+
+
+def test_a_prompt_edited_after_a_guide_example_survives_the_picker_losing_focus(open_page: Any) -> None:
+    """Gradio's dropdown fires its input event again each time it loses focus, with the example still chosen: that
+    applied the example again and overwrote the prompt the visitor had edited since. Now a blur applies nothing new;
+    a keyboard choice (Enter fires no select event) still applies, and so does a click on the example already chosen
+    (a deliberate choice: its prompt comes back)."""
+    from playground.presets import PRESETS, runnable
+
+    names = list(PRESETS)
+    index = next(i for i, name in enumerate(names) if not PRESETS[name].needs_hub)
+    page = open_page("en", "desktop")
+    box, prompt = page.locator("#pg-preset input"), page.locator("#pg-prompt textarea")
+    example = runnable(names[index], False).request_fields()["prompt"]
+
+    def prompt_becomes(text: str) -> None:
+        page.wait_for_function("(t) => document.querySelector('#pg-prompt textarea').value === t", arg=text,
+                               timeout=10_000)
+
+    box.click()
+    page.locator("#pg-preset .options li").nth(index).click()
+    prompt_becomes(example)
+    mine = "My own prompt, typed after picking the example."
+    prompt.fill(mine)
+    for _ in range(2):  # into the picker and away, twice
+        box.click()
+        page.locator("#pg-prompt textarea").click()
+    page.wait_for_timeout(2_000)  # what an example applied again would need to arrive
+    assert prompt.input_value() == mine
+    assert box.input_value(), "the example stays chosen: the prompt is not a setting that lets go of it"
+
+    box.click()  # the same example, clicked again: its prompt comes back
+    page.locator("#pg-preset .options li").nth(index).click()
+    prompt_becomes(example)
+
+    title = page.locator("#pg-preset-info b").first.inner_text()
+    box.click()  # another example by keyboard: ArrowDown to it, Enter (its info replaces the first one's)
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    page.wait_for_function("(t) => (document.querySelector('#pg-preset-info b') || {}).innerText !== t", arg=title,
+                           timeout=10_000)

@@ -35,6 +35,22 @@ def demo() -> Any:
     return page.build_ui()  # building the page loads nothing (the preload starts in `main`)
 
 
+def test_the_tabs_load_handler_answers_one_value_per_output_in_every_language(demo: Any) -> None:
+    """The page-load handler that writes the tabs in the visitor's language returns one value per output it is wired
+    to (for English, a skip each): a tab that gains an output cannot shift the others' views or break the load."""
+    import gradio as gr
+
+    from playground import i18n
+
+    (load,) = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "localize_tabs"]
+    assert len(load.outputs) > len(page.TABS)
+    for lang in i18n.LANGUAGES:
+        values = load.fn(gr.Request(query_params={"lang": lang}, headers={}))
+        assert len(values) == len(load.outputs), lang
+        if lang == "en":
+            assert all(value == gr.skip() for value in values)
+
+
 def test_api_endpoint_mirrors_the_cli(demo: Any) -> None:
     info = demo.get_api_info()
     assert list(info["named_endpoints"]) == ["/generate"]  # helpers (method change, stop, …) stay private

@@ -170,9 +170,11 @@ def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ..
 
 
 def restore_link(request: gr.Request) -> list[Any]:
-    """The settings of a shareable link (the page's URL query), validated as the API's values are."""
+    """The settings of a shareable link (the page's URL query), validated as the API's values are; last, what the
+    guide-example picker's `applied` state becomes."""
     query = dict(request.query_params) if request is not None else {}
-    return links.restore(query, list(param_specs()), language_of(request))
+    updates = links.restore(query, list(param_specs()), language_of(request))
+    return [*updates, preset_picker.applied_after(updates[0])]  # a restored example is applied, as a pick's is
 
 
 # --------------------------------------------------------------------------- the streaming handler
@@ -436,7 +438,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
     api_inputs = [prompt, target, assistant, method, params_json, max_new_tokens, sample, temperature, top_p,
                   top_k, seed, chat, dtype]
     controls = [target, assistant, method, sample, temperature, top_p, top_k, seed, chat, max_new_tokens]
-    preset_picker.wire(preset, preset_info, controls, prompt, param_components, list(specs))
+    applied_preset = preset_picker.wire(preset, preset_info, controls, prompt, param_components, list(specs))
     links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components)
     outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file, run_trace]
     run_event = generate_btn.click(guarded(with_language(on_generate_click)), [method, *param_components],
@@ -461,8 +463,8 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
         [method, method_summary, lecture, legend, tokens, stats, acceptance_plot, timing_plot, dtype, micro_panel],
         **PRIVATE).then(
         guarded(preset_picker.localized_choices), None, preset, **PRIVATE).then(
-        guarded(restore_link), None, [preset, preset_info, *controls, prompt, dtype, link_status, *param_components],
-        **PRIVATE)
+        guarded(restore_link), None, [preset, preset_info, *controls, prompt, dtype, link_status, *param_components,
+                                      applied_preset], **PRIVATE)
     return GenerateView(prompt=prompt, target=target, assistant=assistant, method=method, dtype=dtype, chat=chat,
                         max_new_tokens=max_new_tokens, preset=preset, params_json=params_json,
                         param_components=param_components, api_inputs=api_inputs, run_event=run_event,

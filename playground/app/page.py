@@ -6,7 +6,7 @@ handlers, never this module.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import gradio as gr
 
@@ -35,17 +35,25 @@ TITLE = "Assisted-decoding playground"
 TABS = ("replay", "theory", "compare", "code", "methods", "tune")
 
 
-def localize_tabs(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
-    """The tabs' initial server-written views in the visitor's language (left as built for English)."""
-    lang = language_of(request)
-    if lang == "en":
-        return tuple(gr.skip() for _ in range(19 + len(TABS)))
+def localized_tab_views(lang: str) -> tuple[Any, ...]:
+    """The tabs' initial server-written views in `lang`, in the order of `build_ui`'s `tab_views` outputs."""
     # The tabs' names too: Gradio's own switch of language (the page's ?lang= in another browser language) renames
     # only the selected tab.
     return (methods_table_html(lang), *theory_view(None, lang=lang), *replay_load(None, "", lang),
             gr.skip(), gr.skip(), code_initial_status(lang), *compare_idle_views(lang),
             gr.update(choices=compare_method_choices(lang)), tune_idle_status(lang),
             *(gr.update(label=t(f"ui.tab.{tab}", lang)) for tab in TABS))
+
+
+def tab_localizer(outputs: Sequence[Any]) -> Callable[..., tuple[Any, ...]]:
+    """The page-load handler for `outputs` (the tabs' server-written parts): their views in the visitor's language,
+    and for English (the page is built in it) one skip per output, counted from the list itself so it cannot drift."""
+    def localize_tabs(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+        lang = language_of(request)
+        if lang == "en":
+            return tuple(gr.skip() for _ in outputs)
+        return localized_tab_views(lang)
+    return localize_tabs
 
 
 def build_ui() -> gr.Blocks:
@@ -75,8 +83,9 @@ def build_ui() -> gr.Blocks:
         assert tuple(tab.id for tab in tab_items) == TABS, [tab.id for tab in tab_items]
         # The tabs' server-written parts in the visitor's language, and the language picker.
         wire_picker(demo, language)
-        demo.load(guarded(localize_tabs), None, [methods_table, theory.plot, theory.diagnosis, *replay.outputs, *code.outputs,
-                                                 *compare_boxes, tune_status, *tab_items], **PRIVATE)
+        tab_views = [methods_table, theory.plot, theory.diagnosis, *replay.outputs, *code.outputs, *compare_boxes,
+                     tune_status, *tab_items]
+        demo.load(guarded(tab_localizer(tab_views)), None, tab_views, **PRIVATE)
         # After each run: replay it, place it on the theory curves with its diagnosis, show its code.
         main.run_event.then(after_run, [main.run_trace, baselines],
                             [replay.last_run, *replay.outputs, theory.plot, theory.diagnosis, baselines, *code.outputs],

@@ -2,7 +2,8 @@
 
 Kept apart from the page: the picker's handlers only read `presets` and the method registry. A preset that needs
 the Hub, picked where the Hub is out of reach, fills in its offline stand-in instead and says why. Editing any
-control the preset set (other than the prompt and precision) clears the picker, so a run then follows the controls.
+control the preset set (other than the prompt and precision) clears the picker, so a run then follows the controls;
+an edited prompt stays (the picker losing focus does not apply its example again: see `wire`).
 """
 
 from __future__ import annotations
@@ -81,24 +82,51 @@ def localized_choices(request: gr.Request) -> Any:
     return gr.update(choices=choices(hub_reachable(), language_of(request)))
 
 
+def applied_after(picker_update: Any) -> Any:
+    """What the picker holds after `picker_update` (a handler's first output: a value, or an update of its value), as
+    the `applied` state records it; a skip for an update that leaves the picker as it is."""
+    if isinstance(picker_update, dict):
+        return picker_update["value"] if "value" in picker_update else gr.skip()
+    return picker_update
+
+
 def wire(picker: gr.Dropdown, info: gr.HTML, controls: list[Any], prompt: gr.Textbox, param_components: list[Any],
-         param_names: list[str]) -> None:
+         param_names: list[str]) -> gr.State:
     """Connect the picker: picking fills `controls` (target … max_new_tokens), the prompt and the parameters;
     a user's edit of a control or parameter clears it. A value no control sends gets our one-line message
-    (`guarded`)."""
-    outputs = [picker, info, *controls, prompt, *param_components]
+    (`guarded`). Returns `applied`, the example whose settings the controls were last given (a link that restores
+    one sets it too).
 
-    def pick_preset(request: gr.Request, name: Any) -> list[Any]:
+    Gradio 6's Dropdown fires `input` not only when a choice is made but on every blur, with the value it still
+    holds: an example still chosen would be applied again each time the picker loses focus, over a prompt the
+    visitor has edited since. So `input` applies only a choice other than `applied` (a keyboard choice arrives this
+    way: Enter fires no `select`), and `select` (a click on an option, the one already applied included) always."""
+    applied = gr.State(None)
+    outputs = [picker, info, *controls, prompt, *param_components, applied]
+
+    def apply(name: Any, lang: str) -> list[Any]:
         if name is not None and not isinstance(name, str):
             raise PlaygroundError.keyed("error.preset_not_text")
-        return on_preset(name, param_names, lang=language_of(request))
+        updates = on_preset(name, param_names, lang=lang)
+        return [*updates, applied_after(updates[0])]
 
-    def clear_preset() -> tuple[None, str]:
-        return None, ""
+    def pick_preset(request: gr.Request, name: Any, applied_name: Any) -> list[Any]:
+        if name == applied_name:  # the blur's repeat of a choice already applied
+            return [gr.skip()] * len(outputs)
+        return apply(name, language_of(request))
 
-    picker.input(guarded(pick_preset), picker, outputs, **PRIVATE)
+    def choose_preset(request: gr.Request, evt: gr.EventData) -> list[Any]:
+        data = getattr(evt, "_data", None)  # {"index": …, "value": name, "selected": …} as the client sent it
+        return apply(data.get("value") if isinstance(data, dict) else data, language_of(request))
+
+    def clear_preset() -> tuple[None, str, None]:
+        return None, "", None
+
+    picker.input(guarded(pick_preset), [picker, applied], outputs, **PRIVATE)
+    picker.select(guarded(choose_preset), None, outputs, **PRIVATE)
     for component in [*controls, *param_components]:
-        component.input(guarded(clear_preset), None, [picker, info], **PRIVATE)
+        component.input(guarded(clear_preset), None, [picker, info, applied], **PRIVATE)
+    return applied
 
 
 def picker(online: bool) -> gr.Dropdown:
