@@ -211,7 +211,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         if panel is None:
             from .i18n import t
 
-            print("error: " + t("microscope.cli.no_position", lang, n=args.step or 1, i=args.token or 1,
+            print("error: " + t("microscope.no_position", lang, n=args.step or 1, i=args.token or 1,
                                 steps=len(trace.steps)), file=sys.stderr)
             return 2
         print(panel)

@@ -272,33 +272,33 @@ class Shown:
     chosen_mark: str
 
 
-MARK_DRAFTED = "microscope.cli.mark.drafted"
+MARK_DRAFTED = "microscope.mark.drafted"
 
 
 def shown_lists(position: Position, verdict: Verdict) -> list[Shown]:
     """The recorded top-k lists of one position, in the order both surfaces show them: p, q, v, the residual."""
-    lists = [Shown("p", "microscope.cli.list.p", position.p, position.p_drafted, verdict.chosen,
-                   "microscope.cli.mark.emitted")]
+    lists = [Shown("p", "microscope.list.p", position.p, position.p_drafted, verdict.chosen,
+                   "microscope.mark.emitted")]
     if position.q is not None:
-        lists.append(Shown("q", "microscope.cli.list.q", position.q, position.q_drafted, None, ""))
+        lists.append(Shown("q", "microscope.list.q", position.q, position.q_drafted, None, ""))
     if position.v is not None:
-        lists.append(Shown("v", "microscope.cli.list.v", position.v, position.v_drafted, verdict.chosen,
-                           "microscope.cli.mark.emitted"))
+        lists.append(Shown("v", "microscope.list.v", position.v, position.v_drafted, verdict.chosen,
+                           "microscope.mark.emitted"))
     if position.residual is not None:
-        lists.append(Shown("residual", "microscope.cli.list.residual", position.residual, None, verdict.chosen,
+        lists.append(Shown("residual", "microscope.list.residual", position.residual, None, verdict.chosen,
                            "micro.mark.drawn"))
     return lists
 
 
 def heading_key(verdict: Verdict) -> str:
     """The key of what a position holds (the draft kept, refused and replaced, a bonus, a target's own token), the
-    `{what}` of `microscope.cli.heading`."""
-    return f"microscope.cli.what.{verdict.outcome}"
+    `{what}` of `microscope.heading`."""
+    return f"microscope.what.{verdict.outcome}"
 
 
 def source_where(trace: Trace, source: Sequence[int]) -> str:
     """The key naming where prompt lookup's source lies: in the prompt or in the output so far."""
-    return "microscope.cli.source.output" if source[0] >= trace.prompt_tokens else "microscope.cli.source.prompt"
+    return "microscope.source.output" if source[0] >= trace.prompt_tokens else "microscope.source.prompt"
 
 
 def confidence_rate(judged: int, accepted: int) -> str:
@@ -332,7 +332,7 @@ def panel_text(trace: Trace, step_no: int, token_no: int, lang: str = "en") -> s
     drafted_texts, emitted_texts = _texts(step)
     draft = visible(drafted_texts[i]) if verdict.drafted is not None else ""
     what = t(heading_key(verdict), lang, draft=draft, token=visible(emitted_texts[i]))
-    lines = [t("microscope.cli.heading", lang, n=step_no, i=token_no, what=what)]
+    lines = [t("microscope.heading", lang, n=step_no, i=token_no, what=what)]
     position = step.dists[i] if step.dists is not None and i < len(step.dists) else None
     if position is not None:
         for shown in shown_lists(position, verdict):
@@ -340,13 +340,13 @@ def panel_text(trace: Trace, step_no: int, token_no: int, lang: str = "en") -> s
             lines += _ranked_lines(shown, verdict.drafted, lang)
             if (verdict.drafted is not None and shown.drafted_prob is not None
                     and all(e.id != verdict.drafted for e in shown.ranked)):
-                lines.append("      " + t("microscope.cli.outside", lang, draft=draft,
+                lines.append("      " + t("microscope.outside", lang, draft=draft,
                                           prob=number(shown.drafted_prob), k=len(shown.ranked)))
-    lines.append(t("microscope.cli.rule", lang))
+    lines.append(t("microscope.rule", lang))
     lines += [f"  {message.localized(lang)}" for message in verdict.messages]
     if verdict.source is not None:
         start, end = verdict.source
-        lines.append(t("microscope.cli.source", lang, start=start, end=end,
+        lines.append(t("microscope.source", lang, start=start, end=end,
                        where=t(source_where(trace, verdict.source), lang)))
         if step.lookup_text is not None:  # the n-gram in ⟦ ⟧, the copy after it in ⟨ ⟩
             before, ngram, copied, after = (part.replace("\n", "↵") for part in step.lookup_text)
@@ -370,10 +370,10 @@ def tables_text(trace: Trace, lang: str = "en") -> str:
             (f"'{visible(draft_text)}' [{draft_id}]", f"'{visible(target_text)}' [{target_id}]", str(count))
             for draft_id, draft_text, target_id, target_text, count in pairs[:MAX_REFUSAL_ROWS]], lang)
     else:
-        lines = [t("microscope.cli.refusals.none", lang)]
+        lines = [t("microscope.refusals.none", lang)]
     rows = acceptance_by_confidence(trace, CONFIDENCE_BUCKETS)
     if not any(judged for _, _, judged, _ in rows):
-        lines.append(t("microscope.cli.confidence.none", lang))
+        lines.append(t("microscope.confidence.none", lang))
         return "\n".join(lines)
     lines += _text_table(CONFIDENCE_CAPTION, CONFIDENCE_COLUMNS, [
         (f"{lo:.1f}–{hi:.1f}", str(judged), confidence_rate(judged, accepted)) for lo, hi, judged, accepted in rows],

@@ -85,7 +85,7 @@ def _ranked_list(shown: microscope.Shown, drafted: int | None, drafted_text: str
     if drafted is not None and all(r.id != drafted for r in shown.ranked) and shown.drafted_prob is not None:
         outside = (f'<p class="pg-micro-outside" data-drafted="true" data-id="{drafted}" '
                    f'data-prob="{shown.drafted_prob:.6g}">'
-                   + _t_html("microscope.cli.outside", lang, k=k, draft=_token(drafted_text),
+                   + _t_html("microscope.outside", lang, k=k, draft=_token(drafted_text),
                              prob=_num(shown.drafted_prob))
                    + "</p>")
     return (f'<section class="pg-micro-dist" data-dist="{shown.kind}"><h4>{_t_html(shown.title, lang, k=k)}</h4>'
@@ -121,7 +121,7 @@ def _lookup_html(trace: Trace, step_no: int, span: Sequence[int], lang: str) -> 
     start, end = span
     step = trace.steps[step_no]
     where = t(microscope.source_where(trace, span), lang)
-    head = _t_html("microscope.cli.source", lang, start=f'<bdi dir="ltr">{start}</bdi>',
+    head = _t_html("microscope.source", lang, start=f'<bdi dir="ltr">{start}</bdi>',
                    end=f'<bdi dir="ltr">{end}</bdi>', where=html.escape(where))
     if step.lookup_text is not None:
         return _context_html(head, *step.lookup_text)
@@ -182,7 +182,7 @@ def panel_html(trace: Trace | None, step_index: int, pos: int, lang: str = DEFAU
     drafted_text = drafted_texts[pos] if drafted is not None else ""
     refused = verdict.outcome == microscope.REFUSED
     what = _t_html(microscope.heading_key(verdict), lang, draft=_token(drafted_text), token=_token(emitted_texts[pos]))
-    heading = _t_html("microscope.cli.heading", lang, n=f'<bdi dir="ltr">{step.index + 1}</bdi>',
+    heading = _t_html("microscope.heading", lang, n=f'<bdi dir="ltr">{step.index + 1}</bdi>',
                       i=f'<bdi dir="ltr">{pos + 1}</bdi>', what=what)
     parts = [f'<p class="pg-micro-head">{heading}</p>']
     row: Position | None = step.dists[pos] if verdict.recorded and step.dists is not None else None
@@ -192,7 +192,7 @@ def panel_html(trace: Trace | None, step_index: int, pos: int, lang: str = DEFAU
     lines = "".join(f"<li>{_isolate_numbers(html.escape(message.localized(lang), quote=False))}</li>"
                     for message in verdict.messages)
     missing = "" if verdict.recorded else ' data-recorded="false"'
-    parts.append(f'<h4 class="pg-micro-rule-title">{html.escape(t("microscope.cli.rule", lang))}</h4>'
+    parts.append(f'<h4 class="pg-micro-rule-title">{html.escape(t("microscope.rule", lang))}</h4>'
                  f'<ul class="pg-micro-rule" data-testid="pg-micro-rule"{missing}>{lines}</ul>')
     if not verdict.recorded:
         parts.append(_recorded_figures(step, pos))
@@ -220,7 +220,7 @@ def refusals_html(trace: Trace | None, lang: str = DEFAULT_LANGUAGE) -> str:
     """The run's most frequent (drafted → target's token) refusals, as a table."""
     pairs = microscope.refusal_pairs(trace) if trace is not None else []
     if not pairs:
-        return f'<p class="pg-none" data-testid="pg-refusals">{html.escape(t("microscope.cli.refusals.none", lang))}</p>'
+        return f'<p class="pg-none" data-testid="pg-refusals">{html.escape(t("microscope.refusals.none", lang))}</p>'
     head = _header_row(microscope.REFUSALS_COLUMNS, lang)
     rows = "".join(
         f'<tr data-draft-id="{draft_id}" data-target-id="{target_id}"><td>{_token(draft_text)}</td>'
@@ -235,7 +235,7 @@ def confidence_html(trace: Trace | None, lang: str = DEFAULT_LANGUAGE) -> str:
     """Acceptance by how sure the drafter was (q of the drafted token), as a table; methods without q say so."""
     rows_data = microscope.acceptance_by_confidence(trace, microscope.CONFIDENCE_BUCKETS) if trace is not None else []
     if not any(judged for _, _, judged, _ in rows_data):
-        return f'<p class="pg-none" data-testid="pg-confidence">{html.escape(t("microscope.cli.confidence.none", lang))}</p>'
+        return f'<p class="pg-none" data-testid="pg-confidence">{html.escape(t("microscope.confidence.none", lang))}</p>'
     head = _header_row(microscope.CONFIDENCE_COLUMNS, lang)
     rows = "".join(
         f'<tr data-lo="{lo:g}" data-hi="{hi:g}" data-judged="{judged}" data-accepted="{accepted}">'

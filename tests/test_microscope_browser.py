@@ -89,7 +89,7 @@ def test_clicking_a_refused_token_opens_the_panel(browser: Any, app_url: str, ti
     try:
         check_refusal(open_refused(page, "#pg-output", "#pg-micro-box"))
         panel = page.locator("#pg-micro-box [data-testid=pg-micro]")
-        assert i18n.t("microscope.cli.rule", lang) in panel.inner_text()
+        assert i18n.t("microscope.rule", lang) in panel.inner_text()
         direction = page.evaluate("() => getComputedStyle(document.querySelector('#pg-micro-box .pg-micro')).direction")
         assert direction == ("rtl" if lang == "ar" else "ltr")
         numbers = page.eval_on_selector_all("#pg-micro-box .pg-num", "els => els.map(e => getComputedStyle(e).direction)")

@@ -135,7 +135,7 @@ def test_the_rule_is_microscope_explain_in_the_pages_language(greedy: Trace) -> 
         assert [html.unescape(re.sub(r"</?bdi[^>]*>", "", x)) for x in re.findall(r"<li>(.*?)</li>", rule)] == [
             m.localized(lang) for m in verdict.messages]
         if lang != "en":
-            assert i18n.t("microscope.cli.rule", "en") not in panel and i18n.t("microscope.cli.rule", lang) in panel
+            assert i18n.t("microscope.rule", "en") not in panel and i18n.t("microscope.rule", lang) in panel
 
 
 def _plain(fragment: str) -> str:
@@ -249,4 +249,4 @@ def test_refusal_and_confidence_tables_are_the_runs(greedy: Trace, sampled: Trac
 
 def test_methods_without_q_say_so_in_the_confidence_table(lookup: Trace) -> None:
     for lang in i18n.LANGUAGES:
-        assert html.escape(i18n.t("microscope.cli.confidence.none", lang)) in microscope_view.confidence_html(lookup, lang)
+        assert html.escape(i18n.t("microscope.confidence.none", lang)) in microscope_view.confidence_html(lookup, lang)
