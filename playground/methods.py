@@ -354,13 +354,13 @@ class Method:
             return ("assistant_model", "tokenizer", "assistant_tokenizer")
         return ("assistant_model",)
 
-    def generate_call(self, params: dict[str, Any] | None = None) -> str:
+    def generate_call(self, params: dict[str, Any] | None = None, sample: bool = False) -> str:
         """This method's `generate()` call with `params` (the registry's defaults where None), as the guide writes
         it: the arguments that select and tune the method (draft-length settings go on a generation_config, not
-        here), then the assistant's."""
+        here), then the assistant's, then `do_sample=True` for a sampling call."""
         gen_args, _ = self.split_params(self.resolve_params(params or {}))
         args = ["**inputs", *(f"{k}={v!r}" for k, v in gen_args.items()),
-                *(f"{k}={k}" for k in self.assistant_kwargs())]
+                *(f"{k}={k}" for k in self.assistant_kwargs()), *(["do_sample=True"] if sample else [])]
         return f"model.generate({', '.join(args)})"
 
     def split_params(self, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -354,7 +354,7 @@ def test_ensemble_verification_has_a_lecture_of_its_own_in_every_language() -> N
             if method.drafts:  # every drafting method is named: offered, offered when sampling, or not offered
                 assert method.localized(lang).title in body, (lang, method.name)
         assert t("method.proven.greedy.lossy", lang) in body and t("method.proven.sampling.lossy", lang) in body
-        assert f"{ENSEMBLE.name}=0.7" in body, lang
+        assert re.search(rf"model\.generate\(\*\*inputs, [^)]*{ENSEMBLE.name}=0\.7[^)]*, do_sample=True\)", body), lang
     english = ENSEMBLE_VERIFICATION.lecture
     assert "v = w·p + (1−w)·q" in english["mixture"] and "0.7" in english["weight"]
     assert "argmax of v" in english["greedy"] and "min(1, 1 − w + w·p/q)" in english["sampling"]

@@ -58,7 +58,7 @@ def verification_html(verification: Verification, lang: str = "en") -> str:
     parts.append((t("verification.part.methods", lang), html.escape(_offered_by(verification, lang))))
     parts.append((t("method.proven.heading", lang), _proven_parts(local.proven, lang)))
     first = verification.offered_by()[0]
-    call = first.generate_call({verification.param.name: verification.guide_start})
+    call = first.generate_call({verification.param.name: verification.guide_start}, sample=True)  # the guide's call
     parts.append((t("lecture.call", lang), f"<code>{html.escape(call)}</code>"))
     items = "".join(f"<dt>{html.escape(label)}</dt><dd>{body}</dd>" for label, body in parts)
     return (f'<section class="pg-verification" data-verification="{html.escape(verification.name)}">'
