@@ -922,16 +922,18 @@ class LiveRun:
 
     def _work(self) -> None:
         _name_os_thread(WORKER_OS_THREAD_NAME)
-        while True:
-            self._attempt()
-            if not self._stop.gave_way or self._error is not None or self.cancel.is_set():
-                break
-            # A visitor's own run asked for the models: this long job's run ended at its step and starts again
-            # from the beginning once that run is done (`_turn`); the consumer drops what it has (`_RESTART`).
-            self._stop.gave_way = False
-            self.gave_way += 1
-            self._queue.put(_RESTART)
-        self._queue.put(_DONE)
+        try:
+            while True:
+                self._attempt()
+                if not self._stop.gave_way or self._error is not None or self.cancel.is_set():
+                    break
+                # A visitor's own run asked for the models: this long job's run ended at its step and starts again
+                # from the beginning once that run is done (`_turn`); the consumer drops what it has (`_RESTART`).
+                self._stop.gave_way = False
+                self.gave_way += 1
+                self._queue.put(_RESTART)
+        finally:
+            self._queue.put(_DONE)
 
     def _attempt(self) -> None:
         prepared = self.prepared

@@ -153,7 +153,8 @@ def mcp_disconnect_stop(url: str, target: str, pid: int, log: Path) -> dict[str,
         found = re.search(r"MCP compare (stopped|finished its work) ([\d.]+) s after its agent left",
                           log.read_bytes()[start:].decode(errors="replace"))
         if found:
-            return {"stopped": found.group(1) == "stopped", "stopped_after_leaving_s": round(time.monotonic() - left, 2),
+            return {"stopped": found.group(1) == "stopped",
+                    "stopped_after_leaving_s": round(time.monotonic() - left, 2),
                     "work_after_cancel_s": float(found.group(2))}
         time.sleep(0.1)
     return {"stopped_after_leaving_s": None, "note": "the MCP compare's work did not end within 120 s"}
