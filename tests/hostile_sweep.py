@@ -7,11 +7,11 @@ tiny Llama made here, no preload), and talks to it as a raw client does (the que
 1. disconnect: a Tune (9 prompts, 400 new tokens, drafts up to 16) is left once it reports; the server's log says
    how long its worker went on after Gradio closed the handler ("... ended N s after its client left"), and the
    script times the whole stop from closing the connection to that line (Gradio's detection included).
-   The same for an MCP agent: a real MCP client starts a Compare (12 generations of 512 tokens) and disconnects
+   The same for an MCP agent: a real MCP client starts a Compare (12 generations of 448 tokens) and disconnects
    once the server generates; the time from dropping the connection to the log's "MCP compare stopped" line.
 2. fair share: a short generation (8 tokens) alone, then the same while another session's Compare at the page's
-   limits (every method, 512 tokens, 5 repeats) runs, while another session's Tune (its 512-token baseline and its
-   drafter pass) runs, and while another session's own 512-token generation streams; its wait is the time to its
+   limits (every method, 512 tokens, 5 repeats) runs, while another session's Tune (its 448-token baseline and its
+   drafter pass) runs, and while another session's own 448-token generation streams; its wait is the time to its
    first streamed output.
 3. memory: the server's resident memory (VmRSS) before and after generating on `--spellings` spellings of one
    directory (`dir/`, `dir//`, `dir/./`, `/proc/self/root/dir`, ...): one copy is loaded, whatever the spelling.
@@ -122,7 +122,7 @@ def mcp_disconnect_stop(url: str, target: str, pid: int, log: Path) -> dict[str,
         return {"note": "the mcp package (gradio[mcp]) is not installed"}
 
     arguments = {"prompt": PROMPT, "methods": "prompt_lookup:prompt_lookup_num_tokens=3", "target": target,
-                 "max_new_tokens": 512, "repeats": 5, "dtype": "float32"}
+                 "max_new_tokens": 448, "repeats": 5, "dtype": "float32"}
 
     async def call() -> None:
         async with streamable_http_client(f"{url}gradio_api/mcp/") as (read, write, _):
@@ -198,14 +198,14 @@ def fair_share(client: Client, target: str) -> dict[str, Any]:
                "short_run_during_compare_first_token_s": [round(a, 2) for a, _ in during],
                "short_run_during_compare_total_s": [round(b, 2) for _, b in during]}
     figures.update(during_long_job(client, target, "tune_page", tune_args(target), "Tuning", "tune"))
-    figures.update(during_long_job(client, target, "generate", generate_args(target, 512), "data-step",
-                                   "another_visitors_512_token_generation"))
+    figures.update(during_long_job(client, target, "generate", generate_args(target, 448), "data-step",
+                                   "another_visitors_448_token_generation"))
     return figures
 
 
 def tune_args(target: str) -> list[Any]:
     more = "\n".join(f"Prompt number {i}: one, two, three, four, five, six, seven." for i in range(8))
-    return [PROMPT, target, None, "prompt_lookup", {}, "float32", "auto", 512, 16, more]
+    return [PROMPT, target, None, "prompt_lookup", {}, "float32", "auto", 448, 16, more]
 
 
 def during_long_job(client: Client, target: str, name: str, data: list[Any], begun: str, label: str

@@ -954,6 +954,7 @@ def test_tune_stops_when_its_client_leaves(server: Server, models: dict[str, str
 @pytest.fixture(scope="module")
 def mcp_server(models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The same public server with its MCP tools on (PLAYGROUND_MCP=1)."""
+    ARTIFACTS.mkdir(exist_ok=True)
     tmp = tmp_path_factory.mktemp("hostile-mcp-server") / "tmp"
     tmp.mkdir()
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "GRADIO_"))}
@@ -999,13 +1000,13 @@ async def _call_and_leave(url: str, tool: str, arguments: dict[str, Any], server
 
 @pytest.mark.slow
 @pytest.mark.parametrize("tool, arguments", [
-    ("compare", {"prompt": PROMPT, "methods": "prompt_lookup:prompt_lookup_num_tokens=3", "max_new_tokens": 512,
+    ("compare", {"prompt": PROMPT, "methods": "prompt_lookup:prompt_lookup_num_tokens=3", "max_new_tokens": 448,
                  "repeats": 5, "dtype": "float32"}),
-    ("generate", {"prompt": PROMPT, "method": "baseline", "max_new_tokens": 512, "dtype": "float32"}),
+    ("generate", {"prompt": PROMPT, "method": "baseline", "max_new_tokens": 448, "dtype": "float32"}),
 ], ids=["compare", "generate"])
 def test_an_mcp_call_stops_when_its_agent_disconnects(mcp_server: Server, models: dict[str, str], tool: str,
                                                       arguments: dict[str, Any]) -> None:
-    """A real MCP client starts a long tool call (Compare: 12 generations of 512 tokens; generate: 512 tokens) and
+    """A real MCP client starts a long tool call (Compare: 12 generations of 448 tokens; generate: 448 tokens) and
     disconnects once the server generates: the call stops (the server logs that the work ended, cut short, after
     its agent left), its generation threads end, and the next call is answered."""
     import asyncio
@@ -1108,7 +1109,7 @@ def test_a_visitors_run_goes_before_a_long_jobs_next_run() -> None:
 
 
 def test_a_visitors_short_run_goes_between_the_steps_of_a_long_jobs_run(tiny_models: dict[str, str]) -> None:
-    """Fair share inside a generation: a long job's 512-token run (a Compare's, a Tune's baseline) that has begun
+    """Fair share inside a generation: a long job's 448-token run (a Compare's, a Tune's baseline) that has begun
     gives way at its next step to a visitor's short run, which streams its tokens before the long run ends; the long
     run then starts again and its output is the undisturbed run's, token for token."""
     import threading
@@ -1116,7 +1117,7 @@ def test_a_visitors_short_run_goes_between_the_steps_of_a_long_jobs_run(tiny_mod
     from playground.engine import LiveRun, prepare, stopped_by
     from playground.request import new_request
 
-    long_run = prepare(new_request(PROMPT, target=tiny_models["target"], method="prompt_lookup", max_new_tokens=512,
+    long_run = prepare(new_request(PROMPT, target=tiny_models["target"], method="prompt_lookup", max_new_tokens=448,
                                    dtype="float32"))
     short_run = prepare(new_request(PROMPT, target=tiny_models["target"], max_new_tokens=8, dtype="float32"))
     undisturbed = LiveRun(long_run).run().output_ids
