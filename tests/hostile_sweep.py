@@ -181,7 +181,7 @@ def fair_share(client: Client, target: str) -> dict[str, Any]:
     # prompt, target, assistant, method, dtype, chat, methods, tokens, repeats, baselines, then one value per
     # distinct method parameter (the page's order): every method the tiny model runs, near its context, 5 repeats.
     compare = [PROMPT, target, target, "prompt_lookup", "float32", "auto", ["prompt_lookup", "speculative"], 448, 5,
-               None, 5, "constant", 0.0, 0.0, 10, 2, 4]
+               None, 5, "constant", 0.0, 1.0, 10, 2, 4]
     session = client.join("compare", compare)
     during: list[tuple[float, float]] = []
     last = ""
