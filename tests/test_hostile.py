@@ -856,6 +856,31 @@ def test_mcp_tool_arguments_are_checked_like_the_pages() -> None:
         assert "/" + "data" not in message and "site-packages" not in message
 
 
+def test_a_fourth_mcp_call_at_once_is_refused_with_the_bound() -> None:
+    """MCP calls run outside Gradio's queue (so that a disconnect reaches them): at most MAX_TOOL_CALLS at once, the
+    next is refused in our words, naming the bound; a slot freed serves the next call."""
+    import gradio as gr
+
+    from playground.app import mcp_tools
+
+    held = 0
+    try:
+        while held < mcp_tools.MAX_TOOL_CALLS:  # the calls running now
+            assert mcp_tools._CALLS.acquire(blocking=False)
+            held += 1
+        with pytest.raises(gr.Error) as refused:
+            mcp_tools._tool(mcp_tools.compare)(prompt="hi", repeats=1000)
+        assert str(refused.value.message) == f"{mcp_tools.MAX_TOOL_CALLS} agent calls are running already; call " \
+                                             "again once one has ended"
+        mcp_tools._CALLS.release()
+        held -= 1
+        with pytest.raises(gr.Error, match="repeats must be a whole number from 1 to 5"):
+            mcp_tools._tool(mcp_tools.compare)(prompt="hi", repeats=1000)
+    finally:
+        for _ in range(held):
+            mcp_tools._CALLS.release()
+
+
 # --------------------------------------------------------------------------- issue 23: nothing about the server
 
 
