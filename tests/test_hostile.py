@@ -19,6 +19,7 @@ import os
 import re
 import tempfile
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -131,18 +132,20 @@ def models(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, str]
     return {"root": str(root), "target": str(root / "target"), "overflowing": str(root / "overflowing")}
 
 
-@pytest.fixture(scope="module")
-def server(models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+@contextmanager
+def public_server(models: dict[str, str], tmp_path_factory: pytest.TempPathFactory, name: str,
+                  more_env: dict[str, str]) -> Iterator[Server]:
+    """A real app configured as a public Space (its log in artifacts/`name`.log), stopped after the block."""
     ARTIFACTS.mkdir(exist_ok=True)
-    tmp = tmp_path_factory.mktemp("hostile-server") / "tmp"
+    tmp = tmp_path_factory.mktemp(name) / "tmp"
     tmp.mkdir()
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "GRADIO_"))}
     # The tiny target lives outside the allowed directory (a link to it is inside): allow its real home too.
     allowed = f"{models['root']}:{Path(models['target']).resolve().parent}"
     extra = {"PLAYGROUND_PRELOAD": "0", "PLAYGROUND_PUBLIC": "1", "PLAYGROUND_ALLOWED_DIRS": allowed,
-             "PLAYGROUND_MAX_NEW_TOKENS": "512", "PLAYGROUND_RUN_TIMEOUT_S": "30", "TMPDIR": str(tmp),
-             "GRADIO_TEMP_DIR": str(tmp / "gradio")}
-    log = ARTIFACTS / "hostile-server.log"
+             "PLAYGROUND_MAX_NEW_TOKENS": "512", "TMPDIR": str(tmp), "GRADIO_TEMP_DIR": str(tmp / "gradio"),
+             **more_env}
+    log = ARTIFACTS / f"{name}.log"
     port = free_port()
     proc = start_app(port, log, extra, base_env=base)
     try:
@@ -153,6 +156,12 @@ def server(models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> 
         yield Server(url=url, proc=proc, log=log, tmp=tmp, deps=deps, state_ids=state_ids)
     finally:
         stop_app(proc)
+
+
+@pytest.fixture(scope="module")
+def server(models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with public_server(models, tmp_path_factory, "hostile-server", {"PLAYGROUND_RUN_TIMEOUT_S": "30"}) as served:
+        yield served
 
 
 def generate_args(models: dict[str, str], **kw: Any) -> list[Any]:
@@ -979,21 +988,8 @@ def test_tune_stops_when_its_client_leaves(server: Server, models: dict[str, str
 @pytest.fixture(scope="module")
 def mcp_server(models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The same public server with its MCP tools on (PLAYGROUND_MCP=1)."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    tmp = tmp_path_factory.mktemp("hostile-mcp-server") / "tmp"
-    tmp.mkdir()
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "GRADIO_"))}
-    allowed = f"{models['root']}:{Path(models['target']).resolve().parent}"
-    extra = {"PLAYGROUND_PRELOAD": "0", "PLAYGROUND_PUBLIC": "1", "PLAYGROUND_ALLOWED_DIRS": allowed,
-             "PLAYGROUND_MAX_NEW_TOKENS": "512", "PLAYGROUND_MCP": "1", "TMPDIR": str(tmp),
-             "GRADIO_TEMP_DIR": str(tmp / "gradio")}
-    log = ARTIFACTS / "hostile-mcp-server.log"
-    port = free_port()
-    proc = start_app(port, log, extra, base_env=base)
-    try:
-        yield Server(url=f"http://127.0.0.1:{port}/", proc=proc, log=log, tmp=tmp, deps={})
-    finally:
-        stop_app(proc)
+    with public_server(models, tmp_path_factory, "hostile-mcp-server", {"PLAYGROUND_MCP": "1"}) as served:
+        yield served
 
 
 async def _call_and_leave(url: str, tool: str, arguments: dict[str, Any], server: Server) -> None:
