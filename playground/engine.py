@@ -357,6 +357,33 @@ _TURNS = threading.Condition()  # guards `_foreground_runs`; a long job's run wa
 _foreground_runs = 0  # a visitor's own runs (not a long job's) waiting for their models or running
 
 
+class GaveWay(BaseException):
+    """A long job's pass stopped at a step because a visitor's own run asked for the models: the pass is redone
+    from its beginning at the job's next turn (`redone_after_giving_way`). Not an `Exception`, as `JobStopped`."""
+
+
+def visitor_waiting() -> bool:
+    """Whether this thread works for a long job (`stopped_by`) while a visitor's own run waits for (or holds) its
+    turn: the job's work should give way at its next step."""
+    return getattr(_JOB, "stop", None) is not None and _foreground_runs > 0
+
+
+def give_way() -> None:
+    """Raise `GaveWay` in a long job's pass when a visitor's own run waits (Tune's passes call it per forward)."""
+    if visitor_waiting():
+        raise GaveWay("a visitor's run goes first")
+
+
+def redone_after_giving_way(work: Callable[[], Any]) -> Any:
+    """`work()` (a pass that takes its turn with `turn()`), redone from its beginning each time it gave way: its next
+    turn comes once the visitor's run is done. Its result is the one undisturbed pass's."""
+    while True:
+        try:
+            return work()
+        except GaveWay:
+            logger.info("a long job's pass gave way to a visitor's run; it starts again at its next turn")
+
+
 @contextlib.contextmanager
 def _turn(job: threading.Event | None) -> Iterator[None]:
     """A run's turn at the models. A visitor's own run (no `job`) counts itself while it waits and runs; a long
@@ -447,16 +474,21 @@ def plain_generate(prepared: PreparedRun) -> tuple[list[int], float]:
 
     job: threading.Event | None = getattr(_JOB, "stop", None)  # the caller's long job, if it is one
     kwargs = dict(prepared.generate_kwargs)
+    stop = _Stop(threading.Event(), None)  # it takes the caller's job
     if job is not None:  # its visitor leaving ends it at the next step (one Event look per step: no cost to see)
-        kwargs["stopping_criteria"] = StoppingCriteriaList([_Stop(threading.Event(), None)])  # it takes the job
+        stop.gives_way = True  # and a visitor's own run waiting for the models makes it start again after that run
+        kwargs["stopping_criteria"] = StoppingCriteriaList([stop])
 
-    def work() -> tuple[list[int], float]:
+    def attempt() -> tuple[list[int], float]:
+        stop.gave_way = False
         with exclusive(prepared, job), torch.inference_mode():
             start = time.perf_counter()
             out = prepared.target.model.generate(**kwargs)
+            if stop.gave_way:
+                raise GaveWay("a visitor's run goes first")
             return out[0, prepared.input_ids.shape[1]:].tolist(), time.perf_counter() - start
 
-    result = in_worker_thread(work, "playground-plain-generate")
+    result = in_worker_thread(lambda: redone_after_giving_way(attempt), "playground-plain-generate")
     if job is not None and job.is_set():
         raise JobStopped("the job was stopped: its visitor left")
     return result
@@ -630,13 +662,18 @@ class _Stop(StoppingCriteria):
         self.deadline = deadline
         self.watch = watch
         self.timed_out = False
+        self.gives_way = False  # a long job's run that is redone whole when it gives way (`LiveRun.run`)
+        self.gave_way = False  # it did, at the step just ended: a visitor's own run waits for the models
 
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
         if self.deadline is not None and time.perf_counter() > self.deadline:
             self.timed_out = True
         if self.job is not None and self.job.is_set():
             self.cancel.set()
-        stop = self.cancel.is_set() or self.timed_out or (self.watch is not None and self.watch.tripped())
+        if self.gives_way and _foreground_runs > 0:
+            self.gave_way = True
+        stop = (self.cancel.is_set() or self.timed_out or self.gave_way
+                or (self.watch is not None and self.watch.tripped()))
         return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
 
@@ -813,6 +850,7 @@ def _step_starts_at_forward(model: Any, recorder: _Recorder) -> Iterator[None]:
 
 
 _DONE = object()
+_RESTART = object()  # the run gave way and starts again: its steps so far are void
 
 # The generation worker's name as the operating system sees it (/proc/<pid>/task/*/comm, `top -H`,
 # `ps -L`): Python 3.11 does not pass thread names down, and Linux keeps at most 15 bytes.
@@ -860,6 +898,7 @@ class LiveRun:
         self._thread: threading.Thread | None = None
         self._watch = _ScoreWatch()
         self._stop = _Stop(self.cancel, None, self._watch)
+        self.gave_way = 0  # times this run gave way to a visitor's run and started again (`run`)
         self.trace = Trace(
             method=prepared.method.name, target=req.target, prompt=req.prompt,
             assistant=req.assistant if prepared.assistant else None, params=dict(prepared.params),
@@ -884,6 +923,20 @@ class LiveRun:
 
     def _work(self) -> None:
         _name_os_thread(WORKER_OS_THREAD_NAME)
+        try:
+            while True:
+                self._attempt()
+                if not self._stop.gave_way or self._error is not None or self.cancel.is_set():
+                    break
+                # A visitor's own run asked for the models: this long job's run ended at its step and starts again
+                # from the beginning once that run is done (`_turn`); the consumer drops what it has (`_RESTART`).
+                self._stop.gave_way = False
+                self.gave_way += 1
+                self._queue.put(_RESTART)
+        finally:
+            self._queue.put(_DONE)
+
+    def _attempt(self) -> None:
         prepared = self.prepared
         model = prepared.target.model
         recorder = _Recorder(self._queue, _device_sync(model), self._watch, self._raw_dists)
@@ -904,8 +957,6 @@ class LiveRun:
         except BaseException as exc:  # reported to the consumer, which re-raises it
             self._elapsed = time.perf_counter() - self._start if self._start else 0.0
             self._error = exc
-        finally:
-            self._queue.put(_DONE)
 
     def __iter__(self) -> Iterator[Step]:
         if self._thread is not None:
@@ -918,6 +969,9 @@ class LiveRun:
                 item = self._queue.get()
                 if item is _DONE:
                     break
+                if item is _RESTART:
+                    self._restart_trace()
+                    continue
                 if isinstance(item, _Setup):
                     self.trace.setup_ms = round(item.ms, 3)
                     continue
@@ -935,6 +989,13 @@ class LiveRun:
                 self.cancel.set()
                 self._thread.join()
         self._finish()
+
+    def _restart_trace(self) -> None:
+        """The run starts again (it gave way): the trace forgets the steps of the attempt it ended."""
+        self.trace.steps.clear()
+        self.trace.output_ids.clear()
+        self.trace.setup_ms = 0.0
+        self._context = self.prepared.input_ids[0, -4:].tolist()
 
     def _finish(self) -> None:
         trace = self.trace
@@ -958,6 +1019,9 @@ class LiveRun:
             trace.finish_reason = "length"
 
     def run(self) -> Trace:
+        """Run to the end; nobody sees the steps as they come, so a long job's run (`stopped_by`) gives way to a
+        visitor's own run at its next step and is redone whole after it (the trace is the undisturbed attempt's)."""
+        self._stop.gives_way = self._stop.job is not None
         for _ in self:
             pass
         return self.trace

@@ -52,7 +52,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from .engine import LiveRun, RunError, RunRequest, check_stopped, in_worker_thread, prepare, turn
+from .engine import (LiveRun, RunError, RunRequest, check_stopped, give_way, in_worker_thread, prepare,
+                     redone_after_giving_way, turn)
 from .i18n import Message
 from .methods import METHODS, REFERENCE, Method, ensemble_weight, get_method, prompt_lookup_match
 from .models import STORE, ModelStore
@@ -232,6 +233,7 @@ class _GreedyDrafter:
 
     def _forward(self, ids: list[int], cache: Any) -> tuple[torch.Tensor, Any]:
         check_stopped()  # the drafter pass is one forward per token: it ends within one of its visitor leaving
+        give_way()  # and gives way within one forward to a visitor's own run (the pass is then redone)
         device = self.model.device
         out = self.model(input_ids=torch.tensor([ids], device=device), cache=cache, use_cache=True)
         return out.logits[0, -1].float(), out.cache
@@ -420,6 +422,7 @@ def _time_forwards(model: Any, context: list[int], widths: Sequence[int], repeat
     widest = 0.0
     for width in widths:
         check_stopped()
+        give_way()
         ids = torch.tensor([(context * width)[:width]], device=device)
 
         def one() -> float:
@@ -448,6 +451,9 @@ def _time_drafter_calls(model: Any, context: list[int], lengths: Sequence[int], 
     times: dict[int, float] = {}
     widest = 0.0
     for length in lengths:
+        check_stopped()
+        give_way()
+
         def one() -> float:
             scratch = copy.deepcopy(cache)
             start = time.perf_counter()
@@ -776,7 +782,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
 
     if progress:
         progress("drafter pass")
-    pass_s = in_worker_thread(drafter_pass, "playground-tune")
+    pass_s = in_worker_thread(lambda: redone_after_giving_way(drafter_pass), "playground-tune")
     # Calibrate every draft length a prediction asks for (a heuristic schedule can outgrow max_draft).
     longest = max((len(st.drafted) for steps in steps_by_setting.values() for st in steps), default=0)
     context = (prompt_ids + y)[: len(prompt_ids) + len(y) // 2]
@@ -809,7 +815,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
             progress("calibration" if not attempt else "the machine's pace changed: measuring again")
         if attempt:
             baseline = run_baseline(run, store)
-        calibration = in_worker_thread(calibrate, "playground-tune")
+        calibration = in_worker_thread(lambda: redone_after_giving_way(calibrate), "playground-tune")
         later = baseline.steps[1:]
         first = baseline.steps[0] if baseline.steps else None
         calibration.baseline_first_step_s = (baseline.setup_ms + first.draft_ms + first.verify_ms + first.other_ms) \

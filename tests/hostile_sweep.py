@@ -7,13 +7,18 @@ tiny Llama made here, no preload), and talks to it as a raw client does (the que
 1. disconnect: a Tune (9 prompts, 400 new tokens, drafts up to 16) is left once it reports; the server's log says
    how long its worker went on after Gradio closed the handler ("... ended N s after its client left"), and the
    script times the whole stop from closing the connection to that line (Gradio's detection included).
+   The same for an MCP agent: a real MCP client starts a Compare (12 generations of 448 tokens) and disconnects
+   once the server generates; the time from dropping the connection to the log's "MCP compare stopped" line.
 2. fair share: a short generation (8 tokens) alone, then the same while another session's Compare at the page's
-   limits (every method, 512 tokens, 5 repeats) runs; its wait is the time to its first streamed output.
+   limits (every method, 512 tokens, 5 repeats) runs, while another session's Tune (its 448-token baseline and its
+   drafter pass) runs, and while another session's own 448-token generation streams; its wait is the time to its
+   first streamed output.
 3. memory: the server's resident memory (VmRSS) before and after generating on `--spellings` spellings of one
    directory (`dir/`, `dir//`, `dir/./`, `/proc/self/root/dir`, ...): one copy is loaded, whatever the spelling.
 
     python tests/hostile_sweep.py                 # all three, a few minutes
     python tests/hostile_sweep.py --json artifacts/hostile-sweep.json
+    python tests/hostile_sweep.py --skip memory fair --json /tmp/disconnect.json   # only the disconnect figures
 
 Figures need a quiet machine: on shared cores the waits measure the neighbours too. Not collected by pytest.
 """
@@ -21,6 +26,7 @@ Figures need a quiet machine: on shared cores the waits measure the neighbours t
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import re
@@ -95,6 +101,65 @@ def disconnect_stop(client: Client, target: str, log: Path) -> dict[str, Any]:
     return {"stopped_after_leaving_s": None, "note": "the Tune's worker did not end within 120 s"}
 
 
+def worker_threads(pid: int) -> int:
+    """Generation worker threads now alive in the server (their OS name, `engine.WORKER_OS_THREAD_NAME`)."""
+    count = 0
+    for comm in Path(f"/proc/{pid}/task").glob("*/comm"):
+        try:
+            count += comm.read_text().strip() == "pg-generate"
+        except OSError:
+            pass
+    return count
+
+
+def mcp_disconnect_stop(url: str, target: str, pid: int, log: Path) -> dict[str, Any]:
+    """A real MCP client starts a long Compare and disconnects once the server generates; seconds until the call's
+    work ended (by the server's log line)."""
+    try:
+        from mcp.client.session import ClientSession
+        from mcp.client.streamable_http import streamable_http_client
+    except ImportError:
+        return {"note": "the mcp package (gradio[mcp]) is not installed"}
+
+    arguments = {"prompt": PROMPT, "methods": "prompt_lookup:prompt_lookup_num_tokens=3", "target": target,
+                 "max_new_tokens": 448, "repeats": 5, "dtype": "float32"}
+
+    async def call() -> None:
+        async with streamable_http_client(f"{url}gradio_api/mcp/") as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                await session.call_tool("compare", arguments)
+
+    async def call_and_leave() -> float | None:
+        task = asyncio.ensure_future(call())
+        began = time.monotonic()
+        while worker_threads(pid) == 0:
+            if task.done() or time.monotonic() - began > 120:
+                return None
+            await asyncio.sleep(0.05)
+        task.cancel()
+        left = time.monotonic()
+        try:
+            await task
+        except BaseException:  # noqa: BLE001  (the cancellation, or the transport's error on the way out)
+            pass
+        return left
+
+    start = len(log.read_bytes())
+    left = asyncio.run(call_and_leave())
+    if left is None:
+        return {"note": "the MCP compare did not start generating within 120 s"}
+    while time.monotonic() - left < 120:
+        found = re.search(r"MCP compare (stopped|finished its work) ([\d.]+) s after its agent left",
+                          log.read_bytes()[start:].decode(errors="replace"))
+        if found:
+            return {"stopped": found.group(1) == "stopped",
+                    "stopped_after_leaving_s": round(time.monotonic() - left, 2),
+                    "work_after_cancel_s": float(found.group(2))}
+        time.sleep(0.1)
+    return {"stopped_after_leaving_s": None, "note": "the MCP compare's work did not end within 120 s"}
+
+
 def short_run_s(client: Client, target: str) -> tuple[float, float]:
     """(seconds to the first streamed token output, seconds to the end) of an 8-token generation."""
     began = time.monotonic()
@@ -116,7 +181,7 @@ def fair_share(client: Client, target: str) -> dict[str, Any]:
     # prompt, target, assistant, method, dtype, chat, methods, tokens, repeats, baselines, then one value per
     # distinct method parameter (the page's order): every method the tiny model runs, near its context, 5 repeats.
     compare = [PROMPT, target, target, "prompt_lookup", "float32", "auto", ["prompt_lookup", "speculative"], 448, 5,
-               None, 5, "constant", 0.0, 0.0, 10, 2, 4]
+               None, 5, "constant", 0.0, 1.0, 10, 2, 4]
     session = client.join("compare", compare)
     during: list[tuple[float, float]] = []
     last = ""
@@ -129,9 +194,35 @@ def fair_share(client: Client, target: str) -> dict[str, Any]:
             if '"process_completed"' in line:
                 alert = re.search(r"⚠[^<]*", json.loads(line[5:]).__repr__())
                 return {"compare_ended_before_measuring": alert.group(0) if alert else line[-400:]}
-    return {"short_run_alone_first_token_s": [round(a, 2) for a, _ in alone],
-            "short_run_during_compare_first_token_s": [round(a, 2) for a, _ in during],
-            "short_run_during_compare_total_s": [round(b, 2) for _, b in during]}
+    figures = {"short_run_alone_first_token_s": [round(a, 2) for a, _ in alone],
+               "short_run_during_compare_first_token_s": [round(a, 2) for a, _ in during],
+               "short_run_during_compare_total_s": [round(b, 2) for _, b in during]}
+    figures.update(during_long_job(client, target, "tune_page", tune_args(target), "Tuning", "tune"))
+    figures.update(during_long_job(client, target, "generate", generate_args(target, 448), "data-step",
+                                   "another_visitors_448_token_generation"))
+    return figures
+
+
+def tune_args(target: str) -> list[Any]:
+    more = "\n".join(f"Prompt number {i}: one, two, three, four, five, six, seven." for i in range(8))
+    return [PROMPT, target, None, "prompt_lookup", {}, "float32", "auto", 448, 16, more]
+
+
+def during_long_job(client: Client, target: str, name: str, data: list[Any], begun: str, label: str
+                    ) -> dict[str, Any]:
+    """Short runs while another session's `name` runs (from the first line holding `begun`); then that session
+    leaves."""
+    session = client.join(name, data)
+    during: list[tuple[float, float]] = []
+    with client.stream(session) as stream:
+        for line in stream.iter_lines():
+            if begun in line:
+                during = [short_run_s(client, target) for _ in range(3)]
+                break  # leaving ends the other session's work
+            if '"process_completed"' in line:
+                return {f"short_run_during_{label}": "it ended before the short runs: " + line[-300:]}
+    return {f"short_run_during_{label}_first_token_s": [round(a, 2) for a, _ in during],
+            f"short_run_during_{label}_total_s": [round(b, 2) for _, b in during]}
 
 
 def spelling_sweep(client: Client, target: str, pid: int, spellings: int) -> dict[str, Any]:
@@ -158,7 +249,7 @@ def spelling_sweep(client: Client, target: str, pid: int, spellings: int) -> dic
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spellings", type=int, default=24, help="spellings of the model directory to load")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["disconnect", "fair", "memory"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["disconnect", "mcp", "fair", "memory"])
     parser.add_argument("--json", type=Path, help="write the figures here too")
     args = parser.parse_args()
 
@@ -171,7 +262,8 @@ def main() -> int:
     log = ARTIFACTS / "hostile-sweep-server.log"
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "GRADIO_"))}
     extra = {"PLAYGROUND_PRELOAD": "0", "PLAYGROUND_PUBLIC": "1", "PLAYGROUND_ALLOWED_DIRS": str(allowed),
-             "PLAYGROUND_MAX_NEW_TOKENS": "512", "TMPDIR": str(tmp), "GRADIO_TEMP_DIR": str(tmp / "gradio")}
+             "PLAYGROUND_MAX_NEW_TOKENS": "512", "PLAYGROUND_MCP": "1", "TMPDIR": str(tmp),
+             "GRADIO_TEMP_DIR": str(tmp / "gradio")}
     port = free_port()
     proc = start_app(port, log, extra, base_env=base)
     figures: dict[str, Any] = {"note": "figures need a quiet machine: on shared cores they measure the neighbours"}
@@ -183,6 +275,9 @@ def main() -> int:
         if "disconnect" not in args.skip:
             figures["disconnect"] = disconnect_stop(client, target, log)
             print("disconnect:", figures["disconnect"], flush=True)
+        if "mcp" not in args.skip:
+            figures["mcp_disconnect"] = mcp_disconnect_stop(f"http://127.0.0.1:{port}/", target, proc.pid, log)
+            print("MCP disconnect:", figures["mcp_disconnect"], flush=True)
         if "fair" not in args.skip:
             figures["fair_share"] = fair_share(client, target)
             print("fair share:", figures["fair_share"], flush=True)

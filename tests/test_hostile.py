@@ -19,6 +19,7 @@ import os
 import re
 import tempfile
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -131,18 +132,20 @@ def models(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, str]
     return {"root": str(root), "target": str(root / "target"), "overflowing": str(root / "overflowing")}
 
 
-@pytest.fixture(scope="module")
-def server(models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+@contextmanager
+def public_server(models: dict[str, str], tmp_path_factory: pytest.TempPathFactory, name: str,
+                  more_env: dict[str, str]) -> Iterator[Server]:
+    """A real app configured as a public Space (its log in artifacts/`name`.log), stopped after the block."""
     ARTIFACTS.mkdir(exist_ok=True)
-    tmp = tmp_path_factory.mktemp("hostile-server") / "tmp"
+    tmp = tmp_path_factory.mktemp(name) / "tmp"
     tmp.mkdir()
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "GRADIO_"))}
     # The tiny target lives outside the allowed directory (a link to it is inside): allow its real home too.
     allowed = f"{models['root']}:{Path(models['target']).resolve().parent}"
     extra = {"PLAYGROUND_PRELOAD": "0", "PLAYGROUND_PUBLIC": "1", "PLAYGROUND_ALLOWED_DIRS": allowed,
-             "PLAYGROUND_MAX_NEW_TOKENS": "512", "PLAYGROUND_RUN_TIMEOUT_S": "30", "TMPDIR": str(tmp),
-             "GRADIO_TEMP_DIR": str(tmp / "gradio")}
-    log = ARTIFACTS / "hostile-server.log"
+             "PLAYGROUND_MAX_NEW_TOKENS": "512", "TMPDIR": str(tmp), "GRADIO_TEMP_DIR": str(tmp / "gradio"),
+             **more_env}
+    log = ARTIFACTS / f"{name}.log"
     port = free_port()
     proc = start_app(port, log, extra, base_env=base)
     try:
@@ -153,6 +156,12 @@ def server(models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> 
         yield Server(url=url, proc=proc, log=log, tmp=tmp, deps=deps, state_ids=state_ids)
     finally:
         stop_app(proc)
+
+
+@pytest.fixture(scope="module")
+def server(models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with public_server(models, tmp_path_factory, "hostile-server", {"PLAYGROUND_RUN_TIMEOUT_S": "30"}) as served:
+        yield served
 
 
 def generate_args(models: dict[str, str], **kw: Any) -> list[Any]:
@@ -857,6 +866,31 @@ def test_mcp_tool_arguments_are_checked_like_the_pages() -> None:
         assert "/" + "data" not in message and "site-packages" not in message
 
 
+def test_a_fourth_mcp_call_at_once_is_refused_with_the_bound() -> None:
+    """MCP calls run outside Gradio's queue (so that a disconnect reaches them): at most MAX_TOOL_CALLS at once, the
+    next is refused in our words, naming the bound; a slot freed serves the next call."""
+    import gradio as gr
+
+    from playground.app import mcp_tools
+
+    held = 0
+    try:
+        while held < mcp_tools.MAX_TOOL_CALLS:  # the calls running now
+            assert mcp_tools._CALLS.acquire(blocking=False)
+            held += 1
+        with pytest.raises(gr.Error) as refused:
+            mcp_tools._tool(mcp_tools.compare)(prompt="hi", repeats=1000)
+        assert str(refused.value.message) == f"{mcp_tools.MAX_TOOL_CALLS} agent calls are running already; call " \
+                                             "again once one has ended"
+        mcp_tools._CALLS.release()
+        held -= 1
+        with pytest.raises(gr.Error, match="repeats must be a whole number from 1 to 5"):
+            mcp_tools._tool(mcp_tools.compare)(prompt="hi", repeats=1000)
+    finally:
+        for _ in range(held):
+            mcp_tools._CALLS.release()
+
+
 # --------------------------------------------------------------------------- issue 23: nothing about the server
 
 
@@ -952,6 +986,77 @@ def test_tune_stops_when_its_client_leaves(server: Server, models: dict[str, str
     assert line is not None, "Tune kept working after its client left"
 
 
+@pytest.fixture(scope="module")
+def mcp_server(models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The same public server with its MCP tools on (PLAYGROUND_MCP=1)."""
+    with public_server(models, tmp_path_factory, "hostile-mcp-server", {"PLAYGROUND_MCP": "1"}) as served:
+        yield served
+
+
+async def _call_and_leave(url: str, tool: str, arguments: dict[str, Any], server: Server) -> None:
+    """Call an MCP tool from a real MCP client and, once the server generates, drop the connection."""
+    import asyncio
+
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def call() -> None:
+        async with streamable_http_client(url) as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                await session.call_tool(tool, arguments)
+
+    task = asyncio.ensure_future(call())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_S
+    while _worker_threads(server) == 0:  # the call's first generation has begun
+        assert not task.done(), f"the {tool} call ended before it generated: {task.exception()!r}"
+        assert loop.time() < deadline, f"the {tool} call never started generating"
+        await asyncio.sleep(0.05)
+    task.cancel()  # the client goes away: its HTTP connection closes
+    try:
+        await task
+    except BaseException:  # noqa: BLE001  (the cancellation, or the transport's own error on the way out)
+        pass
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tool, arguments", [
+    ("compare", {"prompt": PROMPT, "methods": "prompt_lookup:prompt_lookup_num_tokens=3", "max_new_tokens": 448,
+                 "repeats": 5, "dtype": "float32"}),
+    ("generate", {"prompt": PROMPT, "method": "baseline", "max_new_tokens": 448, "dtype": "float32"}),
+], ids=["compare", "generate"])
+def test_an_mcp_call_stops_when_its_agent_disconnects(mcp_server: Server, models: dict[str, str], tool: str,
+                                                      arguments: dict[str, Any]) -> None:
+    """A real MCP client starts a long tool call (Compare: 12 generations of 448 tokens; generate: 448 tokens) and
+    disconnects once the server generates: the call stops (the server logs that the work ended, cut short, after
+    its agent left), its generation threads end, and the next call is answered."""
+    import asyncio
+
+    pytest.importorskip("mcp", reason="the gradio[mcp] extra (requirements.txt) is not installed")
+    url = f"{mcp_server.url}gradio_api/mcp/"
+    start = len(mcp_server.log.read_bytes())
+    asyncio.run(_call_and_leave(url, tool, {**arguments, "target": models["target"]}, mcp_server))
+    line = _wait_for_log(mcp_server, f"MCP {tool} ", start, within_s=WAIT_S)
+    assert line is not None, f"the {tool} call kept its work going after its agent left"
+    assert f"MCP {tool} stopped" in line, line  # cut short, not run to its end
+    assert _worker_threads(mcp_server) == 0
+
+    async def short_call() -> Any:
+        from mcp.client.session import ClientSession
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with streamable_http_client(url) as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await session.call_tool("generate", {"prompt": PROMPT, "target": models["target"],
+                                                            "max_new_tokens": 4, "dtype": "float32"})
+
+    answered = asyncio.run(short_call())
+    assert not answered.isError, answered.content
+    assert json.loads(answered.content[0].text)["summary"]["new_tokens"] == 4
+
+
 def test_a_stopped_job_ends_its_runs_and_starts_no_more(tiny_models: dict[str, str]) -> None:
     """The engine's side of leaving: inside a stopped job, the plain check's `generate()` ends at its first step
     and says so, and no further run starts (what the page's handlers rely on once Gradio closes them)."""
@@ -1023,6 +1128,95 @@ def test_a_visitors_run_goes_before_a_long_jobs_next_run() -> None:
     release.set()
     visitor.join(30)
     assert outcome == ["stopped"]
+
+
+def test_a_visitors_short_run_goes_between_the_steps_of_a_long_jobs_run(tiny_models: dict[str, str]) -> None:
+    """Fair share inside a generation: a long job's 448-token run (a Compare's, a Tune's baseline) that has begun
+    gives way at its next step to a visitor's short run, which streams its tokens before the long run ends; the long
+    run then starts again and its output is the undisturbed run's, token for token."""
+    import threading
+
+    from playground.engine import LiveRun, prepare, stopped_by
+    from playground.request import new_request
+
+    long_run = prepare(new_request(PROMPT, target=tiny_models["target"], method="prompt_lookup", max_new_tokens=448,
+                                   dtype="float32"))
+    short_run = prepare(new_request(PROMPT, target=tiny_models["target"], max_new_tokens=8, dtype="float32"))
+    undisturbed = LiveRun(long_run).run().output_ids
+    assert len(undisturbed) > 100  # long enough that the visitor's run comes while it generates
+    events: list[str] = []
+    box: dict[str, Any] = {}
+    began = threading.Event()
+
+    def long_job() -> None:
+        with stopped_by(threading.Event()):  # a long job's run, as Compare's and Tune's are
+            box["live"] = live = LiveRun(long_run)
+            began.set()
+            box["trace"] = live.run()
+            events.append("long run ended")
+
+    worker = threading.Thread(target=long_job)
+    worker.start()
+    assert began.wait(WAIT_S)
+    while not box["live"].trace.steps:  # its first step is done: the long run is generating
+        assert worker.is_alive(), "the long run ended before it was seen generating"
+        threading.Event().wait(0.001)
+    for _ in LiveRun(short_run):
+        events.append("short step")
+    events.append("short run ended")
+    worker.join(WAIT_S)
+    assert events.index("short step") < events.index("long run ended"), events[:3]
+    assert box["live"].gave_way >= 1
+    assert box["trace"].output_ids == undisturbed and box["trace"].finish_reason == "length"
+    assert len(box["trace"].steps) == len(LiveRun(long_run).run().steps)  # no step of the void attempt kept
+
+
+def test_a_long_jobs_pass_gives_way_within_one_forward_and_is_redone(tiny_models: dict[str, str]) -> None:
+    """Tune's passes (one forward a token, holding the models) give way within one forward to a visitor's run and
+    are redone after it: the visitor's run streams before the pass ends, the pass's result is its undisturbed one."""
+    import threading
+
+    import torch
+
+    from playground.engine import LiveRun, give_way, prepare, redone_after_giving_way, stopped_by, turn
+    from playground.request import new_request
+
+    short_run = prepare(new_request(PROMPT, target=tiny_models["target"], max_new_tokens=8, dtype="float32"))
+    model = short_run.target.model
+    events: list[str] = []
+    attempts: list[int] = []
+    forwarding = threading.Event()
+
+    def one_pass() -> list[int]:  # greedy, one forward a token without a cache: Tune's drafter pass, simplified
+        attempts.append(len(attempts))
+        ids = short_run.input_ids[0].tolist()
+        with turn(), short_run.target.lock, torch.inference_mode():
+            for _ in range(200):
+                give_way()
+                logits = model(input_ids=torch.tensor([ids])).logits
+                ids.append(int(logits[0, -1].argmax()))
+                forwarding.set()
+        return ids
+
+    def long_job() -> None:
+        with stopped_by(threading.Event()):
+            box.append(redone_after_giving_way(one_pass))
+            events.append("pass ended")
+
+    box: list[list[int]] = []
+    worker = threading.Thread(target=long_job)
+    worker.start()
+    assert forwarding.wait(WAIT_S)
+    for _ in LiveRun(short_run):
+        events.append("short step")
+    worker.join(WAIT_S)
+    assert events.index("short step") < events.index("pass ended"), events[:3]
+    assert len(attempts) >= 2  # it gave way and was redone
+    with torch.inference_mode():
+        ids = short_run.input_ids[0].tolist()
+        for _ in range(200):
+            ids.append(int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax()))
+    assert box == [ids]
 
 
 def test_zz_every_hostile_input_was_handled(server: Server, models: dict[str, str]) -> None:

@@ -16,7 +16,7 @@ from .. import microscope_view, render
 from ..i18n import LANGUAGES, t
 from ..models import DEFAULT_TARGET, gc_paused
 from ..settings import get_settings
-from . import language
+from . import language, mcp_tools
 from .head_start import configure_logging
 from .page import build_ui
 from .preload import PRELOAD
@@ -115,5 +115,6 @@ def main() -> None:
             mcp_server=get_settings().mcp,
             **launch_kwargs(),
         )
+    mcp_tools.end_with_agent(demo)  # an agent's tool call stops when the agent disconnects
     start_preload()
     demo.block_thread()

@@ -3,12 +3,20 @@
 With PLAYGROUND_MCP=1 the page registers them as API endpoints and launches Gradio's MCP server, which lists them as
 MCP tools (name = function name, description and argument help = these docstrings). They use the engine and the
 benchmark directly; bad input raises `PlaygroundError` with the same one-line messages as the page and the CLI.
+
+A call's work ends with its agent: `end_with_agent` hands each MCP call a stop event that is set when Gradio's MCP
+transport cancels the call (the agent disconnected); the call runs inside `engine.stopped_by` of that event.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import functools
 import json
+import logging
+import threading
+import time
 from typing import Any, Callable
 
 import gradio as gr
@@ -28,6 +36,8 @@ MAX_TOOL_REPEATS = 5  # runs per method (and prompt), as the page's Compare slid
 MAX_TOOL_METHODS_CHARS = 1_000  # the methods list as text (every method with its parameters is far shorter)
 MAX_TOOL_RUNS = 200  # generations in one compare or bench call (prompts x methods x repeats), warm-ups aside
 MAX_TOOL_MESSAGE_CHARS = 300  # an agent's error, as the page's toast (values in it are cut before that)
+MAX_TOOL_CALLS = 3  # tool calls running at once (outside Gradio's queue: each holds a server thread while it runs)
+logger = logging.getLogger(__name__)
 SUMMARY_FIELDS = ("new_tokens", "steps", "drafted", "accepted", "acceptance_rate", "tokens_per_step", "elapsed_s",
                   "tokens_per_s")
 AGGREGATE_FIELDS = ("label", "method", "category", "prompts", "new_tokens", "speedup", "acceptance_rate", "alpha",
@@ -90,12 +100,13 @@ def generate(prompt: str = "", target: str = DEFAULT_TARGET, method: str = defau
     Returns:
         JSON with output_text, method, target, assistant, params, lossy, finish_reason and summary (new_tokens, steps, drafted, accepted, acceptance_rate, tokens_per_step, elapsed_s, tokens_per_s).
     """
-    from ..engine import run  # torch and Transformers: imported by the first call, not with the page
+    from ..engine import check_stopped, run  # torch and Transformers: imported by the first call, not with the page
 
     # The page's own checks (types, sizes, valid text, finite numbers), so an agent gets the page's messages.
     request = build_request(prompt, target or DEFAULT_TARGET, assistant or None, method, params, max_new_tokens,
                             sample, temperature, None, None, seed, None, dtype, preset or None, surface="run")
     trace = run(request)
+    check_stopped()  # its agent left during the run: the run ended at its next step; no answer is due
     summary = {k: getattr(trace.summary, k) for k in SUMMARY_FIELDS}
     return _json({"output_text": trace.output_text, "method": trace.method, "target": trace.target,
                   "assistant": trace.assistant, "params": trace.params, "lossy": trace.lossy,
@@ -168,16 +179,47 @@ def bench(methods: str = DEFAULT_METHOD, categories: str = "", limit: int = 1, t
 TOOLS = (generate, compare, bench)
 
 
+class AgentGone(threading.Event):
+    """Set when an MCP call's agent disconnected; `at` is when (time.monotonic)."""
+
+    at = 0.0
+
+    def leave(self) -> None:
+        self.at = time.monotonic()
+        self.set()
+
+
+# The stop event of the MCP call this code runs for: set by `end_with_agent`'s handler, read in the tool's thread
+# (anyio copies the context into the worker thread that runs a Gradio function).
+_AGENT_GONE: contextvars.ContextVar[AgentGone | None] = contextvars.ContextVar("agent_gone", default=None)
+_CALLS = threading.BoundedSemaphore(MAX_TOOL_CALLS)
+_LEFT_BEHIND: set[asyncio.Future[Any]] = set()  # calls whose agent left, until their work has ended
+
+
 def _tool(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """An agent's tool as an endpoint: its name, docstring and signature kept; failures become one-line errors."""
+    """An agent's tool as an endpoint: its name, docstring and signature kept; failures become one-line errors; its
+    runs end when its agent leaves (`end_with_agent`); at most MAX_TOOL_CALLS run at once."""
     @functools.wraps(fn)
     def tool(*args: Any, **kwargs: Any) -> Any:
-        from ..engine import user_message
+        from ..engine import JobStopped, stopped_by, user_message
 
+        gone = _AGENT_GONE.get() or AgentGone()  # outside an MCP call (the REST API) nothing sets it
+        if not _CALLS.acquire(blocking=False):
+            raise gr.Error(str(Message.keyed("error.tool.busy", limit=MAX_TOOL_CALLS)))
+        stopped = False
         try:
-            return fn(*args, **kwargs)
+            with stopped_by(gone):
+                return fn(*args, **kwargs)
+        except JobStopped:  # nobody reads the answer: the agent has gone
+            stopped = True
+            raise gr.Error(str(Message.keyed("error.tool.agent_left"))) from None
         except Exception as exc:  # our message (its values already cut), never longer than a toast's
             raise gr.Error(shorten(user_message(exc), MAX_TOOL_MESSAGE_CHARS)) from None
+        finally:
+            _CALLS.release()
+            if gone.is_set():  # tests/test_hostile.py and tests/hostile_sweep.py read this line
+                how = "stopped" if stopped else "finished its work"
+                logger.info("MCP %s %s %.1f s after its agent left", fn.__name__, how, time.monotonic() - gone.at)
 
     return gpu(tool)
 
@@ -185,7 +227,50 @@ def _tool(fn: Callable[..., Any]) -> Callable[..., Any]:
 def register(page_handler: Callable[..., Any]) -> None:
     """Register the tools as API endpoints (call first inside the page's `gr.Blocks`, so they keep their plain
     names: generate, compare, bench). The page's own streaming handler stays an API endpoint but is no MCP tool
-    (Gradio lists only functions whose `_mcp_type`, if set, is "tool"): its outputs are HTML for the page."""
+    (Gradio lists only functions whose `_mcp_type`, if set, is "tool"): its outputs are HTML for the page.
+
+    Outside Gradio's queue (`queue=False`): Gradio 6.31's MCP server then calls the function in the MCP request's
+    own task (`blocks.process_api`) instead of through a loopback queue client, so `end_with_agent` can reach it."""
     for tool in TOOLS:
-        gr.api(_tool(tool), api_name=f"mcp_{tool.__name__}")
+        gr.api(_tool(tool), api_name=f"mcp_{tool.__name__}", queue=False)
     page_handler._mcp_type = "page"  # type: ignore[attr-defined]
+
+
+def end_with_agent(demo: gr.Blocks) -> bool:
+    """Make every MCP tool call stop when its agent disconnects (call after `launch`, which builds the MCP server).
+
+    When an agent's connection closes, the MCP transport cancels the call's task (mcp's `Server.run` cancels its
+    in-flight handlers once the stream ends). Gradio's call awaits the function's worker thread, which a
+    cancellation cannot interrupt, so this wraps the server's call-tool handler: the call runs in a task of its own
+    that carries a stop event (`_AGENT_GONE`); a cancellation sets the event, and the tool's runs end at their next
+    decoding step (`engine.stopped_by`). False when the page serves no MCP."""
+    server = getattr(getattr(demo, "mcp_server_obj", None), "mcp_server", None)
+    if server is None:
+        return False
+    from mcp import types
+
+    inner = server.request_handlers[types.CallToolRequest]
+
+    async def call_tool(request: Any) -> Any:
+        gone = AgentGone()
+        token = _AGENT_GONE.set(gone)
+        try:
+            call = asyncio.ensure_future(inner(request))  # its context (and the thread's) holds `gone`
+        finally:
+            _AGENT_GONE.reset(token)
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            gone.leave()
+            _LEFT_BEHIND.add(call)  # kept until it ends (its runs stop at their next step); its answer is dropped
+            call.add_done_callback(_forget)
+            raise
+
+    server.request_handlers[types.CallToolRequest] = call_tool
+    return True
+
+
+def _forget(call: asyncio.Future[Any]) -> None:
+    _LEFT_BEHIND.discard(call)
+    if not call.cancelled():
+        call.exception()  # retrieved: its error went to nobody, on purpose
