@@ -36,8 +36,9 @@ the loop's own time once. A calibration on this machine at this context length t
 width and draft length the predictions need (sampled again where the samples spread wide), a short real run of
 the method gives the loop's own time, and the baseline run sets the absolute level. A short baseline after the
 calibration checks that the machine kept its pace; where it did not, tune measures again once, then says its
-times are unreliable. Timings are predictions; `verify` runs settings for real, between two baselines, and
-reports measured beside predicted. docs/tune.md describes the model and the benchmark of its accuracy.
+times are unreliable. A setting is recommended over the method's default only where its predicted gain exceeds
+the prediction's margin (`TuneResult.margin`); otherwise the default is. Timings are predictions; `verify` runs
+settings for real, between two baselines, and reports measured beside predicted. docs/tune.md describes the model and the benchmark of its accuracy.
 """
 
 from __future__ import annotations
