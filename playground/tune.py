@@ -36,8 +36,9 @@ the loop's own time once. A calibration on this machine at this context length t
 width and draft length the predictions need (sampled again where the samples spread wide), a short real run of
 the method gives the loop's own time, and the baseline run sets the absolute level. A short baseline after the
 calibration checks that the machine kept its pace; where it did not, tune measures again once, then says its
-times are unreliable. Timings are predictions; `verify` runs settings for real, between two baselines, and
-reports measured beside predicted. docs/tune.md describes the model and the benchmark of its accuracy.
+times are unreliable. A setting is recommended over the method's default only where its predicted gain exceeds
+the prediction's margin (`TuneResult.margin`); otherwise the default is. Timings are predictions; `verify` runs
+settings for real, between two baselines, and reports measured beside predicted. docs/tune.md describes the model and the benchmark of its accuracy.
 """
 
 from __future__ import annotations
@@ -317,6 +318,12 @@ SPREAD_LIMIT = 0.25
 SPREAD_ROUNDS = 3
 PACE_TOLERANCE = 0.25
 PACE_CHECK_TOKENS = 16  # the short baseline (and the short run of the method's default) after the calibration
+# Tune recommends a setting over the default only where it predicts it faster by more than this (plus the pace
+# change measured under the calibration): the median absolute error of a predicted time measured by
+# tests/tune_accuracy.py on the bundled Gemma was 8-16 % per method (docs/tune.md), so a smaller predicted gain
+# cannot be told from the prediction's own error.
+RECOMMEND_MARGIN = 0.15
+WARM_UP_TOKENS = 4  # a baseline's warm-up: enough decode steps to create the one-token kernels before it is timed
 
 
 def calibration_points(longest: int) -> list[int]:
@@ -361,7 +368,7 @@ class Calibration:
     drafter_call_s: dict[int, float] = field(default_factory=dict)  # draft length -> one assistant generate() call
     lookup_call_s: dict[int, float] = field(default_factory=dict)  # max n-gram size -> one prompt-lookup call
     baseline_first_step_s: float = 0.0  # the baseline run's set-up and first step (prefill + first token)
-    baseline_forward_s: float = 0.0  # the baseline run's mean verification phase of a later step
+    baseline_forward_s: float = 0.0  # the baseline run's median verification phase of a later step
     loop_s: float = 0.0  # the drafting loop's own time per step (neither drafting nor the target's forward)
     spread: float = 0.0  # the widest spread of a calibrated figure's samples, after repeating where it was wide
     pace_change: float = 1.0  # a short baseline's step pace after the calibration ÷ the baseline's before it
@@ -377,7 +384,7 @@ class Calibration:
 
     @property
     def scale(self) -> float:
-        """The baseline's pace ÷ the calibration's: its mean forward phase against a calibrated one-token forward."""
+        """The baseline's pace ÷ the calibration's: its median forward phase against a calibrated one-token forward."""
         one = self.forward(1) if self.target_forward_s else 0.0
         return self.baseline_forward_s / one if self.baseline_forward_s and one else 1.0
 
@@ -721,10 +728,21 @@ def counts_exact(dtype: str, sample: bool = False) -> bool:
 
 
 def run_baseline(run: RunRequest, store: ModelStore, progress: Progress | None = None) -> Any:
-    """The target's greedy output through the engine: the same `generate()` call a baseline run makes."""
+    """The target's greedy output through the engine: the same `generate()` call a baseline run makes.
+
+    The warm-up decodes a few tokens, not one: a one-token run only prefills, so the measured run's first decode
+    step would create the one-token kernels (oneDNN primitives, in bfloat16) and pay for them in its time.
+    """
     base = run.but(method=REFERENCE, assistant=None, params={})
-    LiveRun(prepare(base.but(max_new_tokens=1), store, progress)).run()  # warm-up
+    LiveRun(prepare(base.but(max_new_tokens=min(WARM_UP_TOKENS, int(run.max_new_tokens))), store, progress)).run()
     return LiveRun(prepare(base, store, progress)).run()
+
+
+def forward_pace_s(trace: Any) -> float:
+    """A baseline run's median verification phase over its later steps (seconds; 0 without one): the pace `scale`
+    takes, a median so that a cold first decode step or one held up by another process does not set it."""
+    later = [st.verify_ms for st in trace.steps[1:]]
+    return statistics.median(later) / 1000 if later else 0.0
 
 
 def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progress | None = None) -> PromptTune:
@@ -820,7 +838,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
         first = baseline.steps[0] if baseline.steps else None
         calibration.baseline_first_step_s = (baseline.setup_ms + first.draft_ms + first.verify_ms + first.other_ms) \
             / 1000 if first else 0.0
-        calibration.baseline_forward_s = sum(st.verify_ms for st in later) / len(later) / 1000 if later else 0.0
+        calibration.baseline_forward_s = forward_pace_s(baseline)
         loop = loop_time_s(run_setting(run.but(max_new_tokens=short), default, store), calibration)
         calibration.loop_s = loop if loop is not None else (
             sum(st.other_ms for st in later) / len(later) / 1000 if later else 0.0)
@@ -877,6 +895,38 @@ class TuneResult:
     def default(self) -> Setting:
         return default_setting(self.request.run.method, self.request.run.params)
 
+    def margin(self) -> float:
+        """How much faster than the default a setting must be predicted before tune recommends it: the typical
+        error of a predicted time (RECOMMEND_MARGIN) plus the largest change of the machine's pace under the
+        calibration (a pace that moved by 10 % moves every predicted time by as much)."""
+        return RECOMMEND_MARGIN + max((abs(p.calibration.pace_change - 1) for p in self.prompts), default=0.0)
+
+    def predicted_gain(self, row: Row | None = None) -> float | None:
+        """How much faster `row` (default: the fastest predicted) is predicted than the default: the default's
+        predicted time ÷ its own, minus 1 (None where either has no predicted time)."""
+        row = row or self.best()
+        default = next((r for r in self.overall() if r.setting == self.default()), None)
+        if row is None or default is None or default.predicted is None:
+            return None
+        if not row.predicted.time_s or not default.predicted.time_s:
+            return None
+        return default.predicted.time_s / row.predicted.time_s - 1
+
+    def recommended(self) -> Row | None:
+        """The setting tune recommends: the fastest predicted one where its predicted gain over the default exceeds
+        `margin()`, else the default (a gain inside the prediction's own error is not one the model can tell)."""
+        best = self.best()
+        gain = self.predicted_gain(best)
+        if best is None or gain is None or gain > self.margin():
+            return best
+        return next(r for r in self.overall() if r.setting == self.default())
+
+    def clear_win(self) -> bool:
+        """Whether a setting other than the default is predicted faster by more than the margin."""
+        best, recommended = self.best(), self.recommended()
+        return best is not None and recommended is not None and recommended.setting == best.setting \
+            and best.setting != self.default()
+
     def losses(self) -> list[dict[str, Any]]:
         """For each prompt: its own best setting, and how much it loses with the overall best instead."""
         best = self.best()
@@ -899,9 +949,12 @@ class TuneResult:
         return {"settings": len(self.measured), "matched": matched}
 
     def to_dict(self) -> dict[str, Any]:
-        best = self.best()
-        return {"meta": self.meta, "verified": self.verified(), "recommended": best.setting.label if best else None,
-                "recommended_params": best.setting.values if best else None,
+        best, recommended = self.best(), self.recommended()
+        return {"meta": self.meta, "verified": self.verified(),
+                "recommended": recommended.setting.label if recommended else None,
+                "recommended_params": recommended.setting.values if recommended else None,
+                "fastest_predicted": best.setting.label if best else None,
+                "predicted_gain": self.predicted_gain(best), "margin": self.margin(), "clear_win": self.clear_win(),
                 "default": self.default().label, "measured_baseline_s": self.measured_baseline_s,
                 "rows": [r.to_dict() for r in self.overall()], "losses": self.losses(),
                 "prompts": [p.to_dict() for p in self.prompts]}
@@ -959,13 +1012,14 @@ def run_setting(run: RunRequest, setting: Setting, store: ModelStore = STORE,
 
 def verify(result: TuneResult, store: ModelStore = STORE, progress: Progress | None = None,
            settings: Sequence[Setting] | None = None) -> TuneResult:
-    """Run the recommended setting and the default for real on every prompt, between two baseline runs (warm).
+    """Run the recommended setting, the fastest predicted one (where the margin kept the default) and the default
+    for real on every prompt, between two baseline runs (warm).
 
     The baseline before and after give the reference (their mean) and a check that the machine kept its pace
     under the measurement: `meta["measured_reliable"]` is False where the two differ by more than PACE_TOLERANCE.
     """
-    best = result.best()
-    chosen = list(dict.fromkeys(settings or ([best.setting] if best else []) + [result.default()]))
+    picks = [r.setting for r in (result.recommended(), result.best()) if r is not None]  # the same row, or both
+    chosen = list(dict.fromkeys(settings or picks + [result.default()]))
     base_total = 0.0
     changes: list[float] = []
     steps: dict[Setting, list[Outcome]] = {s: [] for s in chosen}

@@ -141,8 +141,13 @@ def verdict(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
     text = t("tune.verdict.recommended", lang, label=best["label"], x=f"{p['speedup']:.2f}",
              tau=f"{p['tokens_per_step']:.2f}", accepted=p["accepted"], drafted=p["drafted"],
              prompts=tn_prompts(prompts, lang))
-    if p["speedup"] < 1.0:
+    fastest = data.get("fastest_predicted")
+    top = (rows.get(fastest or "") or best)["predicted"]
+    if top["speedup"] < 1.0:
         text += t("tune.verdict.no_win", lang)
+    if fastest and fastest != best["label"] and data.get("predicted_gain") is not None:
+        text += t("tune.verdict.no_clear_win", lang, label=fastest, gain=f"{data['predicted_gain']:.0%}",
+                  margin=f"{data['margin']:.0%}")
     default = rows.get(data.get("default") or "")
     if default and default is not best and default.get("predicted"):
         text += t("tune.verdict.default", lang, label=default["label"], x=f"{default['predicted']['speedup']:.2f}")

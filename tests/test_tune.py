@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -22,7 +23,7 @@ from playground.methods import METHODS
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from playground.trace import Step
 from playground.tune import (
-    REPLAYS, SPREAD_ROUNDS, Calibration, _sampled, calibration_points, NgramIndex, Setting, TuneError, TuneRequest, _first_layers, _GreedyDrafter, prompt_lookup_draft,
+    RECOMMEND_MARGIN, REPLAYS, SPREAD_ROUNDS, Calibration, Outcome, PromptTune, Row, TuneResult, forward_pace_s, _sampled, calibration_points, NgramIndex, Setting, TuneError, TuneRequest, _first_layers, _GreedyDrafter, prompt_lookup_draft,
     run_baseline, run_setting, simulate_drafter, sweep_settings, tune, tune_prompt, verify,
 )
 
@@ -179,7 +180,7 @@ def test_several_prompts_give_an_overall_best_and_each_prompt_s_loss(tiny_models
         assert measured.counts() == overall[setting].predicted.counts()
         assert measured.time_s and measured.speedup
     data = result.to_dict()
-    assert data["recommended"] == best.setting.label
+    assert data["recommended"] == result.recommended().setting.label and data["fastest_predicted"] == best.setting.label
     assert {"method", "params", "predicted", "measured"} <= set(data["rows"][0])
     assert set(data["rows"][0]["predicted"]) >= {"steps", "drafted", "accepted", "tokens_per_step", "time_s", "speedup"}
 
@@ -260,6 +261,53 @@ def test_the_cost_model_charges_prompt_lookup_its_lookup_every_step() -> None:
     assert calibration.predict_s(steps, ngram=2) == pytest.approx(expected)
 
 
+def test_the_baseline_pace_is_a_median_a_cold_first_decode_step_does_not_set() -> None:
+    # a baseline's first decode step (right after the prefill) can create kernels and run several times slower
+    cold = [Step(index=k, drafted=[], accepted=0, rejected=[], emitted=[0], verify_ms=ms)
+            for k, ms in enumerate([900.0, 400.0, 100.0, 100.0, 100.0, 100.0, 100.0])]
+    assert forward_pace_s(SimpleNamespace(steps=cold)) == pytest.approx(0.1)
+    assert forward_pace_s(SimpleNamespace(steps=cold[:1])) == 0.0  # no later step: no pace
+
+
+def _two_settings(default_s: float, other_s: float, pace_change: float = 1.0) -> tuple[TuneResult, Setting]:
+    """A tune result built by hand: the default and one other setting with these predicted times (1 prompt)."""
+    run = RunRequest(prompt="p", target="tiny", method="prompt_lookup", max_new_tokens=8, dtype="float32", chat=False)
+    result = TuneResult(request=TuneRequest(run=run, max_draft=2), prompts=[])
+    other = Setting.of("prompt_lookup", {"prompt_lookup_num_tokens": 2, "max_matching_ngram_size": 1})
+    assert other != result.default()
+    rows = [Row(s, Outcome(steps=4, drafted=6, accepted=4, tokens_per_step=2.0, time_s=t, speedup=1.0 / t,
+                           new_tokens=8)) for s, t in ((result.default(), default_s), (other, other_s))]
+    calibration = Calibration(target_prefill_s=0.1, target_forward_s={1: 0.1}, pace_change=pace_change)
+    result.prompts.append(PromptTune(prompt="p", prompt_tokens=3, new_tokens=8, finish_reason="length",
+                                     baseline_s=1.0, drafter_pass_s=0.0, calibration=calibration, rows=rows))
+    return result, other
+
+
+@pytest.mark.parametrize("default_s, other_s, pace_change, picks_other", [
+    (1.0, 0.90, 1.0, False),  # predicted 11 % faster: inside the 15 % margin, the default stays
+    (1.0, 0.80, 1.0, True),  # predicted 25 % faster: outside it, the setting is recommended
+    (1.0, 0.80, 1.2, False),  # the pace moved 20 % under the calibration: the margin is 35 %
+    (1.0, 0.70, 0.8, True),  # predicted 43 % faster: beyond 35 %
+])
+def test_a_setting_is_recommended_over_the_default_only_beyond_the_prediction_s_margin(
+        default_s: float, other_s: float, pace_change: float, picks_other: bool) -> None:
+    from playground import tune_report
+
+    result, other = _two_settings(default_s, other_s, pace_change)
+    assert result.best().setting == other  # the fastest predicted, whatever the margin
+    assert result.margin() == pytest.approx(RECOMMEND_MARGIN + abs(pace_change - 1))
+    assert result.predicted_gain() == pytest.approx(default_s / other_s - 1)
+    assert result.recommended().setting == (other if picks_other else result.default())
+    assert result.clear_win() is picks_other
+    data = result.to_dict()
+    assert data["recommended"] == (other.label if picks_other else result.default().label)
+    assert data["fastest_predicted"] == other.label
+    for lang in ("en", "ru", "ar"):
+        said = t("tune.verdict.no_clear_win", lang, label=other.label, gain=f"{data['predicted_gain']:.0%}",
+                 margin=f"{data['margin']:.0%}")
+        assert (said in tune_report.verdict(data, lang)) is not picks_other
+
+
 def test_calibration_covers_every_length_and_repeats_where_the_spread_is_wide() -> None:
     assert calibration_points(5) == [1, 2, 3, 4, 5]
     points = calibration_points(40)
@@ -325,7 +373,7 @@ def test_cli_tune_writes_json_and_report_and_verifies(tiny_models, tmp_path, cap
     assert data["meta"]["prompts"] == 2  # the two "code" prompts
     assert len(data["rows"]) == 3 * 2 + 1
     measured = [r for r in data["rows"] if r["measured"]]
-    assert {r["label"] for r in measured} == {data["recommended"], data["default"]}
+    assert {r["label"] for r in measured} == {data["recommended"], data["fastest_predicted"], data["default"]}
     for row in measured:
         assert {k: row["measured"][k] for k in ("steps", "drafted", "accepted")} == \
             {k: row["predicted"][k] for k in ("steps", "drafted", "accepted")}

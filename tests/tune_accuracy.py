@@ -5,20 +5,25 @@ Usage (the figures need a quiet machine; about half an hour with the defaults):
     python tests/tune_accuracy.py
     python tests/tune_accuracy.py --dtype float32 --max-new-tokens 64 --per-category 2 --extra 2
     python tests/tune_accuracy.py --methods prompt_lookup --max-new-tokens 12 --per-category 1 --max-draft 2  # a smoke run
+    python tests/tune_accuracy.py --json tune_accuracy.json  # also the JSON of everything printed
 
 For every method tune can replay (the registry's `draft_replay`) on the bundled Gemma 3 270M (speculative: the
 bundled Gemma drafting for itself, the only same-tokenizer pair bundled; early exit: its first half of layers),
 over prompts of three Spec-Bench categories: tune per category, then `verify` runs the recommended setting, the
-default and `--extra` more settings spread over the predicted ranking for real (between two baselines). Printed per
-setting and prompt: predicted and measured time and their ratio (and whether the counts matched); per method the
-median absolute error of the predicted time; per category whether the recommended setting measured at least as
-fast as the default where the prediction said so. Methods tune cannot replay (universal decoding with SmolLM2)
-are listed with the reason. The goal (issue 25): median absolute error ≤ 15 % per method.
+fastest predicted one (where the margin kept the default), the default and `--extra` more settings spread over the
+predicted ranking for real (between two baselines). Printed per setting and prompt: predicted and measured time and
+their ratio (and whether the counts matched); per measured setting over all prompts its predicted and measured
+speedup; the predicted gain of the recommended and of the fastest predicted setting over the default, and the
+margin a gain must exceed to be recommended; per method the median absolute error of the predicted time; per
+category whether a recommended setting other than the default measured at least as fast as the default. Methods
+tune cannot replay (universal decoding with SmolLM2) are listed with the reason. `--json PATH` writes everything
+printed, and the same figures as data. The goal (issue 25): median absolute error ≤ 15 % per method.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -48,10 +53,10 @@ def method_request(name: str, prompt: str, args: argparse.Namespace) -> RunReque
 
 
 def chosen_settings(result: TuneResult, extra: int) -> list:
-    """The recommended setting, the default, and `extra` more spread over the predicted ranking."""
+    """The recommended setting, the fastest predicted one, the default, and `extra` more spread over the predicted
+    ranking."""
     ranked = sorted((r for r in result.overall() if r.predicted), key=lambda r: -(r.predicted.speedup or 0))
-    best = result.best()
-    picks = [best.setting] if best else []
+    picks = [r.setting for r in (result.recommended(), result.best()) if r is not None]
     picks.append(result.default())
     if extra and len(ranked) > 1:
         step = (len(ranked) - 1) / extra
@@ -69,18 +74,20 @@ def main() -> None:
     parser.add_argument("--extra", type=int, default=2, help="settings measured beside the recommended and default")
     parser.add_argument("--exit-layer", type=int, default=9, help="early exit: the drafter's layers")
     parser.add_argument("--methods", default="", help="comma-separated; default: every method tune replays")
+    parser.add_argument("--json", default="", help="also write everything printed (and the figures) to this JSON file")
     args = parser.parse_args()
 
     names = [m for m in (args.methods.split(",") if args.methods else METHODS) if m]
     tunable = [m for m in names if not_tunable_reason(m) is None]
     for m in names:
         if m not in tunable:
-            print(f"{m}: not tuned ({localize(not_tunable_reason(m))})")
+            say(f"{m}: not tuned ({localize(not_tunable_reason(m))})")
     if "universal" in names:
-        print(f"  (universal decoding would draft with {DEFAULT_UNIVERSAL_ASSISTANT})")
+        say(f"  (universal decoding would draft with {DEFAULT_UNIVERSAL_ASSISTANT})")
     categories = [c for c in args.categories.split(",") if c]
     errors: dict[str, list[float]] = {m: [] for m in tunable}
     verdicts: list[str] = []
+    record: dict = {"args": vars(args), "not_tuned": [m for m in names if m not in tunable], "categories": []}
     started = time.perf_counter()
     for name in tunable:
         for category in categories:
@@ -89,39 +96,95 @@ def main() -> None:
                                   ngram_sizes=(1, 2, 3), schedules=("constant", "heuristic"), thresholds=(0.0, 0.4))
             result = tune(request, prompts, STORE)
             verify(result, STORE, settings=chosen_settings(result, args.extra))
-            meta = result.meta
-            print(f"\n{name} · {category} · {len(prompts)} prompt(s) · {result.prompts[0].env.get('dtype')} · "
-                  f"times reliable: {meta.get('times_reliable')} · measured reliable: {meta.get('measured_reliable')} "
-                  f"(baseline after/before {meta.get('measured_pace_change', 1.0):.2f})")
-            print(f"  {'setting':44} {'prompt':>6} {'predicted':>10} {'measured':>10} {'ratio':>6}  counts")
-            for k, p in enumerate(result.prompts):
-                for row in p.rows:
-                    if row.measured is None or row.predicted is None:
-                        continue
-                    ratio = row.predicted.time_s / row.measured.time_s
-                    errors[name].append(abs(ratio - 1))
-                    same = "equal" if row.predicted.counts() == row.measured.counts() else \
-                        f"{row.predicted.counts()} vs {row.measured.counts()}"
-                    print(f"  {row.setting.label[:44]:44} {k + 1:>6} {row.predicted.time_s:>9.3f}s "
-                          f"{row.measured.time_s:>9.3f}s {ratio:>6.2f}  {same}")
-            best, default = result.best(), result.default()
-            if best is not None and best.setting != default:
-                predicted_default = next(r for r in result.overall() if r.setting == default).predicted
-                says_faster = predicted_default is None or best.predicted.speedup > (predicted_default.speedup or 0)
-                if says_faster:
-                    fast, slow = result.measured[best.setting].time_s, result.measured[default].time_s
-                    verdicts.append(f"{name} · {category}: recommended {best.setting.label} measured "
-                                    f"{fast:.3f} s vs default {slow:.3f} s: "
-                                    f"{'at least as fast' if fast <= slow else 'SLOWER'}")
-    print("\nMedian absolute error of the predicted time (goal ≤ 15 %):")
+            entry = category_record(name, category, result, errors)
+            record["categories"].append(entry)
+            verdict = entry["verdict"]
+            if verdict:
+                verdicts.append(verdict)
+    say("\nMedian absolute error of the predicted time (goal ≤ 15 %):")
+    record["median_abs_error"] = {}
     for name, errs in errors.items():
         if errs:
-            print(f"  {name:16} {statistics.median(errs):6.1%} over {len(errs)} runs (max {max(errs):.1%})")
-    print("\nRecommended against default, where tune predicted the recommended faster:")
-    for line in verdicts or ["  (the recommended setting was the default everywhere)"]:
-        print("  " + line)
-    print(f"\n{time.perf_counter() - started:.0f} s in all")
+            record["median_abs_error"][name] = {"median": statistics.median(errs), "max": max(errs), "runs": len(errs)}
+            say(f"  {name:16} {statistics.median(errs):6.1%} over {len(errs)} runs (max {max(errs):.1%})")
+    say("\nRecommended against default, where tune recommended a setting other than the default:")
+    for line in verdicts or ["(the recommended setting was the default everywhere)"]:
+        say("  " + line)
+    record["seconds"] = time.perf_counter() - started
+    say(f"\n{record['seconds']:.0f} s in all")
+    record["lines"] = PRINTED
+    if args.json:
+        Path(args.json).write_text(json.dumps(record, indent=1, ensure_ascii=False), encoding="utf-8")
+        print(f"wrote {args.json}")
 
+
+PRINTED: list[str] = []
+
+
+def say(line: str) -> None:
+    """Print a line and keep it for the JSON (which holds everything printed)."""
+    print(line, flush=True)
+    PRINTED.extend(line.split("\n"))
+
+
+def category_record(name: str, category: str, result: TuneResult, errors: dict[str, list[float]]) -> dict:
+    """Print one method × category: each measured run, each measured setting's predicted and measured speedup over
+    all prompts, and the recommendation's predicted gain over the default; return the same as data."""
+    meta = result.meta
+    say(f"\n{name} · {category} · {len(result.prompts)} prompt(s) · {result.prompts[0].env.get('dtype')} · "
+        f"times reliable: {meta.get('times_reliable')} · measured reliable: {meta.get('measured_reliable')} "
+        f"(baseline after/before {meta.get('measured_pace_change', 1.0):.2f})")
+    say(f"  {'setting':44} {'prompt':>6} {'predicted':>10} {'measured':>10} {'ratio':>6}  counts")
+    runs = []
+    for k, p in enumerate(result.prompts):
+        for row in p.rows:
+            if row.measured is None or row.predicted is None:
+                continue
+            ratio = row.predicted.time_s / row.measured.time_s
+            errors[name].append(abs(ratio - 1))
+            same = "equal" if row.predicted.counts() == row.measured.counts() else \
+                f"{row.predicted.counts()} vs {row.measured.counts()}"
+            runs.append({"setting": row.setting.label, "prompt": k + 1, "predicted_s": row.predicted.time_s,
+                         "measured_s": row.measured.time_s, "ratio": ratio,
+                         "predicted_counts": row.predicted.counts(), "measured_counts": row.measured.counts()})
+            say(f"  {row.setting.label[:44]:44} {k + 1:>6} {row.predicted.time_s:>9.3f}s "
+                f"{row.measured.time_s:>9.3f}s {ratio:>6.2f}  {same}")
+    best, recommended, default = result.best(), result.recommended(), result.default()
+    say(f"  {'setting, over all prompts':44} {'predicted speedup':>18} {'measured speedup':>17}")
+    speedups = []
+    for row in result.overall():
+        if row.measured is None or row.predicted is None:
+            continue
+        mark = " (recommended)" if recommended and row.setting == recommended.setting else ""
+        mark += " (default)" if row.setting == default else ""
+        mark += " (fastest predicted)" if best and row.setting == best.setting else ""
+        speedups.append({"setting": row.setting.label, "predicted_speedup": row.predicted.speedup,
+                         "measured_speedup": row.measured.speedup, "marks": mark.strip()})
+        say(f"  {row.setting.label[:44]:44} {row.predicted.speedup:>17.2f}× {row.measured.speedup:>16.2f}×{mark}")
+    gain, margin = result.predicted_gain(recommended), result.margin()
+    fastest_gain = result.predicted_gain(best)
+    say(f"  predicted gain of the recommended over the default: {gain:+.1%}; fastest predicted "
+        f"{best.setting.label if best else None} {fastest_gain:+.1%}; margin {margin:.1%}; "
+        f"clear win: {result.clear_win()}" if gain is not None and fastest_gain is not None else
+        "  predicted gain: none (the default has no predicted time)")
+    if best is not None and best.setting != default and best.setting in result.measured:
+        fast, slow = result.measured[best.setting].time_s, result.measured[default].time_s
+        say(f"  fastest predicted {best.setting.label} measured {fast:.3f} s vs default {slow:.3f} s "
+            f"(measured gain {slow / fast - 1:+.1%})")
+    verdict = None
+    if recommended is not None and recommended.setting != default:
+        fast, slow = result.measured[recommended.setting].time_s, result.measured[default].time_s
+        verdict = (f"{name} · {category}: recommended {recommended.setting.label} (predicted {gain:+.1%}) measured "
+                   f"{fast:.3f} s vs default {slow:.3f} s: {'at least as fast' if fast <= slow else 'SLOWER'}")
+    return {"method": name, "category": category, "prompts": len(result.prompts), "dtype": result.prompts[0].env.get("dtype"),
+            "times_reliable": meta.get("times_reliable"), "measured_reliable": meta.get("measured_reliable"),
+            "measured_pace_change": meta.get("measured_pace_change"),
+            "pace_change": [p.calibration.pace_change for p in result.prompts],
+            "scale": [p.calibration.scale for p in result.prompts], "runs": runs, "speedups": speedups,
+            "recommended": recommended.setting.label if recommended else None,
+            "fastest_predicted": best.setting.label if best else None, "default": default.label,
+            "predicted_gain": gain, "fastest_predicted_gain": fastest_gain, "margin": margin,
+            "clear_win": result.clear_win(), "verdict": verdict}
 
 if __name__ == "__main__":
     main()

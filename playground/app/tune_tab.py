@@ -102,7 +102,7 @@ def run_tune(prompt: str, target: str | None, assistant: str | None,
         result = tune.tune(tune.TuneRequest(run=run, max_draft=draft), _prompts(run.prompt, more_prompts))
     except Exception as exc:  # one clear line for the user; the server keeps serving
         return _failed(exc, lang)
-    best = result.best()
+    best = result.recommended()
     message = t("tune.status.predicted", lang, n=len(result.overall()),
                 prompts=tune_report.tn_prompts(len(result.prompts), lang))
     if best:
