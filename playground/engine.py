@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy
 import torch
 import transformers
 from transformers import StoppingCriteria, StoppingCriteriaList
@@ -495,12 +496,24 @@ class _Setup:
     ms: float
 
 
+# The consumer's vocabulary-wide work runs in its own thread alone. An ATen op over more than GRAIN_SIZE (32,768)
+# elements starts an OpenMP team of the calling thread, which on a machine whose cores generation keeps busy fights
+# generation's own team: measured on two cores (1 Dec), an amax over one 262,144-entry row took 0.02 ms of CPU alone
+# and 19 ms of wall time (3.5 ms of CPU) with a team, a softmax over 6 rows 1.6 ms and 40 ms. So a softmax takes one
+# row at a time (one row's softmax is never split across threads) and the chunk maxima by numpy.
+
+
 def _softmax(logits: torch.Tensor | None, rows: int) -> torch.Tensor | None:
-    """The probabilities of the first `rows` rows of logits (float32; None where there are none). One softmax per
-    step and distribution: every figure of the step (the drafted token's p and q, the top-k lists) is read from it."""
+    """The probabilities of the first `rows` rows of logits (float32; None where there are none), one row at a time
+    (see _softmax's note above). One softmax per step and distribution: every figure of the step (the drafted token's p and q,
+    the top-k lists) is read from it."""
     if logits is None or rows <= 0:
         return None
-    return logits[:rows].float().softmax(dim=-1)
+    logits = logits[:rows].float()  # no copy: Transformers' scores are float32 already
+    probs = torch.empty_like(logits)
+    for row in range(probs.shape[0]):
+        torch.softmax(logits[row], dim=-1, out=probs[row])
+    return probs
 
 
 def _probs_of(probs: torch.Tensor | None, ids: list[int]) -> list[float] | None:
@@ -517,12 +530,40 @@ def _probs_of(probs: torch.Tensor | None, ids: list[int]) -> list[float] | None:
 # Instead each row's chunks of TOP_K_CHUNK entries get their maximum (one vectorised pass); the k-th largest chunk
 # maximum is a floor that at least k entries reach, so every entry of the top k reaches it and lies in a chunk whose
 # maximum does; the entries of those few chunks that reach the floor (a few dozen) are sorted in Python, ties to the
-# lower id. About 0.06 ms per row. Rows of at most SMALL_ROW entries (or k beyond their chunk count), and rows so flat
+# lower id. About 0.1 ms per row. Rows of at most SMALL_ROW entries (or k beyond their chunk count), and rows so flat
 # that more than MAX_CANDIDATES entries reach the floor, are sorted whole.
 TOP_K_CHUNK = 512
 SMALL_ROW = 16 * TOP_K_CHUNK
 MAX_CANDIDATES = 4096
 _SMALLEST_POSITIVE = float(torch.nextafter(torch.zeros(()), torch.ones(())))  # p > 0 ⇔ p ≥ this
+
+
+def _candidates(row: torch.Tensor, k: int) -> tuple[list[float], list[int]]:
+    """The entries of a probability row that reach its floor (see above), as (probabilities, ids), ids ascending:
+    every entry of the row's top k is among them. Computed in this thread alone (see the note above _softmax): by
+    numpy on the CPU, whose reductions, partitions and fancy indexing never start threads (torch's topk, indexing
+    and nonzero do, from a few thousand entries on), else by torch (a GPU has no OpenMP team to compete with)."""
+    width = row.shape[0]
+    whole = width - width % TOP_K_CHUNK
+    if row.device.type == "cpu":
+        values = row.numpy()
+        maxima = values[:whole].reshape(-1, TOP_K_CHUNK).max(axis=-1)
+        if whole < width:
+            maxima = numpy.append(maxima, values[whole:].max())
+        floor = max(float(numpy.partition(maxima, len(maxima) - k)[len(maxima) - k]), _SMALLEST_POSITIVE)
+        ids = (numpy.flatnonzero(maxima >= floor)[:, None] * TOP_K_CHUNK + numpy.arange(TOP_K_CHUNK)).ravel()
+        ids = ids[ids < width]
+        hit = numpy.flatnonzero(values[ids] >= floor)
+        return values[ids[hit]].tolist(), ids[hit].tolist()
+    maxima = row[:whole].view(-1, TOP_K_CHUNK).amax(dim=-1)
+    if whole < width:
+        maxima = torch.cat([maxima, row[whole:].amax(dim=0, keepdim=True)])
+    floor = max(float(maxima.topk(k).values[-1]), _SMALLEST_POSITIVE)
+    ids = ((maxima >= floor).nonzero().squeeze(1).unsqueeze(1) * TOP_K_CHUNK
+           + torch.arange(TOP_K_CHUNK, device=row.device)).reshape(-1)
+    ids = ids[ids < width]
+    hit = ids[row[ids] >= floor]
+    return row[hit].tolist(), hit.tolist()
 
 
 def _ranked(values: list[float], ids: list[int]) -> list[Ranked]:
@@ -532,35 +573,26 @@ def _ranked(values: list[float], ids: list[int]) -> list[Ranked]:
     return [r for n, r in enumerate(ranked) if n == 0 or r.prob > 0]
 
 
-def _top_rows(probs: torch.Tensor, k: int) -> list[list[Ranked]]:
-    """The k most probable tokens of each row of `probs` (2-D), most probable first, ties to the lower id (as
-    argmax, and so greedy decoding, picks), zeros left out (`_ranked`). Texts are filled in by the consumer."""
-    rows, width = probs.shape
+def _top_row(row: torch.Tensor, k: int) -> list[Ranked]:
+    """The k most probable tokens of a probability row, most probable first, ties to the lower id (as argmax, and so
+    greedy decoding, picks), zeros left out (`_ranked`). Texts are filled in by the consumer."""
+    width = row.shape[0]
     k = min(k, width)
-    if rows and width > SMALL_ROW and k <= width // TOP_K_CHUNK:
-        whole = width - width % TOP_K_CHUNK
-        maxima = probs[:, :whole].unfold(1, TOP_K_CHUNK, TOP_K_CHUNK).amax(dim=-1)
-        if whole < width:
-            maxima = torch.cat([maxima, probs[:, whole:].amax(dim=-1, keepdim=True)], dim=1)
-        floor = maxima.topk(k, dim=-1).values[:, -1:].clamp(min=_SMALLEST_POSITIVE)  # zeros are never listed
-        row, chunk = (maxima >= floor).nonzero(as_tuple=True)  # the chunks that reach their row's floor
-        ids = chunk.unsqueeze(1) * TOP_K_CHUNK + torch.arange(TOP_K_CHUNK, device=probs.device)
-        values = probs[row.unsqueeze(1), ids.clamp(max=width - 1)]
-        hit = ((values >= floor[row]) & (ids < width)).nonzero(as_tuple=True)
-        if hit[0].numel() <= MAX_CANDIDATES:
-            found: list[list[tuple[float, int]]] = [[] for _ in range(rows)]
-            for r, v, i in zip(row[hit[0]].tolist(), values[hit].tolist(), ids[hit].tolist()):
-                found[r].append((-v, i))
-            tops = []
-            for r, entries in enumerate(found):
-                if not entries:  # no entry is a positive number (NaN scores): the row's argmax stands alone
-                    first = int(probs[r].argmax())
-                    entries = [(-float(probs[r, first]), first)]
-                best = sorted(entries)[:k]
-                tops.append(_ranked([-v for v, _ in best], [i for _, i in best]))
-            return tops
-    values, ids = probs.sort(dim=-1, descending=True, stable=True)
-    return [_ranked(v, i) for v, i in zip(values[:, :k].tolist(), ids[:, :k].tolist())]
+    if width > SMALL_ROW and k <= width // TOP_K_CHUNK:
+        values, ids = _candidates(row, k)  # NaN (overflowed scores) reaches no floor: none
+        if len(ids) <= MAX_CANDIDATES:
+            entries = sorted(zip((-v for v in values), ids))[:k]
+            if not entries:  # no entry is a positive number (NaN scores): the row's argmax stands alone
+                first = int(row.argmax())
+                entries = [(-float(row[first]), first)]
+            return _ranked([-v for v, _ in entries], [i for _, i in entries])
+    values, ids = row.sort(descending=True, stable=True)
+    return _ranked(values[:k].tolist(), ids[:k].tolist())
+
+
+def _top_rows(probs: torch.Tensor, k: int) -> list[list[Ranked]]:
+    """`_top_row` of each row of `probs` (2-D), one row at a time (see the note above _softmax)."""
+    return [_top_row(probs[row], k) for row in range(probs.shape[0])]
 
 
 def _refused_at(drafted: list[int], emitted: list[int]) -> int | None:
