@@ -838,11 +838,8 @@ class _Recorder:
     def forward_pre_hook(self, module: Any, args: Any) -> None:
         self.begin_step()
 
-    def tap_scores(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        """The last logits processor of plain decoding: keeps a reference to the scores the token is picked from
-        (after every processor and warper; nothing is copied or computed here)."""
-        self._scores = scores
-        return scores
+    def tap_scores(self) -> "_ScoresTap":
+        return _ScoresTap(self)
 
     def streamer(self, prompt_len: int) -> BaseStreamer:
         recorder = self
@@ -887,6 +884,21 @@ def _instrumented(model: Any, recorder: _Recorder) -> Iterator[None]:
         del model._get_candidate_generator
 
 
+class _ScoresTap:
+    """The last logits processor of plain decoding: keeps a reference to the scores the token is picked from (after
+    every processor and warper; nothing is copied or computed here). An object with a `__call__`, not a bound
+    method: Transformers reads every processor's signature each step (`inspect.signature(processor.__call__)`), and
+    a bound method's `__call__` is a method-wrapper whose signature Python parses from text with its tokenizer
+    (about 270 Python calls a step, counted by `tests/overhead.py --profile`)."""
+
+    def __init__(self, recorder: "_Recorder"):
+        self.recorder = recorder
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        self.recorder._scores = scores
+        return scores
+
+
 @contextlib.contextmanager
 def _step_starts_at_forward(model: Any, recorder: _Recorder) -> Iterator[None]:
     """Plain decoding: each target forward begins a step, and the recorder's tap is the last logits processor, after
@@ -896,7 +908,7 @@ def _step_starts_at_forward(model: Any, recorder: _Recorder) -> Iterator[None]:
 
     def processors(*args: Any, **kwargs: Any) -> LogitsProcessorList:
         built = factory(model, *args, **kwargs)
-        built.append(recorder.tap_scores)
+        built.append(recorder.tap_scores())
         return built
 
     model._get_logits_processor = processors

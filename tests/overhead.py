@@ -86,7 +86,7 @@ def _calls(stats: pstats.Stats) -> dict[str, tuple[int, float]]:
 
 def _vocab_wide(calls: dict[str, tuple[int, float]], steps: int) -> str:
     found = {key: n for key, (n, _) in calls.items()
-             if key.startswith("<") and any(f"'{op}'" in key or f".{op}>" in key for op in VOCAB_WIDE)}
+             if key.startswith("<") and "builtins" not in key and any(f"'{op}'" in key or f".{op}>" in key for op in VOCAB_WIDE)}
     return ", ".join(f"{key.split(chr(39))[1] if chr(39) in key else key} {n / steps:.1f}"
                      for key, n in sorted(found.items(), key=lambda item: -item[1])) or "none"
 
