@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy
 import torch
 import transformers
 from transformers import StoppingCriteria, StoppingCriteriaList
@@ -507,9 +508,12 @@ class _Raw:
     verify_ms: float
     q_logits: torch.Tensor | None  # draft logits, one row per drafted token
     p_logits: torch.Tensor | None  # the target's processed logits, rows aligned with the drafts
-    q: list[float] | None = None  # already computed (only when the consumer fell far behind; see _Recorder)
+    # What `_digest` makes of the logits: the drafted tokens' q and p, the microscope's top-k lists without texts
+    # (by the consumer, or by the worker when the consumer fell far behind; see _Recorder).
+    q: list[float] | None = None
     p: list[float] | None = None
-    dists: list[Position] | None = None  # likewise: the microscope's top-k, without texts
+    dists: list[Position] | None = None
+    digested: bool = False
 
 
 @dataclass
@@ -524,27 +528,103 @@ class _Setup:
     ms: float
 
 
-def _token_probs(logits: torch.Tensor | None, ids: list[int]) -> list[float] | None:
-    """Probability of each given id under each row of logits (rows aligned with ids)."""
-    if logits is None or not ids:
+# The consumer's vocabulary-wide work runs in its own thread alone. An ATen op over more than GRAIN_SIZE (32,768)
+# elements starts an OpenMP team of the calling thread, which on a machine whose cores generation keeps busy fights
+# generation's own team: measured on two cores (1 Dec), an amax over one 262,144-entry row took 0.02 ms of CPU alone
+# and 19 ms of wall time (3.5 ms of CPU) with a team, a softmax over 6 rows 1.6 ms and 40 ms. So a softmax takes one
+# row at a time (one row's softmax is never split across threads) and the chunk maxima by numpy.
+
+
+def _softmax(logits: torch.Tensor | None, rows: int) -> torch.Tensor | None:
+    """The probabilities of the first `rows` rows of logits (float32; None where there are none), one row at a time
+    (see _softmax's note above). One softmax per step and distribution: every figure of the step (the drafted token's p and q,
+    the top-k lists) is read from it."""
+    if logits is None or rows <= 0:
         return None
-    rows = logits[: len(ids)].float()
-    index = torch.tensor(ids, device=rows.device).unsqueeze(1)
-    probs = (rows.gather(1, index).squeeze(1) - rows.logsumexp(dim=-1)).exp()
-    return [float(x) if x == x else 0.0 for x in probs.tolist()]
+    logits = logits[:rows].float()  # no copy: Transformers' scores are float32 already
+    probs = torch.empty_like(logits)
+    for row in range(probs.shape[0]):
+        torch.softmax(logits[row], dim=-1, out=probs[row])
+    return probs
 
 
-def _prob(value: torch.Tensor) -> float:
-    """One probability as a float in [0, 1] (float32 rounding can put a sum a hair outside)."""
-    return min(1.0, max(0.0, float(value)))
+def _probs_of(probs: torch.Tensor | None, ids: list[int]) -> list[float] | None:
+    """Probability of each given id under each row of probs (rows aligned with ids; NaN, from overflowed scores,
+    read as 0)."""
+    if probs is None or not ids:
+        return None
+    picked = probs[: len(ids)].gather(1, torch.tensor(ids, device=probs.device).unsqueeze(1)).squeeze(1)
+    return [min(1.0, max(0.0, x)) if x == x else 0.0 for x in picked.tolist()]
 
 
-def _top(probs: torch.Tensor, k: int) -> list[Ranked]:
-    """The k most probable tokens of one probability row, most probable first (tokens of probability 0, which a
-    warper removed, left out; the most probable one is always kept). Texts are filled in by the consumer."""
-    values, ids = probs.topk(min(k, probs.shape[-1]))
-    ranked = [Ranked(int(i), min(1.0, max(0.0, v))) for v, i in zip(values.tolist(), ids.tolist())]
+# Top-k of a vocabulary-wide row without torch.topk, which on the CPU copies the row into (value, index) pairs and
+# sorts them partially: about 0.5 ms per row of Gemma's 262,144 entries on one core (1 Dec), half of a whole softmax.
+# Instead each row's chunks of TOP_K_CHUNK entries get their maximum (one vectorised pass); the k-th largest chunk
+# maximum is a floor that at least k entries reach, so every entry of the top k reaches it and lies in a chunk whose
+# maximum does; the entries of those few chunks that reach the floor (a few dozen) are sorted in Python, ties to the
+# lower id. About 0.1 ms per row. Rows of at most SMALL_ROW entries (or k beyond their chunk count), and rows so flat
+# that more than MAX_CANDIDATES entries reach the floor, are sorted whole.
+TOP_K_CHUNK = 512
+SMALL_ROW = 16 * TOP_K_CHUNK
+MAX_CANDIDATES = 4096
+_SMALLEST_POSITIVE = float(torch.nextafter(torch.zeros(()), torch.ones(())))  # p > 0 ⇔ p ≥ this
+
+
+def _candidates(row: torch.Tensor, k: int) -> tuple[list[float], list[int]]:
+    """The entries of a probability row that reach its floor (see above), as (probabilities, ids), ids ascending:
+    every entry of the row's top k is among them. Computed in this thread alone (see the note above _softmax): by
+    numpy on the CPU, whose reductions, partitions and fancy indexing never start threads (torch's topk, indexing
+    and nonzero do, from a few thousand entries on), else by torch (a GPU has no OpenMP team to compete with)."""
+    width = row.shape[0]
+    whole = width - width % TOP_K_CHUNK
+    if row.device.type == "cpu":
+        values = row.numpy()
+        maxima = values[:whole].reshape(-1, TOP_K_CHUNK).max(axis=-1)
+        if whole < width:
+            maxima = numpy.append(maxima, values[whole:].max())
+        floor = max(float(numpy.partition(maxima, len(maxima) - k)[len(maxima) - k]), _SMALLEST_POSITIVE)
+        ids = (numpy.flatnonzero(maxima >= floor)[:, None] * TOP_K_CHUNK + numpy.arange(TOP_K_CHUNK)).ravel()
+        ids = ids[ids < width]
+        hit = numpy.flatnonzero(values[ids] >= floor)
+        return values[ids[hit]].tolist(), ids[hit].tolist()
+    maxima = row[:whole].view(-1, TOP_K_CHUNK).amax(dim=-1)
+    if whole < width:
+        maxima = torch.cat([maxima, row[whole:].amax(dim=0, keepdim=True)])
+    floor = max(float(maxima.topk(k).values[-1]), _SMALLEST_POSITIVE)
+    ids = ((maxima >= floor).nonzero().squeeze(1).unsqueeze(1) * TOP_K_CHUNK
+           + torch.arange(TOP_K_CHUNK, device=row.device)).reshape(-1)
+    ids = ids[ids < width]
+    hit = ids[row[ids] >= floor]
+    return row[hit].tolist(), hit.tolist()
+
+
+def _ranked(values: list[float], ids: list[int]) -> list[Ranked]:
+    """A top-k list from probabilities and ids in rank order: probabilities clamped to [0, 1] (float32 rounding can
+    put one a hair outside), tokens of probability 0 (removed by a warper) left out, the first always kept."""
+    ranked = [Ranked(int(i), min(1.0, max(0.0, v))) for v, i in zip(values, ids)]
     return [r for n, r in enumerate(ranked) if n == 0 or r.prob > 0]
+
+
+def _top_row(row: torch.Tensor, k: int) -> list[Ranked]:
+    """The k most probable tokens of a probability row, most probable first, ties to the lower id (as argmax, and so
+    greedy decoding, picks), zeros left out (`_ranked`). Texts are filled in by the consumer."""
+    width = row.shape[0]
+    k = min(k, width)
+    if width > SMALL_ROW and k <= width // TOP_K_CHUNK:
+        values, ids = _candidates(row, k)  # NaN (overflowed scores) reaches no floor: none
+        if len(ids) <= MAX_CANDIDATES:
+            entries = sorted(zip((-v for v in values), ids))[:k]
+            if not entries:  # no entry is a positive number (NaN scores): the row's argmax stands alone
+                first = int(row.argmax())
+                entries = [(-float(row[first]), first)]
+            return _ranked([-v for v, _ in entries], [i for _, i in entries])
+    values, ids = row.sort(descending=True, stable=True)
+    return _ranked(values[:k].tolist(), ids[:k].tolist())
+
+
+def _top_rows(probs: torch.Tensor, k: int) -> list[list[Ranked]]:
+    """`_top_row` of each row of `probs` (2-D), one row at a time (see the note above _softmax)."""
+    return [_top_row(probs[row], k) for row in range(probs.shape[0])]
 
 
 def _refused_at(drafted: list[int], emitted: list[int]) -> int | None:
@@ -557,47 +637,66 @@ def _refused_at(drafted: list[int], emitted: list[int]) -> int | None:
     return len(emitted) - 1 if emitted and len(emitted) <= len(drafted) else None
 
 
-def _step_dists(raw: "_Raw", k: int, sample: bool, ensemble_weight: float | None) -> list[Position] | None:
+def _step_dists(drafted: list[int], emitted: list[int], p: torch.Tensor | None, q: torch.Tensor | None, k: int,
+                sample: bool, ensemble_weight: float | None) -> list[Position] | None:
     """The step microscope's records of one step: per emitted token, the top-k of the target's row that decided it
     (p: softmax of the very scores Transformers decided with, after its logits processors), of the drafter's row (q:
     softmax of the candidate logits Transformers received, warped twice under sampling), of ensemble verification's
     mixture v = w·p + (1−w)·q, and at the refused position under sampling with q the residual max(0, p − q)
     normalised the correction was drawn from (Transformers' `_speculative_sampling`; ensemble: the same, since
-    max(0, v − q) = w·max(0, p − q), or p itself where the residual is numerically zero). Only k-sized lists leave
-    this function."""
-    if k <= 0 or raw.p_logits is None:
+    max(0, v − q) = w·max(0, p − q), or p itself where the residual is numerically zero). `p`, `q`: the step's
+    probability rows (`_softmax`). Only k-sized lists leave this function."""
+    if k <= 0 or p is None:
         return None
-    drafted = raw.drafted.tolist() if raw.drafted is not None else []
-    emitted = raw.emitted.tolist()
     rows = len(emitted)
-    p = raw.p_logits[:rows].float().softmax(dim=-1)
-    q_logits = raw.q_logits
-    q = q_logits[: min(rows, len(drafted))].float().softmax(dim=-1) if q_logits is not None and drafted else None
+    p = p[:rows]
+    q = q[: min(rows, len(drafted))] if q is not None and drafted else None
     if q is not None and q.shape[-1] != p.shape[-1]:
         q = None  # not comparable token for token (Transformers could not compare them either)
     refused = _refused_at(drafted, emitted) if sample and q is not None else None
+    judged = min(rows, len(drafted))
+    p_top, p_emitted = _top_rows(p, k), _probs_of(p, emitted)
+    p_drafted = _probs_of(p, drafted[:judged]) or []
+    q_top, q_drafted = [], []
+    if q is not None:
+        q_top, q_drafted = _top_rows(q, k), _probs_of(q, drafted[: q.shape[0]]) or []
+    if q is not None and ensemble_weight is not None:
+        v = ensemble_weight * p[: q.shape[0]] + (1 - ensemble_weight) * q
+        v_top, v_drafted = _top_rows(v, k), _probs_of(v, drafted[: q.shape[0]]) or []
     positions = []
     for i in range(rows):
-        position = Position(p=_top(p[i], k), p_emitted=_prob(p[i, emitted[i]]))
-        if i < len(drafted):
+        position = Position(p=p_top[i], p_emitted=p_emitted[i])
+        if i < judged:
             token = drafted[i]
-            position.p_drafted = _prob(p[i, token])
+            position.p_drafted = p_drafted[i]
             if q is not None and i < q.shape[0]:
-                position.q = _top(q[i], k)
-                position.q_drafted = _prob(q[i, token])
+                position.q, position.q_drafted = q_top[i], q_drafted[i]
                 if ensemble_weight is not None:
-                    v = ensemble_weight * p[i] + (1 - ensemble_weight) * q[i]
-                    position.v, position.v_drafted = _top(v, k), _prob(v[token])
+                    position.v, position.v_drafted = v_top[i], v_drafted[i]
                 if i == refused:
                     residual = (p[i] - q[i]).clamp(min=0)
                     total = float(residual.sum())
                     if ensemble_weight is not None and total <= torch.finfo(residual.dtype).tiny:
                         residual, total = p[i], 1.0
                     if total > 0:
-                        position.residual = _top(residual / total, k)
-                        position.residual_emitted = _prob(residual[emitted[i]] / total)
+                        residual = (residual / total).unsqueeze(0)
+                        position.residual = _top_rows(residual, k)[0]
+                        position.residual_emitted = _probs_of(residual, [emitted[i]])[0]
         positions.append(position)
     return positions
+
+
+def _digest(raw: "_Raw", k: int, sample: bool, ensemble_weight: float | None) -> None:
+    """Turn a step's logits into what the trace keeps (the drafted tokens' q and p, the microscope's top-k lists)
+    and let go of the logits."""
+    drafted = raw.drafted.tolist() if raw.drafted is not None else []
+    emitted = raw.emitted.tolist()
+    p = _softmax(raw.p_logits, max(len(drafted), len(emitted) if k > 0 else 0))
+    q = _softmax(raw.q_logits, len(drafted))
+    raw.q, raw.p = _probs_of(q, drafted), _probs_of(p, drafted)
+    raw.dists = _step_dists(drafted, emitted, p, q, k, sample, ensemble_weight)
+    raw.q_logits = raw.p_logits = None
+    raw.digested = True
 
 
 def _device_sync(model: Any) -> Callable[[], None]:
@@ -695,11 +794,11 @@ class _Recorder:
     """
 
     def __init__(self, out: "queue.Queue[Any]", sync: Callable[[], None], watch: _ScoreWatch,
-                 dists: Callable[[_Raw], list[Position] | None] = lambda raw: None):
+                 digest: Callable[[_Raw], None] = lambda raw: None):
         self.out = out
         self.sync = sync
         self.watch = watch  # told when the drafter runs (its scores are not the target's)
-        self.dists = dists  # the microscope's top-k of a step (only used here when the consumer fell far behind)
+        self.digest = digest  # a step's logits to figures (only used here when the consumer fell far behind)
         self._scores: torch.Tensor | None = None  # plain decoding: the scores the last token was picked from
         self.started = 0.0  # set by the caller right before generate()
         self._step_start: float | None = None
@@ -763,11 +862,8 @@ class _Recorder:
             self._decided = self._stamp()
             raw = _Raw(self._draft, input_ids[0, self._cur_len:].clone(), input_ids.shape[1], self._draft_ms,
                        (self._decided - self._draft_end) * 1000, self._q, scores[0])
-            if self.out.qsize() > MAX_PENDING_LOGITS and self._draft is not None:
-                ids = self._draft.tolist()
-                raw.q, raw.p = _token_probs(raw.q_logits, ids), _token_probs(raw.p_logits, ids)
-                raw.dists = self.dists(raw)
-                raw.q_logits = raw.p_logits = None
+            if self.out.qsize() > MAX_PENDING_LOGITS:
+                self.digest(raw)
             self.out.put(raw)
             self._draft = self._q = None
             return update(input_ids, scores, num_matches)
@@ -780,11 +876,8 @@ class _Recorder:
     def forward_pre_hook(self, module: Any, args: Any) -> None:
         self.begin_step()
 
-    def tap_scores(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        """The last logits processor of plain decoding: keeps a reference to the scores the token is picked from
-        (after every processor and warper; nothing is copied or computed here)."""
-        self._scores = scores
-        return scores
+    def tap_scores(self) -> "_ScoresTap":
+        return _ScoresTap(self)
 
     def streamer(self, prompt_len: int) -> BaseStreamer:
         recorder = self
@@ -805,7 +898,7 @@ class _Recorder:
                 scores, recorder._scores = recorder._scores, None
                 raw = _Raw(None, tokens, self.total, 0.0, verify_ms, None, scores)
                 if scores is not None and recorder.out.qsize() > MAX_PENDING_LOGITS:
-                    raw.dists, raw.p_logits = recorder.dists(raw), None
+                    recorder.digest(raw)
                 recorder.out.put(raw)
 
             def end(self) -> None:
@@ -829,6 +922,21 @@ def _instrumented(model: Any, recorder: _Recorder) -> Iterator[None]:
         del model._get_candidate_generator
 
 
+class _ScoresTap:
+    """The last logits processor of plain decoding: keeps a reference to the scores the token is picked from (after
+    every processor and warper; nothing is copied or computed here). An object with a `__call__`, not a bound
+    method: Transformers reads every processor's signature each step (`inspect.signature(processor.__call__)`), and
+    a bound method's `__call__` is a method-wrapper whose signature Python parses from text with its tokenizer
+    (about 270 Python calls a step, counted by `tests/overhead.py --profile`)."""
+
+    def __init__(self, recorder: "_Recorder"):
+        self.recorder = recorder
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        self.recorder._scores = scores
+        return scores
+
+
 @contextlib.contextmanager
 def _step_starts_at_forward(model: Any, recorder: _Recorder) -> Iterator[None]:
     """Plain decoding: each target forward begins a step, and the recorder's tap is the last logits processor, after
@@ -838,7 +946,7 @@ def _step_starts_at_forward(model: Any, recorder: _Recorder) -> Iterator[None]:
 
     def processors(*args: Any, **kwargs: Any) -> LogitsProcessorList:
         built = factory(model, *args, **kwargs)
-        built.append(recorder.tap_scores)
+        built.append(recorder.tap_scores())
         return built
 
     model._get_logits_processor = processors
@@ -939,7 +1047,7 @@ class LiveRun:
     def _attempt(self) -> None:
         prepared = self.prepared
         model = prepared.target.model
-        recorder = _Recorder(self._queue, _device_sync(model), self._watch, self._raw_dists)
+        recorder = _Recorder(self._queue, _device_sync(model), self._watch, self._digest)
         kwargs = dict(prepared.generate_kwargs)
         kwargs["stopping_criteria"] = StoppingCriteriaList([self._stop])
         try:
@@ -1026,8 +1134,8 @@ class LiveRun:
             pass
         return self.trace
 
-    def _raw_dists(self, raw: _Raw) -> list[Position] | None:
-        return _step_dists(raw, self._top_k, self.prepared.request.sample, self._ensemble_weight)
+    def _digest(self, raw: _Raw) -> None:
+        _digest(raw, self._top_k, self.prepared.request.sample, self._ensemble_weight)
 
     def _token_text(self, token: int) -> str:
         """A top-k token's text as it reads after the prompt's last tokens (so a leading space shows), cached."""
@@ -1039,7 +1147,7 @@ class LiveRun:
 
     def _dists(self, raw: _Raw, refused: bool) -> list[Position] | None:
         """The microscope's positions of a step with their texts; the residual only where a draft was refused."""
-        dists = raw.dists if raw.dists is not None else self._raw_dists(raw)
+        dists = raw.dists
         for position in dists or ():
             if not refused:
                 position.residual = None
@@ -1072,8 +1180,9 @@ class LiveRun:
         cut = bool(emitted) and (emitted[-1] in prepared.eos_ids
                                  or raw.total_len - prepared.input_ids.shape[1] >= prepared.request.max_new_tokens)
         accepted, rejected, discarded, unverified = classify_step(drafted, emitted, cut)
-        q = raw.q if raw.q is not None else _token_probs(raw.q_logits, drafted)
-        p = raw.p if raw.p is not None else _token_probs(raw.p_logits, drafted)
+        if not raw.digested:
+            self._digest(raw)
+        q, p = raw.q, raw.p
         w = self._ensemble_weight
         mixture = [w * pk + (1 - w) * qk for pk, qk in zip(p, q)] if w is not None and p and q else None
         no_draft_reason = ""

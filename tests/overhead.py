@@ -6,19 +6,24 @@ Usage (the figures need a quiet machine):
     python tests/overhead.py bfloat16 --fresh 5                     # ... and 5 alternating pairs of fresh processes
     python tests/overhead.py float32 --tiny --fresh 5               # the tiny test models instead
     python tests/overhead.py bfloat16 --fresh 5 --max-new-tokens 96  # the issue-25 setting
+    python tests/overhead.py bfloat16 --profile                     # where the cost goes (not wall-clock)
 
 Warm: per method, 5 interleaved pairs after a warm-up in one process (both in worker threads); the median ratio
 of the instrumented run's time to plain generate()'s, tokens/s, and whether the outputs matched. Fresh: each pair
 is two new processes, alternating: the CLI (`python -m playground run --trace-out`, its generation time from the
 trace) and a process that prepares the same request and times one plain generate() (its first, as the CLI's is).
-Goals (issue 25): ≤ 1.03 warm and ≤ 1.05 fresh for baseline and prompt lookup on the bundled Gemma; ≤ 1.10 on the
+Profile: per method, one plain and one instrumented run under cProfile (the generating thread's calls, counted
+exactly, and its self time; the consumer thread's calls and CPU time per step), and how many vocabulary-wide torch
+calls each thread makes per step: evidence that does not depend on a quiet machine. Goals (issue 25): ≤ 1.03 warm and ≤ 1.05 fresh for baseline and prompt lookup on the bundled Gemma; ≤ 1.10 on the
 tiny models.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import statistics
 import subprocess
 import sys
@@ -63,6 +68,77 @@ def warm(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | Non
         print(f"warm {method} {trace.env.get('dtype')}: median ratio {statistics.median(ratios):.3f} "
               f"{[round(r, 3) for r in ratios]}; {s.new_tokens} tokens in {s.elapsed_s:.2f} s = "
               f"{s.tokens_per_s:.1f} tok/s, {s.tokens_per_step:.2f} tokens/step; outputs equal: {same}", flush=True)
+
+
+# torch calls that read a whole vocabulary row (or more) when given logits or probabilities.
+VOCAB_WIDE = ("softmax", "log_softmax", "logsumexp", "topk", "sort", "amax", "argmax", "max", "multinomial", "isfinite")
+
+
+def _calls(stats: pstats.Stats) -> dict[str, tuple[int, float]]:
+    """(calls, self seconds) per function, keyed by a short readable name."""
+    out: dict[str, tuple[int, float]] = {}
+    for (file, line, name), (_, calls, self_s, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        key = name if file == "~" else f"{Path(file).name}:{line}({name})"
+        before = out.get(key, (0, 0.0))
+        out[key] = (before[0] + calls, before[1] + self_s)
+    return out
+
+
+def _vocab_wide(calls: dict[str, tuple[int, float]], steps: int) -> str:
+    found = {key: n for key, (n, _) in calls.items()
+             if key.startswith("<") and "builtins" not in key and any(f"'{op}'" in key or f".{op}>" in key for op in VOCAB_WIDE)}
+    return ", ".join(f"{key.split(chr(39))[1] if chr(39) in key else key} {n / steps:.1f}"
+                     for key, n in sorted(found.items(), key=lambda item: -item[1])) or "none"
+
+
+def profile(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | None) -> None:
+    """The instrumented run against plain generate() by counting, not timing: calls on the generating thread
+    (cProfile, enabled inside generate() itself, whichever thread runs it), the consumer thread's calls and CPU."""
+    from playground.engine import LiveRun, RunRequest, plain_generate, prepare
+
+    for method, assistant, params in cases:
+        prepared = prepare(RunRequest(prompt=PROMPT, target=target, method=method, assistant=assistant, params=params,
+                                      max_new_tokens=new_tokens, dtype=dtype, chat=chat))
+        LiveRun(prepared).run()
+        plain_generate(prepared)
+        model = prepared.target.model
+        profiles: list[cProfile.Profile] = []
+
+        def generate(*args, _inner=model.generate, **kwargs):  # type: ignore[no-untyped-def]
+            profiler = cProfile.Profile()
+            profiles.append(profiler)
+            profiler.enable()
+            try:
+                return _inner(*args, **kwargs)
+            finally:
+                profiler.disable()
+
+        model.generate = generate
+        try:
+            plain_generate(prepared)
+            consumer = cProfile.Profile()
+            cpu = time.thread_time()
+            consumer.enable()
+            trace = LiveRun(prepared).run()
+            consumer.disable()
+            cpu = time.thread_time() - cpu
+        finally:
+            del model.generate
+        steps = len(trace.steps)
+        plain, instrumented = (_calls(pstats.Stats(p)) for p in profiles)
+        n_plain, n_instr = sum(n for n, _ in plain.values()), sum(n for n, _ in instrumented.values())
+        extra = sorted(((n - plain.get(key, (0, 0.0))[0], key) for key, (n, _) in instrumented.items()), reverse=True)
+        print(f"profile {method} {trace.env.get('dtype')}: {steps} steps, {trace.summary.new_tokens} tokens", flush=True)
+        print(f"  generating thread: {n_plain} calls plain, {n_instr} instrumented ({(n_instr - n_plain) / steps:+.1f} "
+              f"per step); vocabulary-wide per step: plain {_vocab_wide(plain, steps)}; instrumented "
+              f"{_vocab_wide(instrumented, steps)}")
+        print("  most added calls: " + ", ".join(f"{key} {n / steps:+.1f}" for n, key in extra[:8] if n > 0))
+        own = _calls(pstats.Stats(consumer))
+        own.pop("<method 'acquire' of '_thread.lock' objects>", None)  # waiting for the next step
+        busy = sorted(own.items(), key=lambda item: -item[1][1])
+        print(f"  consumer thread: {cpu / steps * 1000:.2f} ms CPU per step; vocabulary-wide per step: "
+              f"{_vocab_wide(own, steps)}; most self time: "
+              + ", ".join(f"{key} {s / steps * 1000:.2f} ms" for key, (_, s) in busy[:5]), flush=True)
 
 
 def _cli(target: str, method: str, assistant: str | None, params: dict, dtype: str, new_tokens: int,
@@ -117,6 +193,7 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="the tiny test models instead of the bundled Gemma")
     parser.add_argument("--fresh", type=int, default=0, help="pairs of fresh processes (CLI, plain generate())")
     parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--profile", action="store_true", help="count calls (cProfile) instead of timing runs")
     parser.add_argument("--plain-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.plain_child:
@@ -130,6 +207,9 @@ def main() -> None:
             cases = BUNDLED_CASES + [("speculative", models["noisy"], {"num_assistant_tokens": 4})]
         else:
             target, chat, cases = "bundled/gemma-3-270m", None, BUNDLED_CASES
+        if args.profile:
+            profile(target, cases, args.dtype, args.max_new_tokens, chat)
+            return
         warm(target, cases, args.dtype, args.max_new_tokens, chat)
         if args.fresh:
             fresh(target, cases, args.dtype, args.max_new_tokens, chat, args.fresh)

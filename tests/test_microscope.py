@@ -459,3 +459,34 @@ def test_a_consumer_far_behind_records_the_same_distributions(store, ckpt, monke
     assert behind.output_ids == usual.output_ids
     assert [s.dists for s in behind.steps] == [s.dists for s in usual.steps]
     assert case == "baseline" or any(p.residual for s in behind.steps for p in s.dists)
+
+
+def _sorted_top(row: torch.Tensor, k: int) -> list[tuple[int, float]]:
+    """The reference: the whole row sorted (stable, so ties keep the lower id first), zeros dropped after the first."""
+    values, ids = row.sort(descending=True, stable=True)
+    return [(i, v) for n, (v, i) in enumerate(zip(values[:k].tolist(), ids[:k].tolist())) if n == 0 or v > 0]
+
+
+@pytest.mark.parametrize("width", [262_144, 262_145, 151_936, 5_000])
+def test_the_top_k_of_a_vocabulary_wide_row_is_the_sorted_rows(width: int) -> None:
+    """The microscope's top-k (chunk maxima, a floor, the few entries above it) lists exactly what sorting the whole
+    row lists: ties to the lower id, as argmax (greedy decoding) picks them, zeros left out, a width that is not a
+    multiple of the chunk (its last, shorter chunk), rows in bfloat16's coarse steps (many ties), warped rows of few
+    non-zero entries, a flat row, a NaN row (overflowed scores: its first entry alone)."""
+    from playground.engine import _top_rows
+
+    generator = torch.Generator().manual_seed(width)
+    rows = [(torch.randn(width, generator=generator) * scale).bfloat16().float() for scale in (0.5, 3.0, 12.0)]
+    few = torch.full((width,), -float("inf"))
+    few[torch.randperm(width, generator=generator)[:3]] = 1.0  # three tied survivors of a top-k warper
+    rows += [few, torch.zeros(width), torch.full((width,), float("nan"))]
+    probs = torch.stack(rows).softmax(dim=-1)
+    tied = 0
+    for k in (1, 5, 10):
+        got = [[(r.id, r.prob) for r in ranked] for ranked in _top_rows(probs, k)]
+        for row, ranked in zip(probs[:-1], got[:-1]):
+            assert ranked == [(i, min(1.0, v)) for i, v in _sorted_top(row, k)]
+            assert ranked[0][0] == int(row.argmax())
+            tied += len({v for _, v in ranked}) < len(ranked)
+        assert got[-1] == [(0, 0.0)]  # NaN: nothing is a probability; the first entry stands alone, read as 0
+    assert tied, "the rows have ties in their top k (the tie rule is exercised)"
