@@ -1020,6 +1020,16 @@ async def _call_and_leave(url: str, tool: str, arguments: dict[str, Any], server
         pass
 
 
+def _run_apart(coroutine: Any) -> Any:
+    """`asyncio.run(coroutine)` in a thread of its own: a test earlier in the session (Playwright's sync API) can leave
+    an event loop running in the main thread, where asyncio.run refuses to start."""
+    import asyncio
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("tool, arguments", [
     ("compare", {"prompt": PROMPT, "methods": "prompt_lookup:prompt_lookup_num_tokens=3", "max_new_tokens": 448,
@@ -1031,12 +1041,10 @@ def test_an_mcp_call_stops_when_its_agent_disconnects(mcp_server: Server, models
     """A real MCP client starts a long tool call (Compare: 12 generations of 448 tokens; generate: 448 tokens) and
     disconnects once the server generates: the call stops (the server logs that the work ended, cut short, after
     its agent left), its generation threads end, and the next call is answered."""
-    import asyncio
-
     pytest.importorskip("mcp", reason="the gradio[mcp] extra (requirements.txt) is not installed")
     url = f"{mcp_server.url}gradio_api/mcp/"
     start = len(mcp_server.log.read_bytes())
-    asyncio.run(_call_and_leave(url, tool, {**arguments, "target": models["target"]}, mcp_server))
+    _run_apart(_call_and_leave(url, tool, {**arguments, "target": models["target"]}, mcp_server))
     line = _wait_for_log(mcp_server, f"MCP {tool} ", start, within_s=WAIT_S)
     assert line is not None, f"the {tool} call kept its work going after its agent left"
     assert f"MCP {tool} stopped" in line, line  # cut short, not run to its end
@@ -1052,7 +1060,7 @@ def test_an_mcp_call_stops_when_its_agent_disconnects(mcp_server: Server, models
                 return await session.call_tool("generate", {"prompt": PROMPT, "target": models["target"],
                                                             "max_new_tokens": 4, "dtype": "float32"})
 
-    answered = asyncio.run(short_call())
+    answered = _run_apart(short_call())
     assert not answered.isError, answered.content
     assert json.loads(answered.content[0].text)["summary"]["new_tokens"] == 4
 
