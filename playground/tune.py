@@ -895,6 +895,11 @@ class TuneResult:
     def default(self) -> Setting:
         return default_setting(self.request.run.method, self.request.run.params)
 
+    def default_row(self) -> Row | None:
+        """The default setting's row over all prompts (None where the sweep has none)."""
+        default = self.default()
+        return next((r for r in self.overall() if r.setting == default), None)
+
     def margin(self) -> float:
         """How much faster than the default a setting must be predicted before tune recommends it: the typical
         error of a predicted time (RECOMMEND_MARGIN) plus the largest change of the machine's pace under the
@@ -905,7 +910,7 @@ class TuneResult:
         """How much faster `row` (default: the fastest predicted) is predicted than the default: the default's
         predicted time ÷ its own, minus 1 (None where either has no predicted time)."""
         row = row or self.best()
-        default = next((r for r in self.overall() if r.setting == self.default()), None)
+        default = self.default_row()
         if row is None or default is None or default.predicted is None:
             return None
         if not row.predicted.time_s or not default.predicted.time_s:
@@ -919,7 +924,7 @@ class TuneResult:
         gain = self.predicted_gain(best)
         if best is None or gain is None or gain > self.margin():
             return best
-        return next(r for r in self.overall() if r.setting == self.default())
+        return self.default_row()
 
     def clear_win(self) -> bool:
         """Whether a setting other than the default is predicted faster by more than the margin."""
