@@ -17,7 +17,7 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from .i18n import DEFAULT_LANGUAGE, t
+from .i18n import DEFAULT_LANGUAGE, number, separators, t
 from .render import PALETTE
 from .trace import ACCEPTED, DISCARDED, REJECTED, UNVERIFIED, Step, Trace
 
@@ -54,6 +54,7 @@ def _layout(title: str, y_title: str, lang: str = DEFAULT_LANGUAGE, **extra: obj
         xaxis=dict(title=dict(text=t("chart.x.step", lang)), rangemode="tozero", **axis),
         yaxis=dict(title=dict(text=y_title), rangemode="tozero", **axis),
         uirevision="keep",  # keep the user's zoom while the figure grows
+        separators=separators(lang),  # axes and hover numbers with the language's decimal sign
     )
     layout.update(extra)
     return layout
@@ -216,9 +217,9 @@ def theory_figure(alpha: float | None = None, tau: float | None = None, gamma: f
     if gamma is not None and round(gamma, 1) not in {float(g) for g in gammas}:
         traces.append(dict(
             type="scatter", x=alphas, y=[round(expected_tokens_per_step(a, gamma), 4) for a in alphas], mode="lines",
-            name=t("chart.theory.mean_draft", lang, gamma=f"{gamma:.1f}", label=label),
+            name=t("chart.theory.mean_draft", lang, gamma=number(gamma, lang, ".1f"), label=label),
             line=dict(color=MEASURED, width=1.5, dash="dash"),
-            hovertemplate=t("chart.theory.hover_curve", lang, gamma=f"{gamma:.1f}") + "<extra></extra>",
+            hovertemplate=t("chart.theory.hover_curve", lang, gamma=number(gamma, lang, ".1f")) + "<extra></extra>",
         ))
     if alpha is not None and expected_tau is not None:
         traces.append(dict(
@@ -230,7 +231,7 @@ def theory_figure(alpha: float | None = None, tau: float | None = None, gamma: f
         traces.append(dict(
             type="scatter", x=[alpha], y=[round(tau, 4)], mode="markers+text", name=t("chart.theory.measured", lang, label=label),
             marker=dict(size=14, color=MEASURED, symbol="diamond", line=dict(color="white", width=1)),
-            text=[f"α {alpha:.0%}, τ {tau:.2f}"], textposition="middle right" if alpha < 0.75 else "middle left",
+            text=[f"α {number(alpha, lang, '.0%')}, τ {number(tau, lang)}"], textposition="middle right" if alpha < 0.75 else "middle left",
             textfont=dict(color=MEASURED, size=12),
             hovertemplate=t("chart.theory.hover_measured", lang) + "<extra></extra>",
         ))

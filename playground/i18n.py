@@ -16,7 +16,9 @@ the test lists, then add the code to `LANGUAGES` (and to `RTL` if it is written 
 from __future__ import annotations
 
 import json
+import math
 import re
+from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
@@ -48,6 +50,69 @@ def plural_categories(lang: str) -> tuple[str, ...]:
 def plural_category(lang: str, n: float) -> str:
     """CLDR plural category of a count in `lang` (e.g. ru 21 -> "one", 22 -> "few", 25 -> "many"; ar 0 -> "zero")."""
     return _plural_rule(normalize(lang))(abs(n))
+
+
+_NUMBER_SPEC = re.compile(r"^\.(\d)([fe%])$|^g$")
+
+
+@lru_cache(maxsize=None)
+def _number_pattern(lang: str, spec: str) -> Any:
+    """Babel's pattern for `spec` in `lang`: the language's own percent pattern (ru "45 %"), no grouping."""
+    from babel import Locale
+    from babel.numbers import parse_pattern
+
+    match = _NUMBER_SPEC.match(spec)
+    if not match:
+        raise ValueError(f"unsupported number spec {spec!r} (.Nf, .N%, .Ne or g)")
+    digits, kind = match.groups()
+    decimals = "." + "0" * int(digits) if digits and int(digits) else ""
+    if kind == "%":
+        shape = Locale.parse(lang).percent_formats[None].pattern.split(";")[0]
+        return parse_pattern(re.sub(r"[#0,.]+", "0" + decimals, shape, count=1))
+    if kind == "e":
+        return parse_pattern(f"0{decimals}E0")
+    return parse_pattern("0" + (decimals if kind == "f" else ".#####"))
+
+
+def number(value: float, lang: str = DEFAULT_LANGUAGE, spec: str = ".2f") -> str:
+    """A number as the visitor's language writes it, from CLDR's data (Babel): `spec` is the f-string spec it
+    replaces (".2f", ".0%", ".1e", "g"). Digits are Latin in every language (CLDR's "latn" numbering system and
+    its symbols: ru 1,23, ar 1.23); the page isolates them left to right where it places them in right-to-left text
+    (the catalogue's FSI…PDI, the microscope's <bdi>). No grouping, as the f-strings had none. A new language needs
+    no code here. Code (a `generate()` call, an HTML attribute) keeps Python's own formatting."""
+    code = normalize(lang)
+    if not math.isfinite(value):
+        return format(value, spec if spec != "g" else "g")
+    exact = Decimal(value)  # the float's exact value, so rounding is Python's own (half to even)
+    if spec.endswith("%"):  # Python multiplies the float by 100 before rounding; so do we (0.005 -> "0%")
+        exact = Decimal(value * 100).scaleb(-2)
+    elif spec == "g":
+        exact = Decimal(format(value, "g"))
+    return _number_pattern(code, spec).apply(exact, code, numbering_system="latn")
+
+
+def separators(lang: str = DEFAULT_LANGUAGE) -> str:
+    """Plotly's `layout.separators` for `lang` (its decimal sign, then its group sign, from CLDR's "latn" symbols), so
+    a chart's axes and hover numbers write decimals as the page's sentences do."""
+    from babel.numbers import get_decimal_symbol, get_group_symbol
+
+    code = normalize(lang)
+    return get_decimal_symbol(code, numbering_system="latn") + get_group_symbol(code, numbering_system="latn")
+
+
+class Number(str):
+    """A number among a `Message`'s fields: as a `str` its English text; `localize` writes it in the page's language."""
+
+    value: float
+    spec: str
+
+    def __new__(cls, value: float, spec: str = ".2f") -> "Number":
+        made = super().__new__(cls, number(value, DEFAULT_LANGUAGE, spec))
+        made.value, made.spec = value, spec
+        return made
+
+    def localized(self, lang: str = DEFAULT_LANGUAGE) -> str:
+        return number(self.value, lang, self.spec)
 
 
 @lru_cache(maxsize=None)
@@ -142,7 +207,7 @@ class Message(str):
 def localize(text: Any, lang: str = DEFAULT_LANGUAGE) -> Any:
     """A `Message` (or one of our errors, `errors.PlaygroundError`) in `lang`; any other value as it is (text
     that carries no key stays as written)."""
-    if isinstance(text, Message) or (isinstance(text, Exception) and callable(getattr(text, "localized", None))):
+    if isinstance(text, (Message, Number)) or (isinstance(text, Exception) and callable(getattr(text, "localized", None))):
         return text.localized(lang)
     return text
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Literal, Sequence
 
 from .errors import PlaygroundError
-from .i18n import DEFAULT_LANGUAGE, Message, t
+from .i18n import DEFAULT_LANGUAGE, Message, Number, t
 
 
 class MethodError(PlaygroundError):
@@ -76,7 +76,8 @@ class Param:
 
 
 def _fmt(x: float | None) -> str:
-    return "−∞" if x is None else (str(int(x)) if float(x).is_integer() else str(x))
+    """A bound of a parameter's range: a whole number as it is, a fraction as the page's language writes it."""
+    return "−∞" if x is None else (str(int(x)) if float(x).is_integer() else Number(float(x), "g"))
 
 
 @dataclass(frozen=True)
@@ -330,7 +331,8 @@ class Method:
         None for a lossless run."""
         weight = ensemble_weight(params)
         if weight is not None:
-            return Message.keyed("method.lossy.ensemble", weight=f"{weight:g}", rest=f"{1 - weight:.2g}")
+            return Message.keyed("method.lossy.ensemble", weight=Number(weight, "g"),
+                                 rest=Number(float(format(1 - weight, ".2g")), "g"))
         if sample and self.sampling_bias:
             return Message.registry(f"method.{self.name}.sampling_bias", self.sampling_bias)
         return None

@@ -26,7 +26,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .i18n import Message, t
+from .i18n import DEFAULT_LANGUAGE, Message, Number, normalize, t
+from .i18n import number as i18n_number
 from .trace import Position, Ranked, Step, Trace
 
 # Outcomes of one position.
@@ -61,11 +62,13 @@ class Verdict:
     source: list[int] | None = None  # prompt lookup: [start, end) of the n-gram the draft was copied after
 
 
-def number(x: float | None) -> str:
-    """A probability as the microscope writes it (three decimals, or two significant digits when tiny)."""
+def number(x: float | None, lang: str = DEFAULT_LANGUAGE) -> str:
+    """A probability as the microscope writes it (three decimals, or two significant digits when tiny), in `lang`'s
+    digits and decimal sign. Inside a message it is a `Number`, written in the page's language when shown."""
     if x is None:
         return "?"
-    return f"{x:.3f}" if x >= 0.001 or x == 0 else f"{x:.1e}"
+    written = Number(x, ".3f" if x >= 0.001 or x == 0 else ".1e")
+    return written if normalize(lang) == DEFAULT_LANGUAGE else written.localized(lang)
 
 
 def visible(text: str) -> str:
@@ -301,9 +304,9 @@ def source_where(trace: Trace, source: Sequence[int]) -> str:
     return "microscope.source.output" if source[0] >= trace.prompt_tokens else "microscope.source.prompt"
 
 
-def confidence_rate(judged: int, accepted: int) -> str:
-    """A bucket's acceptance as both tables write it."""
-    return f"{accepted / judged:.0%}" if judged else "–"
+def confidence_rate(judged: int, accepted: int, lang: str = DEFAULT_LANGUAGE) -> str:
+    """A bucket's acceptance as both tables write it, in `lang`."""
+    return i18n_number(accepted / judged, lang, ".0%") if judged else "–"
 
 
 # --------------------------------------------------------------------------- as text (the CLI's `show`)
@@ -317,7 +320,7 @@ def _ranked_lines(shown: Shown, drafted: int | None, lang: str) -> list[str]:
             marks.append(t(shown.chosen_mark, lang))
         mark = f"  ← {', '.join(marks)}" if marks else ""
         text = "'" + visible(entry.text or str(entry.id)) + "'"
-        lines.append(f"  {rank:>2}. {number(entry.prob):>8}  {text:<14} [{entry.id}]{mark}")
+        lines.append(f"  {rank:>2}. {number(entry.prob, lang):>8}  {text:<14} [{entry.id}]{mark}")
     return lines
 
 
@@ -341,7 +344,7 @@ def panel_text(trace: Trace, step_no: int, token_no: int, lang: str = "en") -> s
             if (verdict.drafted is not None and shown.drafted_prob is not None
                     and all(e.id != verdict.drafted for e in shown.ranked)):
                 lines.append("      " + t("microscope.outside", lang, draft=draft,
-                                          prob=number(shown.drafted_prob), k=len(shown.ranked)))
+                                          prob=number(shown.drafted_prob, lang), k=len(shown.ranked)))
     lines.append(t("microscope.rule", lang))
     lines += [f"  {message.localized(lang)}" for message in verdict.messages]
     if verdict.source is not None:
@@ -376,6 +379,7 @@ def tables_text(trace: Trace, lang: str = "en") -> str:
         lines.append(t("microscope.confidence.none", lang))
         return "\n".join(lines)
     lines += _text_table(CONFIDENCE_CAPTION, CONFIDENCE_COLUMNS, [
-        (f"{lo:.1f}–{hi:.1f}", str(judged), confidence_rate(judged, accepted)) for lo, hi, judged, accepted in rows],
+        (f"{i18n_number(lo, lang, '.1f')}–{i18n_number(hi, lang, '.1f')}", str(judged),
+         confidence_rate(judged, accepted, lang)) for lo, hi, judged, accepted in rows],
         lang)
     return "\n".join(lines)

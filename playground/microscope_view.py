@@ -20,14 +20,14 @@ import re
 from typing import Sequence
 
 from . import microscope
-from .i18n import DEFAULT_LANGUAGE, t
+from .i18n import DEFAULT_LANGUAGE, number, t
 from .trace import LOOKUP_CONTEXT_CHARS, Position, Step, Trace
 
 
 
-def _num(x: float) -> str:
-    """A probability as the microscope writes it, left to right wherever it stands."""
-    return f'<bdi dir="ltr" class="pg-num">{microscope.number(x)}</bdi>'
+def _num(x: float, lang: str) -> str:
+    """A probability as the microscope writes it in `lang`, left to right wherever it stands."""
+    return f'<bdi dir="ltr" class="pg-num">{microscope.number(x, lang)}</bdi>'
 
 
 def _t_html(key: str, lang: str, **fields: str) -> str:
@@ -37,7 +37,7 @@ def _t_html(key: str, lang: str, **fields: str) -> str:
 
 # A formula or number inside a sentence: numbers, one-letter variables, min / max and the signs between them.
 _FORMULA = re.compile(
-    r"(?:(?:(?<![\w])(?:min|max|[A-Za-z])(?![\w])|(?<![\w])\d[\d.]*(?:e[+-]?\d+)?(?![\w])|[()/,=·−+*-])[ ]?)+")
+    r"(?:(?:(?<![\w])(?:min|max|[A-Za-z])(?![\w])|(?<![\w])\d[\d.]*(?:[eE]\u200e?[+-]?\d+)?(?![\w])|[()/,=·−+*-])[ ]?)+")
 
 
 def _isolate_numbers(escaped: str) -> str:
@@ -79,25 +79,25 @@ def _ranked_list(shown: microscope.Shown, drafted: int | None, drafted_text: str
         rows.append(
             f'<li class="pg-micro-row" data-rank="{rank}" data-id="{r.id}" data-prob="{r.prob:.6g}"{flags}>'
             f'{_token(r.text)}<span class="pg-micro-bar"><span style="width:{100 * r.prob:.1f}%"></span></span>'
-            f'{_num(r.prob)}{mark}</li>')
+            f'{_num(r.prob, lang)}{mark}</li>')
     k = f'<bdi dir="ltr">{len(shown.ranked)}</bdi>'
     outside = ""
     if drafted is not None and all(r.id != drafted for r in shown.ranked) and shown.drafted_prob is not None:
         outside = (f'<p class="pg-micro-outside" data-drafted="true" data-id="{drafted}" '
                    f'data-prob="{shown.drafted_prob:.6g}">'
                    + _t_html("microscope.outside", lang, k=k, draft=_token(drafted_text),
-                             prob=_num(shown.drafted_prob))
+                             prob=_num(shown.drafted_prob, lang))
                    + "</p>")
     return (f'<section class="pg-micro-dist" data-dist="{shown.kind}"><h4>{_t_html(shown.title, lang, k=k)}</h4>'
             f'<ol>{"".join(rows)}</ol>{outside}</section>')
 
 
-def _recorded_figures(step: Step, pos: int) -> str:
+def _recorded_figures(step: Step, pos: int, lang: str) -> str:
     """What a step without distributions still says about a judged draft: its own q, p and v (every schema has them)."""
     figures = []
     for name, values in (("q", step.q), ("p", step.p), ("v", step.mixture)):
         if values is not None and pos < len(values) and pos <= step.accepted:
-            figures.append(f"{name} = {_num(values[pos])}")
+            figures.append(f"{name} = {_num(values[pos], lang)}")
     return f'<p class="pg-micro-known">{" · ".join(figures)}</p>' if figures else ""
 
 
@@ -195,7 +195,7 @@ def panel_html(trace: Trace | None, step_index: int, pos: int, lang: str = DEFAU
     parts.append(f'<h4 class="pg-micro-rule-title">{html.escape(t("microscope.rule", lang))}</h4>'
                  f'<ul class="pg-micro-rule" data-testid="pg-micro-rule"{missing}>{lines}</ul>')
     if not verdict.recorded:
-        parts.append(_recorded_figures(step, pos))
+        parts.append(_recorded_figures(step, pos, lang))
     if verdict.source is not None:
         parts.append(_lookup_html(trace, k, verdict.source, lang))
     return (f'<div class="pg-micro" data-testid="pg-micro" data-step="{step.index}" data-pos="{pos}" '
@@ -239,8 +239,9 @@ def confidence_html(trace: Trace | None, lang: str = DEFAULT_LANGUAGE) -> str:
     head = _header_row(microscope.CONFIDENCE_COLUMNS, lang)
     rows = "".join(
         f'<tr data-lo="{lo:g}" data-hi="{hi:g}" data-judged="{judged}" data-accepted="{accepted}">'
-        f'<td><bdi dir="ltr">{lo:.1f}–{hi:.1f}</bdi></td><td><bdi dir="ltr">{judged}</bdi></td>'
-        f'<td><bdi dir="ltr">{microscope.confidence_rate(judged, accepted)}</bdi></td></tr>'
+        f'<td><bdi dir="ltr">{number(lo, lang, ".1f")}–{number(hi, lang, ".1f")}</bdi></td>'
+        f'<td><bdi dir="ltr">{judged}</bdi></td>'
+        f'<td><bdi dir="ltr">{microscope.confidence_rate(judged, accepted, lang)}</bdi></td></tr>'
         for lo, hi, judged, accepted in rows_data)
     caption = html.escape(t(microscope.CONFIDENCE_CAPTION, lang))
     return (f'<table class="pg-table pg-micro-table" data-testid="pg-confidence"><caption>{caption}</caption>'

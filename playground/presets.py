@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from .errors import PlaygroundError
-from .i18n import DEFAULT_LANGUAGE, t
+from .i18n import DEFAULT_LANGUAGE, number, t
 from .methods import get_method
 from .models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from .request import MAX_NEW_TOKENS, RunRequest, new_request
@@ -160,12 +160,12 @@ class Preset:
             parts.append(t("preset.needs.token", lang, models=", ".join(self.gated)))
         if self.params_b is not None and self.needs_hub:
             if self.params_b >= 0.5:
-                parts.append(t("preset.needs.weights_gb", lang, size=f"{self.params_b * 2:.0f}"))
+                parts.append(t("preset.needs.weights_gb", lang, size=number(self.params_b * 2, lang, ".0f")))
             else:
-                parts.append(t("preset.needs.weights_mb", lang, size=f"{self.params_b * 2000:.0f}"))
+                parts.append(t("preset.needs.weights_mb", lang, size=number(self.params_b * 2000, lang, ".0f")))
         budget = get_settings().memory_budget_gb
         if self.params_b is not None and self.needs_hub and self.params_b * 2 > budget:
-            parts.append(t("preset.needs.budget", lang, budget=f"{budget:g}"))
+            parts.append(t("preset.needs.budget", lang, budget=number(budget, lang, "g")))
         if self.device_map_auto:
             parts.append(t("preset.needs.gpus", lang))
         return "; ".join(parts)

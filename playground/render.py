@@ -23,7 +23,7 @@ from __future__ import annotations
 import html
 from typing import Iterable, Sequence
 
-from .i18n import DEFAULT_LANGUAGE, direction, t, tn
+from .i18n import DEFAULT_LANGUAGE, direction, number, t, tn
 from .methods import METHODS, NO_DRAFT_REASONS, is_reference
 from .trace import ACCEPTED, BONUS, CORRECTION, DISCARDED, REJECTED, TARGET, UNVERIFIED, Step, Summary, Trace
 
@@ -119,8 +119,9 @@ def _attr(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _fmt_prob(x: float) -> str:
-    return f"{x:.3f}" if x >= 0.001 or x == 0 else f"{x:.1e}"
+def _fmt_prob(x: float, lang: str) -> str:
+    """A probability in `lang`: three decimals, or two significant digits when tiny (as the microscope writes it)."""
+    return number(x, lang, ".3f" if x >= 0.001 or x == 0 else ".1e")
 
 
 def _visible(text: str, status: str) -> str:
@@ -154,14 +155,14 @@ def token_span(step: Step, tok_id: int, text: str, status: str, draft_index: int
         p = step.p[draft_index] if step.p is not None and draft_index < len(step.p) else None
         if q is not None:
             attrs.append(f'data-q="{_attr(format(q, ".4g"))}"')
-            tip.append(t("render.tip.q", lang, q=_fmt_prob(q)))
+            tip.append(t("render.tip.q", lang, q=_fmt_prob(q, lang)))
         if p is not None and status not in (UNVERIFIED, DISCARDED):
             attrs.append(f'data-p="{_attr(format(p, ".4g"))}"')
-            tip.append(t("render.tip.p", lang, p=_fmt_prob(p)))
+            tip.append(t("render.tip.p", lang, p=_fmt_prob(p, lang)))
         mix = step.mixture[draft_index] if step.mixture is not None and draft_index < len(step.mixture) else None
         if mix is not None and status not in (UNVERIFIED, DISCARDED):
             attrs.append(f'data-v="{_attr(format(mix, ".4g"))}"')
-            tip.append(t("render.tip.v", lang, v=_fmt_prob(mix)))
+            tip.append(t("render.tip.v", lang, v=_fmt_prob(mix, lang)))
     tip.append(t("render.tip.token", lang, id=tok_id, text=repr(text)))
     title = html.escape("\n".join(tip), quote=True)
     return f'<span class="tok" {" ".join(attrs)} title="{title}">{_visible(text, status)}</span>'
@@ -280,8 +281,8 @@ def legend_html(lang: str = DEFAULT_LANGUAGE) -> str:
     )
 
 
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{x:.0%}"
+def _pct(x: float | None, lang: str) -> str:
+    return "–" if x is None else number(x, lang, ".0%")
 
 
 def stats_html(summary: Summary | None, plain: tuple[float | None, bool, str] | None = None,
@@ -297,14 +298,14 @@ def stats_html(summary: Summary | None, plain: tuple[float | None, bool, str] | 
     cells = (
         ("new_tokens", f"{s.new_tokens}" if started else "–", t("render.stat.new_tokens", lang)),
         ("steps", f"{s.steps}" if started else "–", t("render.stat.steps", lang)),
-        ("acceptance_rate", _pct(s.acceptance_rate) if started else "–",
+        ("acceptance_rate", _pct(s.acceptance_rate, lang) if started else "–",
          t("render.stat.acceptance_of", lang, accepted=s.accepted, drafted=s.drafted) if started and s.drafted
          else t("render.stat.acceptance", lang)),
-        ("tokens_per_step", f"{s.tokens_per_step:.2f}" if started and s.tokens_per_step else "–",
+        ("tokens_per_step", number(s.tokens_per_step, lang) if started and s.tokens_per_step else "–",
          t("render.stat.tokens_per_step", lang)),
-        ("tokens_per_s", f"{s.tokens_per_s:.1f}" if started and s.tokens_per_s else "–",
+        ("tokens_per_s", number(s.tokens_per_s, lang, ".1f") if started and s.tokens_per_s else "–",
          t("render.stat.tokens_per_s", lang)),
-        ("elapsed_s", t("render.stat.seconds", lang, s=f"{s.elapsed_s:.2f}") if started else "–",
+        ("elapsed_s", t("render.stat.seconds", lang, s=number(s.elapsed_s, lang)) if started else "–",
          t("render.stat.elapsed", lang)),
     )
     body = "".join(
@@ -315,7 +316,7 @@ def stats_html(summary: Summary | None, plain: tuple[float | None, bool, str] | 
     check = ""
     if plain is not None:
         speedup, identical, verdict = plain
-        measured = (t("render.plain.speed", lang, x=f"{speedup:.2f}") if speedup
+        measured = (t("render.plain.speed", lang, x=number(speedup, lang)) if speedup
                     else t("render.plain.not_measured", lang))
         check = (f'<div class="pg-plain-check" data-testid="pg-plain-check" data-identical="{str(identical).lower()}">'
                  f'{"✓" if identical else "≠"} {html.escape(measured)} {html.escape(t("render.plain.once", lang))} · '
@@ -388,13 +389,13 @@ def narrate_step(step: Step, method: str = "", position: int | None = None, lang
     def q(texts: Sequence[str]) -> str:
         return _quote(texts, lang)
 
-    other = t("narrate.other_time", lang, ms=f"{step.other_ms:.1f}") if step.other_ms else ""
-    timing = t("narrate.timing", lang, draft=f"{step.draft_ms:.1f}", verify=f"{step.verify_ms:.1f}", other=other)
+    other = t("narrate.other_time", lang, ms=number(step.other_ms, lang, ".1f")) if step.other_ms else ""
+    timing = t("narrate.timing", lang, draft=number(step.draft_ms, lang, ".1f"), verify=number(step.verify_ms, lang, ".1f"), other=other)
     if not step.drafted:
         if not method or is_reference(method):
-            took = t("narrate.took", lang, ms=f"{step.verify_ms:.1f}",
+            took = t("narrate.took", lang, ms=number(step.verify_ms, lang, ".1f"),
                      prompt=t("narrate.reads_prompt", lang) if n == 1 else "",
-                     other=t("narrate.other_time_end", lang, ms=f"{step.other_ms:.1f}") if step.other_ms
+                     other=t("narrate.other_time_end", lang, ms=number(step.other_ms, lang, ".1f")) if step.other_ms
                      else t("narrate.period", lang))
             return t("narrate.plain", lang, n=n, text=q(emitted_text)) + took
         if step.no_draft_reason:
@@ -413,9 +414,9 @@ def narrate_step(step: Step, method: str = "", position: int | None = None, lang
         r0 = a  # index of the first rejected draft
         probs = []
         if step.p is not None and r0 < len(step.p):
-            probs.append(t("narrate.target_gave", lang, text=q([drafted_text[r0]]), p=_fmt_prob(step.p[r0])))
+            probs.append(t("narrate.target_gave", lang, text=q([drafted_text[r0]]), p=_fmt_prob(step.p[r0], lang)))
         if step.q is not None and r0 < len(step.q):
-            probs.append(t("narrate.draft_q", lang, q=_fmt_prob(step.q[r0])))
+            probs.append(t("narrate.draft_q", lang, q=_fmt_prob(step.q[r0], lang)))
         why = f" ({', '.join(probs)})" if probs else ""
         rejected_text = drafted_text[a:a + len(step.rejected)]
         if a == 0:
@@ -462,13 +463,13 @@ def step_detail_html(step: Step, method: str = "", position: int | None = None,
     for i, text in enumerate(drafted_text):
         q = step.q[i] if step.q is not None and i < len(step.q) else None
         p = step.p[i] if step.p is not None and i < len(step.p) else None
-        draft_chips.append(_chip("draft", text, f"q {_fmt_prob(q)}" if q is not None else ""))
+        draft_chips.append(_chip("draft", text, f"q {_fmt_prob(q, lang)}" if q is not None else ""))
         mix = step.mixture[i] if step.mixture is not None and i < len(step.mixture) else None
         status = statuses.get(i, REJECTED)
         mark = t(f"detail.mark.{status}", lang)
         judged = status not in (UNVERIFIED, DISCARDED)
-        label = ((f"p {_fmt_prob(p)} " if p is not None and judged else "")
-                 + (f"v {_fmt_prob(mix)} " if mix is not None and judged else "") + mark)
+        label = ((f"p {_fmt_prob(p, lang)} " if p is not None and judged else "")
+                 + (f"v {_fmt_prob(mix, lang)} " if mix is not None and judged else "") + mark)
         verify_chips.append(_chip(status, text, label))
     append_chips = [_chip(status, text) for _, text, status, i in step.token_statuses()
                     if status in (ACCEPTED, CORRECTION, BONUS, TARGET)]
@@ -479,10 +480,10 @@ def step_detail_html(step: Step, method: str = "", position: int | None = None,
         draft_body = "".join(draft_chips)
         verify_body = "".join(verify_chips)
     phases = [
-        (t("detail.phase.draft", lang), f"{step.draft_ms:.1f} ms", draft_body),
-        (t("detail.phase.verify", lang), f"{step.verify_ms:.1f} ms", verify_body),
+        (t("detail.phase.draft", lang), t("render.stat.ms", lang, ms=number(step.draft_ms, lang, ".1f")), draft_body),
+        (t("detail.phase.verify", lang), t("render.stat.ms", lang, ms=number(step.verify_ms, lang, ".1f")), verify_body),
         (t("detail.phase.append", lang), t("detail.append_cost", lang, tokens=_tokens_word(len(step.emitted), lang),
-                                           ms=f"{step.other_ms:.1f}"),
+                                           ms=number(step.other_ms, lang, ".1f")),
          "".join(append_chips) or f'<span class="pg-none">{html.escape(t("detail.nothing", lang))}</span>'),
     ]
     boxes = '<span class="pg-arrow" aria-hidden="true">→</span>'.join(
@@ -529,7 +530,7 @@ def race_html(lanes: Sequence[dict], clock_s: float, speed: float, verdict: str 
         tokens = sum(len(s.emitted) for s in shown)
         total = max(1, lane["total_tokens"])
         done = tokens >= lane["total_tokens"] and len(shown) == lane.get("total_steps", len(shown))
-        finished = t("race.finished", lang, s=f"{lane['finish_s']:.2f}")
+        finished = t("race.finished", lang, s=number(lane['finish_s'], lang))
         finish = (f'<span class="pg-lane-done">{html.escape(finished)}</span>' if done else
                   f'<span class="pg-lane-run">{html.escape(tn("race.steps", len(shown), lang))}</span>')
         rows.append(
@@ -543,10 +544,10 @@ def race_html(lanes: Sequence[dict], clock_s: float, speed: float, verdict: str 
     if abs(speed - 1) < 0.05:
         pace = t("race.pace.recorded", lang)
     elif speed < 1:
-        pace = t("race.pace.slower", lang, x=f"{1 / speed:.1f}")
+        pace = t("race.pace.slower", lang, x=number(1 / speed, lang, ".1f"))
     else:
-        pace = t("race.pace.faster", lang, x=f"{speed:.1f}")
-    clock = (f'<div class="pg-clock">{html.escape(t("race.recorded_time", lang))} <b>{clock_s:.2f} s</b> '
+        pace = t("race.pace.faster", lang, x=number(speed, lang, ".1f"))
+    clock = (f'<div class="pg-clock">{html.escape(t("race.recorded_time", lang))} <b>{html.escape(t("render.stat.seconds", lang, s=number(clock_s, lang)))}</b> '
              f'<span class="pg-note">{html.escape(t("race.clock_note", lang, pace=pace), quote=False)}</span></div>')
     tail = f'<div class="pg-verdict">{html.escape(verdict)}</div>' if verdict else ""
     return f'<div class="pg-race" data-testid="pg-race">{clock}<div class="pg-lanes">{"".join(rows)}</div>{tail}</div>'

@@ -10,6 +10,8 @@ import html
 import math
 from typing import Any
 
+from .i18n import DEFAULT_LANGUAGE, number
+
 import plotly.graph_objects as go
 import plotly.offline
 
@@ -40,11 +42,11 @@ def escape(text: Any) -> str:
     return html.escape(str(text))
 
 
-def fmt(x: Any, spec: str = ".2f", suffix: str = "") -> str:
-    """A number for a table cell: formatted, or '–' when missing (None or NaN)."""
+def fmt(x: Any, spec: str = ".2f", suffix: str = "", lang: str = DEFAULT_LANGUAGE) -> str:
+    """A number for a table cell, as `lang` writes it (`i18n.number`), or '–' when missing (None or NaN)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
-    return format(x, spec) + suffix
+    return number(x, lang, spec) + suffix
 
 
 def table(headers: list[str], rows: list[list[str]], cls: str = "") -> str:

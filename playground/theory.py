@@ -63,7 +63,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .i18n import DEFAULT_LANGUAGE, t
+from .i18n import DEFAULT_LANGUAGE, number, t
 from .methods import is_reference
 from .precision import REDUCED_DTYPES
 from .trace import Step, Trace, acceptance_by_position
@@ -258,12 +258,12 @@ def first_divergence(a: list[int], b: list[int]) -> int | None:
 
 # --- the diagnosis --------------------------------------------------------------------------------
 
-def _x(value: float) -> str:
-    return f"{value:.2f}×"
+def _x(value: float, lang: str) -> str:
+    return number(value, lang) + "×"
 
 
-def _pct(value: float) -> str:
-    return f"{value:.0%}"
+def _pct(value: float, lang: str) -> str:
+    return number(value, lang, ".0%")
 
 
 def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LANGUAGE) -> list[str]:
@@ -273,7 +273,7 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
     if is_reference(trace.method):
         T = baseline_step_ms(trace)
         if T:
-            out.append(t("diag.baseline", lang, ms=f"{T:.0f}", tps=f"{s.tokens_per_s or 0:.1f}"))
+            out.append(t("diag.baseline", lang, ms=number(T, lang, ".0f"), tps=number(s.tokens_per_s or 0, lang, ".1f")))
         else:
             out.append(t("diag.baseline_short", lang))
         return out
@@ -285,13 +285,13 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
         sp = est.measured_speedup
         b = baseline.summary
         if sp >= 1.05:
-            verdict = t("diag.verdict.faster", lang, x=_x(sp))
+            verdict = t("diag.verdict.faster", lang, x=_x(sp, lang))
         elif sp <= 0.95:
-            verdict = t("diag.verdict.slower", lang, x=_x(sp))
+            verdict = t("diag.verdict.slower", lang, x=_x(sp, lang))
         else:
-            verdict = t("diag.verdict.same", lang, x=_x(sp))
-        out.append(t("diag.this_run", lang, verdict=verdict, tps=f"{s.tokens_per_s or 0:.1f}",
-                     base=f"{b.tokens_per_s or 0:.1f}"))
+            verdict = t("diag.verdict.same", lang, x=_x(sp, lang))
+        out.append(t("diag.this_run", lang, verdict=verdict, tps=number(s.tokens_per_s or 0, lang, ".1f"),
+                     base=number(b.tokens_per_s or 0, lang, ".1f")))
         if trace.env.get("dtype") and baseline.env.get("dtype") and trace.env.get("dtype") != baseline.env.get("dtype"):
             out.append(t("diag.dtype_mismatch", lang, run=trace.env["dtype"], base=baseline.env["dtype"]))
 
@@ -300,23 +300,25 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
         return out
 
     tau = est.tau or 0.0
-    out.append(t("diag.acceptance", lang, alpha=_pct(est.alpha), accepted=est.accepted, judged=est.judged,
-                 kept=_pct(est.kept_share or 0.0), drafted=est.drafted, gamma=f"{est.gamma:.1f}", tau=f"{tau:.2f}"))
+    out.append(t("diag.acceptance", lang, alpha=_pct(est.alpha, lang), accepted=est.accepted, judged=est.judged,
+                 kept=_pct(est.kept_share or 0.0, lang), drafted=est.drafted, gamma=number(est.gamma, lang, ".1f"),
+                 tau=number(tau, lang)))
     if est.empty_fraction >= 0.1:
-        out.append(t("diag.empty_steps", lang, share=_pct(est.empty_fraction)))
+        out.append(t("diag.empty_steps", lang, share=_pct(est.empty_fraction, lang)))
 
     if est.c is not None and est.v is not None:
         o = est.o or 0.0
         cost = est.gamma * est.c + est.v + o
-        out.append(t("diag.step_cost", lang, cost=f"{cost:.2f}", draft=f"{est.gamma * est.c:.2f}", c=f"{est.c:.3f}",
-                     v=f"{est.v:.2f}", positions=f"{est.gamma + 1:.1f}", o=f"{o:.2f}")
+        out.append(t("diag.step_cost", lang, cost=number(cost, lang), draft=number(est.gamma * est.c, lang),
+                     c=number(est.c, lang, ".3f"), v=number(est.v, lang), positions=number(est.gamma + 1, lang, ".1f"),
+                     o=number(o, lang))
                    + (t("diag.wide_forward", lang) if est.v > 1.2 else t("diag.period", lang)))
         theo = est.theoretical_speedup or 0.0
         ref = est.refined_speedup or 0.0
-        sentence = t("diag.prediction", lang, theo=_x(theo), ref=_x(ref))
+        sentence = t("diag.prediction", lang, theo=_x(theo, lang), ref=_x(ref, lang))
         if est.measured_speedup is not None:
             gap = est.measured_speedup / ref if ref else 0.0
-            measured = _x(est.measured_speedup)
+            measured = _x(est.measured_speedup, lang)
             if 0.8 <= gap <= 1.25:
                 sentence += t("diag.gap.close", lang, x=measured)
             elif gap < 0.8:
@@ -331,8 +333,9 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
     else:
         total = s.setup_ms + s.draft_ms + s.verify_ms + s.other_ms
         if total > 0:
-            out.append(t("diag.time_shares", lang, draft=_pct(s.draft_ms / total), verify=_pct(s.verify_ms / total),
-                         other=_pct(s.other_ms / total), setup=_pct(s.setup_ms / total)))
+            out.append(t("diag.time_shares", lang, draft=_pct(s.draft_ms / total, lang),
+                         verify=_pct(s.verify_ms / total, lang), other=_pct(s.other_ms / total, lang),
+                         setup=_pct(s.setup_ms / total, lang)))
 
     if baseline is not None and not trace.decoding.get("sample") and not baseline.decoding.get("sample"):
         index = first_divergence(trace.output_ids, baseline.output_ids)
@@ -383,12 +386,12 @@ def explain_gap(fig: dict[str, Any], threshold: float = 0.2, lang: str = DEFAULT
     rel = measured / theo - 1.0
     factors: list[tuple[str, float]] = []
     stages = [
-        (t("gap.factor.verify", lang, cost=f"{(fig.get('verify_cost') or 0) + (fig.get('other_cost') or 0):.2f}"),
+        (t("gap.factor.verify", lang, cost=number((fig.get('verify_cost') or 0) + (fig.get('other_cost') or 0), lang)),
          theo, fig.get("with_verify_cost")),
-        (t("gap.factor.empty", lang, share=f"{(fig.get('empty_draft_fraction') or 0):.0%}"),
+        (t("gap.factor.empty", lang, share=number(fig.get('empty_draft_fraction') or 0, lang, ".0%")),
          fig.get("with_verify_cost"), fig.get("with_empty_steps")),
-        (t("gap.factor.prefill", lang, share=f"{(fig.get('prefill_share') or 0):.0%}",
-           ratio=f"{fig.get('prefill_ratio') or 1:.2f}"), fig.get("with_empty_steps"), fig.get("refined_speedup")),
+        (t("gap.factor.prefill", lang, share=number(fig.get('prefill_share') or 0, lang, ".0%"),
+           ratio=number(fig.get('prefill_ratio') or 1, lang)), fig.get("with_empty_steps"), fig.get("refined_speedup")),
     ]
     for text, before, after in stages:
         if before and after:
@@ -398,27 +401,27 @@ def explain_gap(fig: dict[str, Any], threshold: float = 0.2, lang: str = DEFAULT
     residual = measured / ref if ref else None
     if tau and etau:
         f_tau = tau / etau
-        factors.append((t("gap.factor.correlated", lang, tau=f"{tau:.2f}", expected=f"{etau:.2f}"), f_tau))
+        factors.append((t("gap.factor.correlated", lang, tau=number(tau, lang), expected=number(etau, lang)), f_tau))
         if residual is not None:
             residual /= f_tau
     if residual is not None:
         factors.append((t("gap.factor.noise", lang), residual))
     notable = sorted([(text, f) for text, f in factors if abs(f - 1) >= 0.05], key=lambda tf: -abs(math.log(tf[1])))
-    listed = "; ".join(f"{text} (×{f:.2f})" for text, f in notable)
-    figures = dict(measured=f"{measured:.2f}", theo=f"{theo:.2f}", threshold=f"{threshold:.0%}")
+    listed = "; ".join(f"{text} (×{number(f, lang)})" for text, f in notable)
+    figures = dict(measured=number(measured, lang), theo=number(theo, lang), threshold=number(threshold, lang, ".0%"))
     if abs(rel) <= threshold:
         if not notable or all(abs(f - 1) < 0.1 for _, f in notable):
             out = t("gap.within.hold", lang, **figures)
         else:
             out = t("gap.within.cancel", lang, **figures, factors=listed)
     else:
-        out = t("gap.off", lang, **figures, rel=f"{rel:+.0%}")
+        out = t("gap.off", lang, **figures, rel=("+" if rel >= 0 else "") + number(rel, lang, ".0%"))
         if listed:
             out += t("gap.by_factor", lang, factors=listed)
     c = fig.get("c")
     gamma = fig.get("gamma") or 0
     if c is not None and gamma * c > 0.5:
-        out += t("gap.costly_drafter", lang, cost=f"{gamma * c:.2f}", c=f"{c:.2f}")
+        out += t("gap.costly_drafter", lang, cost=number(gamma * c, lang), c=number(c, lang))
     return out
 
 

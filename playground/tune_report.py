@@ -11,7 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from .i18n import DEFAULT_LANGUAGE, localize, t, tn
+from .i18n import DEFAULT_LANGUAGE, localize, number, separators, t, tn
 from .methods import get_method
 from .report_html import color, escape, figure_html, fmt, page, style_figure, table
 
@@ -20,34 +20,35 @@ def _draft_length(row: dict[str, Any]) -> int:
     return int(row["params"][get_method(row["method"]).draft_length_param])
 
 
-def _series_name(row: dict[str, Any]) -> str:
+def _series_name(row: dict[str, Any], lang: str) -> str:
     p = row["params"]
     if get_method(row["method"]).draft_replay == "context_copy":
         return f"n-gram ≤ {p['max_matching_ngram_size']}"
     name = p.get("num_assistant_tokens_schedule", "constant")
     if p.get("assistant_confidence_threshold"):
-        name += f", conf ≥ {p['assistant_confidence_threshold']:g}"
+        name += f", conf ≥ {number(p['assistant_confidence_threshold'], lang, 'g')}"
     return name
 
 
-def _series(rows: list[dict[str, Any]], key: str) -> dict[str, list[tuple[int, float]]]:
+def _series(rows: list[dict[str, Any]], key: str, lang: str) -> dict[str, list[tuple[int, float]]]:
     out: dict[str, list[tuple[int, float]]] = {}
     for r in rows:
         value = (r.get("predicted") or {}).get(key)
         if value is not None:
-            out.setdefault(_series_name(r), []).append((_draft_length(r), value))
+            out.setdefault(_series_name(r, lang), []).append((_draft_length(r), value))
     return {name: sorted(points) for name, points in out.items()}
 
 
 def _line_figure(rows: list[dict[str, Any]], key: str, title: str, y_title: str, one: float | None = None,
                  lang: str = DEFAULT_LANGUAGE) -> go.Figure:
     fig = go.Figure()
-    for i, (name, points) in enumerate(_series(rows, key).items()):
+    for i, (name, points) in enumerate(_series(rows, key, lang).items()):
         fig.add_trace(go.Scatter(x=[x for x, _ in points], y=[y for _, y in points], mode="lines+markers",
                                  name=name, line=dict(color=color(i))))
     if one is not None:
         fig.add_hline(y=one, line_dash="dot", line_color="#7f7f7f", annotation_text=t("tune.chart.baseline", lang))
-    return style_figure(fig, title, xaxis_title=t("tune.chart.draft_length", lang), yaxis_title=y_title)
+    return style_figure(fig, title, xaxis_title=t("tune.chart.draft_length", lang), yaxis_title=y_title,
+                        separators=separators(lang))
 
 
 def speedup_figure(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> go.Figure:
@@ -74,7 +75,8 @@ def position_figure(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> go.Fi
         rates = [c[1] / c[0] if c[0] else None for c in counts]  # kept / verified
         fig.add_trace(go.Bar(x=[k + 1 for k in range(len(rates))], y=rates, name=row["label"], marker_color=color(i)))
     return style_figure(fig, _counts_title("tune.chart.positions.title", data, lang), xaxis_title=t("tune.chart.positions.x", lang),
-                        yaxis_title=t("tune.chart.positions.y", lang), yaxis_range=[0, 1.05], barmode="group")
+                        yaxis_title=t("tune.chart.positions.y", lang), yaxis_range=[0, 1.05], barmode="group",
+                        separators=separators(lang))
 
 
 def figures(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> dict[str, go.Figure]:
@@ -90,12 +92,14 @@ def best_rows(data: dict[str, Any], count: int = 10) -> list[dict[str, Any]]:
     return list({r["label"]: r for r in first + ranked}.values())[:count]
 
 
-def _fields(outcome: dict[str, Any] | None) -> list[str]:
+def _fields(outcome: dict[str, Any] | None, lang: str) -> list[str]:
     if not outcome:
         return ["–"] * 6
+    time_s = fmt(outcome.get("time_s"), lang=lang)
     return [str(outcome["steps"]), str(outcome["drafted"]), str(outcome["accepted"]),
-            fmt(outcome.get("tokens_per_step")), fmt(outcome.get("time_s"), ".2f", " s"),
-            fmt(outcome.get("speedup"), ".2f", "×")]
+            fmt(outcome.get("tokens_per_step"), lang=lang),
+            time_s if time_s == "–" else t("render.stat.seconds", lang, s=time_s),
+            fmt(outcome.get("speedup"), ".2f", "×", lang)]
 
 
 # The table's columns, by their `tune.head.*` keys: the setting, then predicted and measured figures.
@@ -126,7 +130,7 @@ def table_rows(data: dict[str, Any], rows: list[dict[str, Any]] | None = None,
             continue
         mark = (" ★" if r["label"] == data.get("recommended")
                 else t("tune.default_mark", lang) if r["label"] == data.get("default") else "")
-        out.append([r["label"] + mark] + _fields(r["predicted"]) + _fields(r.get("measured")))
+        out.append([r["label"] + mark] + _fields(r["predicted"], lang) + _fields(r.get("measured"), lang))
     return out
 
 
@@ -138,23 +142,23 @@ def verdict(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
         return t("tune.verdict.none", lang)
     p = best["predicted"]
     prompts = data["meta"].get("prompts", 1)
-    text = t("tune.verdict.recommended", lang, label=best["label"], x=f"{p['speedup']:.2f}",
-             tau=f"{p['tokens_per_step']:.2f}", accepted=p["accepted"], drafted=p["drafted"],
+    text = t("tune.verdict.recommended", lang, label=best["label"], x=number(p['speedup'], lang),
+             tau=number(p['tokens_per_step'], lang), accepted=p["accepted"], drafted=p["drafted"],
              prompts=tn_prompts(prompts, lang))
     fastest = data.get("fastest_predicted")
     top = (rows.get(fastest or "") or best)["predicted"]
     if top["speedup"] < 1.0:
         text += t("tune.verdict.no_win", lang)
     if fastest and fastest != best["label"] and data.get("predicted_gain") is not None:
-        text += t("tune.verdict.no_clear_win", lang, label=fastest, gain=f"{data['predicted_gain']:.0%}",
-                  margin=f"{data['margin']:.0%}")
+        text += t("tune.verdict.no_clear_win", lang, label=fastest, gain=number(data['predicted_gain'], lang, ".0%"),
+                  margin=number(data['margin'], lang, ".0%"))
     default = rows.get(data.get("default") or "")
     if default and default is not best and default.get("predicted"):
-        text += t("tune.verdict.default", lang, label=default["label"], x=f"{default['predicted']['speedup']:.2f}")
+        text += t("tune.verdict.default", lang, label=default["label"], x=number(default['predicted']['speedup'], lang))
     measured = [(r["label"], r["predicted"]["speedup"], r["measured"]["speedup"]) for r in data["rows"]
                 if r.get("measured") and r.get("predicted") and r["measured"].get("speedup")]
     for label, predicted, real in measured:
-        text += t("tune.verdict.measured", lang, label=label, x=f"{real:.2f}", predicted=f"{predicted:.2f}")
+        text += t("tune.verdict.measured", lang, label=label, x=number(real, lang), predicted=number(predicted, lang))
     meta = data["meta"]
     if meta.get("counts_exact"):
         text += t("tune.verdict.exact", lang)
@@ -163,7 +167,7 @@ def verdict(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
     if not meta.get("times_reliable", True):
         text += t("tune.verdict.unreliable", lang)
     if not meta.get("measured_reliable", True):
-        text += t("tune.verdict.measured_unreliable", lang, change=f"{meta.get('measured_pace_change', 1.0):.2f}")
+        text += t("tune.verdict.measured_unreliable", lang, change=number(meta.get('measured_pace_change', 1.0), lang))
     verified = data.get("verified") or {}
     if verified.get("settings"):
         text += t("tune.verdict.matched", lang, settings=verified["settings"], matched=verified["matched"])
@@ -175,9 +179,10 @@ def tn_prompts(n: int, lang: str = DEFAULT_LANGUAGE) -> str:
     return tn("tune.prompts", n, lang)
 
 
-def losses_rows(data: dict[str, Any]) -> list[list[str]]:
-    return [[escape(x["prompt"]), escape(x["own_best"]), fmt(x["own_best_speedup"], ".2f", "×"),
-             fmt(x["overall_best_speedup"], ".2f", "×"), fmt(x["loss"], ".1%")] for x in data["losses"]]
+def losses_rows(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> list[list[str]]:
+    return [[escape(x["prompt"]), escape(x["own_best"]), fmt(x["own_best_speedup"], ".2f", "×", lang),
+             fmt(x["overall_best_speedup"], ".2f", "×", lang), fmt(x["loss"], ".1%", lang=lang)]
+            for x in data["losses"]]
 
 
 def render_report(data: dict[str, Any]) -> str:

@@ -20,7 +20,8 @@ from .. import bench, render, theory
 from ..timeline import race_timeline
 from ..errors import PlaygroundError
 from ..gpu import gpu
-from ..i18n import DEFAULT_LANGUAGE, localize, t, tn
+from ..i18n import DEFAULT_LANGUAGE, localize, number, t, tn
+from ..report_html import fmt
 from ..methods import METHODS, REFERENCE, get_method, is_reference
 from ..request import MAX_NEW_TOKENS
 from ..settings import get_settings
@@ -76,10 +77,6 @@ def compare_specs(methods: Sequence[str], target: str, assistant: str | None, cu
     return specs
 
 
-def _fmt(x: Any, spec: str, suffix: str = "") -> str:
-    return "–" if x is None else f"{x:{spec}}{suffix}"
-
-
 def _figure(agg: bench.Aggregate | None, name: str) -> Any:
     """One of the aggregate's figures; None when the method has no aggregate (it failed)."""
     return None if agg is None else getattr(agg, name)
@@ -100,7 +97,7 @@ def _output_check(row: bench.BenchRow, trace: Trace | None, lang: str) -> str:
         note = t("compare.check.near_tie_note" if row.lossless_severity == "near-tie" else "compare.check.error_note",
                  lang, dtype=row.dtype or "", index=row.first_divergence)
         if row.divergence_margin is not None:
-            note += " " + t("compare.check.margin", lang, margin=f"{row.divergence_margin:.4f}")
+            note += " " + t("compare.check.margin", lang, margin=number(row.divergence_margin, lang, ".4f"))
         return (f'<span title="{html.escape(note, quote=True)}">'
                 f'{html.escape(t("compare.check.differs", lang, index=row.first_divergence))}</span>')
     if trace is not None and trace.lossy:
@@ -133,18 +130,18 @@ def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str,
 
         is_method = not is_reference(row.method)
         cells = [
-            f"<b>{_fmt(speed, '.2f', '×')}</b>",
-            _fmt(_figure(a, "tokens_per_s"), ".1f"),
-            _fmt(_figure(a, "alpha"), ".0%"),
-            _fmt(_figure(a, "tokens_per_step"), ".2f"),
-            _fmt(_figure(a, "draft_ms_per_step"), ".1f"),
-            _fmt(_figure(a, "verify_ms_per_step"), ".1f"),
-            _fmt(_figure(a, "theoretical_speedup"), ".2f", "×") if is_method else "",
-            _fmt(_figure(a, "refined_speedup"), ".2f", "×") if is_method else "",
+            f"<b>{fmt(speed, '.2f', '×', lang)}</b>",
+            fmt(_figure(a, "tokens_per_s"), ".1f", lang=lang),
+            fmt(_figure(a, "alpha"), ".0%", lang=lang),
+            fmt(_figure(a, "tokens_per_step"), ".2f", lang=lang),
+            fmt(_figure(a, "draft_ms_per_step"), ".1f", lang=lang),
+            fmt(_figure(a, "verify_ms_per_step"), ".1f", lang=lang),
+            fmt(_figure(a, "theoretical_speedup"), ".2f", "×", lang) if is_method else "",
+            fmt(_figure(a, "refined_speedup"), ".2f", "×", lang) if is_method else "",
             _output_check(row, result.traces.get(label), lang),  # HTML, escaped there
         ]
         rows.append(f'<tr data-method="{html.escape(row.method)}" data-label="{html.escape(label)}" '
-                    f'data-speedup="{_fmt(speed, ".4f")}"{_reference(row.method)}><td>{html.escape(label)}</td>'
+                    f'data-speedup="{"–" if speed is None else format(speed, ".4f")}"{_reference(row.method)}><td>{html.escape(label)}</td>'
                     + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     for label, reason in skipped:
         rows.append(f'<tr data-label="{html.escape(label)}" data-skipped="true"><td>{html.escape(label)}</td>'
@@ -162,8 +159,8 @@ def compare_verdict(result: bench.CompareResult, lang: str = DEFAULT_LANGUAGE) -
         return t("compare.verdict.none", lang)
     best = max(rows, key=lambda a: a.speedup)
     if best.speedup >= 1.05:
-        return t("compare.verdict.fastest", lang, label=best.label, x=f"{best.speedup:.2f}")
-    return t("compare.verdict.no_win", lang, label=best.label, x=f"{best.speedup:.2f}")
+        return t("compare.verdict.fastest", lang, label=best.label, x=number(best.speedup, lang))
+    return t("compare.verdict.no_win", lang, label=best.label, x=number(best.speedup, lang))
 
 
 def diagnoses_html(result: bench.CompareResult, lang: str = DEFAULT_LANGUAGE) -> str:
@@ -281,11 +278,11 @@ def race_frames(baseline: Trace, method: Trace, max_s: float = RACE_MAX_S, min_s
     b, m = timeline["lanes"]
     ratio = timeline.get("time_ratio")
     if ratio and ratio >= 1.0:
-        verdict = t("race.method_first", lang, method=m["label"], method_s=f"{m['total_ms'] / 1000:.2f}",
-                    base_s=f"{b['total_ms'] / 1000:.2f}", x=f"{ratio:.2f}")
+        verdict = t("race.method_first", lang, method=m["label"], method_s=number(m['total_ms'] / 1000, lang),
+                    base_s=number(b['total_ms'] / 1000, lang), x=number(ratio, lang))
     elif ratio:
-        verdict = t("race.baseline_first", lang, method=m["label"], method_s=f"{m['total_ms'] / 1000:.2f}",
-                    base_s=f"{b['total_ms'] / 1000:.2f}", x=f"{ratio:.2f}")
+        verdict = t("race.baseline_first", lang, method=m["label"], method_s=number(m['total_ms'] / 1000, lang),
+                    base_s=number(b['total_ms'] / 1000, lang), x=number(ratio, lang))
     else:
         verdict = ""
     slots = max(1, int(play_s * fps))

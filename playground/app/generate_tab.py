@@ -25,7 +25,7 @@ import gradio as gr
 
 from .. import bench, charts, microscope_view, render
 from ..examples import BY_NAME, localized_examples
-from ..i18n import DEFAULT_LANGUAGE, LANGUAGES, localize, t, tn
+from ..i18n import DEFAULT_LANGUAGE, LANGUAGES, localize, number, t, tn
 from ..gpu import gpu
 from ..methods import METHODS, get_method
 from ..models import CATALOGUE, DEFAULT_TARGET, host_precision_note, hub_reachable
@@ -196,7 +196,7 @@ def _done_message(live: LiveRun, lang: str = "en") -> tuple[str, str]:
     known = ("eos", "length", "stopped", "timeout")
     reason = t(f"status.finish.{trace.finish_reason}", lang) if trace.finish_reason in known else trace.finish_reason
     message = t("status.done", lang, tokens=tn("status.tokens", s.new_tokens, lang),
-                steps=tn("status.steps", s.steps, lang), s=f"{s.elapsed_s:.2f}", reason=reason)
+                steps=tn("status.steps", s.steps, lang), s=number(s.elapsed_s, lang), reason=reason)
     note = localize(trace.env.get("precision", trace.env.get("dtype", "")), lang)
     if trace.lossy:
         lossy = get_method(trace.method).lossy_reason(trace.params, bool(trace.decoding.get("sample")))

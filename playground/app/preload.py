@@ -16,7 +16,7 @@ import gradio as gr
 
 from .. import render
 from ..errors import PlaygroundError
-from ..i18n import Message, localize, t
+from ..i18n import Message, localize, number, t
 from ..models import CATALOGUE, DEFAULT_TARGET, STORE, ensure_converted, gc_paused
 from ..request import DEFAULT_METHOD, new_request
 from .language import language_of
@@ -133,7 +133,7 @@ def initial_status(lang: str = "en") -> str:
     if PRELOAD.running:
         elapsed = time.monotonic() - (PRELOAD.started or time.monotonic())
         return render.status_html(localize(PRELOAD.message, lang), "running",
-                                  t("status.preload_note", lang, s=f"{elapsed:.0f}"))
+                                  t("status.preload_note", lang, s=number(elapsed, lang, ".0f")))
     if PRELOAD.error:
         return render.status_html(localize(PRELOAD.message, lang), "error")
     # Only the catalogue's own models, by their labels: a directory or Hub id another visitor typed is theirs

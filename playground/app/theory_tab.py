@@ -14,7 +14,7 @@ import gradio as gr
 
 from .. import charts, render, theory
 from ..errors import shorten
-from ..i18n import t
+from ..i18n import number, t
 from ..methods import METHODS, is_reference
 from ..trace import Trace
 from .language import L
@@ -63,20 +63,21 @@ def theory_view(trace: Trace | None, baseline: Trace | None = None, lang: str = 
     sentences = theory.diagnose(trace, baseline, lang)
     facts = []
     if est.alpha is not None:
-        facts.append(t("theory.fact.alpha", lang, alpha=f"{est.alpha:.0%}", accepted=est.accepted,
+        facts.append(t("theory.fact.alpha", lang, alpha=number(est.alpha, lang, ".0%"), accepted=est.accepted,
                        judged=est.judged))
     if est.gamma is not None:
-        facts.append(t("theory.fact.gamma", lang, gamma=f"{est.gamma:.1f}"))
+        facts.append(t("theory.fact.gamma", lang, gamma=number(est.gamma, lang, ".1f")))
     if est.tau is not None:
-        facts.append(t("theory.fact.tau", lang, tau=f"{est.tau:.2f}"))
+        facts.append(t("theory.fact.tau", lang, tau=number(est.tau, lang)))
     if est.expected_tau is not None:
-        facts.append(t("theory.fact.expected", lang, tau=f"{est.expected_tau:.2f}"))
+        facts.append(t("theory.fact.expected", lang, tau=number(est.expected_tau, lang)))
     summary = trace.summary
     if summary.elapsed_s > 0:
         shares = [(summary.draft_ms, "draft"), (summary.verify_ms, "verify"), (summary.other_ms, "other"),
                   (summary.setup_ms, "setup")]
         facts.append(t("theory.fact.time", lang) + ", ".join(
-            f"{t(f'theory.phase.{name}', lang)} {ms / (summary.elapsed_s * 1000):.0%}" for ms, name in shares))
+            f"{t(f'theory.phase.{name}', lang)} {number(ms / (summary.elapsed_s * 1000), lang, '.0%')}"
+            for ms, name in shares))
     source = t("theory.same_settings", lang) if baseline is not None else ""
     items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
     body = (f'<div class="pg-theory" data-testid="pg-diagnosis" data-baseline="{str(baseline is not None).lower()}">'

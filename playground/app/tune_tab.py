@@ -68,7 +68,7 @@ def result_html(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
     if len(data["losses"]) > 1:
         lhead = "".join(f"<th>{html.escape(h)}</th>" for h in tune_report.losses_headers(lang))
         lbody = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>"  # cells escaped by losses_rows
-                        for row in tune_report.losses_rows(data))
+                        for row in tune_report.losses_rows(data, lang))
         losses = f'<table class="pg-table" data-testid="pg-tune-losses"><tr>{lhead}</tr>{lbody}</table>'
     return (f'<p data-testid="pg-tune-verdict">{html.escape(tune_report.verdict(data, lang))}</p>'
             f'<table class="pg-table" data-testid="pg-tune-table"><tr>{head}</tr>{body}</table>{losses}')
