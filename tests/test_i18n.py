@@ -665,7 +665,7 @@ def test_lossy_reasons_reach_the_page_in_its_language(lang):
     assert reason == ("ensemble verification (weight 0.7): drafts are checked against 0.7·target + 0.3·draft, so "
                       "the output follows that mixture, not the target alone")
     assert i18n.localize(reason, lang) == {
-        "ru": "ансамблевая верификация (вес 0.7): черновики проверяются по 0.7·целевая + 0.3·черновик, поэтому вывод "
+        "ru": "ансамблевая верификация (вес 0,7): черновики проверяются по 0,7·целевая + 0,3·черновик, поэтому вывод "
               "следует этой смеси, а не одной целевой модели",
         "ar": "التحقق عبر التجميع (الوزن 0.7): تُتحقَّق المسودات مقابل 0.7·الهدف + 0.3·المسودة، فيتبع الناتج هذا "
               "المزيج لا النموذج الهدف وحده"}[lang]

@@ -18,7 +18,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import is_sklearn_available
 
 from playground.engine import RunRequest, prepare
-from playground.i18n import t
+from playground.i18n import number, t
 from playground.methods import METHODS
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from playground.trace import Step
@@ -303,8 +303,8 @@ def test_a_setting_is_recommended_over_the_default_only_beyond_the_prediction_s_
     assert data["recommended"] == (other.label if picks_other else result.default().label)
     assert data["fastest_predicted"] == other.label
     for lang in ("en", "ru", "ar"):
-        said = t("tune.verdict.no_clear_win", lang, label=other.label, gain=f"{data['predicted_gain']:.0%}",
-                 margin=f"{data['margin']:.0%}")
+        said = t("tune.verdict.no_clear_win", lang, label=other.label, gain=number(data['predicted_gain'], lang, ".0%"),
+                 margin=number(data['margin'], lang, ".0%"))
         assert (said in tune_report.verdict(data, lang)) is not picks_other
 
 
@@ -352,7 +352,7 @@ def test_tune_calibrates_every_width_it_predicts_and_checks_the_machine_s_pace(t
     for lang in ("en", "ru", "ar"):
         text = tune_report.verdict(data, lang)
         assert t("tune.verdict.unreliable", lang) in text
-        assert t("tune.verdict.measured_unreliable", lang, change=f"{meta['measured_pace_change']:.2f}") in text
+        assert t("tune.verdict.measured_unreliable", lang, change=number(meta['measured_pace_change'], lang)) in text
 
 
 # --- the CLI and the page's Tune view ------------------------------------------------------------
