@@ -634,7 +634,8 @@ _register(Method(
         "failure": "Needs a checkpoint whose safetensors hold the MTP weights (many conversions drop them), loaded "
         "from disk; other models cannot use it. Like speculative decoding, it takes no batched inputs (batch size 1).",
     },
-    proven=Proven(greedy=_equals_baseline("mtp"), sampling=Proof("untested")),
+    proven=Proven(greedy=_equals_baseline("mtp"), sampling=Proof("exact", (
+        "tests/test_method_sampling.py::test_mtp_sampling_follows_the_target_distribution",))),
     params=(ENSEMBLE,),
     fixed_kwargs={"use_mtp": True},
     check=_check_mtp,

@@ -47,7 +47,9 @@ def isolated_formulas() -> list[tuple[str, str]]:
     out = []
     for key, text in arabic_strings().items():
         if FSI in text and "%{" not in text:  # plotly hover templates are filled by plotly, not here
-            out.append((key, re.sub(r"\{(\w*)[^{}]*\}", lambda m: "7", text)))
+            # each field filled with a decimal as the Arabic page writes it (i18n.number), so the layout is checked
+            # with the numbers the page shows
+            out.append((key, re.sub(r"\{(\w*)[^{}]*\}", lambda m: i18n.number(0.61, "ar"), text)))
     return out
 
 

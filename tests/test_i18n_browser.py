@@ -7,6 +7,7 @@ timings.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,15 @@ def test_page_in_the_browsers_language(browser: Any, app_url: str, lang: str, lo
                              ".direction") == "ltr"
         title = page.locator('#pg-output .tok[data-status="accepted"]').first.get_attribute("title")
         assert i18n.t("render.describe.accepted", lang) in title
+        # Numbers in the page's language (CLDR via i18n.number): a decimal comma in Russian; Latin digits with a
+        # point in Arabic, laid out left to right (the figures' direction stays ltr inside the rtl page).
+        stats = page.inner_text("[data-testid=pg-stats]")
+        per_step = page.inner_text('[data-stat="tokens_per_step"] .pg-value').strip()
+        decimal = {"ru": r"\d+,\d\d", "ar": r"\d+\.\d\d"}[lang]
+        assert re.fullmatch(decimal, per_step), (per_step, stats)
+        assert not re.search(r"\d\.\d" if lang == "ru" else r"\d,\d|[\u0660-\u0669\u06f0-\u06f9]", stats), stats
+        assert page.evaluate("() => getComputedStyle(document.querySelector('[data-stat=\"tokens_per_step\"] "
+                             ".pg-value')).direction") == "ltr"
         page.wait_for_timeout(500)
         DOCS.mkdir(exist_ok=True)
         page.screenshot(path=str(DOCS / f"screenshot-{lang}.png"), full_page=False)
@@ -210,6 +220,7 @@ def test_russian_compare_and_tune_write_russian(browser: Any, app_url: str) -> N
         assert "повтор" in status and "repeat" not in status
         table = page.inner_text("#pg-compare-table")
         assert i18n.t("compare.head.speedup", "ru") in table and i18n.t("compare.check.reference", "ru") in table
+        assert re.search(r"\d,\d\d×", table) and not re.search(r"\d\.\d\d×", table), table  # speedups: 1,23×
         page.click("#pg-tab-tune-button")
         page.wait_for_function("t => document.querySelector('#pg-tune-status').innerText.includes(t)",
                                arg=i18n.t("tune.status.idle", "ru"))
