@@ -1,4 +1,4 @@
-"""The page's languages: lookup, fallback, plurals and the visitor's language (pure: no Gradio, no torch).
+"""The page's languages: lookup, fallback, plurals, numbers and the visitor's language (pure: no Gradio, no torch).
 
 Translations are data files beside this module, one per language (`playground/locales/<code>.json`):
 a flat object of dotted keys to strings with `str.format` fields (``"{n} tokens"``), or, for a
@@ -7,6 +7,8 @@ Keys starting with ``@`` are notes for translators, not strings. English (`en.js
 catalogue; the method registry and the example prompts keep their own English text (`methods.py`,
 `examples.py` are their single source), so their keys (``method.<name>.title`` …) exist only in the
 other languages and English falls back to the registry's text, passed as `default`.
+
+Plural rules and number symbols come from CLDR (Babel's copy): `plural_category`, `number`.
 
 Adding a language: copy `en.json` to `<code>.json`, translate every value (`tests/test_i18n.py` fails
 on a missing key, a changed `{field}` or a value left equal to the English one), add the registry keys
