@@ -150,6 +150,15 @@ def _interleave(store, models, long_name: str, short_name: str) -> tuple[Trace, 
     return long_trace, short_trace, long_consumer, short_consumer, short_run
 
 
+_PRISTINE: dict[int, dict[str, Any]] = {}  # id(generation_config) -> its settings before this module ran anything
+
+
+def _pristine(config: Any) -> dict[str, Any]:
+    """A model's generation settings as loaded, recorded the first time a test of this module prepares a run on it
+    (before that run): every run must leave them so."""
+    return _PRISTINE.setdefault(id(config), config.to_dict())
+
+
 def _assert_tiles(trace: Trace) -> None:
     check_invariants(trace)
     phases = trace.setup_ms + sum(s.draft_ms + s.verify_ms + s.other_ms for s in trace.steps)
@@ -161,11 +170,11 @@ def test_two_runs_taking_turns_step_by_step_give_what_each_gives_alone(store, mo
     method = name.split("-")[0]
     long_request = _request(models, name, LONG_TOKENS.get(method, LONG_DEFAULT))
     short_request = _request(models, name, SHORT_TOKENS, prompt="def add(a, b):")
+    config = prepare(short_request, store).draft_config_model.generation_config
+    before = _pristine(config)
     alone_long = LiveRun(prepare(long_request, store)).run()
     alone_short = LiveRun(prepare(short_request, store)).run()
     assert alone_long.waited_ms < 50 and alone_short.waited_ms < 50, "alone, nobody to wait for"
-    config = prepare(short_request, store).draft_config_model.generation_config
-    before = config.to_dict()
 
     long_trace, short_trace, long_consumer, short_consumer, short_run = _interleave(store, models, name, name)
 
