@@ -532,7 +532,7 @@ def _await_baton_locked(turns: "_Turns", first: bool) -> None:
     _baton_queue.append(turns)
     moved = False
     while _baton_owner is not turns:
-        if turns.cancel.is_set() and turns in _baton_queue:
+        if turns.stopped() and turns in _baton_queue:
             if first:
                 _baton_queue.remove(turns)
                 _BATON.notify_all()
@@ -554,9 +554,11 @@ class _Turns:
     it spent waiting for other runs' steps (`waited_s`, never part of its timed phases)."""
 
     def __init__(self, prepared: PreparedRun, cancel: threading.Event,
-                 per_turn: Callable[[], list[contextlib.AbstractContextManager[Any]]] = list):
+                 per_turn: Callable[[], list[contextlib.AbstractContextManager[Any]]] = list,
+                 job: threading.Event | None = None):
         self.prepared = prepared
         self.cancel = cancel
+        self.job = job  # the MCP call the run belongs to, if any: its agent leaving stops the run too
         self.per_turn = per_turn  # the run's hooks on the model, entered at each turn and left at its end
         self.waited_s = 0.0
         self.turns = 0
@@ -564,6 +566,9 @@ class _Turns:
         self._saved_config: dict[str, Any] = {}
         self._stack: contextlib.ExitStack | None = None
         self._cuda = torch.device(prepared.target.device).type == "cuda"
+
+    def stopped(self) -> bool:
+        return self.cancel.is_set() or (self.job is not None and self.job.is_set())
 
     def locks(self) -> list[Any]:
         locks = [lock for _, lock in sorted({id(m.lock): m.lock for m in self.prepared.models()}.items())]
@@ -619,11 +624,9 @@ class _Turns:
             self.waited_s += time.perf_counter() - began
             try:
                 self._begin_turn()
-                try:
-                    yield
-                finally:
-                    self._end_turn()
+                yield
             finally:
+                self._end_turn()  # also after a failed start of the turn: what it set is undone
                 with _BATON:
                     _pass_baton_locked(self)
         finally:
@@ -1294,7 +1297,7 @@ class LiveRun:
 
         # A run redone when it gives way (a long job's `run`) holds its models for the whole attempt; any other run
         # (a visitor's own, an MCP generate) takes turns per step with the others, its hooks on the model per turn.
-        turns = None if self._stop.gives_way else _Turns(prepared, self.cancel, hooks)
+        turns = None if self._stop.gives_way else _Turns(prepared, self.cancel, hooks, self._stop.job)
         self._turns = self._stop.turns = turns
         self._stop.max_length = prepared.input_ids.shape[1] + prepared.request.max_new_tokens
         self._stop.eos_ids = prepared.eos_ids
