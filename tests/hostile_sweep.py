@@ -11,7 +11,7 @@ tiny Llama made here, no preload), and talks to it as a raw client does (the que
    once the server generates; the time from dropping the connection to the log's "MCP compare stopped" line.
 2. fair share: a short generation (8 tokens) alone, then the same while another session's Compare at the page's
    limits (every method, 512 tokens, 5 repeats) runs, while another session's Tune (its 448-token baseline and its
-   drafter pass) runs, and while another visitor's own 512-token generation streams (page generations take turns
+   drafter pass) runs, and while another visitor's own 448-token generation streams (page generations take turns
    per step: the script also says whether that generation was still streaming when each short run's first token
    came, and how long it took in all); its wait is the time to its first streamed output.
 3. memory: the server's resident memory (VmRSS) before and after generating on `--spellings` spellings of one
@@ -200,7 +200,7 @@ def fair_share(client: Client, target: str) -> dict[str, Any]:
                "short_run_during_compare_first_token_s": [round(a, 2) for a, _ in during],
                "short_run_during_compare_total_s": [round(b, 2) for _, b in during]}
     figures.update(during_long_job(client, target, "tune_page", tune_args(target), "Tuning", "tune"))
-    figures.update(during_visitor_generation(client, target, 512))
+    figures.update(during_visitor_generation(client, target, 448))
     return figures
 
 
@@ -221,6 +221,7 @@ def during_visitor_generation(client: Client, target: str, tokens: int) -> dict[
                 if "data-step" in line:
                     begun.set()
                 if '"process_completed"' in line:
+                    times["failed"] = '"success": false' in line or "pg-alert" in line
                     break
         times["long_s"] = time.monotonic() - began
         done.set()
@@ -237,7 +238,8 @@ def during_visitor_generation(client: Client, target: str, tokens: int) -> dict[
     return {f"{label}_first_token_s": [round(a, 2) for a, _, _ in during],
             f"{label}_total_s": [round(b, 2) for _, b, _ in during],
             f"{label}_still_streaming_after_short_run": [c for _, _, c in during],
-            f"another_visitors_{tokens}_token_generation_s": round(times.get("long_s", float("nan")), 2)}
+            f"another_visitors_{tokens}_token_generation_s": round(times.get("long_s", float("nan")), 2),
+            f"another_visitors_{tokens}_token_generation_failed": times.get("failed")}
 
 
 def tune_args(target: str) -> list[Any]:
