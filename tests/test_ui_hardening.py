@@ -612,7 +612,7 @@ def _own_trace(trace: Trace, kw: dict[str, Any]) -> None:
 @pytest.mark.server
 def test_two_sessions_at_once_match_their_solo_runs(server: Server, models: dict[str, str]) -> None:
     """Early exit lowers the shared target's layer count and changes its draft settings while it runs; a
-    plain run on the same model at the same time must still give its solo output (one run per model)."""
+    plain run on the same model at the same time must still give its solo output (they take turns per step)."""
     runs = [
         dict(prompt=PROMPT, target=models["long"], method="early_exit", max_new_tokens=120,
              params={"assistant_early_exit": 1, "num_assistant_tokens": 3}),
