@@ -16,6 +16,7 @@ verify and other (see `trace.Step`), so setup + Σ phases = elapsed.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -217,6 +218,8 @@ def _dedicated_assistant(store: ModelStore, req: RunRequest, precision: Precisio
     assistant = store.get_copy(req.assistant, precision, purpose=purpose, progress=progress, bound_to=target)
     assistant.universal_target_tokenizer = target.tokenizer  # type: ignore[attr-defined]
     tok = assistant.tokenizer
+    if getattr(tok, "_playground_id_ordered", False) and assistant.on_release:
+        return assistant  # adapted already: no need to wait for the runs using it (they hold its lock by turns)
     with assistant.lock:
         if not getattr(tok, "_playground_id_ordered", False):
             unordered = tok.get_vocab
@@ -417,17 +420,23 @@ def turn() -> contextlib.AbstractContextManager[None]:
 
 
 @contextlib.contextmanager
-def exclusive(prepared: PreparedRun, job: threading.Event | None = None) -> Iterator[None]:
+def exclusive(prepared: PreparedRun, job: threading.Event | None = None,
+              turns: "_Turns | None" = None) -> Iterator[None]:
     """Hold the models and the state generation mutates for the duration of one run (after `_turn`: `job` is the
     long job the run belongs to, None for a visitor's own run).
 
     One generation per loaded model at a time (early exit lowers the target's layer count, the
     heuristic schedule writes back the draft length); the draft-length settings live on the
-    generation_config Transformers reads them from, set for the run and restored after.
+    generation_config Transformers reads them from, set for the run and restored after. With `turns` the run
+    instead takes turns per step with the other such runs (`_Turns`: its settings set per turn).
     """
     locks = sorted({id(m.lock): m.lock for m in prepared.models()}.items())
     with contextlib.ExitStack() as stack:
         stack.enter_context(_turn(job))
+        if turns is not None:
+            stack.enter_context(turns.holding())
+            yield
+            return
         for _, lock in locks:
             stack.enter_context(lock)
         if prepared.request.sample:
@@ -443,6 +452,200 @@ def exclusive(prepared: PreparedRun, job: threading.Event | None = None) -> Iter
         finally:
             for key, value in saved.items():
                 setattr(config, key, value)
+
+
+# --- runs that take turns per step -------------------------------------------------------------
+# A visitor's own run (the page's Generate, an MCP `generate`) streams to its visitor, so it is never ended and redone
+# as a long job's run is: such runs take turns at the models one decoding step at a time instead. A run joins the
+# holders of its models' locks (and of `_RNG_LOCK` when it samples): the first to need a lock acquires it, the last
+# to finish releases it, so nothing else (a long job's run, Tune's passes, the store's copying and eviction) touches
+# those models meanwhile. Among the holders one baton passes, first come first served: a run steps only while it holds
+# the baton, and at the boundary between two of its steps (its stopping criteria, where every method has put the
+# model back in its normal state: early exit restores the layer count right after drafting) it hands the baton on
+# when another run waits and queues again behind it. What a run changes on shared objects is set at each of its turns
+# and undone at the turn's end (`_Turns`): the draft settings on the generation_config Transformers reads them from,
+# the hooks and wrappers the instrumentation puts on the model, and torch's random state (saved and restored, so a
+# seeded run draws exactly the numbers it draws alone).
+
+_BATON = threading.Condition()  # guards everything below
+_baton_owner: "_Turns | None" = None
+_baton_queue: "collections.deque[_Turns]" = collections.deque()
+_shared_locks: dict[int, list[Any]] = {}  # id(lock) -> [lock, runs sharing it]
+_acquiring: set[int] = set()  # locks a run is acquiring for the holders now
+
+
+class _StoppedWaiting(BaseException):
+    """The run was stopped (its visitor left) before its first turn came: it ends without a step."""
+
+
+def _join_holders(locks: list[Any]) -> None:
+    """Share `locks` (in the order given) with the runs that take turns; acquire each one nobody of them holds."""
+    for lock in locks:
+        key = id(lock)
+        with _BATON:
+            while key in _acquiring:
+                _BATON.wait()
+            if key in _shared_locks:
+                _shared_locks[key][1] += 1
+                continue
+            _acquiring.add(key)
+        try:
+            lock.acquire()  # may wait for a long job's run or a Tune pass (they give way or end)
+        finally:
+            with _BATON:
+                _acquiring.discard(key)
+                _BATON.notify_all()
+        with _BATON:
+            _shared_locks[key] = [lock, 1]
+
+
+def _leave_holders(locks: list[Any]) -> None:
+    """Stop sharing `locks`; the last run to leave one releases it."""
+    with _BATON:
+        for lock in reversed(locks):
+            entry = _shared_locks.get(id(lock))
+            if entry is None:
+                continue
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _shared_locks[id(lock)]
+                lock.release()
+        _BATON.notify_all()
+
+
+def _pass_baton_locked(turns: "_Turns") -> None:
+    """Hand the baton from `turns` to the first run waiting (caller holds `_BATON`)."""
+    global _baton_owner
+    if _baton_owner is turns:
+        _baton_owner = _baton_queue.popleft() if _baton_queue else None
+        _BATON.notify_all()
+
+
+def _await_baton_locked(turns: "_Turns", first: bool) -> None:
+    """Queue for the baton and wait until it comes (caller holds `_BATON`). A run stopped while waiting for its
+    first turn leaves the queue (`_StoppedWaiting`); one stopped between its steps goes to the queue's front: it
+    still takes one turn, in which `generate()` returns and the run undoes what it set."""
+    global _baton_owner
+    if _baton_owner is None and not _baton_queue:
+        _baton_owner = turns
+        return
+    _baton_queue.append(turns)
+    moved = False
+    while _baton_owner is not turns:
+        if turns.stopped() and turns in _baton_queue:
+            if first:
+                _baton_queue.remove(turns)
+                _BATON.notify_all()
+                raise _StoppedWaiting("stopped before its first turn")
+            if not moved:
+                _baton_queue.remove(turns)
+                _baton_queue.appendleft(turns)
+                moved = True
+        _BATON.wait(0.25)
+
+
+def others_waiting() -> bool:
+    """Whether a run waits for the baton (read without the lock: a hint, checked again under it)."""
+    return bool(_baton_queue)
+
+
+class _Turns:
+    """One run's turns at the models: what it sets on shared objects for each turn and undoes after, and the time
+    it spent waiting for other runs' steps (`waited_s`, never part of its timed phases)."""
+
+    def __init__(self, prepared: PreparedRun, cancel: threading.Event,
+                 per_turn: Callable[[], list[contextlib.AbstractContextManager[Any]]] = list,
+                 job: threading.Event | None = None):
+        self.prepared = prepared
+        self.cancel = cancel
+        self.job = job  # the MCP call the run belongs to, if any: its agent leaving stops the run too
+        self.per_turn = per_turn  # the run's hooks on the model, entered at each turn and left at its end
+        self.waited_s = 0.0
+        self.turns = 0
+        self._rng: tuple[torch.Tensor, torch.Tensor | None] | None = None
+        self._saved_config: dict[str, Any] = {}
+        self._stack: contextlib.ExitStack | None = None
+        self._cuda = torch.device(prepared.target.device).type == "cuda"
+
+    def stopped(self) -> bool:
+        return self.cancel.is_set() or (self.job is not None and self.job.is_set())
+
+    def locks(self) -> list[Any]:
+        locks = [lock for _, lock in sorted({id(m.lock): m.lock for m in self.prepared.models()}.items())]
+        return locks + ([_RNG_LOCK] if self.prepared.request.sample else [])
+
+    def _begin_turn(self) -> None:
+        prepared = self.prepared
+        config = prepared.draft_config_model.generation_config
+        self._saved_config = {k: getattr(config, k, None) for k in prepared.draft_config}
+        for key, value in prepared.draft_config.items():
+            setattr(config, key, value)
+        if prepared.request.sample:
+            if self._rng is None:
+                torch.manual_seed(int(prepared.request.seed))
+            else:
+                torch.set_rng_state(self._rng[0])
+                if self._rng[1] is not None:
+                    torch.cuda.set_rng_state(self._rng[1], prepared.target.device)
+        self.turns += 1
+        stack = contextlib.ExitStack()
+        try:
+            for manager in self.per_turn():
+                stack.enter_context(manager)
+        except BaseException:
+            stack.close()
+            raise
+        self._stack = stack
+
+    def _end_turn(self) -> None:
+        prepared = self.prepared
+        try:
+            if self._stack is not None:
+                self._stack.close()
+                self._stack = None
+        finally:
+            if prepared.request.sample:
+                cuda = torch.cuda.get_rng_state(prepared.target.device) if self._cuda else None
+                self._rng = (torch.get_rng_state(), cuda)
+            config = prepared.draft_config_model.generation_config
+            for key, value in self._saved_config.items():
+                setattr(config, key, value)
+            self._saved_config = {}
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """The run's models, shared with the runs that take turns, and its first turn; its last turn ends after."""
+        locks = self.locks()
+        began = time.perf_counter()
+        _join_holders(locks)
+        try:
+            with _BATON:
+                _await_baton_locked(self, first=True)
+            self.waited_s += time.perf_counter() - began
+            try:
+                self._begin_turn()
+                yield
+            finally:
+                self._end_turn()  # also after a failed start of the turn: what it set is undone
+                with _BATON:
+                    _pass_baton_locked(self)
+        finally:
+            _leave_holders(locks)
+
+    def between_steps(self) -> float:
+        """At a boundary between two of the run's steps: when another run waits, end this turn, let the runs queued
+        before it take one step each, and begin the next turn. Returns the seconds it waited (0: nobody waited)."""
+        if not _baton_queue:
+            return 0.0
+        began = time.perf_counter()
+        self._end_turn()
+        with _BATON:
+            _pass_baton_locked(self)
+            _await_baton_locked(self, first=False)
+        self._begin_turn()
+        waited = time.perf_counter() - began
+        self.waited_s += waited
+        return waited
 
 
 def in_worker_thread(fn: Callable[[], Any], name: str) -> Any:
@@ -763,6 +966,17 @@ class _Stop(StoppingCriteria):
         self.timed_out = False
         self.gives_way = False  # a long job's run that is redone whole when it gives way (`LiveRun.run`)
         self.gave_way = False  # it did, at the step just ended: a visitor's own run waits for the models
+        # A run that takes turns per step (`_Turns`): at each boundary where another waits it lets that one step first;
+        # `on_wait` hears the seconds waited; no turn is passed on after the last step (`_last`).
+        self.turns: _Turns | None = None
+        self.on_wait: Callable[[float], None] = lambda seconds: None
+        self.max_length: int | None = None
+        self.eos_ids: frozenset[int] = frozenset()
+
+    def _last(self, input_ids: torch.LongTensor) -> bool:
+        """Whether the step just ended is the run's last (its length reached, or EOS)."""
+        return ((self.max_length is not None and input_ids.shape[1] >= self.max_length)
+                or (bool(self.eos_ids) and int(input_ids[0, -1]) in self.eos_ids))
 
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
         if self.deadline is not None and time.perf_counter() > self.deadline:
@@ -773,6 +987,15 @@ class _Stop(StoppingCriteria):
             self.gave_way = True
         stop = (self.cancel.is_set() or self.timed_out or self.gave_way
                 or (self.watch is not None and self.watch.tripped()))
+        if not stop and self.turns is not None and others_waiting() and not self._last(input_ids):
+            waited = self.turns.between_steps()  # the runs waiting take their step now
+            if waited:
+                self.on_wait(waited)
+                if self.deadline is not None:  # the run's time limit bounds its own work, not its waits
+                    self.deadline += waited
+                if self.job is not None and self.job.is_set():
+                    self.cancel.set()
+                stop = self.cancel.is_set()
         return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
 
@@ -808,6 +1031,18 @@ class _Recorder:
         self._draft: torch.Tensor | None = None
         self._q: torch.Tensor | None = None
         self._cur_len = 0
+        self.waited = 0.0  # seconds the run waited between its steps for other runs' steps (`_Turns`)
+        self._pending_wait = 0.0  # of which not yet taken out of a phase
+
+    def note_wait(self, seconds: float) -> None:
+        """The run waited `seconds` for other runs' steps: the phase it fell in (the step's `other`; baseline: its
+        `verify`, where Transformers' plain loop runs the stopping criteria) does not count it."""
+        self.waited += seconds
+        self._pending_wait += seconds
+
+    def _take_wait(self) -> float:
+        waited, self._pending_wait = self._pending_wait, 0.0
+        return waited
 
     def _stamp(self) -> float:
         self.sync()
@@ -819,7 +1054,7 @@ class _Recorder:
         if self._step_start is None:
             self.out.put(_Setup((now - self.started) * 1000))
         elif self._decided is not None:
-            self.out.put(_Other((now - self._decided) * 1000))
+            self.out.put(_Other((now - self._decided - self._take_wait()) * 1000))
         else:
             return False
         return True
@@ -894,7 +1129,7 @@ class _Recorder:
                 recorder._decided = recorder._stamp()
                 tokens = value.reshape(-1).clone()
                 self.total += tokens.shape[0]
-                verify_ms = (recorder._decided - (recorder._step_start or recorder._decided)) * 1000
+                verify_ms = (recorder._decided - (recorder._step_start or recorder._decided) - recorder._take_wait()) * 1000
                 scores, recorder._scores = recorder._scores, None
                 raw = _Raw(None, tokens, self.total, 0.0, verify_ms, None, scores)
                 if scores is not None and recorder.out.qsize() > MAX_PENDING_LOGITS:
@@ -1007,6 +1242,8 @@ class LiveRun:
         self._watch = _ScoreWatch()
         self._stop = _Stop(self.cancel, None, self._watch)
         self.gave_way = 0  # times this run gave way to a visitor's run and started again (`run`)
+        self._turns: _Turns | None = None  # a run that is not redone takes turns per step with the others like it
+        self._waited_between = 0.0  # seconds waited between steps (out of the timed phases and of elapsed)
         self.trace = Trace(
             method=prepared.method.name, target=req.target, prompt=req.prompt,
             assistant=req.assistant if prepared.assistant else None, params=dict(prepared.params),
@@ -1050,20 +1287,41 @@ class LiveRun:
         recorder = _Recorder(self._queue, _device_sync(model), self._watch, self._digest)
         kwargs = dict(prepared.generate_kwargs)
         kwargs["stopping_criteria"] = StoppingCriteriaList([self._stop])
+        if prepared.method.observed_by == "streamer":
+            kwargs["streamer"] = recorder.streamer(prepared.input_ids.shape[1])
+
+        def hooks() -> list[contextlib.AbstractContextManager[Any]]:
+            patch = (_step_starts_at_forward(model, recorder) if prepared.method.observed_by == "streamer"
+                     else _instrumented(model, recorder))
+            return [self._watch.watching(model), patch]
+
+        # A run redone when it gives way (a long job's `run`) holds its models for the whole attempt; any other run
+        # (a visitor's own, an MCP generate) takes turns per step with the others, its hooks on the model per turn.
+        turns = None if self._stop.gives_way else _Turns(prepared, self.cancel, hooks, self._stop.job)
+        self._turns = self._stop.turns = turns
+        self._stop.max_length = prepared.input_ids.shape[1] + prepared.request.max_new_tokens
+        self._stop.eos_ids = prepared.eos_ids
+
+        def waited(seconds: float) -> None:
+            recorder.note_wait(seconds)
+            self._waited_between = recorder.waited
+
+        self._stop.on_wait = waited
         try:
-            with exclusive(prepared, self._stop.job), torch.inference_mode(), self._watch.watching(model):
-                if prepared.method.observed_by == "streamer":
-                    kwargs["streamer"] = recorder.streamer(prepared.input_ids.shape[1])
-                    patch: contextlib.AbstractContextManager[Any] = _step_starts_at_forward(model, recorder)
-                else:
-                    patch = _instrumented(model, recorder)
-                with patch:
-                    self._start = recorder.started = recorder._stamp()
-                    self._stop.deadline = self._start + self.timeout_s if self.timeout_s else None
-                    model.generate(**kwargs)
-                    self._elapsed = recorder.finish() - self._start
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(exclusive(prepared, self._stop.job, turns))
+                stack.enter_context(torch.inference_mode())
+                if turns is None:
+                    for manager in hooks():
+                        stack.enter_context(manager)
+                self._start = recorder.started = recorder._stamp()
+                self._stop.deadline = self._start + self.timeout_s if self.timeout_s else None
+                model.generate(**kwargs)
+                self._elapsed = recorder.finish() - self._start - recorder.waited
+        except _StoppedWaiting:  # stopped before its first turn: no step, nothing to report
+            self._elapsed = 0.0
         except BaseException as exc:  # reported to the consumer, which re-raises it
-            self._elapsed = time.perf_counter() - self._start if self._start else 0.0
+            self._elapsed = time.perf_counter() - self._start - recorder.waited if self._start else 0.0
             self._error = exc
 
     def __iter__(self) -> Iterator[Step]:
@@ -1090,7 +1348,7 @@ class LiveRun:
                 step = self._build_step(item)
                 self.trace.steps.append(step)
                 self.trace.output_ids.extend(step.emitted)
-                self.trace.summarize(time.perf_counter() - self._start)
+                self.trace.summarize(time.perf_counter() - self._start - self._waited_between)
                 yield step
         finally:
             if self._thread.is_alive():  # the consumer left early (closed tab, exception): end the run
@@ -1110,6 +1368,8 @@ class LiveRun:
         tok = self.prepared.target.tokenizer
         trace.output_text = tok.decode(trace.output_ids, skip_special_tokens=True)
         trace.summarize(self._elapsed)
+        if self._turns is not None:
+            trace.waited_ms = round(self._turns.waited_s * 1000, 3)
         if self._watch.tripped():  # also when sampling then failed on the NaN scores: this is why
             trace.finish_reason = "error"
             reason = non_finite_message(self.prepared.target.model.dtype, len(trace.output_ids))

@@ -38,7 +38,10 @@ SETTINGS_DOC: list[tuple[str, str, str]] = [
      "Parameter memory the model store may hold; least recently used models are evicted."),
     ("PLAYGROUND_RUN_TIMEOUT_S", "300", "Wall-clock limit for one run, in seconds."),
     ("PLAYGROUND_PRELOAD", "true", "Load the default models at start-up."),
-    ("PLAYGROUND_CONCURRENCY", "1", "Generations running at once in the UI queue."),
+    ("PLAYGROUND_CONCURRENCY", "3",
+     "Page generations served at once (Gradio's queue); they take turns one decoding step at a time, so a visitor's "
+     "run starts within one step of each other running generation. Each holds its own KV cache and pending scores "
+     "(docs/limits.md): raise it only with memory to spare."),
     ("PLAYGROUND_TOP_K", "5",
      "How many of the most probable tokens the step microscope records per judged position for p, q, the "
      "ensemble mixture and the residual (0 to 10; 0 records none)."),
@@ -140,7 +143,7 @@ def get_settings() -> Settings:
         memory_budget_gb=_float("PLAYGROUND_MEMORY_BUDGET_GB", 8.0),
         run_timeout_s=_float("PLAYGROUND_RUN_TIMEOUT_S", 300.0),
         preload=_bool("PLAYGROUND_PRELOAD", True),
-        concurrency=_int("PLAYGROUND_CONCURRENCY", 1, minimum=1),
+        concurrency=_int("PLAYGROUND_CONCURRENCY", 3, minimum=1),
         mcp=_bool("PLAYGROUND_MCP", False),
         top_k=_int_at_most("PLAYGROUND_TOP_K", 5, minimum=0, maximum=MICROSCOPE_MAX_TOP_K),
     )

@@ -220,6 +220,9 @@ class Trace:
     output_text: str = ""
     finish_reason: str = ""  # eos | length | stopped | timeout | error
     setup_ms: float = 0.0  # time inside generate() before the first step (candidate generator, head pruning, MTP layers)
+    # Time the run waited for other visitors' runs, which take turns with it one step at a time (before its first step
+    # and between its steps): in no phase and not in the summary's elapsed_s, so the timings are the run's own work.
+    waited_ms: float = 0.0
     steps: list[Step] = field(default_factory=list)
     summary: Summary = field(default_factory=Summary)
     schema_version: int = SCHEMA_VERSION

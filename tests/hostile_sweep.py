@@ -11,14 +11,16 @@ tiny Llama made here, no preload), and talks to it as a raw client does (the que
    once the server generates; the time from dropping the connection to the log's "MCP compare stopped" line.
 2. fair share: a short generation (8 tokens) alone, then the same while another session's Compare at the page's
    limits (every method, 512 tokens, 5 repeats) runs, while another session's Tune (its 448-token baseline and its
-   drafter pass) runs, and while another session's own 448-token generation streams; its wait is the time to its
-   first streamed output.
+   drafter pass) runs, and while another visitor's own 448-token generation streams (page generations take turns
+   per step: the script also says whether that generation was still streaming when each short run's first token
+   came, and how long it took in all); its wait is the time to its first streamed output.
 3. memory: the server's resident memory (VmRSS) before and after generating on `--spellings` spellings of one
    directory (`dir/`, `dir//`, `dir/./`, `/proc/self/root/dir`, ...): one copy is loaded, whatever the spelling.
 
     python tests/hostile_sweep.py                 # all three, a few minutes
     python tests/hostile_sweep.py --json artifacts/hostile-sweep.json
     python tests/hostile_sweep.py --skip memory fair --json /tmp/disconnect.json   # only the disconnect figures
+    python tests/hostile_sweep.py --skip memory disconnect mcp --concurrency 1   # fair share, generations one by one
 
 Figures need a quiet machine: on shared cores the waits measure the neighbours too. Not collected by pytest.
 """
@@ -198,9 +200,46 @@ def fair_share(client: Client, target: str) -> dict[str, Any]:
                "short_run_during_compare_first_token_s": [round(a, 2) for a, _ in during],
                "short_run_during_compare_total_s": [round(b, 2) for _, b in during]}
     figures.update(during_long_job(client, target, "tune_page", tune_args(target), "Tuning", "tune"))
-    figures.update(during_long_job(client, target, "generate", generate_args(target, 448), "data-step",
-                                   "another_visitors_448_token_generation"))
+    figures.update(during_visitor_generation(client, target, 448))
     return figures
+
+
+def during_visitor_generation(client: Client, target: str, tokens: int) -> dict[str, Any]:
+    """Short runs while another visitor's own `tokens`-token generation streams (read in a thread of its own): each
+    short run's first-token wait and whole time, whether the long generation was still streaming when that first
+    token came (with turns per step it is; served one at a time it is not), and the long generation's time in all."""
+    import threading
+
+    session = client.join("generate", generate_args(target, tokens))
+    begun, done = threading.Event(), threading.Event()
+    times: dict[str, float] = {}
+
+    def follow() -> None:
+        began = time.monotonic()
+        with client.stream(session) as stream:
+            for line in stream.iter_lines():
+                if "data-step" in line:
+                    begun.set()
+                if '"process_completed"' in line:
+                    times["failed"] = '"success": false' in line or "pg-alert" in line
+                    break
+        times["long_s"] = time.monotonic() - began
+        done.set()
+        begun.set()
+
+    threading.Thread(target=follow, daemon=True).start()
+    begun.wait(WAIT_S)
+    during: list[tuple[float, float, bool]] = []
+    for _ in range(3):
+        first, whole = short_run_s(client, target)
+        during.append((first, whole, not done.is_set()))
+    done.wait(WAIT_S)
+    label = f"short_run_during_another_visitors_{tokens}_token_generation"
+    return {f"{label}_first_token_s": [round(a, 2) for a, _, _ in during],
+            f"{label}_total_s": [round(b, 2) for _, b, _ in during],
+            f"{label}_still_streaming_after_short_run": [c for _, _, c in during],
+            f"another_visitors_{tokens}_token_generation_s": round(times.get("long_s", float("nan")), 2),
+            f"another_visitors_{tokens}_token_generation_failed": times.get("failed")}
 
 
 def tune_args(target: str) -> list[Any]:
@@ -251,6 +290,7 @@ def main() -> int:
     parser.add_argument("--spellings", type=int, default=24, help="spellings of the model directory to load")
     parser.add_argument("--skip", nargs="*", default=[], choices=["disconnect", "mcp", "fair", "memory"])
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--concurrency", type=int, help="the server's PLAYGROUND_CONCURRENCY (default: its own)")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="pg-hostile-sweep-"))
@@ -264,6 +304,8 @@ def main() -> int:
     extra = {"PLAYGROUND_PRELOAD": "0", "PLAYGROUND_PUBLIC": "1", "PLAYGROUND_ALLOWED_DIRS": str(allowed),
              "PLAYGROUND_MAX_NEW_TOKENS": "512", "PLAYGROUND_MCP": "1", "TMPDIR": str(tmp),
              "GRADIO_TEMP_DIR": str(tmp / "gradio")}
+    if args.concurrency:
+        extra["PLAYGROUND_CONCURRENCY"] = str(args.concurrency)
     port = free_port()
     proc = start_app(port, log, extra, base_env=base)
     figures: dict[str, Any] = {"note": "figures need a quiet machine: on shared cores they measure the neighbours"}

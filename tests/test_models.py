@@ -111,7 +111,7 @@ def test_settings_defaults() -> None:
         cache_dir=Path("~/.cache/assisted-playground").expanduser(), public=False,
         trust_remote_code=False, allow_pickle=False, allowed_dirs=(), max_new_tokens=512,
         max_prompt_tokens=4096, memory_budget_gb=8.0, run_timeout_s=300.0, preload=True,
-        concurrency=1, mcp=False)
+        concurrency=3, mcp=False)
 
 
 def test_settings_public_by_default_inside_a_space(monkeypatch: pytest.MonkeyPatch) -> None:

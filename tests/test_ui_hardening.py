@@ -2,7 +2,7 @@
 
 One `python app.py` serves the whole module, configured like a public Space on a small machine:
 public mode with one allowed model directory, caps on new tokens and prompt length, a small memory
-budget, a run time limit, two generations at once (PLAYGROUND_CONCURRENCY=2; the default is 1, see
+budget, a run time limit, two generations at once (PLAYGROUND_CONCURRENCY=2; the default is 3, see
 `test_queue_concurrency_default_fits_two_cores`), no preload (tiny models on disk keep it fast) and a
 stand-in Hugging Face Hub on a local port (the real Hub is unreachable here), which answers 404
 RepoNotFound like the real one and drops the connection for one organisation (the Hub unreachable).
@@ -564,19 +564,20 @@ def test_cli_hub_rows(target: str, fragment: str, hub: str, tmp_path: Path) -> N
 
 
 def test_queue_concurrency_default_fits_two_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One generation at a time by default (one run already uses both cores); PLAYGROUND_CONCURRENCY raises it."""
+    """Three page generations at once by default (they take turns per step, so they share the cores rather than
+    fight over them; docs/limits.md has the memory reason); PLAYGROUND_CONCURRENCY changes it."""
     from playground.app import page
 
     monkeypatch.delenv("PLAYGROUND_CONCURRENCY", raising=False)
     demo = page.build_ui()
-    assert demo._queue.default_concurrency_limit == 1
+    assert demo._queue.default_concurrency_limit == 3
     generate = next(fn for fn in demo.fns.values() if fn.api_name == "generate")
     assert generate.concurrency_limit == "default" and generate.queue  # it follows the queue's default
     # Gradio keeps a copy of each trace it serves; they must not pile up for the server's lifetime.
     frequency, age = demo.delete_cache
     assert 0 < frequency <= age
-    monkeypatch.setenv("PLAYGROUND_CONCURRENCY", "3")
-    assert page.build_ui()._queue.default_concurrency_limit == 3
+    monkeypatch.setenv("PLAYGROUND_CONCURRENCY", "1")
+    assert page.build_ui()._queue.default_concurrency_limit == 1
 
 
 @pytest.mark.server
@@ -611,7 +612,7 @@ def _own_trace(trace: Trace, kw: dict[str, Any]) -> None:
 @pytest.mark.server
 def test_two_sessions_at_once_match_their_solo_runs(server: Server, models: dict[str, str]) -> None:
     """Early exit lowers the shared target's layer count and changes its draft settings while it runs; a
-    plain run on the same model at the same time must still give its solo output (one run per model)."""
+    plain run on the same model at the same time must still give its solo output (they take turns per step)."""
     runs = [
         dict(prompt=PROMPT, target=models["long"], method="early_exit", max_new_tokens=120,
              params={"assistant_early_exit": 1, "num_assistant_tokens": 3}),

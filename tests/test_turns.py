@@ -1,0 +1,252 @@
+"""Visitors' own runs take turns one decoding step at a time (`engine._Turns`), on real tiny models and real threads.
+
+A long run is held at its first forward until a short run waits for its turn, so the two then alternate step by
+step for as long as both run. Each must give exactly the tokens it gives alone (greedy and seeded sampling, every
+method the tiny models run), the short one's first step must come long before the long one ends, each run's
+phases must still add up to its elapsed time (the waits are in neither), the draft settings must be the original
+ones afterwards, and a run whose visitor leaves while it waits for its turn must stop without another step.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+import pytest
+
+import playground.engine as engine
+from playground.engine import LiveRun, RunRequest, prepare
+from playground.trace import Trace, check_invariants
+from test_methods import PROMPT, models  # noqa: F401  (the tiny checkpoints of every method, as a fixture)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+WAIT_S = 120  # no wait in these tests comes near this; a hang fails the test instead of holding the suite
+
+# name -> the run's request (model names from test_methods' fixture); long runs of each get LONG_TOKENS[method].
+RUNS: dict[str, dict[str, Any]] = {
+    "baseline": dict(target="target"),
+    "baseline-sampling": dict(target="target", sample=True, seed=5),
+    "speculative": dict(target="target", assistant="noisy", params={"num_assistant_tokens": 3}),
+    "speculative-sampling": dict(target="target", assistant="noisy", params={"num_assistant_tokens": 3},
+                                 sample=True, seed=3),
+    "prompt_lookup": dict(target="target", params={"prompt_lookup_num_tokens": 3}),
+    "early_exit": dict(target="target", params={"assistant_early_exit": 2, "num_assistant_tokens": 3}),
+    "early_exit-sampling": dict(target="target", params={"assistant_early_exit": 2, "num_assistant_tokens": 3},
+                                sample=True, seed=2),
+    "mtp": dict(target="deepseek"),
+    "mtp_drafter": dict(target="gemma4", assistant="gemma4_assistant", params={"num_assistant_tokens": 3}),
+    "universal": dict(target="target", assistant="other_tok", params={"num_assistant_tokens": 3}),
+    "universal-sampling": dict(target="target", assistant="other_tok", params={"num_assistant_tokens": 3},
+                               sample=True, seed=1),
+    "ensemble": dict(target="target", assistant="noisy",
+                     params={"num_assistant_tokens": 3, "assistant_ensemble_weight": 0.5}),
+}
+SHORT_TOKENS = 8
+LONG_TOKENS = {"mtp": 40}  # the tiny DeepSeek has 61 layers: slower per step, and never more than 2 tokens a step
+LONG_DEFAULT = 120  # enough steps that the long run outlasts the short one even when every draft is kept
+
+
+def _request(models: dict[str, str], name: str, tokens: int, prompt: str = PROMPT, **more: Any) -> RunRequest:
+    kw = {**RUNS[name], **more}
+    kw["target"] = models[kw["target"]]
+    if "assistant" in kw:
+        kw["assistant"] = models[kw["assistant"]]
+    method = name.split("-")[0]
+    if method == "ensemble":  # a verification of speculative decoding, chosen by its parameter
+        method = "speculative"
+    return RunRequest(prompt=prompt, method=method, dtype="float32", max_new_tokens=tokens, **kw)
+
+
+class Consumer:
+    """Iterates a LiveRun in a thread of its own, as the page's handler does, noting when each step arrives."""
+
+    def __init__(self, live: LiveRun, on_step: Callable[[int], None] = lambda n: None) -> None:
+        self.live = live
+        self.arrivals: list[float] = []
+        self.ended = 0.0
+        self.error: BaseException | None = None
+        self.first_step = threading.Event()
+
+        def consume() -> None:
+            try:
+                for _ in live:
+                    self.arrivals.append(time.monotonic())
+                    self.first_step.set()
+                    on_step(len(self.arrivals))
+            except BaseException as exc:  # noqa: BLE001  (reported by the test)
+                self.error = exc
+            self.ended = time.monotonic()
+
+        self.thread = threading.Thread(target=consume, daemon=True)
+        self.thread.start()
+
+    def join(self) -> Trace:
+        self.thread.join(WAIT_S)
+        assert not self.thread.is_alive(), "the run did not end"
+        if self.error is not None:
+            raise self.error
+        return self.live.trace
+
+
+class Hold:
+    """A forward pre-hook on a model that holds the long run's worker (only it) until `release` is set, once
+    `should_hold()` says so; `holding` is set once it holds. With `wait` its first forward waits for `should_hold()`
+    (for something that needs no turn, such as another run queueing); else a forward holds only if it says so now."""
+
+    def __init__(self, model: Any, long_run: LiveRun, should_hold: Callable[[], bool], wait: bool = True) -> None:
+        self.long_run = long_run
+        self.should_hold = should_hold
+        self.wait = wait
+        self.holding = threading.Event()
+        self.release = threading.Event()
+        self.handle = model.register_forward_pre_hook(self)
+
+    def __call__(self, module: Any, args: Any) -> None:
+        if threading.current_thread() is not self.long_run._thread or self.release.is_set():
+            return
+        if not self.wait and not self.should_hold():
+            return
+        began = time.monotonic()
+        while not self.should_hold():
+            if time.monotonic() - began > WAIT_S:
+                return
+            time.sleep(0.002)
+        self.holding.set()
+        self.release.wait(WAIT_S)
+
+    def remove(self) -> None:
+        self.release.set()
+        self.handle.remove()
+
+
+def _waiting(live: LiveRun) -> bool:
+    """Whether this run waits in the baton's queue."""
+    turns = live._turns
+    with engine._BATON:
+        return turns is not None and turns in engine._baton_queue
+
+
+def _interleave(store, models, long_name: str, short_name: str) -> tuple[Trace, Trace, Consumer, Consumer, LiveRun]:
+    """The long run starts, is held at its first forward until the short run waits for its turn, then both go on;
+    they alternate a step at a time while both run."""
+    method = long_name.split("-")[0]
+    long_run = LiveRun(prepare(_request(models, long_name, LONG_TOKENS.get(method, LONG_DEFAULT)), store))
+    short_run = LiveRun(prepare(_request(models, short_name, SHORT_TOKENS, prompt="def add(a, b):"), store))
+    hold = Hold(long_run.prepared.target.model, long_run, lambda: _waiting(short_run))
+    try:
+        long_consumer = Consumer(long_run)
+        started = time.monotonic()
+        while long_run._turns is None or long_run._turns.turns == 0:  # the long run holds the baton first
+            assert time.monotonic() - started < WAIT_S
+            time.sleep(0.002)
+        short_consumer = Consumer(short_run)
+        hold.holding.wait(WAIT_S)
+        hold.release.set()  # the short run waits now: the long one steps once more, then hands over
+        short_trace, long_trace = short_consumer.join(), long_consumer.join()
+    finally:
+        hold.remove()
+    return long_trace, short_trace, long_consumer, short_consumer, short_run
+
+
+_PRISTINE: dict[int, dict[str, Any]] = {}  # id(generation_config) -> its settings before this module ran anything
+
+
+def _pristine(config: Any) -> dict[str, Any]:
+    """A model's generation settings as loaded, recorded the first time a test of this module prepares a run on it
+    (before that run): every run must leave them so."""
+    return _PRISTINE.setdefault(id(config), config.to_dict())
+
+
+def _assert_tiles(trace: Trace) -> None:
+    check_invariants(trace)
+    phases = trace.setup_ms + sum(s.draft_ms + s.verify_ms + s.other_ms for s in trace.steps)
+    assert phases == pytest.approx(trace.summary.elapsed_s * 1000, rel=0.02), "the phases tile the elapsed time"
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_two_runs_taking_turns_step_by_step_give_what_each_gives_alone(store, models, name) -> None:  # noqa: F811
+    method = name.split("-")[0]
+    long_request = _request(models, name, LONG_TOKENS.get(method, LONG_DEFAULT))
+    short_request = _request(models, name, SHORT_TOKENS, prompt="def add(a, b):")
+    config = prepare(short_request, store).draft_config_model.generation_config
+    before = _pristine(config)
+    alone_long = LiveRun(prepare(long_request, store)).run()
+    alone_short = LiveRun(prepare(short_request, store)).run()
+    assert alone_long.waited_ms < 50 and alone_short.waited_ms < 50, "alone, nobody to wait for"
+
+    long_trace, short_trace, long_consumer, short_consumer, short_run = _interleave(store, models, name, name)
+
+    assert short_trace.output_ids == alone_short.output_ids, "the short run gives what it gives alone"
+    assert long_trace.output_ids == alone_long.output_ids, "the long run gives what it gives alone"
+    assert (short_trace.finish_reason, long_trace.finish_reason) == (alone_short.finish_reason, alone_long.finish_reason)
+    # It waited once before its first step and once between every two of its steps: turns taken step by step.
+    assert short_run._turns.turns == len(short_trace.steps) > 1
+    assert short_consumer.arrivals[0] < long_consumer.ended and short_consumer.ended < long_consumer.ended
+    for trace in (short_trace, long_trace):
+        _assert_tiles(trace)
+        assert trace.waited_ms > 0, "the wait for the other run's steps is reported apart"
+    assert config.to_dict() == before, "the draft settings are the model's own again"
+
+
+def test_runs_of_different_methods_on_shared_models_take_turns(store, models) -> None:  # noqa: F811
+    """Early exit (it lowers the target's layer count while drafting) against a seeded speculative run on the same
+    target with other draft settings: each still gives its own tokens."""
+    long_name, short_name = "early_exit-sampling", "speculative-sampling"
+    alone_long = LiveRun(prepare(_request(models, long_name, LONG_DEFAULT), store)).run()
+    alone_short = LiveRun(prepare(_request(models, short_name, SHORT_TOKENS, prompt="def add(a, b):"), store)).run()
+    long_trace, short_trace, _, _, short_run = _interleave(store, models, long_name, short_name)
+    assert short_trace.output_ids == alone_short.output_ids
+    assert long_trace.output_ids == alone_long.output_ids
+    assert short_run._turns.turns == len(short_trace.steps) > 1
+
+
+def test_a_run_stopped_while_waiting_for_its_first_turn_ends_without_a_step(store, models) -> None:  # noqa: F811
+    long_run = LiveRun(prepare(_request(models, "baseline", 40), store))
+    short_run = LiveRun(prepare(_request(models, "baseline", SHORT_TOKENS), store))
+    hold = Hold(long_run.prepared.target.model, long_run, lambda: _waiting(short_run))
+    try:
+        long_consumer = Consumer(long_run)
+        while long_run._turns is None or long_run._turns.turns == 0:
+            time.sleep(0.002)
+        short_consumer = Consumer(short_run)
+        assert hold.holding.wait(WAIT_S), "the short run queued for its turn"
+        short_run.stop()  # its visitor leaves while the long run holds the models
+        short_consumer.thread.join(WAIT_S)
+        assert not short_consumer.thread.is_alive(), "it ended while the other run still held its turn"
+        assert not hold.release.is_set()
+        short_trace = short_consumer.join()
+        assert short_trace.steps == [] and short_trace.finish_reason == "stopped"
+        hold.release.set()
+        assert long_consumer.join().summary.new_tokens == 40
+    finally:
+        hold.remove()
+
+
+def test_a_run_stopped_while_waiting_between_its_steps_takes_no_further_step(store, models) -> None:  # noqa: F811
+    alone = LiveRun(prepare(_request(models, "speculative", SHORT_TOKENS * 4), store)).run()
+    long_run = LiveRun(prepare(_request(models, "baseline", LONG_DEFAULT, prompt="def add(a, b):"), store))
+    short_run = LiveRun(prepare(_request(models, "speculative", SHORT_TOKENS * 4), store))
+    # The long run is held once the short one has taken a turn and waits for its next.
+    hold = Hold(long_run.prepared.target.model, long_run,
+                lambda: short_run._turns is not None and short_run._turns.turns >= 2 and _waiting(short_run), wait=False)
+    try:
+        long_consumer = Consumer(long_run)
+        while long_run._turns is None or long_run._turns.turns == 0:
+            time.sleep(0.002)
+        short_consumer = Consumer(short_run)
+        assert hold.holding.wait(WAIT_S)
+        turns = short_run._turns.turns
+        short_run.stop()
+        time.sleep(0.2)
+        assert short_consumer.thread.is_alive(), "it takes its turn back to end generate() cleanly"
+        hold.release.set()
+        short_trace = short_consumer.join()
+        assert short_trace.finish_reason == "stopped"
+        assert len(short_trace.steps) == turns, "no step after it was stopped"
+        assert short_trace.output_ids == alone.output_ids[:len(short_trace.output_ids)]
+        _assert_tiles(short_trace)
+        assert long_consumer.join().finish_reason == "length"
+    finally:
+        hold.remove()
