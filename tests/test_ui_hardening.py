@@ -620,6 +620,9 @@ def test_two_sessions_at_once_match_their_solo_runs(server: Server, models: dict
     ]
     clients = [new_client(server), new_client(server)]
     solo = [_solo(c, server, kw) for c, kw in zip(clients, runs)]
+    for reference in solo:  # a solo run cut short (a stop, the time limit) is no reference: say which it was
+        assert reference.finish_reason == "length" and len(reference.output_ids) == 120, (
+            reference.finish_reason, len(reference.output_ids), reference.summary)
     jobs = [c.submit(**request(**kw), api_name="/generate") for c, kw in zip(clients, runs)]
     results = [job.result(timeout=WAIT_S) for job in jobs]
     for kw, outputs, reference in zip(runs, results, solo):
