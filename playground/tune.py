@@ -376,6 +376,9 @@ class Calibration:
     # verification), and that first step's draft length; 0 / None where there is none (the baseline's first step).
     method_first_step_s: float = 0.0
     method_first_draft: int | None = None
+    # The same run's pace ÷ the calibration's (its later steps' measured draft + verify phases ÷ the calibrated
+    # drafting and verification of those steps); 0 where there is none (then the baseline's pace sets `scale`).
+    method_pace: float = 0.0
     spread: float = 0.0  # the widest spread of a calibrated figure's samples, after repeating where it was wide
     pace_change: float = 1.0  # a short baseline's step pace after the calibration ÷ the baseline's before it
     reliable: bool = True  # False: the machine's pace changed under the tune even after measuring again
@@ -390,15 +393,21 @@ class Calibration:
 
     @property
     def scale(self) -> float:
-        """The baseline's pace ÷ the calibration's: its median forward phase against a calibrated one-token forward."""
+        """The drafting loop's pace ÷ the calibration's: measured on a real run of the method (`method_pace`), else
+        the baseline's median forward phase against a calibrated one-token forward."""
+        if self.method_pace:
+            return self.method_pace
         one = self.forward(1) if self.target_forward_s else 0.0
         return self.baseline_forward_s / one if self.baseline_forward_s and one else 1.0
+
+    def drafting_s(self, step: Step, ngram: int | None = None) -> float:
+        """A step's drafting at the calibration's pace (`ngram`: prompt lookup's max n-gram size; None: a drafter)."""
+        return self.lookup_call_s.get(ngram, 0.0) if ngram is not None else self.drafter_call(len(step.drafted))
 
     def step_s(self, step: Step, first: bool, ngram: int | None = None) -> float:
         """One step: its drafting, and (after the first, whose forward is the prefill) the target's forward at
         its verification width and the loop's own time."""
-        drafting = self.lookup_call_s.get(ngram, 0.0) if ngram is not None else self.drafter_call(len(step.drafted))
-        total = drafting * self.scale
+        total = self.drafting_s(step, ngram) * self.scale
         if not first:
             total += self.forward(len(step.drafted) + 1) * self.scale + self.loop_s
         return total
@@ -561,6 +570,19 @@ def loop_time_s(trace: Any) -> float | None:
     milliseconds, came out 0 or 25 ms on one machine, and was then charged on every step."""
     rest = [(s.other_ms or 0.0) / 1000 for s in trace.steps[1:]]
     return statistics.median(rest) if rest else None
+
+
+def loop_pace(trace: Any, calibration: Calibration, ngram: int | None = None) -> float | None:
+    """A real drafting run's pace ÷ the calibration's: the median over its later steps of the measured draft + verify
+    phases ÷ the calibrated drafting and verification of the same step. The calls a prediction charges, timed in the
+    loop itself, not the baseline's one-token decoding (whose pace against a single calibrated one-token forward
+    was 1.36 where the loop's own forwards ran at 1.0 on one machine, summarization at commit fca2a30)."""
+    ratios = []
+    for st in trace.steps[1:]:
+        calibrated = calibration.drafting_s(st, ngram) + calibration.forward(len(st.drafted) + 1)
+        if calibrated > 0:
+            ratios.append((st.draft_ms + st.verify_ms) / 1000 / calibrated)
+    return statistics.median(ratios) if ratios else None
 
 
 # --- settings ---------------------------------------------------------------------------------
@@ -877,6 +899,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
 
     short = min(PACE_CHECK_TOKENS, max_new)
     default = default_setting(run.method, run.params)
+    default_ngram = None if replay.model_pass else int(default.values["max_matching_ngram_size"])
     for attempt in range(2):
         if progress:
             progress("calibration" if not attempt else "the machine's pace changed: measuring again")
@@ -897,6 +920,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
             calibration.method_first_step_s = (method_trace.setup_ms + head.draft_ms + head.verify_ms
                                                + (head.other_ms or 0.0)) / 1000
             calibration.method_first_draft = len(head.drafted)
+        calibration.method_pace = loop_pace(method_trace, calibration, default_ngram) or 0.0
         before, after = step_pace_s(baseline, short), step_pace_s(run_baseline(run.but(max_new_tokens=short), store))
         calibration.pace_change = after / before if before and after else 1.0
         if abs(calibration.pace_change - 1) <= PACE_TOLERANCE:

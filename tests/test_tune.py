@@ -292,6 +292,25 @@ def test_the_loop_is_charged_a_real_run_s_other_phase() -> None:
     assert loop_time_s(SimpleNamespace(steps=steps[:1])) is None
 
 
+def test_the_scale_is_the_drafting_loop_s_own_pace_where_a_real_run_measured_it() -> None:
+    # The baseline decodes one token a step; its pace against one calibrated one-token forward set every predicted
+    # draft and verification (1.36 on one machine, where the loop's own calls ran at 1.0). A real run of the method
+    # times the very calls a prediction charges: its later steps' draft + verify ÷ their calibrated figures.
+    from playground.tune import loop_pace
+
+    calibration = Calibration(target_prefill_s=1.0, target_forward_s={1: 0.05, 2: 0.06, 6: 0.08},
+                              drafter_call_s={1: 0.06, 5: 0.30}, baseline_forward_s=0.10, loop_s=0.002)
+    assert calibration.scale == pytest.approx(2.0)  # no real run: the baseline's pace
+    steps = [Step(index=k, drafted=[1] * n, accepted=n, rejected=[], emitted=[0] * (n + 1), draft_ms=d, verify_ms=v)
+             for k, (n, d, v) in enumerate([(5, 900.0, 900.0), (5, 330.0, 88.0), (1, 60.0, 60.0), (5, 400.0, 100.0)])]
+    pace = loop_pace(SimpleNamespace(steps=steps), calibration)
+    assert pace == pytest.approx(1.1)  # the median of 418/380, 120/120 and 500/380 (the first step is the prefill)
+    calibration.method_pace = pace
+    assert calibration.scale == pytest.approx(1.1)
+    assert calibration.step_s(_step(1), first=False) == pytest.approx((0.06 + 0.06) * 1.1 + 0.002)
+    assert loop_pace(SimpleNamespace(steps=steps[:1]), calibration) is None
+
+
 def test_the_drafter_call_is_calibrated_as_the_loop_makes_it(tiny_models, one_torch_thread) -> None:
     # Each step of the assisted loop crops the drafter's cache to all but the last two tokens, re-reads those two and
     # drafts the rest one token at a time (`AssistedCandidateGenerator.get_candidates`): forwards of widths 2, 1, 1
