@@ -114,6 +114,7 @@ def main() -> None:
         "scale": c.scale, "baseline_forward_s": c.baseline_forward_s, "baseline_first_step_s": c.baseline_first_step_s,
         "loop_s": c.loop_s, "drafter_prefill_s": c.drafter_prefill_s, "pace_change": c.pace_change,
         "method_first_step_s": c.method_first_step_s, "method_first_draft": c.method_first_draft,
+        "method_pace": c.method_pace,
         "target_forward_s": c.target_forward_s, "drafter_call_s": c.drafter_call_s, "lookup_call_s": c.lookup_call_s},
         "baseline_s": result.baseline_s, "runs": []}
     print(f"{args.method} · {args.category} · prompt {args.prompt_index + 1} · {result.env.get('dtype')} · "
@@ -122,7 +123,8 @@ def main() -> None:
           f"{c.loop_s * 1000:.1f} ms, first step {c.baseline_first_step_s * 1000:.1f} ms, drafter prefill "
           f"{c.drafter_prefill_s * 1000:.1f} ms, pace change {c.pace_change:.2f}")
     print(f"the method's short run: first step {c.method_first_step_s * 1000:.1f} ms (draft of "
-          f"{c.method_first_draft}), loop (median other) {c.loop_s * 1000:.1f} ms")
+          f"{c.method_first_draft}), loop (median other) {c.loop_s * 1000:.1f} ms, its pace ÷ the calibration's "
+          f"{c.method_pace:.3f} (the scale where set)")
     print("  width/length  forward(w)  drafter call(L)   (ms, at the calibration's pace)")
     for k in sorted(set(c.target_forward_s) | set(c.drafter_call_s))[:12]:
         fwd = c.target_forward_s.get(k)
