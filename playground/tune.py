@@ -35,8 +35,8 @@ Transformers' own candidate generator, its cache crop and its `assistant.generat
 `get_candidates`), the target's forward at the step's verification width with the loop's work on its logits, and
 the loop's own time once. A calibration on this machine at this context length times the real calls for every
 width and draft length the predictions need (sampled again where the samples spread wide), a short real run of
-the method gives the loop's own time (its median `other` phase) and the set-up and first step (both prefills),
-and the baseline run sets the absolute level. A short baseline after the
+the method gives the loop's own time (its median `other` phase), the set-up and first step (both prefills) and
+the absolute level (its draft and verify phases against the calibrated ones; without it, the baseline's pace). A short baseline after the
 calibration checks that the machine kept its pace; where it did not, tune measures again once, then says its
 times are unreliable. A setting is recommended over the method's default only where its predicted gain exceeds
 the prediction's margin (`TuneResult.margin`); otherwise the default is. Timings are predictions; `verify` runs
@@ -356,12 +356,13 @@ def _at(table: dict[int, float], x: int) -> float:
 class Calibration:
     """What one drafting run spends on this machine at this context length (seconds), and how sure that is.
 
-    A step of the drafting loop costs its drafting (one `assistant.generate()` call of the step's draft length,
-    set-up and cache included, or one prompt-lookup `get_candidates`), the target's forward at the step's
+    A step of the drafting loop costs its drafting (one `get_candidates` call of the step's draft length: the
+    drafter's cache crop and its `assistant.generate()`, or one prompt-lookup `get_candidates`), the target's forward at the step's
     verification width, and the loop's own time around them (candidate handling, cache crop, stopping checks:
-    once per step, whatever the width). The calibration times the first two with the real calls; the loop's
-    time comes from a short real run of the method (what is left of its steps once the forwards are taken off).
-    The baseline run, made moments before, sets the absolute level: `scale` is its pace ÷ the calibration's.
+    once per step, whatever the width). The calibration times the first two with the real calls (Transformers' own
+    candidate generator; the forward with the loop's work on its logits). A short real run of the method, made
+    right after, gives the loop's own time (its median `other` phase), the set-up and first step, and the absolute
+    level: `scale` is its draft and verify phases ÷ the calibrated ones (without it, the baseline's pace).
     """
 
     target_prefill_s: float
@@ -414,7 +415,7 @@ class Calibration:
 
     def first_step_s(self, step: Step | None, ngram: int | None = None) -> float:
         """The set-up and first step: a real run's (both prefills, its first draft and verification, measured in the
-        loop), its draft exchanged for this step's draft (at the baseline's pace). Without such a run: the
+        loop), its draft exchanged for this step's draft (at the loop's pace, `scale`). Without such a run: the
         baseline's first step, the calibrated drafter's first call and this step's drafting."""
         if self.method_first_draft is None:
             if step is None:
