@@ -30,11 +30,13 @@ each step; its proposals depend on the text of both tokenizers in ways we cannot
 it gets no prediction (nor do sampling, ensemble verification and the MTP methods, and the adaptive
 confidence threshold Transformers switches on when scikit-learn is installed).
 
-Cost: each step of a drafting run costs its drafting (one `assistant.generate()` call of the step's draft
-length, or one prompt-lookup `get_candidates`), the target's forward at the step's verification width, and
+Cost: each step of a drafting run costs its drafting (one `get_candidates` call of the step's draft length:
+Transformers' own candidate generator, its cache crop and its `assistant.generate()`, or one prompt-lookup
+`get_candidates`), the target's forward at the step's verification width with the loop's work on its logits, and
 the loop's own time once. A calibration on this machine at this context length times the real calls for every
 width and draft length the predictions need (sampled again where the samples spread wide), a short real run of
-the method gives the loop's own time, and the baseline run sets the absolute level. A short baseline after the
+the method gives the loop's own time (its median `other` phase), the set-up and first step (both prefills) and
+the absolute level (its draft and verify phases against the calibrated ones; without it, the baseline's pace). A short baseline after the
 calibration checks that the machine kept its pace; where it did not, tune measures again once, then says its
 times are unreliable. A setting is recommended over the method's default only where its predicted gain exceeds
 the prediction's margin (`TuneResult.margin`); otherwise the default is. Timings are predictions; `verify` runs
@@ -354,22 +356,30 @@ def _at(table: dict[int, float], x: int) -> float:
 class Calibration:
     """What one drafting run spends on this machine at this context length (seconds), and how sure that is.
 
-    A step of the drafting loop costs its drafting (one `assistant.generate()` call of the step's draft length,
-    set-up and cache included, or one prompt-lookup `get_candidates`), the target's forward at the step's
+    A step of the drafting loop costs its drafting (one `get_candidates` call of the step's draft length: the
+    drafter's cache crop and its `assistant.generate()`, or one prompt-lookup `get_candidates`), the target's forward at the step's
     verification width, and the loop's own time around them (candidate handling, cache crop, stopping checks:
-    once per step, whatever the width). The calibration times the first two with the real calls; the loop's
-    time comes from a short real run of the method (what is left of its steps once the forwards are taken off).
-    The baseline run, made moments before, sets the absolute level: `scale` is its pace ÷ the calibration's.
+    once per step, whatever the width). The calibration times the first two with the real calls (Transformers' own
+    candidate generator; the forward with the loop's work on its logits). A short real run of the method, made
+    right after, gives the loop's own time (its median `other` phase), the set-up and first step, and the absolute
+    level: `scale` is its draft and verify phases ÷ the calibrated ones (without it, the baseline's pace).
     """
 
     target_prefill_s: float
     target_forward_s: dict[int, float]  # verification width -> one target forward
-    drafter_prefill_s: float = 0.0
-    drafter_call_s: dict[int, float] = field(default_factory=dict)  # draft length -> one assistant generate() call
+    drafter_prefill_s: float = 0.0  # the drafter's first call at the calibration's context (its prefill and a draft)
+    drafter_call_s: dict[int, float] = field(default_factory=dict)  # draft length -> one get_candidates call
     lookup_call_s: dict[int, float] = field(default_factory=dict)  # max n-gram size -> one prompt-lookup call
     baseline_first_step_s: float = 0.0  # the baseline run's set-up and first step (prefill + first token)
     baseline_forward_s: float = 0.0  # the baseline run's median verification phase of a later step
-    loop_s: float = 0.0  # the drafting loop's own time per step (neither drafting nor the target's forward)
+    loop_s: float = 0.0  # the drafting loop's own time per step: a real run's median `other` phase
+    # A real run of the method (its default setting): its set-up and first step (both prefills, the first draft and
+    # verification), and that first step's draft length; 0 / None where there is none (the baseline's first step).
+    method_first_step_s: float = 0.0
+    method_first_draft: int | None = None
+    # The same run's pace ÷ the calibration's (its later steps' measured draft + verify phases ÷ the calibrated
+    # drafting and verification of those steps); 0 where there is none (then the baseline's pace sets `scale`).
+    method_pace: float = 0.0
     spread: float = 0.0  # the widest spread of a calibrated figure's samples, after repeating where it was wide
     pace_change: float = 1.0  # a short baseline's step pace after the calibration ÷ the baseline's before it
     reliable: bool = True  # False: the machine's pace changed under the tune even after measuring again
@@ -384,25 +394,43 @@ class Calibration:
 
     @property
     def scale(self) -> float:
-        """The baseline's pace ÷ the calibration's: its median forward phase against a calibrated one-token forward."""
+        """The drafting loop's pace ÷ the calibration's: measured on a real run of the method (`method_pace`), else
+        the baseline's median forward phase against a calibrated one-token forward."""
+        if self.method_pace:
+            return self.method_pace
         one = self.forward(1) if self.target_forward_s else 0.0
         return self.baseline_forward_s / one if self.baseline_forward_s and one else 1.0
+
+    def drafting_s(self, step: Step, ngram: int | None = None) -> float:
+        """A step's drafting at the calibration's pace (`ngram`: prompt lookup's max n-gram size; None: a drafter)."""
+        return self.lookup_call_s.get(ngram, 0.0) if ngram is not None else self.drafter_call(len(step.drafted))
 
     def step_s(self, step: Step, first: bool, ngram: int | None = None) -> float:
         """One step: its drafting, and (after the first, whose forward is the prefill) the target's forward at
         its verification width and the loop's own time."""
-        drafting = self.lookup_call_s.get(ngram, 0.0) if ngram is not None else self.drafter_call(len(step.drafted))
-        total = drafting * self.scale
+        total = self.drafting_s(step, ngram) * self.scale
         if not first:
             total += self.forward(len(step.drafted) + 1) * self.scale + self.loop_s
         return total
 
+    def first_step_s(self, step: Step | None, ngram: int | None = None) -> float:
+        """The set-up and first step: a real run's (both prefills, its first draft and verification, measured in the
+        loop), its draft exchanged for this step's draft (at the loop's pace, `scale`). Without such a run: the
+        baseline's first step, the calibrated drafter's first call and this step's drafting."""
+        if self.method_first_draft is None:
+            if step is None:
+                return self.baseline_first_step_s or self.target_prefill_s
+            prefill = self.drafter_prefill_s * self.scale if ngram is None and step.drafted else 0.0
+            return (self.baseline_first_step_s or self.target_prefill_s) + prefill + self.step_s(step, True, ngram)
+        if ngram is not None or step is None:
+            return self.method_first_step_s
+        return self.method_first_step_s + (self.drafter_call(len(step.drafted))
+                                           - self.drafter_call(self.method_first_draft)) * self.scale
+
     def predict_s(self, steps: list[Step], ngram: int | None = None) -> float:
         """Predicted time of a run with these steps (`ngram`: prompt lookup's max n-gram size; None: a drafter)."""
-        total = self.baseline_first_step_s or self.target_prefill_s
-        if ngram is None and any(s.drafted for s in steps):
-            total += self.drafter_prefill_s * self.scale  # the drafter reads the prompt once
-        return total + sum(self.step_s(s, k == 0, ngram) for k, s in enumerate(steps))
+        total = self.first_step_s(steps[0] if steps else None, ngram)
+        return total + sum(self.step_s(s, False, ngram) for s in steps[1:])
 
 
 def _sampled(measure: Callable[[], float], repeats: int) -> tuple[float, float]:
@@ -418,9 +446,18 @@ def _spread(samples: list[float]) -> float:
     return (max(samples) - min(samples)) / middle if middle > 0 else 0.0
 
 
+def _verification_work(logits: torch.Tensor, width: int) -> None:
+    """What the assisted loop does with a verification's logits besides the forward (`_assisted_decoding` 2.3 and 3):
+    the last `width` rows to float32, a copy of them, and the greedy pick per row."""
+    new_logits = logits[:, -width:].to(dtype=torch.float32)
+    new_logits.clone()
+    new_logits.argmax(dim=-1)
+
+
 def _time_forwards(model: Any, context: list[int], widths: Sequence[int], repeats: int
                    ) -> tuple[float, dict[int, float], float]:
-    """(prefill time, median forward time per width, widest spread) with a KV cache of `context`."""
+    """(prefill time, median verification per width, widest spread) with a KV cache of `context`: the target's
+    forward over `width` tokens and the loop's work on its logits."""
     device = model.device
     start = time.perf_counter()
     cache = model(input_ids=torch.tensor([context], device=device), use_cache=True).cache
@@ -437,7 +474,7 @@ def _time_forwards(model: Any, context: list[int], widths: Sequence[int], repeat
             # only keep when asked before the prefill.
             scratch = copy.deepcopy(cache)
             start = time.perf_counter()
-            model(input_ids=ids, cache=scratch, use_cache=True)
+            _verification_work(model(input_ids=ids, cache=scratch, use_cache=True).logits, width)
             return time.perf_counter() - start
 
         times[width], spread = _sampled(one, repeats)
@@ -445,32 +482,53 @@ def _time_forwards(model: Any, context: list[int], widths: Sequence[int], repeat
     return prefill, times, widest
 
 
+def drafter_generator(model: Any, context: list[int], longest: int) -> Any:
+    """Transformers' own `AssistedCandidateGenerator` on `model` after `context`, set up as the assisted loop sets it
+    up (an assistant `generate()` with its config, its cache recording its past for the crop), drafting without EOS
+    or confidence stops so that a call drafts exactly `num_assistant_tokens` tokens."""
+    from transformers.generation.candidate_generator import AssistedCandidateGenerator
+
+    config = copy.deepcopy(model.generation_config)
+    config.update(max_length=len(context) + longest + 2, min_length=0, do_sample=False, eos_token_id=None,
+                  return_dict_in_generate=True, output_scores=True)
+    ids = torch.tensor([context], device=model.device)
+    generator = AssistedCandidateGenerator(input_ids=ids, assistant_model=model, generation_config=config,
+                                           model_kwargs={"attention_mask": torch.ones_like(ids), "use_cache": True})
+    # No confidence stop, and no re-fit of the threshold (which keeps lists of probabilities) where scikit-learn is
+    # installed: the calibration times drafts of a known length.
+    generator.assistant_generation_config.assistant_confidence_threshold = 0.0
+    generator.generation_config.assistant_confidence_threshold = 0.0
+    generator.generation_config.eos_token_id = None
+    return generator
+
+
 def _time_drafter_calls(model: Any, context: list[int], lengths: Sequence[int], repeats: int
                         ) -> tuple[float, dict[int, float], float]:
-    """(prefill time, median `generate()` call per draft length, widest spread): the call the assisted loop makes
-    each step (set-up, its own loop, its cache holding all but the newest token, the scores returned)."""
-    device = model.device
+    """(the first call's time, median `get_candidates` call per draft length, widest spread): the call the assisted
+    loop makes each step, made by Transformers' own candidate generator. After its first call (the drafter's prefill
+    of `context`) each call crops the drafter's cache to all but the last two tokens, re-reads those two and drafts
+    with the assistant's `generate()`, as every step of the loop does."""
+    ids = torch.tensor([context], device=model.device)
+    generator = drafter_generator(model, context, max(lengths, default=1))
+    generator.num_assistant_tokens = min(lengths, default=1)
     start = time.perf_counter()
-    cache = model(input_ids=torch.tensor([context[:-1]], device=device), use_cache=True).cache
-    prefill = time.perf_counter() - start
-    ids = torch.tensor([context], device=device)
-    mask = torch.ones_like(ids)
+    generator.get_candidates(ids)
+    first = time.perf_counter() - start
     times: dict[int, float] = {}
     widest = 0.0
     for length in lengths:
         check_stopped()
         give_way()
+        generator.num_assistant_tokens = length
 
         def one() -> float:
-            scratch = copy.deepcopy(cache)
             start = time.perf_counter()
-            model.generate(input_ids=ids, attention_mask=mask, cache=scratch, max_new_tokens=length,
-                           min_new_tokens=length, do_sample=False, return_dict_in_generate=True, output_scores=True)
+            generator.get_candidates(ids)
             return time.perf_counter() - start
 
         times[length], spread = _sampled(one, repeats)
         widest = max(widest, spread)
-    return prefill, times, widest
+    return first, times, widest
 
 
 def _time_lookups(context: list[int], ngram_sizes: Sequence[int], tokens: int, eos_ids: frozenset[int],
@@ -506,12 +564,26 @@ def step_pace_s(trace: Any, steps: int | None = None) -> float | None:
     return statistics.median(s.draft_ms + s.verify_ms + (s.other_ms or 0.0) for s in later) / 1000
 
 
-def loop_time_s(trace: Any, calibration: Calibration) -> float | None:
-    """The drafting loop's own time per step in a real run: the median over its later steps of what is left
-    once the drafting and the target's forward at the step's width (at the baseline's pace) are taken off."""
-    rest = [(s.verify_ms + (s.other_ms or 0.0)) / 1000 - calibration.forward(len(s.drafted) + 1) * calibration.scale
-            for s in trace.steps[1:]]
-    return max(0.0, statistics.median(rest)) if rest else None
+def loop_time_s(trace: Any) -> float | None:
+    """The drafting loop's own time per step in a real run: the median over its later steps of the `other` phase
+    (what the loop spends outside drafting and verification). Not what is left of draft + verify once calibrated
+    figures are taken off: that difference of two noisy figures, each tens of times larger than the loop's few
+    milliseconds, came out 0 or 25 ms on one machine, and was then charged on every step."""
+    rest = [(s.other_ms or 0.0) / 1000 for s in trace.steps[1:]]
+    return statistics.median(rest) if rest else None
+
+
+def loop_pace(trace: Any, calibration: Calibration, ngram: int | None = None) -> float | None:
+    """A real drafting run's pace ÷ the calibration's: the median over its later steps of the measured draft + verify
+    phases ÷ the calibrated drafting and verification of the same step. The calls a prediction charges, timed in the
+    loop itself, not the baseline's one-token decoding (whose pace against a single calibrated one-token forward
+    was 1.36 where the loop's own forwards ran at 1.0 on one machine, summarization at commit fca2a30)."""
+    ratios = []
+    for st in trace.steps[1:]:
+        calibrated = calibration.drafting_s(st, ngram) + calibration.forward(len(st.drafted) + 1)
+        if calibrated > 0:
+            ratios.append((st.draft_ms + st.verify_ms) / 1000 / calibrated)
+    return statistics.median(ratios) if ratios else None
 
 
 # --- settings ---------------------------------------------------------------------------------
@@ -828,6 +900,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
 
     short = min(PACE_CHECK_TOKENS, max_new)
     default = default_setting(run.method, run.params)
+    default_ngram = None if replay.model_pass else int(default.values["max_matching_ngram_size"])
     for attempt in range(2):
         if progress:
             progress("calibration" if not attempt else "the machine's pace changed: measuring again")
@@ -839,9 +912,16 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
         calibration.baseline_first_step_s = (baseline.setup_ms + first.draft_ms + first.verify_ms + first.other_ms) \
             / 1000 if first else 0.0
         calibration.baseline_forward_s = forward_pace_s(baseline)
-        loop = loop_time_s(run_setting(run.but(max_new_tokens=short), default, store), calibration)
+        method_trace = run_setting(run.but(max_new_tokens=short), default, store)
+        loop = loop_time_s(method_trace)
         calibration.loop_s = loop if loop is not None else (
             sum(st.other_ms for st in later) / len(later) / 1000 if later else 0.0)
+        if method_trace.steps:
+            head = method_trace.steps[0]
+            calibration.method_first_step_s = (method_trace.setup_ms + head.draft_ms + head.verify_ms
+                                               + (head.other_ms or 0.0)) / 1000
+            calibration.method_first_draft = len(head.drafted)
+        calibration.method_pace = loop_pace(method_trace, calibration, default_ngram) or 0.0
         before, after = step_pace_s(baseline, short), step_pace_s(run_baseline(run.but(max_new_tokens=short), store))
         calibration.pace_change = after / before if before and after else 1.0
         if abs(calibration.pace_change - 1) <= PACE_TOLERANCE:

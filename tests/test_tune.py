@@ -261,6 +261,94 @@ def test_the_cost_model_charges_prompt_lookup_its_lookup_every_step() -> None:
     assert calibration.predict_s(steps, ngram=2) == pytest.approx(expected)
 
 
+def test_the_first_step_is_a_real_run_s_first_step_with_its_draft_exchanged() -> None:
+    # The real run of the method's default (5 tokens drafted in its first step) measured its set-up and first step
+    # (both prefills, that draft, the verification): a setting drafting 1 token first is charged that, less the
+    # difference of the two draft calls; the calibration's cold first call (drafter_prefill_s) is not added.
+    calibration = Calibration(target_prefill_s=9.0, target_forward_s={1: 0.10, 2: 0.12, 6: 0.2},
+                              drafter_prefill_s=5.0, drafter_call_s={1: 0.03, 5: 0.11},
+                              baseline_first_step_s=7.0, baseline_forward_s=0.2, loop_s=0.01,
+                              method_first_step_s=1.5, method_first_draft=5)
+    assert calibration.scale == pytest.approx(2.0)
+    steps = [_step(1), _step(1)]
+    expected = 1.5 + (0.03 - 0.11) * 2 + (0.03 + 0.12) * 2 + 0.01
+    assert calibration.predict_s(steps) == pytest.approx(expected)
+    assert calibration.predict_s([_step(5)]) == pytest.approx(1.5)  # the default's own first step, as measured
+    lookup = Calibration(target_prefill_s=9.0, target_forward_s={1: 0.1, 3: 0.14}, lookup_call_s={2: 0.002},
+                         baseline_first_step_s=7.0, baseline_forward_s=0.1, method_first_step_s=0.4,
+                         method_first_draft=2, loop_s=0.01)
+    assert lookup.predict_s([_step(2), _step(2)], ngram=2) == pytest.approx(0.4 + 0.002 + 0.14 + 0.01)
+
+
+def test_the_loop_is_charged_a_real_run_s_other_phase() -> None:
+    # The loop's own time per step is what the trace records outside drafting and verification (`other`), its median
+    # over the later steps: not what is left of draft + verify once calibrated figures are taken off (that
+    # difference of two noisy figures came out 0 or 25 ms on one machine, where `other` was 2-3 ms).
+    from playground.tune import loop_time_s
+
+    steps = [Step(index=k, drafted=[1] * 5, accepted=5, rejected=[], emitted=[0] * 6, draft_ms=300.0, verify_ms=v,
+                  other_ms=o) for k, (v, o) in enumerate([(900.0, 40.0), (80.0, 2.0), (75.0, 3.0), (95.0, 2.5)])]
+    assert loop_time_s(SimpleNamespace(steps=steps)) == pytest.approx(0.0025)
+    assert loop_time_s(SimpleNamespace(steps=steps[:1])) is None
+
+
+def test_the_scale_is_the_drafting_loop_s_own_pace_where_a_real_run_measured_it() -> None:
+    # The baseline decodes one token a step; its pace against one calibrated one-token forward set every predicted
+    # draft and verification (1.36 on one machine, where the loop's own calls ran at 1.0). A real run of the method
+    # times the very calls a prediction charges: its later steps' draft + verify ÷ their calibrated figures.
+    from playground.tune import loop_pace
+
+    calibration = Calibration(target_prefill_s=1.0, target_forward_s={1: 0.05, 2: 0.06, 6: 0.08},
+                              drafter_call_s={1: 0.06, 5: 0.30}, baseline_forward_s=0.10, loop_s=0.002)
+    assert calibration.scale == pytest.approx(2.0)  # no real run: the baseline's pace
+    steps = [Step(index=k, drafted=[1] * n, accepted=n, rejected=[], emitted=[0] * (n + 1), draft_ms=d, verify_ms=v)
+             for k, (n, d, v) in enumerate([(5, 900.0, 900.0), (5, 330.0, 88.0), (1, 60.0, 60.0), (5, 400.0, 100.0)])]
+    pace = loop_pace(SimpleNamespace(steps=steps), calibration)
+    assert pace == pytest.approx(1.1)  # the median of 418/380, 120/120 and 500/380 (the first step is the prefill)
+    calibration.method_pace = pace
+    assert calibration.scale == pytest.approx(1.1)
+    assert calibration.step_s(_step(1), first=False) == pytest.approx((0.06 + 0.06) * 1.1 + 0.002)
+    assert loop_pace(SimpleNamespace(steps=steps[:1]), calibration) is None
+
+
+def test_the_drafter_call_is_calibrated_as_the_loop_makes_it(tiny_models, one_torch_thread) -> None:
+    # Each step of the assisted loop crops the drafter's cache to all but the last two tokens, re-reads those two and
+    # drafts the rest one token at a time (`AssistedCandidateGenerator.get_candidates`): forwards of widths 2, 1, 1
+    # for a draft of 3. A bare generate() on a cache holding all but the newest token reads 1, 1, 1 and costs less.
+    from playground.tune import _time_drafter_calls
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_models["target"]).eval()
+    context = list(range(5, 25))
+    widths: list[int] = []
+    handle = model.register_forward_pre_hook(lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape[1]),
+                                             with_kwargs=True)
+    try:
+        with torch.inference_mode():
+            first, times, _ = _time_drafter_calls(model, context, [3], repeats=2)
+    finally:
+        handle.remove()
+    assert set(times) == {3} and first > 0
+    assert widths[0] == len(context)  # the generator's first call: the drafter's prefill of the context
+    timed = widths[3:]
+    assert timed == [2, 1, 1] * (len(timed) // 3) and len(timed) >= 6, widths
+
+
+def test_the_verification_is_calibrated_with_the_loop_s_work_on_its_logits(tiny_models, monkeypatch,
+                                                                          one_torch_thread) -> None:
+    # The loop turns the verified rows to float32, copies them and picks each row's argmax: part of the verify phase.
+    import playground.tune as tune_module
+
+    seen: list[tuple[int, int]] = []
+    real = tune_module._verification_work
+    monkeypatch.setattr(tune_module, "_verification_work",
+                        lambda logits, width: (seen.append((logits.shape[1], width)), real(logits, width))[1])
+    model = AutoModelForCausalLM.from_pretrained(tiny_models["target"]).eval()
+    with torch.inference_mode():
+        _, times, _ = tune_module._time_forwards(model, list(range(5, 15)), [1, 3], repeats=1)
+    assert set(times) == {1, 3}
+    assert (1, 1) in seen and (3, 3) in seen
+
+
 def test_the_baseline_pace_is_a_median_a_cold_first_decode_step_does_not_set() -> None:
     # a baseline's first decode step (right after the prefill) can create kernels and run several times slower
     cold = [Step(index=k, drafted=[], accepted=0, rejected=[], emitted=[0], verify_ms=ms)
