@@ -17,8 +17,8 @@ in the consumer thread) instead of `LiveRun.run()` (steps built after generation
 is two new processes, alternating: the CLI (`python -m playground run --trace-out`, its generation time from the
 trace) and a process that prepares the same request and times one plain generate() (its first, as the CLI's is).
 Profile: per method, one plain and one instrumented run under cProfile (the generating thread's calls, counted
-exactly, and its Python self time outside torch's own functions, instrumented minus plain, per step: the per-step
-Python overhead, inflated by the profiler alike in both; the consumer thread's calls and CPU time per step), and how
+exactly, and its Python self time (the thread's own CPU time) outside torch's own functions, instrumented minus
+plain, per step: the per-step Python overhead, inflated by the profiler alike in both; the consumer thread's calls and CPU time per step), and how
 many vocabulary-wide torch calls each thread makes per step: evidence that does not depend on a quiet machine. Goals (issue 25): ≤ 1.03 warm and ≤ 1.05 fresh for baseline and prompt lookup on the bundled Gemma; ≤ 1.10 on the
 tiny models.
 """
@@ -150,7 +150,7 @@ def profile(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | 
         profiles: list[cProfile.Profile] = []
 
         def generate(*args, _inner=model.generate, **kwargs):  # type: ignore[no-untyped-def]
-            profiler = cProfile.Profile()
+            profiler = cProfile.Profile(time.thread_time_ns, 1e-9)  # CPU time of this thread (waits do not count)
             profiles.append(profiler)
             profiler.enable()
             try:
@@ -178,7 +178,7 @@ def profile(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | 
         print(f"  generating thread: {n_plain} calls plain, {n_instr} instrumented ({(n_instr - n_plain) / steps:+.1f} "
               f"per step); vocabulary-wide per step: plain {_vocab_wide(plain, steps)}; instrumented "
               f"{_vocab_wide(instrumented, steps)}")
-        print(f"  generating thread's Python self time outside torch (under cProfile): plain {py_plain / steps * 1000:.3f} "
+        print(f"  generating thread's Python CPU self time outside torch (under cProfile): plain {py_plain / steps * 1000:.3f} "
               f"ms per step, instrumented {py_instr / steps * 1000:.3f}: {(py_instr - py_plain) / steps * 1000:+.3f} ms "
               f"per step, {(py_instr - py_plain) / trace.summary.new_tokens * 1000:+.3f} ms per token")
         print("  most added calls: " + ", ".join(f"{key} {n / steps:+.1f}" for n, key in extra[:8] if n > 0))
