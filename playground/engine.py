@@ -16,6 +16,7 @@ verify and other (see `trace.Step`), so setup + Σ phases = elapsed.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -517,6 +518,10 @@ class _Raw:
     dists: list[Position] | None = None
     digested: bool = False
 
+    def logits_bytes(self) -> int:
+        """The memory its logits hold (what a digest lets go)."""
+        return sum(t.untyped_storage().nbytes() for t in (self.q_logits, self.p_logits) if t is not None)
+
 
 @dataclass
 class _Other:
@@ -782,6 +787,9 @@ class _Stop(StoppingCriteria):
 # many queued items (about half as many steps) the worker turns logits into probabilities itself, in the
 # step's `other` phase, so a consumer that falls far behind cannot make memory grow with the run.
 MAX_PENDING_LOGITS = 64
+# A run nobody watches (`LiveRun.run`) keeps its steps' logits until generation has ended, up to this many bytes
+# (a 48-token baseline run of a 262k vocabulary: 48 MiB); past it, the oldest are digested while generation runs.
+HELD_LOGITS_BYTES = 64 * 2**20
 LOOKUP_CONTEXT_TOKENS = 48  # tokens decoded on each side of prompt lookup's source (then cut to LOOKUP_CONTEXT_CHARS)
 
 
@@ -1026,7 +1034,7 @@ class LiveRun:
         self._anchor_text: str | None = None
         self._context = _ContextTexts(prepared.target.tokenizer, prepared.input_ids[0].tolist())
         self._totals = StepTotals()  # the live summary's sums (`StepTotals`)
-        self._held = False  # set by `run`: nobody sees the steps as they come (see `_items`)
+        self.held = False  # nobody sees the steps as they come: they are built after generation (`_items`)
 
     @property
     def running(self) -> bool:
@@ -1107,21 +1115,29 @@ class LiveRun:
 
     def _items(self) -> Iterator[Any]:
         """The worker's records as they come, until generation ends. When nobody sees the steps as they come
-        (`run`: Tune, Compare, the CLI, benchmarks), only their logits are digested as they come (so memory does not
-        grow with the run) and the rest (texts, prompt lookup's source, the summary) waits until generation has ended:
-        on a machine whose cores generation keeps busy, that work and the interpreter lock it holds would slow the
-        generation being timed. The steps come out the same, in the same order."""
+        (`run`: Tune, Compare, the CLI, benchmarks), the steps are built once generation has ended: on a machine whose
+        cores generation keeps busy, that work (softmax and top-k, texts, prompt lookup's source, the summary) and the
+        interpreter lock it holds would slow the generation being timed. Only the logits past HELD_LOGITS_BYTES are
+        digested while generation runs (oldest first), so memory does not grow with the run. The steps come out the
+        same, in the same order."""
         held: list[Any] = []
+        undigested: collections.deque[_Raw] = collections.deque()  # oldest first
+        held_bytes = 0
         while True:
             item = self._queue.get()
             if item is _DONE:
                 break
-            if not self._held:
+            if not self.held:
                 yield item
                 continue
-            if isinstance(item, _Raw) and not item.digested:
-                self._digest(item)
             held.append(item)
+            if isinstance(item, _Raw) and not item.digested:
+                undigested.append(item)
+                held_bytes += item.logits_bytes()
+                while held_bytes > HELD_LOGITS_BYTES:
+                    oldest = undigested.popleft()
+                    held_bytes -= oldest.logits_bytes()
+                    self._digest(oldest)
         yield from held
 
     def _restart_trace(self) -> None:
@@ -1157,7 +1173,7 @@ class LiveRun:
         """Run to the end; nobody sees the steps as they come, so a long job's run (`stopped_by`) gives way to a
         visitor's own run at its next step and is redone whole after it (the trace is the undisturbed attempt's)."""
         self._stop.gives_way = self._stop.job is not None
-        self._held = True
+        self.held = True
         for _ in self:
             pass
         return self.trace
@@ -1312,6 +1328,7 @@ def run(req: RunRequest, store: ModelStore = STORE, progress: Callable[[str], No
         on_step: Callable[[Step, Trace], None] | None = None) -> Trace:
     """Prepare and run to the end; `on_step` sees each step as it arrives."""
     live = LiveRun(prepare(req, store, progress))
+    live.held = on_step is None  # nobody sees the steps as they come: built after generation (`LiveRun._items`)
     for step in live:
         if on_step is not None:
             on_step(step, live.trace)

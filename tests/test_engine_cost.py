@@ -5,6 +5,7 @@ and `LiveRun.run()`'s steps built after generation against the same run iterated
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import pytest
 
@@ -101,3 +102,31 @@ def test_run_builds_the_same_steps_as_iterating(store, tiny_models, case):
     assert all(step.other_ms > 0 for step in held.steps)
     tiled = held.setup_ms + sum(s.draft_ms + s.verify_ms + s.other_ms for s in held.steps)
     assert tiled == pytest.approx(held.summary.elapsed_s * 1000, abs=0.01 * len(held.steps) + 0.01)
+
+
+@pytest.mark.parametrize("budget", [0, 40_000])
+def test_run_digests_the_oldest_logits_past_its_budget(store, tiny_models, monkeypatch, budget):
+    """Past HELD_LOGITS_BYTES (here none, or a few of the tiny model's steps) the oldest held logits are digested
+    while generation runs: the same trace, and never more held than the budget and one step."""
+    from playground import engine
+
+    prepared = _prepared(store, tiny_models, "speculative")
+    iterated, _ = _iterated(prepared)
+    monkeypatch.setattr(engine, "HELD_LOGITS_BYTES", budget)
+    digested_while_running: list[int] = []
+    real_digest = engine.LiveRun._digest
+
+    def digest(self, raw):
+        if sys._getframe(1).f_code.co_name == "_items":  # while generation runs (not when the steps are built)
+            digested_while_running.append(raw.logits_bytes())
+        real_digest(self, raw)
+
+    monkeypatch.setattr(engine.LiveRun, "_digest", digest)
+    held = LiveRun(prepared).run()
+    assert _untimed(held) == _untimed(iterated)
+    assert digested_while_running, "no record was digested while generation ran"
+    step_bytes = max(digested_while_running)
+    if budget == 0:
+        assert len(digested_while_running) == len(held.steps)
+    else:
+        assert budget // step_bytes >= 1 and 0 < len(digested_while_running) < len(held.steps)
