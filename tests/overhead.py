@@ -180,7 +180,9 @@ def profile(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | 
               f"{_vocab_wide(instrumented, steps)}")
         print(f"  generating thread's Python CPU self time outside torch (under cProfile): plain {py_plain / steps * 1000:.3f} "
               f"ms per step, instrumented {py_instr / steps * 1000:.3f}: {(py_instr - py_plain) / steps * 1000:+.3f} ms "
-              f"per step, {(py_instr - py_plain) / trace.summary.new_tokens * 1000:+.3f} ms per token")
+              f"per step, {(py_instr - py_plain) / trace.summary.new_tokens * 1000:+.3f} ms per token (noisy: the "
+              f"thread's CPU time moves with the machine); added calls × plain's Python time per call: "
+              f"{(n_instr - n_plain) / steps * py_plain / n_plain * 1e6:+.1f} µs per step")
         print("  most added calls: " + ", ".join(f"{key} {n / steps:+.1f}" for n, key in extra[:8] if n > 0))
         own = _calls(pstats.Stats(consumer))
         own.pop("<method 'acquire' of '_thread.lock' objects>", None)  # waiting for the next step
