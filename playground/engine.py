@@ -1040,6 +1040,12 @@ class LiveRun:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def generated_steps(self) -> int:
+        """Steps the current attempt has generated so far: ahead of `trace.steps` while the consumer catches up, and
+        until generation ends when nobody watches (`held`)."""
+        return self._recorder.pushed if self._recorder is not None else 0
+
     def stop(self) -> None:
         """Ask generation to end after the current step; what was produced is kept."""
         self.cancel.set()
@@ -1130,6 +1136,10 @@ class LiveRun:
             if not self.held:
                 yield item
                 continue
+            if item is _RESTART:  # the attempt held so far gave way: its steps would only be built to be dropped
+                held.clear()
+                undigested.clear()
+                held_bytes = 0
             held.append(item)
             if isinstance(item, _Raw) and not item.digested:
                 undigested.append(item)
