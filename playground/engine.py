@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator
 import numpy
 import torch
 import transformers
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
 from .errors import PlaygroundError, localized_message
@@ -46,7 +46,9 @@ from .models import (
 )
 from .request import RunRequest
 from .settings import get_settings
-from .trace import LOOKUP_CONTEXT_CHARS, Position, Ranked, Step, Trace, TraceFormatError, classify_step
+from .trace import (
+    LOOKUP_CONTEXT_CHARS, Position, Ranked, Step, StepTotals, Trace, TraceFormatError, classify_step,
+)
 
 logger = logging.getLogger(__name__)
 # Sampling draws from torch's global generator: one seeded sampling run at a time.
@@ -718,6 +720,10 @@ class _Raw:
     dists: list[Position] | None = None
     digested: bool = False
 
+    def logits_bytes(self) -> int:
+        """The memory its logits hold (what a digest lets go)."""
+        return sum(t.untyped_storage().nbytes() for t in (self.q_logits, self.p_logits) if t is not None)
+
 
 @dataclass
 class _Other:
@@ -902,12 +908,12 @@ def _digest(raw: "_Raw", k: int, sample: bool, ensemble_weight: float | None) ->
     raw.digested = True
 
 
-def _device_sync(model: Any) -> Callable[[], None]:
-    """A function that waits for the model's device to finish queued work (nothing to do on CPU)."""
+def _device_sync(model: Any) -> Callable[[], None] | None:
+    """A function that waits for the model's device to finish queued work (None on CPU: nothing to wait for)."""
     device = getattr(model, "device", torch.device("cpu"))
     if isinstance(device, torch.device) and device.type == "cuda":
         return lambda: torch.cuda.synchronize(device)
-    return lambda: None
+    return None
 
 
 class _ScoreWatch:
@@ -1003,6 +1009,9 @@ class _Stop(StoppingCriteria):
 # many queued items (about half as many steps) the worker turns logits into probabilities itself, in the
 # step's `other` phase, so a consumer that falls far behind cannot make memory grow with the run.
 MAX_PENDING_LOGITS = 64
+# A run nobody watches (`LiveRun.run`) keeps its steps' logits until generation has ended, up to this many bytes
+# (a 48-token baseline run of a 262k vocabulary: 48 MiB); past it, the oldest are digested while generation runs.
+HELD_LOGITS_BYTES = 64 * 2**20
 LOOKUP_CONTEXT_TOKENS = 48  # tokens decoded on each side of prompt lookup's source (then cut to LOOKUP_CONTEXT_CHARS)
 
 
@@ -1016,7 +1025,7 @@ class _Recorder:
     `update_candidate_strategy` is called (baseline: when the streamer receives the token).
     """
 
-    def __init__(self, out: "queue.Queue[Any]", sync: Callable[[], None], watch: _ScoreWatch,
+    def __init__(self, out: "queue.SimpleQueue[Any]", sync: Callable[[], None] | None, watch: _ScoreWatch,
                  digest: Callable[[_Raw], None] = lambda raw: None):
         self.out = out
         self.sync = sync
@@ -1031,6 +1040,7 @@ class _Recorder:
         self._draft: torch.Tensor | None = None
         self._q: torch.Tensor | None = None
         self._cur_len = 0
+        self.pushed = 0  # step records put on the queue (the worker may be ahead of the consumer)
         self.waited = 0.0  # seconds the run waited between its steps for other runs' steps (`_Turns`)
         self._pending_wait = 0.0  # of which not yet taken out of a phase
 
@@ -1045,8 +1055,16 @@ class _Recorder:
         return waited
 
     def _stamp(self) -> float:
-        self.sync()
+        if self.sync is not None:
+            self.sync()
         return time.perf_counter()
+
+    def push(self, raw: _Raw) -> None:
+        """Hand a step's record to the consumer; past MAX_PENDING_LOGITS waiting items, digested here first."""
+        if raw.p_logits is not None and self.out.qsize() > MAX_PENDING_LOGITS:
+            self.digest(raw)
+        self.pushed += 1
+        self.out.put(raw)
 
     def _close_phase(self, now: float) -> bool:
         """Record the time since the last mark: the setup (no step yet) or the last step's `other` phase.
@@ -1095,11 +1113,8 @@ class _Recorder:
 
         def observed_update(input_ids: torch.Tensor, scores: torch.Tensor, num_matches: int) -> Any:
             self._decided = self._stamp()
-            raw = _Raw(self._draft, input_ids[0, self._cur_len:].clone(), input_ids.shape[1], self._draft_ms,
-                       (self._decided - self._draft_end) * 1000, self._q, scores[0])
-            if self.out.qsize() > MAX_PENDING_LOGITS:
-                self.digest(raw)
-            self.out.put(raw)
+            self.push(_Raw(self._draft, input_ids[0, self._cur_len:].clone(), input_ids.shape[1], self._draft_ms,
+                           (self._decided - self._draft_end) * 1000, self._q, scores[0]))
             self._draft = self._q = None
             return update(input_ids, scores, num_matches)
 
@@ -1110,9 +1125,6 @@ class _Recorder:
     # plain decoding: the target's forward begins a step, the streamer sees its token (after the prompt)
     def forward_pre_hook(self, module: Any, args: Any) -> None:
         self.begin_step()
-
-    def tap_scores(self) -> "_ScoresTap":
-        return _ScoresTap(self)
 
     def streamer(self, prompt_len: int) -> BaseStreamer:
         recorder = self
@@ -1131,10 +1143,7 @@ class _Recorder:
                 self.total += tokens.shape[0]
                 verify_ms = (recorder._decided - (recorder._step_start or recorder._decided) - recorder._take_wait()) * 1000
                 scores, recorder._scores = recorder._scores, None
-                raw = _Raw(None, tokens, self.total, 0.0, verify_ms, None, scores)
-                if scores is not None and recorder.out.qsize() > MAX_PENDING_LOGITS:
-                    recorder.digest(raw)
-                recorder.out.put(raw)
+                recorder.push(_Raw(None, tokens, self.total, 0.0, verify_ms, None, scores))
 
             def end(self) -> None:
                 pass
@@ -1157,32 +1166,32 @@ def _instrumented(model: Any, recorder: _Recorder) -> Iterator[None]:
         del model._get_candidate_generator
 
 
-class _ScoresTap:
-    """The last logits processor of plain decoding: keeps a reference to the scores the token is picked from (after
-    every processor and warper; nothing is copied or computed here). An object with a `__call__`, not a bound
-    method: Transformers reads every processor's signature each step (`inspect.signature(processor.__call__)`), and
-    a bound method's `__call__` is a method-wrapper whose signature Python parses from text with its tokenizer
-    (about 270 Python calls a step, counted by `tests/overhead.py --profile`)."""
+class _TappedProcessors(LogitsProcessorList):
+    """Plain decoding's processor list as Transformers built it (every processor and sampling warper, unchanged), which
+    also hands the recorder the scores the token is picked from (a reference: nothing is copied or computed). The list
+    itself, not one more processor in it: Transformers reads each processor's signature every step
+    (`inspect.signature`), 134 Python calls a step for one more processor, counted by `tests/overhead.py --profile`;
+    this costs one call."""
 
-    def __init__(self, recorder: "_Recorder"):
+    def __init__(self, processors: LogitsProcessorList, recorder: _Recorder):
+        super().__init__(processors)
         self.recorder = recorder
 
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        scores = super().__call__(input_ids, scores, **kwargs)
         self.recorder._scores = scores
         return scores
 
 
 @contextlib.contextmanager
 def _step_starts_at_forward(model: Any, recorder: _Recorder) -> Iterator[None]:
-    """Plain decoding: each target forward begins a step, and the recorder's tap is the last logits processor, after
-    the sampling warpers Transformers appends behind the caller's processors (hook and wrapper removed after)."""
+    """Plain decoding: each target forward begins a step, and the processor list (the sampling warpers Transformers
+    appends behind the caller's processors included) hands the recorder its scores (hook and wrapper removed after)."""
     handle = model.register_forward_pre_hook(recorder.forward_pre_hook)
     factory = type(model)._get_logits_processor
 
     def processors(*args: Any, **kwargs: Any) -> LogitsProcessorList:
-        built = factory(model, *args, **kwargs)
-        built.append(recorder.tap_scores())
-        return built
+        return _TappedProcessors(factory(model, *args, **kwargs), recorder)
 
     model._get_logits_processor = processors
     try:
@@ -1233,12 +1242,13 @@ class LiveRun:
         req = prepared.request
         self.timeout_s = get_settings().run_timeout_s if timeout_s is None else timeout_s
         self.cancel = threading.Event()
-        self._queue: "queue.Queue[Any]" = queue.Queue()
+        self._queue: "queue.SimpleQueue[Any]" = queue.SimpleQueue()  # put, get and qsize in C: no Python per hand-off
         self._error: BaseException | None = None
         self._elapsed = 0.0
         self._start = 0.0
         self._ensemble_weight: float | None = prepared.generate_kwargs.get("assistant_ensemble_weight")
         self._thread: threading.Thread | None = None
+        self._recorder: _Recorder | None = None  # the current attempt's
         self._watch = _ScoreWatch()
         self._stop = _Stop(self.cancel, None, self._watch)
         self.gave_way = 0  # times this run gave way to a visitor's run and started again (`run`)
@@ -1253,14 +1263,24 @@ class LiveRun:
             prompt_tokens=int(prepared.input_ids.shape[1]),
             vocab_size=int(prepared.target.model.config.get_text_config().vocab_size),
         )
-        self._context: list[int] = prepared.input_ids[0, -4:].tolist()
         self._top_k = get_settings().top_k  # the step microscope's k (0: nothing recorded)
         self.trace.decoding["recorded_top_k"] = self._top_k
         self._texts: dict[int, str] = {}  # token id -> text, for the microscope's top-k lists
+        self._anchor = prepared.input_ids[0, -4:].tolist()  # the top-k texts read as they follow the prompt's end
+        self._anchor_text: str | None = None
+        self._context = _ContextTexts(prepared.target.tokenizer, prepared.input_ids[0].tolist())
+        self._totals = StepTotals()  # the live summary's sums (`StepTotals`)
+        self.held = False  # nobody sees the steps as they come: they are built after generation (`_items`)
 
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def generated_steps(self) -> int:
+        """Steps the current attempt has generated so far: ahead of `trace.steps` while the consumer catches up, and
+        until generation ends when nobody watches (`held`)."""
+        return self._recorder.pushed if self._recorder is not None else 0
 
     def stop(self) -> None:
         """Ask generation to end after the current step; what was produced is kept."""
@@ -1284,7 +1304,7 @@ class LiveRun:
     def _attempt(self) -> None:
         prepared = self.prepared
         model = prepared.target.model
-        recorder = _Recorder(self._queue, _device_sync(model), self._watch, self._digest)
+        recorder = self._recorder = _Recorder(self._queue, _device_sync(model), self._watch, self._digest)
         kwargs = dict(prepared.generate_kwargs)
         kwargs["stopping_criteria"] = StoppingCriteriaList([self._stop])
         if prepared.method.observed_by == "streamer":
@@ -1331,10 +1351,7 @@ class LiveRun:
         self._thread = threading.Thread(target=self._work, name="playground-generate", daemon=True)
         self._thread.start()
         try:
-            while True:
-                item = self._queue.get()
-                if item is _DONE:
-                    break
+            for item in self._items():
                 if item is _RESTART:
                     self._restart_trace()
                     continue
@@ -1344,11 +1361,15 @@ class LiveRun:
                 if isinstance(item, _Other):
                     if self.trace.steps:
                         self.trace.steps[-1].other_ms = round(item.ms, 3)
+                        self._totals.other_ms += self.trace.steps[-1].other_ms
                     continue
                 step = self._build_step(item)
                 self.trace.steps.append(step)
                 self.trace.output_ids.extend(step.emitted)
-                self.trace.summarize(time.perf_counter() - self._start - self._waited_between)
+                self._context.extend(step.emitted)
+                self._totals.add(step)
+                self.trace.summary = self._totals.summary(time.perf_counter() - self._start - self._waited_between,
+                                                          self.trace.setup_ms)
                 yield step
         finally:
             if self._thread.is_alive():  # the consumer left early (closed tab, exception): end the run
@@ -1356,12 +1377,44 @@ class LiveRun:
                 self._thread.join()
         self._finish()
 
+    def _items(self) -> Iterator[Any]:
+        """The worker's records as they come, until generation ends. When nobody sees the steps as they come
+        (`run`: Tune, Compare, the CLI, benchmarks), the steps are built once generation has ended: on a machine whose
+        cores generation keeps busy, that work (softmax and top-k, texts, prompt lookup's source, the summary) and the
+        interpreter lock it holds would slow the generation being timed. Only the logits past HELD_LOGITS_BYTES are
+        digested while generation runs (oldest first), so memory does not grow with the run. The steps come out the
+        same, in the same order."""
+        held: list[Any] = []
+        undigested: collections.deque[_Raw] = collections.deque()  # oldest first
+        held_bytes = 0
+        while True:
+            item = self._queue.get()
+            if item is _DONE:
+                break
+            if not self.held:
+                yield item
+                continue
+            if item is _RESTART:  # the attempt held so far gave way: its steps would only be built to be dropped
+                held.clear()
+                undigested.clear()
+                held_bytes = 0
+            held.append(item)
+            if isinstance(item, _Raw) and not item.digested:
+                undigested.append(item)
+                held_bytes += item.logits_bytes()
+                while held_bytes > HELD_LOGITS_BYTES:
+                    oldest = undigested.popleft()
+                    held_bytes -= oldest.logits_bytes()
+                    self._digest(oldest)
+        yield from held
+
     def _restart_trace(self) -> None:
         """The run starts again (it gave way): the trace forgets the steps of the attempt it ended."""
         self.trace.steps.clear()
         self.trace.output_ids.clear()
         self.trace.setup_ms = 0.0
-        self._context = self.prepared.input_ids[0, -4:].tolist()
+        self._context = _ContextTexts(self.prepared.target.tokenizer, self.prepared.input_ids[0].tolist())
+        self._totals = StepTotals()
 
     def _finish(self) -> None:
         trace = self.trace
@@ -1390,6 +1443,7 @@ class LiveRun:
         """Run to the end; nobody sees the steps as they come, so a long job's run (`stopped_by`) gives way to a
         visitor's own run at its next step and is redone whole after it (the trace is the undisturbed attempt's)."""
         self._stop.gives_way = self._stop.job is not None
+        self.held = True
         for _ in self:
             pass
         return self.trace
@@ -1401,8 +1455,10 @@ class LiveRun:
         """A top-k token's text as it reads after the prompt's last tokens (so a leading space shows), cached."""
         text = self._texts.get(token)
         if text is None:
-            anchor = self.prepared.input_ids[0, -4:].tolist()
-            text = self._texts[token] = token_texts(self.prepared.target.tokenizer, anchor, [token])[0]
+            tok = self.prepared.target.tokenizer
+            if self._anchor_text is None:
+                self._anchor_text = _decode(tok, self._anchor)
+            text = self._texts[token] = _text_after(tok, self._anchor, self._anchor_text, token)
         return text
 
     def _dists(self, raw: _Raw, refused: bool) -> list[Position] | None:
@@ -1424,13 +1480,14 @@ class LiveRun:
         if not drafted or self.prepared.method.draft_replay != "context_copy":
             return None, None
         params, prepared = self.prepared.params, self.prepared
-        context = prepared.input_ids[0].tolist() + self.trace.output_ids  # before this step
+        context = self._context.ids  # prompt + output before this step
         draft, span = prompt_lookup_match(
             context, int(params["prompt_lookup_num_tokens"]), int(params["max_matching_ngram_size"]),
             prepared.input_ids.shape[1] + prepared.request.max_new_tokens, prepared.eos_ids)
         if span is None or draft != drafted:
             return None, None
-        return list(span), lookup_text(prepared.target.tokenizer, context, span[0], span[1], span[1] + len(drafted))
+        return list(span), lookup_text(prepared.target.tokenizer, context, span[0], span[1], span[1] + len(drafted),
+                                       self._context.span)
 
     def _build_step(self, raw: _Raw) -> Step:
         """Everything shown about a step, computed here in the consumer's thread, outside the timed phases."""
@@ -1453,10 +1510,11 @@ class LiveRun:
                 last_position=raw.total_len - len(emitted) + 1 == prompt_len + prepared.request.max_new_tokens,
                 params=prepared.params, eos_ids=prepared.eos_ids))
         tok = prepared.target.tokenizer
-        context = self._context
-        drafted_text = token_texts(tok, context, drafted)
-        emitted_text = token_texts(tok, context, emitted)
-        self._context = (context + emitted)[-4:]
+        before = len(self._context.ids)
+        emitted_text = self._context.span(before, before + len(emitted), emitted)
+        # The accepted drafts read as the emitted tokens they are (the same tokens after the same context).
+        drafted_text = emitted_text[:accepted] + token_texts(tok, (self._context.ids + drafted[:accepted])[-4:],
+                                                             drafted[accepted:])
         source, source_text = self._lookup_source(drafted)
         return Step(
             index=len(self.trace.steps), drafted=drafted, accepted=accepted, rejected=rejected, discarded=discarded,
@@ -1467,13 +1525,16 @@ class LiveRun:
         )
 
 
-def lookup_text(tokenizer: Any, context: list[int], start: int, end: int, copy_end: int) -> list[str]:
+def lookup_text(tokenizer: Any, context: list[int], start: int, end: int, copy_end: int,
+                span_texts: Callable[[int, int], list[str]] | None = None) -> list[str]:
     """The text around prompt lookup's source in `context` (token ids, as the model saw them): [before, the n-gram
     context[start:end], the copy context[end:copy_end], after], each token read as it follows the ones before it
-    (`token_texts`), with at most LOOKUP_CONTEXT_CHARS of text on each side."""
+    (`token_texts`), with at most LOOKUP_CONTEXT_CHARS of text on each side. `span_texts(a, b)`: those texts of
+    context[a:b] where they are at hand (`_ContextTexts.span`)."""
     first = max(0, start - LOOKUP_CONTEXT_TOKENS)
     last = min(len(context), copy_end + LOOKUP_CONTEXT_TOKENS)
-    texts = token_texts(tokenizer, context[max(0, first - 4):first], context[first:last])
+    texts = (span_texts(first, last) if span_texts is not None
+             else token_texts(tokenizer, context[max(0, first - 4):first], context[first:last]))
 
     def joined(a: int, b: int) -> str:
         return "".join(texts[a - first:b - first])
@@ -1491,20 +1552,53 @@ def token_texts(tokenizer: Any, context: list[int], ids: list[int]) -> list[str]
     texts: list[str] = []
     ctx = list(context[-4:])
     for tid in ids:
-        before = tokenizer.decode(ctx, skip_special_tokens=False, clean_up_tokenization_spaces=False)
-        after = tokenizer.decode(ctx + [tid], skip_special_tokens=False, clean_up_tokenization_spaces=False)
-        if after.startswith(before):
-            texts.append(after[len(before):])
-        else:
-            texts.append(tokenizer.decode([tid], skip_special_tokens=False))
+        texts.append(_text_after(tokenizer, ctx, _decode(tokenizer, ctx), tid))
         ctx = (ctx + [tid])[-4:]
     return texts
+
+
+def _decode(tokenizer: Any, ids: list[int]) -> str:
+    return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def _text_after(tokenizer: Any, ctx: list[int], ctx_text: str, tid: int) -> str:
+    """`token_texts` of one token after `ctx`, whose own text (`_decode`) is `ctx_text`."""
+    after = _decode(tokenizer, ctx + [tid])
+    if after.startswith(ctx_text):
+        return after[len(ctx_text):]
+    return tokenizer.decode([tid], skip_special_tokens=False)
+
+
+class _ContextTexts:
+    """The run's context (prompt + output so far) and the text of each of its tokens as it reads after the up to 4
+    tokens before it (`token_texts`), each decoded once: a step's emitted tokens and prompt lookup's source (about a
+    hundred tokens around it, every step) read from here instead of being decoded again."""
+
+    def __init__(self, tokenizer: Any, prompt_ids: list[int]):
+        self.tokenizer = tokenizer
+        self.ids = prompt_ids
+        self._texts: dict[int, str] = {}  # position -> text
+
+    def extend(self, ids: list[int]) -> None:
+        self.ids.extend(ids)
+
+    def span(self, start: int, end: int, ahead: list[int] | None = None) -> list[str]:
+        """Texts of the tokens at positions [start, end); `ahead`: the tokens from len(ids) on, not yet added."""
+        ids = self.ids if not ahead else self.ids + ahead
+        out = []
+        for j in range(start, end):
+            text = self._texts.get(j)
+            if text is None:
+                text = self._texts[j] = token_texts(self.tokenizer, ids[max(0, j - 4):j], [ids[j]])[0]
+            out.append(text)
+        return out
 
 
 def run(req: RunRequest, store: ModelStore = STORE, progress: Callable[[str], None] | None = None,
         on_step: Callable[[Step, Trace], None] | None = None) -> Trace:
     """Prepare and run to the end; `on_step` sees each step as it arrives."""
     live = LiveRun(prepare(req, store, progress))
+    live.held = on_step is None  # nobody sees the steps as they come: built after generation (`LiveRun._items`)
     for step in live:
         if on_step is not None:
             on_step(step, live.trace)

@@ -477,28 +477,61 @@ class _Reader(RecordReader):
         return {self.text(k, where): self.mapping(v, f"{where}.{k}", depth - 1, count) for k, v in value.items()}
 
 
+@dataclass
+class StepTotals:
+    """The sums a summary is made of, kept one step at a time: a live run's summary after every step costs the same
+    at its 500th step as at its first (re-adding every step each time made a run's bookkeeping quadratic in its
+    length). `summarize_steps` is built on it, so both give the same figures, bit for bit (the same additions in
+    the same order)."""
+
+    new_tokens: int = 0
+    steps: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    unverified: int = 0
+    draft_ms: float = 0
+    verify_ms: float = 0
+    other_ms: float = 0
+    rejected: int = 0
+    discarded: int = 0
+
+    def add(self, s: Step) -> None:
+        self.new_tokens += len(s.emitted)
+        self.steps += 1
+        self.drafted += s.verified_drafts
+        self.accepted += s.accepted
+        self.unverified += len(s.unverified)
+        self.draft_ms += s.draft_ms
+        self.verify_ms += s.verify_ms
+        self.other_ms += s.other_ms
+        self.rejected += len(s.rejected)
+        self.discarded += len(s.discarded)
+
+    def summary(self, elapsed_s: float, setup_ms: float = 0.0) -> Summary:
+        return Summary(
+            new_tokens=self.new_tokens,
+            steps=self.steps,
+            drafted=self.drafted,
+            accepted=self.accepted,
+            unverified=self.unverified,
+            acceptance_rate=(self.accepted / self.drafted) if self.drafted else None,
+            tokens_per_step=(self.new_tokens / self.steps) if self.steps else None,
+            elapsed_s=elapsed_s,
+            tokens_per_s=(self.new_tokens / elapsed_s) if elapsed_s > 0 else None,
+            draft_ms=self.draft_ms,
+            verify_ms=self.verify_ms,
+            other_ms=self.other_ms,
+            setup_ms=setup_ms,
+            rejected=self.rejected,
+            discarded=self.discarded,
+        )
+
+
 def summarize_steps(steps: list[Step], elapsed_s: float, setup_ms: float = 0.0) -> Summary:
-    new_tokens = sum(len(s.emitted) for s in steps)
-    drafted = sum(s.verified_drafts for s in steps)
-    accepted = sum(s.accepted for s in steps)
-    n = len(steps)
-    return Summary(
-        new_tokens=new_tokens,
-        steps=n,
-        drafted=drafted,
-        accepted=accepted,
-        unverified=sum(len(s.unverified) for s in steps),
-        acceptance_rate=(accepted / drafted) if drafted else None,
-        tokens_per_step=(new_tokens / n) if n else None,
-        elapsed_s=elapsed_s,
-        tokens_per_s=(new_tokens / elapsed_s) if elapsed_s > 0 else None,
-        draft_ms=sum(s.draft_ms for s in steps),
-        verify_ms=sum(s.verify_ms for s in steps),
-        other_ms=sum(s.other_ms for s in steps),
-        setup_ms=setup_ms,
-        rejected=sum(len(s.rejected) for s in steps),
-        discarded=sum(len(s.discarded) for s in steps),
-    )
+    totals = StepTotals()
+    for s in steps:
+        totals.add(s)
+    return totals.summary(elapsed_s, setup_ms)
 
 
 def classify_step(drafted: list[int], emitted: list[int], cut: bool) -> tuple[int, list[int], list[int], list[int]]:

@@ -3,18 +3,23 @@
 Usage (the figures need a quiet machine):
 
     python tests/overhead.py [auto|float32|bfloat16]              # bundled Gemma, warm, one process
+    python tests/overhead.py bfloat16 --pairs 9                     # fewer warm pairs (a 5-minute quiet window)
     python tests/overhead.py bfloat16 --fresh 5                     # ... and 5 alternating pairs of fresh processes
     python tests/overhead.py float32 --tiny --fresh 5               # the tiny test models instead
     python tests/overhead.py bfloat16 --fresh 5 --max-new-tokens 96  # the issue-25 setting
     python tests/overhead.py bfloat16 --profile                     # where the cost goes (not wall-clock)
 
-Warm: per method, 5 interleaved pairs after a warm-up in one process (both in worker threads); the median ratio
-of the instrumented run's time to plain generate()'s, tokens/s, and whether the outputs matched. Fresh: each pair
+Warm: per method, `--pairs` (15) interleaved pairs after a warm-up in one process (both in worker threads, which
+goes first alternating); the median ratio of the instrumented run's time to plain generate()'s with the ratios'
+inter-quartile range (a change smaller than the range is not decided by one run), tokens/s, and whether the outputs
+matched. With `--live`, a third run per pair iterates the steps as the page does (each step built as it comes,
+in the consumer thread) instead of `LiveRun.run()` (steps built after generation). Fresh: each pair
 is two new processes, alternating: the CLI (`python -m playground run --trace-out`, its generation time from the
 trace) and a process that prepares the same request and times one plain generate() (its first, as the CLI's is).
 Profile: per method, one plain and one instrumented run under cProfile (the generating thread's calls, counted
-exactly, and its self time; the consumer thread's calls and CPU time per step), and how many vocabulary-wide torch
-calls each thread makes per step: evidence that does not depend on a quiet machine. Goals (issue 25): ≤ 1.03 warm and ≤ 1.05 fresh for baseline and prompt lookup on the bundled Gemma; ≤ 1.10 on the
+exactly, and its Python self time (the thread's own CPU time) outside torch's own functions, instrumented minus
+plain, per step: the per-step Python overhead, inflated by the profiler alike in both; the consumer thread's calls and CPU time per step), and how
+many vocabulary-wide torch calls each thread makes per step: evidence that does not depend on a quiet machine. Goals (issue 25): ≤ 1.03 warm and ≤ 1.05 fresh for baseline and prompt lookup on the bundled Gemma; ≤ 1.10 on the
 tiny models.
 """
 
@@ -30,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -50,24 +56,57 @@ def tiny_models(root: Path) -> dict[str, str]:
     return {"target": str(target), "noisy": str(noisy)}
 
 
-def warm(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | None) -> None:
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile)."""
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q2, q3
+
+
+def _ratios_line(ratios: list[float]) -> str:
+    q1, median, q3 = _quartiles(ratios)
+    return f"median ratio {median:.3f} (IQR {q1:.3f}-{q3:.3f}, range {min(ratios):.3f}-{max(ratios):.3f})"
+
+
+def _live(prepared: Any) -> Any:
+    """A run whose steps are taken as they come (the page's way), not after generation (`LiveRun.run`)."""
+    from playground.engine import LiveRun
+
+    live = LiveRun(prepared)
+    for _ in live:
+        pass
+    return live.trace
+
+
+def warm(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | None, pairs: int, live: bool) -> None:
     from playground.engine import LiveRun, RunRequest, plain_generate, prepare
 
     for method, assistant, params in cases:
         prepared = prepare(RunRequest(prompt=PROMPT, target=target, method=method, assistant=assistant, params=params,
                                       max_new_tokens=new_tokens, dtype=dtype, chat=chat))
         LiveRun(prepared).run()
+        _live(prepared)
         plain_generate(prepared)  # warm-up
-        ratios, same = [], True
-        for _ in range(5):
-            trace = LiveRun(prepared).run()
-            ids, plain_s = plain_generate(prepared)
-            same &= ids == trace.output_ids
-            ratios.append(trace.summary.elapsed_s / plain_s)
-        s = trace.summary
-        print(f"warm {method} {trace.env.get('dtype')}: median ratio {statistics.median(ratios):.3f} "
-              f"{[round(r, 3) for r in ratios]}; {s.new_tokens} tokens in {s.elapsed_s:.2f} s = "
-              f"{s.tokens_per_s:.1f} tok/s, {s.tokens_per_step:.2f} tokens/step; outputs equal: {same}", flush=True)
+        kinds = {"run": lambda: LiveRun(prepared).run(), **({"live": lambda: _live(prepared)} if live else {})}
+        ratios: dict[str, list[float]] = {kind: [] for kind in kinds}
+        same = True
+        for k in range(pairs):
+            plain_first = k % 2 == 1  # alternate which goes first
+            if plain_first:
+                ids, plain_s = plain_generate(prepared)
+            traces = {kind: runner() for kind, runner in kinds.items()}
+            if not plain_first:
+                ids, plain_s = plain_generate(prepared)
+            for kind, trace in traces.items():
+                same &= ids == trace.output_ids
+                ratios[kind].append(trace.summary.elapsed_s / plain_s)
+        s = traces["run"].summary
+        for kind, values in ratios.items():
+            print(f"warm {method} {traces[kind].env.get('dtype')} ({kind}): {_ratios_line(values)} over {pairs} "
+                  f"pairs {[round(r, 3) for r in values]}", flush=True)
+        print(f"  {s.new_tokens} tokens in {s.elapsed_s:.2f} s = {s.tokens_per_s:.1f} tok/s, {s.tokens_per_step:.2f} "
+              f"tokens/step; outputs equal: {same}", flush=True)
 
 
 # torch calls that read a whole vocabulary row (or more) when given logits or probabilities.
@@ -91,6 +130,12 @@ def _vocab_wide(calls: dict[str, tuple[int, float]], steps: int) -> str:
                      for key, n in sorted(found.items(), key=lambda item: -item[1])) or "none"
 
 
+def _python_self_s(calls: dict[str, tuple[int, float]]) -> float:
+    """Self seconds of everything but torch's own C functions and tensor methods (their time is the model's work,
+    alike in both runs): the Python the loop runs around them, builtins included."""
+    return sum(s for key, (_, s) in calls.items() if not (key.startswith("<") and "torch" in key))
+
+
 def profile(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | None) -> None:
     """The instrumented run against plain generate() by counting, not timing: calls on the generating thread
     (cProfile, enabled inside generate() itself, whichever thread runs it), the consumer thread's calls and CPU."""
@@ -105,7 +150,7 @@ def profile(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | 
         profiles: list[cProfile.Profile] = []
 
         def generate(*args, _inner=model.generate, **kwargs):  # type: ignore[no-untyped-def]
-            profiler = cProfile.Profile()
+            profiler = cProfile.Profile(time.thread_time_ns, 1e-9)  # CPU time of this thread (waits do not count)
             profiles.append(profiler)
             profiler.enable()
             try:
@@ -128,10 +173,16 @@ def profile(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | 
         plain, instrumented = (_calls(pstats.Stats(p)) for p in profiles)
         n_plain, n_instr = sum(n for n, _ in plain.values()), sum(n for n, _ in instrumented.values())
         extra = sorted(((n - plain.get(key, (0, 0.0))[0], key) for key, (n, _) in instrumented.items()), reverse=True)
+        py_plain, py_instr = _python_self_s(plain), _python_self_s(instrumented)
         print(f"profile {method} {trace.env.get('dtype')}: {steps} steps, {trace.summary.new_tokens} tokens", flush=True)
         print(f"  generating thread: {n_plain} calls plain, {n_instr} instrumented ({(n_instr - n_plain) / steps:+.1f} "
               f"per step); vocabulary-wide per step: plain {_vocab_wide(plain, steps)}; instrumented "
               f"{_vocab_wide(instrumented, steps)}")
+        print(f"  generating thread's Python CPU self time outside torch (under cProfile): plain {py_plain / steps * 1000:.3f} "
+              f"ms per step, instrumented {py_instr / steps * 1000:.3f}: {(py_instr - py_plain) / steps * 1000:+.3f} ms "
+              f"per step, {(py_instr - py_plain) / trace.summary.new_tokens * 1000:+.3f} ms per token (noisy: the "
+              f"thread's CPU time moves with the machine); added calls × plain's Python time per call: "
+              f"{(n_instr - n_plain) / steps * py_plain / n_plain * 1e6:+.1f} µs per step")
         print("  most added calls: " + ", ".join(f"{key} {n / steps:+.1f}" for n, key in extra[:8] if n > 0))
         own = _calls(pstats.Stats(consumer))
         own.pop("<method 'acquire' of '_thread.lock' objects>", None)  # waiting for the next step
@@ -182,8 +233,8 @@ def fresh(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | No
                                        Path(scratch) / "trace.json") if which == 0 else _plain(request))
                 same &= got[0][0] == got[1][0]
                 ratios.append(got[0][1] / got[1][1])
-            print(f"fresh {method} {dtype}: median ratio {statistics.median(ratios):.3f} "
-                  f"{[round(r, 3) for r in ratios]} over {pairs} pairs of processes; outputs equal: {same}",
+            print(f"fresh {method} {dtype}: {_ratios_line(ratios)} over {pairs} pairs of processes "
+                  f"{[round(r, 3) for r in ratios]}; outputs equal: {same}",
                   flush=True)
 
 
@@ -191,6 +242,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("dtype", nargs="?", default="auto")
     parser.add_argument("--tiny", action="store_true", help="the tiny test models instead of the bundled Gemma")
+    parser.add_argument("--pairs", type=int, default=15, help="interleaved warm pairs per method (default 15)")
+    parser.add_argument("--live", action="store_true", help="also time runs whose steps are taken as they come")
     parser.add_argument("--fresh", type=int, default=0, help="pairs of fresh processes (CLI, plain generate())")
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--profile", action="store_true", help="count calls (cProfile) instead of timing runs")
@@ -210,7 +263,7 @@ def main() -> None:
         if args.profile:
             profile(target, cases, args.dtype, args.max_new_tokens, chat)
             return
-        warm(target, cases, args.dtype, args.max_new_tokens, chat)
+        warm(target, cases, args.dtype, args.max_new_tokens, chat, args.pairs, args.live)
         if args.fresh:
             fresh(target, cases, args.dtype, args.max_new_tokens, chat, args.fresh)
     print(f"{time.perf_counter() - started:.0f} s in all")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.engine import LiveRun, RunError, RunRequest, _Raw, plain_generate, prepare
+from playground.engine import LiveRun, RunError, RunRequest, plain_generate, prepare
 from playground.errors import PlaygroundError
 from playground.trace import Trace, check_invariants
 
@@ -120,7 +120,7 @@ def test_stop_ends_the_run_within_a_step(store, tiny_models):
             live.stop()
             # The worker may be ahead of this consumer (on busy cores, by many steps): count the steps it had
             # produced when asked to stop, then allow the one step it was in the middle of.
-            produced_at_stop = len(live.trace.steps) + sum(isinstance(item, _Raw) for item in list(live._queue.queue))
+            produced_at_stop = live.generated_steps
     assert live.trace.finish_reason == "stopped"
     assert 3 <= len(live.trace.steps) <= produced_at_stop + 1 < 200
     assert not live.running

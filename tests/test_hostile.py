@@ -1166,7 +1166,7 @@ def test_a_visitors_short_run_goes_between_the_steps_of_a_long_jobs_run(tiny_mod
     worker = threading.Thread(target=long_job)
     worker.start()
     assert began.wait(WAIT_S)
-    while not box["live"].trace.steps:  # its first step is done: the long run is generating
+    while not box["live"].generated_steps:  # its first step is done: the long run is generating
         assert worker.is_alive(), "the long run ended before it was seen generating"
         threading.Event().wait(0.001)
     for _ in LiveRun(short_run):

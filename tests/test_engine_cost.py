@@ -1,0 +1,132 @@
+"""The engine's per-step bookkeeping, made cheaper (docs/tune.md, "The engine's own cost"), gives what the full
+recomputation gives, on real runs: the running summary after every step, the texts read from the context's cache,
+and `LiveRun.run()`'s steps built after generation against the same run iterated step by step."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import pytest
+
+from playground.engine import LiveRun, RunRequest, lookup_text, prepare, token_texts
+from playground.trace import Trace, summarize_steps
+
+PROMPT = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,"
+# Each method's run: a noisy assistant refuses drafts (corrections, discarded drafts), prompt lookup copies from
+# the prompt (its source's text), baseline decodes through the processor list that hands over its scores.
+CASES = {
+    "speculative": dict(method="speculative", assistant="noisy", params={"num_assistant_tokens": 4}),
+    "prompt_lookup": dict(method="prompt_lookup", params={"prompt_lookup_num_tokens": 3}),
+    "baseline": dict(method="baseline"),
+}
+
+
+def _prepared(store, tiny_models, case: str, **kw):
+    spec = dict(CASES[case])
+    if "assistant" in spec:
+        spec["assistant"] = tiny_models[spec["assistant"]]
+    return prepare(RunRequest(prompt=PROMPT, target=tiny_models["target"], dtype="float32", max_new_tokens=40,
+                              **spec, **kw), store)
+
+
+def _iterated(prepared) -> tuple[Trace, list[tuple[dict, dict]]]:
+    """A run taken step by step (the page's way), with the live summary and its recomputation after every step."""
+    live = LiveRun(prepared)
+    seen = []
+    for _ in live:
+        trace = live.trace
+        recomputed = summarize_steps(trace.steps, trace.summary.elapsed_s, trace.setup_ms)
+        seen.append((dataclasses.asdict(trace.summary), dataclasses.asdict(recomputed)))
+    return live.trace, seen
+
+
+def _untimed(trace: Trace) -> dict:
+    """The trace without what differs between two runs of the same request: its times."""
+    data = trace.to_dict()
+    data.pop("summary")
+    data.pop("setup_ms")
+    data.pop("env")
+    for step in data["steps"]:
+        for name in ("draft_ms", "verify_ms", "other_ms"):
+            step.pop(name)
+    return data
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_live_summary_equals_the_full_recomputation_after_every_step(store, tiny_models, case):
+    trace, seen = _iterated(_prepared(store, tiny_models, case))
+    assert len(seen) == len(trace.steps) > 3
+    for i, (live, recomputed) in enumerate(seen):
+        assert live == recomputed, f"step {i}"
+    if case == "speculative":  # the run exercised every sum: refusals, discarded drafts, other_ms set after a step
+        assert trace.summary.rejected and trace.summary.discarded and trace.summary.other_ms > 0
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_texts_equal_decoding_each_token_again(store, tiny_models, case):
+    prepared = _prepared(store, tiny_models, case)
+    trace, _ = _iterated(prepared)
+    tok = prepared.target.tokenizer
+    context = prepared.input_ids[0].tolist()
+    anchor = context[-4:]
+    sources = 0
+    for step in trace.steps:
+        assert step.emitted_text == token_texts(tok, context, step.emitted)
+        assert step.drafted_text == token_texts(tok, context, step.drafted)
+        if step.lookup_source is not None:
+            sources += 1
+            start, end = step.lookup_source
+            assert step.lookup_text == lookup_text(tok, context, start, end, end + len(step.drafted))
+        for position in step.dists or ():
+            for ranked in (position.p, position.q, position.v, position.residual):
+                for entry in ranked or ():
+                    assert entry.text == token_texts(tok, anchor, [entry.id])[0]
+        context = context + step.emitted
+    assert trace.steps[0].dists, "the run recorded no top-k lists to check"
+    if case == "prompt_lookup":
+        assert sources > 0
+    if case == "speculative":
+        assert any(s.rejected for s in trace.steps)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_run_builds_the_same_steps_as_iterating(store, tiny_models, case):
+    """`LiveRun.run()` holds the steps' display work until generation has ended: the same trace, and its times
+    still tile the generation (setup + each step's draft + verify + other = elapsed)."""
+    prepared = _prepared(store, tiny_models, case)
+    iterated, _ = _iterated(prepared)
+    held = LiveRun(prepared).run()
+    assert _untimed(held) == _untimed(iterated)
+    assert held.summary == summarize_steps(held.steps, held.summary.elapsed_s, held.setup_ms)
+    assert all(step.other_ms > 0 for step in held.steps)
+    tiled = held.setup_ms + sum(s.draft_ms + s.verify_ms + s.other_ms for s in held.steps)
+    assert tiled == pytest.approx(held.summary.elapsed_s * 1000, abs=0.01 * len(held.steps) + 0.01)
+
+
+@pytest.mark.parametrize("budget", [0, 40_000])
+def test_run_digests_the_oldest_logits_past_its_budget(store, tiny_models, monkeypatch, budget):
+    """Past HELD_LOGITS_BYTES (here none, or a few of the tiny model's steps) the oldest held logits are digested
+    while generation runs: the same trace, and never more held than the budget and one step."""
+    from playground import engine
+
+    prepared = _prepared(store, tiny_models, "speculative")
+    iterated, _ = _iterated(prepared)
+    monkeypatch.setattr(engine, "HELD_LOGITS_BYTES", budget)
+    digested_while_running: list[int] = []
+    real_digest = engine.LiveRun._digest
+
+    def digest(self, raw):
+        if sys._getframe(1).f_code.co_name == "_items":  # while generation runs (not when the steps are built)
+            digested_while_running.append(raw.logits_bytes())
+        real_digest(self, raw)
+
+    monkeypatch.setattr(engine.LiveRun, "_digest", digest)
+    held = LiveRun(prepared).run()
+    assert _untimed(held) == _untimed(iterated)
+    assert digested_while_running, "no record was digested while generation ran"
+    step_bytes = max(digested_while_running)
+    if budget == 0:
+        assert len(digested_while_running) == len(held.steps)
+    else:
+        assert budget // step_bytes >= 1 and 0 < len(digested_while_running) < len(held.steps)
