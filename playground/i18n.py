@@ -78,11 +78,13 @@ def _number_pattern(lang: str, spec: str) -> Any:
 
 def number(value: float, lang: str = DEFAULT_LANGUAGE, spec: str = ".2f") -> str:
     """A number as the visitor's language writes it, from CLDR's data (Babel): `spec` is the f-string spec it
-    replaces (".2f", ".0%", ".1e", "g"). Digits are Latin in every language (CLDR's "latn" numbering system and
+    replaces (".2f", ".0%", ".1e", "g", "d"). Digits are Latin in every language (CLDR's "latn" numbering system and
     its symbols: ru 1,23, ar 1.23); the page isolates them left to right where it places them in right-to-left text
     (the catalogue's FSI…PDI, the microscope's <bdi>). No grouping, as the f-strings had none. A new language needs
     no code here. Code (a `generate()` call, an HTML attribute) keeps Python's own formatting."""
     code = normalize(lang)
+    if spec == "d":  # a whole count (a table's tokens, steps): no decimals
+        spec = ".0f"
     if not math.isfinite(value):
         return format(value, spec if spec != "g" else "g")
     exact = Decimal(value)  # the float's exact value, so rounding is Python's own (half to even)

@@ -48,6 +48,8 @@ def test_english_is_what_the_f_strings_wrote() -> None:
     for value in values:
         for spec in (".0f", ".1f", ".2f", ".3f", ".4f", ".0%", ".1%"):
             assert i18n.number(value, "en", spec) == format(value, spec), (value, spec)
+    for count in (0, 7, 120, 4096):  # whole counts in a table (the benchmark report's tokens and steps)
+        assert [i18n.number(count, lang, "d") for lang in ("en", "ru", "ar")] == [format(count, "d")] * 3
 
 
 def test_arabic_keeps_latin_digits() -> None:
