@@ -1253,7 +1253,6 @@ class LiveRun:
         self._stop = _Stop(self.cancel, None, self._watch)
         self.gave_way = 0  # times this run gave way to a visitor's run and started again (`run`)
         self._turns: _Turns | None = None  # a run that is not redone takes turns per step with the others like it
-        self._waited_between = 0.0  # seconds waited between steps (out of the timed phases and of elapsed)
         self.trace = Trace(
             method=prepared.method.name, target=req.target, prompt=req.prompt,
             assistant=req.assistant if prepared.assistant else None, params=dict(prepared.params),
@@ -1322,11 +1321,7 @@ class LiveRun:
         self._stop.max_length = prepared.input_ids.shape[1] + prepared.request.max_new_tokens
         self._stop.eos_ids = prepared.eos_ids
 
-        def waited(seconds: float) -> None:
-            recorder.note_wait(seconds)
-            self._waited_between = recorder.waited
-
-        self._stop.on_wait = waited
+        self._stop.on_wait = recorder.note_wait
         try:
             with contextlib.ExitStack() as stack:
                 stack.enter_context(exclusive(prepared, self._stop.job, turns))
@@ -1368,7 +1363,7 @@ class LiveRun:
                 self.trace.output_ids.extend(step.emitted)
                 self._context.extend(step.emitted)
                 self._totals.add(step)
-                self.trace.summary = self._totals.summary(time.perf_counter() - self._start - self._waited_between,
+                self.trace.summary = self._totals.summary(time.perf_counter() - self._start - self._recorder.waited,
                                                           self.trace.setup_ms)
                 yield step
         finally:
