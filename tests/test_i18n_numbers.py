@@ -168,12 +168,14 @@ def test_charts_take_the_languages_decimal_sign() -> None:
 
 # The modules that write what the page shows (the CLI and the benchmark's English report are not among them).
 RENDERERS = ["render.py", "theory.py", "charts.py", "microscope.py", "microscope_view.py", "tune_report.py",
-             "report_html.py", "presets.py", "methods.py", *(f"app/{p.name}" for p in (ROOT / "app").glob("*.py"))]
+             "report_html.py", "presets.py", "methods.py", "bench/measure.py",  # Compare's progress lines on the page
+             *(f"app/{p.name}" for p in (ROOT / "app").glob("*.py"))]
 DECIMAL_SPEC = re.compile(r"\.?\d*[eEfFgG%]$")
 # Where Python's own formatting is right: data for scripts and CSS inside a tag (`data-prob="…"`, `width:…%`).
 CODE_BEFORE = re.compile(r'(data-[\w-]+="|width:)$')
-# Functions whose text is English by design: the benchmark's cost sentence (the CLI's English report).
-ENGLISH_ONLY = {("theory.py", "cost_sentence")}
+# Functions whose text is English by design: the benchmark's cost sentence (the CLI's English report) and the
+# many-prompt benchmark's progress (the CLI's `bench` and the MCP `bench` tool, neither on the page).
+ENGLISH_ONLY = {("theory.py", "cost_sentence"), ("bench/measure.py", "run_bench")}
 
 
 def f_string_decimals(path: Path, root: Path = ROOT) -> list[str]:

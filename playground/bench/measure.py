@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 from .. import theory
-from ..i18n import DEFAULT_LANGUAGE, t
+from ..i18n import DEFAULT_LANGUAGE, number, t
 from ..methods import REFERENCE
 from ..request import DEFAULT_DTYPE, MAX_NEW_TOKENS
 from ..trace import Trace
@@ -180,12 +180,12 @@ def _repeat_line(run: Trace, prefix: str, r: int, repeats: int, label: str, spee
     """The progress line after one measured run: tokens, time, throughput, τ, α and the speedup so far."""
     s = run.summary
     line = t("bench.progress.repeat", lang, prefix=prefix, rep=r + 1, repeats=repeats, label=label,
-             tokens=s.new_tokens, s=f"{s.elapsed_s:.2f}", tps=f"{s.tokens_per_s or 0:.1f}",
-             tau=f"{s.tokens_per_step or 0:.2f}")
+             tokens=s.new_tokens, s=number(s.elapsed_s, lang), tps=number(s.tokens_per_s or 0, lang, ".1f"),
+             tau=number(s.tokens_per_step or 0, lang))
     if s.acceptance_rate is not None:
-        line += f", α={s.acceptance_rate:.2f}"
+        line += f", α={number(s.acceptance_rate, lang)}"
     if speedup:
-        line += t("bench.progress.vs_baseline", lang, x=f"{speedup:.2f}")
+        line += t("bench.progress.vs_baseline", lang, x=number(speedup, lang))
     return line
 
 
