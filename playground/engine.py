@@ -392,8 +392,9 @@ def redone_after_giving_way(work: Callable[[], Any]) -> Any:
 
 @contextlib.contextmanager
 def _turn(job: threading.Event | None) -> Iterator[None]:
-    """A run's turn at the models. A visitor's own run (no `job`) counts itself while it waits and runs; a long
-    job's run (Compare, Tune, the plain check: `stopped_by`) first waits until no such run waits or runs. So a
+    """A run's turn at the models. A visitor's own run (no `job`: the page's Generate, an MCP generate, whatever
+    stops it) counts itself while it waits and runs; a long job's run (Compare, Tune, the plain check, an MCP compare
+    or bench: `job` is that job's stop event) first waits until no such run waits or runs. So a
     visitor's short generation waits at most for the one generation a long job has already begun, never for the
     rest of the job; a job whose visitor left stops waiting (`JobStopped`)."""
     global _foreground_runs
@@ -425,7 +426,7 @@ def turn() -> contextlib.AbstractContextManager[None]:
 def exclusive(prepared: PreparedRun, job: threading.Event | None = None,
               turns: "_Turns | None" = None) -> Iterator[None]:
     """Hold the models and the state generation mutates for the duration of one run (after `_turn`: `job` is the
-    long job the run belongs to, None for a visitor's own run).
+    stop event of the long job the run belongs to; None for a visitor's own run, whose own stop event `turns` carries).
 
     One generation per loaded model at a time (early exit lowers the target's layer count, the
     heuristic schedule writes back the draft length); the draft-length settings live on the
@@ -1318,13 +1319,16 @@ class LiveRun:
         # (a visitor's own, an MCP generate) takes turns per step with the others, its hooks on the model per turn.
         turns = None if self._stop.gives_way else _Turns(prepared, self.cancel, hooks, self._stop.job)
         self._turns = self._stop.turns = turns
+        # Its job's stop event ends any run; only a long job's run (the one that gives way) also waits in `_turn` for
+        # the visitors' runs. An MCP generate is a visitor's own run that its agent's leaving stops (`_Turns.job`).
+        long_job = self._stop.job if self._stop.gives_way else None
         self._stop.max_length = prepared.input_ids.shape[1] + prepared.request.max_new_tokens
         self._stop.eos_ids = prepared.eos_ids
 
         self._stop.on_wait = recorder.note_wait
         try:
             with contextlib.ExitStack() as stack:
-                stack.enter_context(exclusive(prepared, self._stop.job, turns))
+                stack.enter_context(exclusive(prepared, long_job, turns))
                 stack.enter_context(torch.inference_mode())
                 if turns is None:
                     for manager in hooks():
@@ -1333,7 +1337,8 @@ class LiveRun:
                 self._stop.deadline = self._start + self.timeout_s if self.timeout_s else None
                 model.generate(**kwargs)
                 self._elapsed = recorder.finish() - self._start - recorder.waited
-        except _StoppedWaiting:  # stopped before its first turn: no step, nothing to report
+        except _StoppedWaiting:  # stopped before its first turn (its visitor or agent left): no step, nothing to report
+            self.cancel.set()
             self._elapsed = 0.0
         except BaseException as exc:  # reported to the consumer, which re-raises it
             self._elapsed = time.perf_counter() - self._start - recorder.waited if self._start else 0.0

@@ -4,7 +4,9 @@ A long run is held at its first forward until a short run waits for its turn, so
 step for as long as both run. Each must give exactly the tokens it gives alone (greedy and seeded sampling, every
 method the tiny models run), the short one's first step must come long before the long one ends, each run's
 phases must still add up to its elapsed time (the waits are in neither), the draft settings must be the original
-ones afterwards, and a run whose visitor leaves while it waits for its turn must stop without another step.
+ones afterwards, and a run whose visitor leaves while it waits for its turn must stop without another step. An MCP
+generate (a run inside `stopped_by` of its call's stop event) is such a run too: it takes turns from its first step,
+long jobs give way to it, and its agent leaving stops it as a visitor's leaving does.
 """
 
 from __future__ import annotations
@@ -248,5 +250,161 @@ def test_a_run_stopped_while_waiting_between_its_steps_takes_no_further_step(sto
         assert short_trace.output_ids == alone.output_ids[:len(short_trace.output_ids)]
         _assert_tiles(short_trace)
         assert long_consumer.join().finish_reason == "length"
+    finally:
+        hold.remove()
+
+
+# --- an MCP generate: a visitor's own run that its agent's leaving stops -----------------------------------------------
+
+class AgentRun:
+    """An MCP `generate` as `mcp_tools.generate` makes it: `engine.run` in a thread of its own, inside `stopped_by` of
+    the call's stop event (`gone`, set when its agent leaves). `turns` is its `_Turns` once it has queued for one."""
+
+    def __init__(self, request: RunRequest, store: Any) -> None:
+        self.gone = threading.Event()
+        self.trace: Trace | None = None
+        self.error: BaseException | None = None
+        self.ended = 0.0
+        self.turns: engine._Turns | None = None
+        self.others: set[int] = set()  # ids of the _Turns of the runs that were there before it
+
+        def call() -> None:
+            try:
+                with engine.stopped_by(self.gone):
+                    self.trace = engine.run(request, store)
+            except BaseException as exc:  # noqa: BLE001  (reported by the test)
+                self.error = exc
+            self.ended = time.monotonic()
+
+        self.thread = threading.Thread(target=call, daemon=True)
+
+    def start(self, *others: LiveRun) -> "AgentRun":
+        self.others = {id(run._turns) for run in others}
+        self.thread.start()
+        return self
+
+    def waiting(self) -> bool:
+        """Whether it waits in the baton's queue (noting its `_Turns` the first time)."""
+        with engine._BATON:
+            mine = [t for t in engine._baton_queue if id(t) not in self.others]
+        if mine:
+            self.turns = mine[0]
+        return bool(mine)
+
+    def join(self) -> Trace:
+        self.thread.join(WAIT_S)
+        assert not self.thread.is_alive(), "the MCP generate did not end"
+        if self.error is not None:
+            raise self.error
+        assert self.trace is not None
+        return self.trace
+
+
+def _page_run_held_until(store, models, until: Callable[[], bool], wait: bool = True, tokens: int = LONG_DEFAULT,
+                         ) -> tuple[LiveRun, Consumer, Hold]:  # noqa: F811
+    """A page's long greedy run streaming, holding the baton first; held at a forward once `until()` (see `Hold`)."""
+    page_run = LiveRun(prepare(_request(models, "baseline", tokens, prompt="def add(a, b):"), store))
+    hold = Hold(page_run.prepared.target.model, page_run, until, wait=wait)
+    consumer = Consumer(page_run)
+    started = time.monotonic()
+    while page_run._turns is None or page_run._turns.turns == 0:
+        assert time.monotonic() - started < WAIT_S
+        time.sleep(0.002)
+    return page_run, consumer, hold
+
+
+def test_an_mcp_generate_takes_turns_from_its_first_step(store, models) -> None:  # noqa: F811
+    """An MCP generate started while a page's run streams takes its first step before that run ends (it queues for
+    the next turn, not for the end of the visitors' runs), then alternates with it and gives what it gives alone."""
+    request = _request(models, "speculative", SHORT_TOKENS)
+    alone = engine.run(request, store)
+    agent = AgentRun(request, store)
+    page_run, page_consumer, hold = _page_run_held_until(store, models, agent.waiting)
+    try:
+        agent.start(page_run)
+        assert hold.holding.wait(WAIT_S), "the MCP generate queued for a turn while the page's run streamed"
+        hold.release.set()
+        trace = agent.join()
+        page_trace = page_consumer.join()
+    finally:
+        hold.remove()
+    assert trace.output_ids == alone.output_ids and trace.finish_reason == alone.finish_reason == "length"
+    assert agent.turns is not None and agent.turns.turns == len(trace.steps) > 1, "a turn per step"
+    assert agent.ended < page_consumer.ended, "it ended while the page's run still streamed"
+    assert page_trace.summary.new_tokens == LONG_DEFAULT and trace.waited_ms > 0
+    _assert_tiles(trace)
+
+
+def test_a_long_jobs_run_gives_way_to_an_mcp_generate(store, models) -> None:  # noqa: F811
+    """A long job's run (Compare's, an MCP compare's) gives way at its next step to an MCP generate, as it does to the
+    page's Generate: the generate ends before the long run, which is redone whole."""
+    undisturbed = LiveRun(prepare(_request(models, "prompt_lookup", LONG_DEFAULT), store)).run()
+    request = _request(models, "baseline", SHORT_TOKENS, prompt="def add(a, b):")
+    box: dict[str, Any] = {}
+    began = threading.Event()
+
+    def long_job() -> None:
+        with engine.stopped_by(threading.Event()):
+            box["live"] = live = LiveRun(prepare(_request(models, "prompt_lookup", LONG_DEFAULT), store))
+            began.set()
+            box["trace"] = live.run()
+            box["ended"] = time.monotonic()
+
+    worker = threading.Thread(target=long_job, daemon=True)
+    worker.start()
+    assert began.wait(WAIT_S)
+    while not box["live"].generated_steps:  # the long run is generating
+        assert worker.is_alive(), "the long run ended before it was seen generating"
+        time.sleep(0.001)
+    agent = AgentRun(request, store).start()
+    trace = agent.join()
+    worker.join(WAIT_S)
+    assert not worker.is_alive()
+    assert agent.ended < box["ended"] and box["live"].gave_way >= 1, "the long run gave way to the MCP generate"
+    assert trace.summary.new_tokens == SHORT_TOKENS
+    assert box["trace"].output_ids == undisturbed.output_ids
+
+
+def test_an_mcp_generate_whose_agent_leaves_while_it_waits_for_its_first_turn_ends_without_a_step(
+        store, models) -> None:  # noqa: F811
+    agent = AgentRun(_request(models, "baseline", SHORT_TOKENS), store)
+    page_run, page_consumer, hold = _page_run_held_until(store, models, agent.waiting, tokens=40)
+    try:
+        agent.start(page_run)
+        assert hold.holding.wait(WAIT_S), "the MCP generate queued for its turn"
+        agent.gone.set()  # its agent leaves while the page's run holds the models
+        agent.thread.join(WAIT_S)
+        assert not agent.thread.is_alive(), "it ended while the page's run still held its turn"
+        assert not hold.release.is_set()
+        trace = agent.join()
+        assert trace.steps == [] and trace.finish_reason == "stopped"
+        assert agent.turns is not None and agent.turns.turns == 0
+        hold.release.set()
+        assert page_consumer.join().summary.new_tokens == 40
+    finally:
+        hold.remove()
+
+
+def test_an_mcp_generate_whose_agent_leaves_between_its_steps_takes_no_further_step(store, models) -> None:  # noqa: F811
+    request = _request(models, "speculative", SHORT_TOKENS * 4)
+    alone = engine.run(request, store)
+    agent = AgentRun(request, store)
+    # The page's run is held once the MCP generate has taken a turn and waits for its next.
+    page_run, page_consumer, hold = _page_run_held_until(
+        store, models, lambda: agent.waiting() and agent.turns is not None and agent.turns.turns >= 2, wait=False)
+    try:
+        agent.start(page_run)
+        assert hold.holding.wait(WAIT_S)
+        turns = agent.turns.turns
+        agent.gone.set()
+        time.sleep(0.2)
+        assert agent.thread.is_alive(), "it takes its turn back to end generate() cleanly"
+        hold.release.set()
+        trace = agent.join()
+        assert trace.finish_reason == "stopped"
+        assert len(trace.steps) == turns, "no step after its agent left"
+        assert trace.output_ids == alone.output_ids[:len(trace.output_ids)]
+        _assert_tiles(trace)
+        assert page_consumer.join().finish_reason == "length"
     finally:
         hold.remove()
