@@ -217,12 +217,15 @@ def _dedicated_assistant(store: ModelStore, req: RunRequest, precision: Precisio
     biased (the chi-square tests in tests/test_method_sampling.py show both).
     """
     purpose = f"universal-sampling:{req.target}:{id(target.tokenizer)}"
-    assistant = store.get_copy(req.assistant, precision, purpose=purpose, progress=progress, bound_to=target)
+    # Copying the base model and pruning the copy (it draws from torch's generator) take one turn among the runs
+    # that take turns on them (`one_turn`): they wait for one step of those runs, not for their end.
+    assistant = store.get_copy(req.assistant, precision, purpose=purpose, progress=progress, bound_to=target,
+                               holding=lambda lock: one_turn([lock]))
     assistant.universal_target_tokenizer = target.tokenizer  # type: ignore[attr-defined]
     tok = assistant.tokenizer
     if getattr(tok, "_playground_id_ordered", False) and assistant.on_release:
         return assistant  # adapted already: no need to wait for the runs using it (they hold its lock by turns)
-    with assistant.lock:
+    with one_turn([assistant.lock, _RNG_LOCK]):  # a sampling run in another thread must not see its random stream move
         if not getattr(tok, "_playground_id_ordered", False):
             unordered = tok.get_vocab
             tok.get_vocab = lambda: dict(sorted(unordered().items(), key=lambda item: item[1]))
@@ -240,11 +243,10 @@ def _build_universal_translator(target: LoadedModel, assistant: LoadedModel) -> 
     run differ from every later run with the same seed (and from the script that reproduces it)."""
     from transformers.generation.candidate_generator import AssistantVocabTranslatorCache
 
-    with _RNG_LOCK:  # a sampling run in another thread must not see its random stream move
-        AssistantVocabTranslatorCache.get_translator(
-            target.tokenizer, assistant.tokenizer, target.model.config.get_text_config().vocab_size,
-            assistant_model=assistant.model, assistant_prune_lm_head=True,
-        )
+    AssistantVocabTranslatorCache.get_translator(  # the caller holds `_RNG_LOCK` (by a turn: `one_turn`)
+        target.tokenizer, assistant.tokenizer, target.model.config.get_text_config().vocab_size,
+        assistant_model=assistant.model, assistant_prune_lm_head=True,
+    )
 
 
 def forget_universal_translator(target_tokenizer: Any, assistant_tokenizer: Any) -> None:
@@ -649,6 +651,34 @@ class _Turns:
         waited = time.perf_counter() - began
         self.waited_s += waited
         return waited
+
+
+class _OneTurn:
+    """Work that needs models for one turn and no steps (copying a model, pruning a universal copy): it queues for the
+    baton as a run does and never stops early."""
+
+    def stopped(self) -> bool:
+        return False
+
+
+@contextlib.contextmanager
+def one_turn(locks: list[Any]) -> Iterator[None]:
+    """Hold `locks` (model locks, then `_RNG_LOCK` if any) for one turn: shared with the runs that take turns, the
+    work waits for the baton (one step of each run queued before it), not for those runs to end; a lock nobody of them
+    holds is acquired (a long job's run holding it goes on to its end or gives way). Meanwhile every such run is
+    between two of its steps, its hooks and settings off the models and its random state saved (`_Turns`)."""
+    work = _OneTurn()
+    _join_holders(locks)
+    try:
+        with _BATON:
+            _await_baton_locked(work, first=True)  # type: ignore[arg-type]
+        try:
+            yield
+        finally:
+            with _BATON:
+                _pass_baton_locked(work)  # type: ignore[arg-type]
+    finally:
+        _leave_holders(locks)
 
 
 def in_worker_thread(fn: Callable[[], Any], name: str) -> Any:

@@ -408,3 +408,54 @@ def test_an_mcp_generate_whose_agent_leaves_between_its_steps_takes_no_further_s
         assert page_consumer.join().finish_reason == "length"
     finally:
         hold.remove()
+
+
+# --- the dedicated copy of universal decoding with sampling ------------------------------------------------------------
+
+def test_the_first_universal_sampling_run_waits_one_step_for_its_dedicated_copy(models) -> None:  # noqa: F811
+    """Universal decoding with sampling first copies its assistant and prunes the copy (pruning draws from torch's
+    generator). While a seeded run on that assistant takes turns, the copy and the pruning each take one turn among
+    the runs (`engine.one_turn`): the new run streams long before that run ends, each gives what it gives alone (the
+    pruning moved neither's random stream)."""
+    from playground.models import ModelStore
+
+    request = _request(models, "universal-sampling", SHORT_TOKENS)
+    long_request = _request(models, "baseline-sampling", LONG_DEFAULT, prompt="def add(a, b):", target="other_tok")
+    alone = LiveRun(prepare(request, ModelStore())).run()
+    long_alone = LiveRun(prepare(long_request, ModelStore())).run()
+    store = ModelStore()  # no copy made yet
+    long_run = LiveRun(prepare(long_request, store))
+
+    def one_off_waiting() -> bool:
+        with engine._BATON:
+            return any(isinstance(t, engine._OneTurn) for t in engine._baton_queue)
+
+    hold = Hold(long_run.prepared.target.model, long_run, one_off_waiting)
+    box: dict[str, Any] = {}
+
+    def universal_run() -> None:
+        try:
+            live = LiveRun(prepare(request, store))
+            for _ in live:
+                box.setdefault("first_step", time.monotonic())
+            box["trace"] = live.trace
+        except BaseException as exc:  # noqa: BLE001  (reported by the test)
+            box["error"] = exc
+        box["ended"] = time.monotonic()
+
+    worker = threading.Thread(target=universal_run, daemon=True)
+    try:
+        long_consumer = Consumer(long_run)
+        while long_run._turns is None or long_run._turns.turns == 0:
+            time.sleep(0.002)
+        worker.start()
+        assert hold.holding.wait(WAIT_S), "the copy waited for a turn while the sampling run held the models"
+        hold.remove()  # off the model before it is copied (the copy takes the model's hooks; this one holds locks)
+        worker.join(WAIT_S)
+        long_trace = long_consumer.join()
+    finally:
+        hold.remove()
+    assert not worker.is_alive() and "error" not in box, box.get("error")
+    assert box["first_step"] < long_consumer.ended and box["ended"] < long_consumer.ended
+    assert box["trace"].output_ids == alone.output_ids
+    assert long_trace.output_ids == long_alone.output_ids and long_trace.waited_ms > 0
