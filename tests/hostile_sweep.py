@@ -153,15 +153,21 @@ def mcp_disconnect_stop(url: str, target: str, pid: int, log: Path) -> dict[str,
     left = asyncio.run(call_and_leave())
     if left is None:
         return {"note": "the MCP compare did not start generating within 120 s"}
+    return compare_stop_logged(log, start, left, "agent", "work_after_cancel_s")
+
+
+def compare_stop_logged(log: Path, start: int, left: float, who: str, work_after: str) -> dict[str, Any]:
+    """Wait for the log's line (after byte `start`) saying the MCP compare's work ended after its `who` (agent,
+    client) left at `left`; the seconds from leaving to that line, and the work's own figure under `work_after`."""
     while time.monotonic() - left < 120:
-        found = re.search(r"MCP compare (stopped|finished its work) ([\d.]+) s after its agent left",
+        found = re.search(rf"MCP compare (stopped|finished its work) ([\d.]+) s after its {who} left",
                           log.read_bytes()[start:].decode(errors="replace"))
         if found:
             return {"stopped": found.group(1) == "stopped",
                     "stopped_after_leaving_s": round(time.monotonic() - left, 2),
-                    "work_after_cancel_s": float(found.group(2))}
+                    work_after: float(found.group(2))}
         time.sleep(0.1)
-    return {"stopped_after_leaving_s": None, "note": "the MCP compare's work did not end within 120 s"}
+    return {"stopped_after_leaving_s": None, "note": f"the compare its {who} left did not end within 120 s"}
 
 
 def rest_disconnect_stop(url: str, target: str, pid: int, log: Path) -> dict[str, Any]:
@@ -184,15 +190,7 @@ def rest_disconnect_stop(url: str, target: str, pid: int, log: Path) -> dict[str
                 return {"note": "the REST compare did not start generating within 120 s"}
             time.sleep(0.05)
     left = time.monotonic()  # the socket is closed: the client has left
-    while time.monotonic() - left < 120:
-        found = re.search(r"MCP compare (stopped|finished its work) ([\d.]+) s after its client left",
-                          log.read_bytes()[start:].decode(errors="replace"))
-        if found:
-            return {"stopped": found.group(1) == "stopped",
-                    "stopped_after_leaving_s": round(time.monotonic() - left, 2),
-                    "work_after_noticed_s": float(found.group(2))}
-        time.sleep(0.1)
-    return {"stopped_after_leaving_s": None, "note": "the REST compare's work did not end within 120 s"}
+    return compare_stop_logged(log, start, left, "client", "work_after_noticed_s")
 
 
 def short_run_s(client: Client, target: str) -> tuple[float, float]:

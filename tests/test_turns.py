@@ -239,19 +239,27 @@ def test_a_run_stopped_while_waiting_between_its_steps_takes_no_further_step(sto
             time.sleep(0.002)
         short_consumer = Consumer(short_run)
         assert hold.holding.wait(WAIT_S)
-        turns = short_run._turns.turns
-        short_run.stop()
-        time.sleep(0.2)
-        assert short_consumer.thread.is_alive(), "it takes its turn back to end generate() cleanly"
-        hold.release.set()
-        short_trace = short_consumer.join()
-        assert short_trace.finish_reason == "stopped"
-        assert len(short_trace.steps) == turns, "no step after it was stopped"
-        assert short_trace.output_ids == alone.output_ids[:len(short_trace.output_ids)]
-        _assert_tiles(short_trace)
-        assert long_consumer.join().finish_reason == "length"
+        _left_between_steps(short_run.stop, short_consumer.thread, hold, short_consumer.join, short_run._turns.turns,
+                            alone, long_consumer)
     finally:
         hold.remove()
+
+
+def _left_between_steps(leave: Callable[[], None], worker: threading.Thread, hold: Hold, finish: Callable[[], Trace],
+                        turns: int, alone: Trace, other: Consumer) -> None:
+    """`leave()` while the run (its thread `worker`, `turns` taken) waits between two of its steps and `hold` holds the
+    other run: it takes its turn back to end generate() cleanly, without another step, its tokens the start of its
+    tokens alone; the other run goes on to its length."""
+    leave()
+    time.sleep(0.2)
+    assert worker.is_alive(), "it takes its turn back to end generate() cleanly"
+    hold.release.set()
+    trace = finish()
+    assert trace.finish_reason == "stopped"
+    assert len(trace.steps) == turns, "no step after it was stopped"
+    assert trace.output_ids == alone.output_ids[:len(trace.output_ids)]
+    _assert_tiles(trace)
+    assert other.join().finish_reason == "length"
 
 
 # --- an MCP generate: a visitor's own run that its agent's leaving stops -----------------------------------------------
@@ -395,17 +403,7 @@ def test_an_mcp_generate_whose_agent_leaves_between_its_steps_takes_no_further_s
     try:
         agent.start(page_run)
         assert hold.holding.wait(WAIT_S)
-        turns = agent.turns.turns
-        agent.gone.set()
-        time.sleep(0.2)
-        assert agent.thread.is_alive(), "it takes its turn back to end generate() cleanly"
-        hold.release.set()
-        trace = agent.join()
-        assert trace.finish_reason == "stopped"
-        assert len(trace.steps) == turns, "no step after its agent left"
-        assert trace.output_ids == alone.output_ids[:len(trace.output_ids)]
-        _assert_tiles(trace)
-        assert page_consumer.join().finish_reason == "length"
+        _left_between_steps(agent.gone.set, agent.thread, hold, agent.join, agent.turns.turns, alone, page_consumer)
     finally:
         hold.remove()
 
