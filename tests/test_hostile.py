@@ -1081,12 +1081,13 @@ def _http_request(url: str, method: str, path: str, body: dict[str, Any] | None 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("route", ["call", "run"])
+@pytest.mark.parametrize("route", ["call", "run", "join"])
 def test_an_mcp_function_called_over_rest_stops_when_its_client_leaves(mcp_server: Server, models: dict[str, str],
                                                                        route: str) -> None:
     """The MCP functions are REST endpoints too. A long compare (12 generations of 448 tokens) started over the REST
-    API, as `/gradio_api/call/mcp_compare` (POST, then the SSE stream of its answer) or `/gradio_api/run/mcp_compare`
-    (one POST), stops once its client drops the connection: the server logs the call cut short after its client
+    API, as `/gradio_api/call/mcp_compare` (POST, then the SSE stream of its answer), `/gradio_api/run/mcp_compare`
+    (one POST) or the raw protocol's queue (join, then the session's data stream), stops once its client drops the
+    connection: the server logs the call cut short after its client
     left, its generation threads end, and the next call is answered."""
     import time
 
@@ -1097,8 +1098,14 @@ def test_an_mcp_function_called_over_rest_stops_when_its_client_leaves(mcp_serve
         queued = httpx.post(f"{url}gradio_api/call/mcp_compare", json={"data": data}, timeout=30)
         assert queued.status_code == 200, queued.text
         sock = _http_request(url, "GET", f"/gradio_api/call/mcp_compare/{queued.json()['event_id']}")
-    else:
+    elif route == "run":
         sock = _http_request(url, "POST", "/gradio_api/run/mcp_compare", {"data": data})
+    else:
+        session = uuid.uuid4().hex[:11]
+        body = {"data": data, "fn_index": mcp_server.deps["mcp_compare"]["id"], "session_hash": session,
+                "event_data": None, "trigger_id": None}
+        assert httpx.post(f"{url}gradio_api/queue/join", json=body, timeout=30).status_code == 200
+        sock = _http_request(url, "GET", f"/gradio_api/queue/data?session_hash={session}")
     try:
         deadline = time.monotonic() + WAIT_S
         while _worker_threads(mcp_server) == 0:  # the call's first generation has begun
