@@ -217,12 +217,15 @@ def _dedicated_assistant(store: ModelStore, req: RunRequest, precision: Precisio
     biased (the chi-square tests in tests/test_method_sampling.py show both).
     """
     purpose = f"universal-sampling:{req.target}:{id(target.tokenizer)}"
-    assistant = store.get_copy(req.assistant, precision, purpose=purpose, progress=progress, bound_to=target)
+    # Copying the base model and pruning the copy (it draws from torch's generator) take one turn among the runs
+    # that take turns on them (`one_turn`): they wait for one step of those runs, not for their end.
+    assistant = store.get_copy(req.assistant, precision, purpose=purpose, progress=progress, bound_to=target,
+                               holding=lambda lock: one_turn([lock]))
     assistant.universal_target_tokenizer = target.tokenizer  # type: ignore[attr-defined]
     tok = assistant.tokenizer
     if getattr(tok, "_playground_id_ordered", False) and assistant.on_release:
         return assistant  # adapted already: no need to wait for the runs using it (they hold its lock by turns)
-    with assistant.lock:
+    with one_turn([assistant.lock, _RNG_LOCK]):  # a sampling run in another thread must not see its random stream move
         if not getattr(tok, "_playground_id_ordered", False):
             unordered = tok.get_vocab
             tok.get_vocab = lambda: dict(sorted(unordered().items(), key=lambda item: item[1]))
@@ -240,11 +243,10 @@ def _build_universal_translator(target: LoadedModel, assistant: LoadedModel) -> 
     run differ from every later run with the same seed (and from the script that reproduces it)."""
     from transformers.generation.candidate_generator import AssistantVocabTranslatorCache
 
-    with _RNG_LOCK:  # a sampling run in another thread must not see its random stream move
-        AssistantVocabTranslatorCache.get_translator(
-            target.tokenizer, assistant.tokenizer, target.model.config.get_text_config().vocab_size,
-            assistant_model=assistant.model, assistant_prune_lm_head=True,
-        )
+    AssistantVocabTranslatorCache.get_translator(  # the caller holds `_RNG_LOCK` (by a turn: `one_turn`)
+        target.tokenizer, assistant.tokenizer, target.model.config.get_text_config().vocab_size,
+        assistant_model=assistant.model, assistant_prune_lm_head=True,
+    )
 
 
 def forget_universal_translator(target_tokenizer: Any, assistant_tokenizer: Any) -> None:
@@ -392,8 +394,9 @@ def redone_after_giving_way(work: Callable[[], Any]) -> Any:
 
 @contextlib.contextmanager
 def _turn(job: threading.Event | None) -> Iterator[None]:
-    """A run's turn at the models. A visitor's own run (no `job`) counts itself while it waits and runs; a long
-    job's run (Compare, Tune, the plain check: `stopped_by`) first waits until no such run waits or runs. So a
+    """A run's turn at the models. A visitor's own run (no `job`: the page's Generate, an MCP generate, whatever
+    stops it) counts itself while it waits and runs; a long job's run (Compare, Tune, the plain check, an MCP compare
+    or bench: `job` is that job's stop event) first waits until no such run waits or runs. So a
     visitor's short generation waits at most for the one generation a long job has already begun, never for the
     rest of the job; a job whose visitor left stops waiting (`JobStopped`)."""
     global _foreground_runs
@@ -425,7 +428,7 @@ def turn() -> contextlib.AbstractContextManager[None]:
 def exclusive(prepared: PreparedRun, job: threading.Event | None = None,
               turns: "_Turns | None" = None) -> Iterator[None]:
     """Hold the models and the state generation mutates for the duration of one run (after `_turn`: `job` is the
-    long job the run belongs to, None for a visitor's own run).
+    stop event of the long job the run belongs to; None for a visitor's own run, whose own stop event `turns` carries).
 
     One generation per loaded model at a time (early exit lowers the target's layer count, the
     heuristic schedule writes back the draft length); the draft-length settings live on the
@@ -648,6 +651,34 @@ class _Turns:
         waited = time.perf_counter() - began
         self.waited_s += waited
         return waited
+
+
+class _OneTurn:
+    """Work that needs models for one turn and no steps (copying a model, pruning a universal copy): it queues for the
+    baton as a run does and never stops early."""
+
+    def stopped(self) -> bool:
+        return False
+
+
+@contextlib.contextmanager
+def one_turn(locks: list[Any]) -> Iterator[None]:
+    """Hold `locks` (model locks, then `_RNG_LOCK` if any) for one turn: shared with the runs that take turns, the
+    work waits for the baton (one step of each run queued before it), not for those runs to end; a lock nobody of them
+    holds is acquired (a long job's run holding it goes on to its end or gives way). Meanwhile every such run is
+    between two of its steps, its hooks and settings off the models and its random state saved (`_Turns`)."""
+    work = _OneTurn()
+    _join_holders(locks)
+    try:
+        with _BATON:
+            _await_baton_locked(work, first=True)  # type: ignore[arg-type]
+        try:
+            yield
+        finally:
+            with _BATON:
+                _pass_baton_locked(work)  # type: ignore[arg-type]
+    finally:
+        _leave_holders(locks)
 
 
 def in_worker_thread(fn: Callable[[], Any], name: str) -> Any:
@@ -1318,13 +1349,16 @@ class LiveRun:
         # (a visitor's own, an MCP generate) takes turns per step with the others, its hooks on the model per turn.
         turns = None if self._stop.gives_way else _Turns(prepared, self.cancel, hooks, self._stop.job)
         self._turns = self._stop.turns = turns
+        # Its job's stop event ends any run; only a long job's run (the one that gives way) also waits in `_turn` for
+        # the visitors' runs. An MCP generate is a visitor's own run that its agent's leaving stops (`_Turns.job`).
+        long_job = self._stop.job if self._stop.gives_way else None
         self._stop.max_length = prepared.input_ids.shape[1] + prepared.request.max_new_tokens
         self._stop.eos_ids = prepared.eos_ids
 
         self._stop.on_wait = recorder.note_wait
         try:
             with contextlib.ExitStack() as stack:
-                stack.enter_context(exclusive(prepared, self._stop.job, turns))
+                stack.enter_context(exclusive(prepared, long_job, turns))
                 stack.enter_context(torch.inference_mode())
                 if turns is None:
                     for manager in hooks():
@@ -1333,7 +1367,8 @@ class LiveRun:
                 self._stop.deadline = self._start + self.timeout_s if self.timeout_s else None
                 model.generate(**kwargs)
                 self._elapsed = recorder.finish() - self._start - recorder.waited
-        except _StoppedWaiting:  # stopped before its first turn: no step, nothing to report
+        except _StoppedWaiting:  # stopped before its first turn (its visitor or agent left): no step, nothing to report
+            self.cancel.set()
             self._elapsed = 0.0
         except BaseException as exc:  # reported to the consumer, which re-raises it
             self._elapsed = time.perf_counter() - self._start - recorder.waited if self._start else 0.0

@@ -9,6 +9,8 @@ tiny Llama made here, no preload), and talks to it as a raw client does (the que
    script times the whole stop from closing the connection to that line (Gradio's detection included).
    The same for an MCP agent: a real MCP client starts a Compare (12 generations of 448 tokens) and disconnects
    once the server generates; the time from dropping the connection to the log's "MCP compare stopped" line.
+   The same Compare called over the REST API (`/gradio_api/call/mcp_compare`, then its answer's SSE stream) and left
+   once the server generates: the time from closing the stream to the log's "... after its client left" line.
 2. fair share: a short generation (8 tokens) alone, then the same while another session's Compare at the page's
    limits (every method, 512 tokens, 5 repeats) runs, while another session's Tune (its 448-token baseline and its
    drafter pass) runs, and while another visitor's own 448-token generation streams (page generations take turns
@@ -151,15 +153,44 @@ def mcp_disconnect_stop(url: str, target: str, pid: int, log: Path) -> dict[str,
     left = asyncio.run(call_and_leave())
     if left is None:
         return {"note": "the MCP compare did not start generating within 120 s"}
+    return compare_stop_logged(log, start, left, "agent", "work_after_cancel_s")
+
+
+def compare_stop_logged(log: Path, start: int, left: float, who: str, work_after: str) -> dict[str, Any]:
+    """Wait for the log's line (after byte `start`) saying the MCP compare's work ended after its `who` (agent,
+    client) left at `left`; the seconds from leaving to that line, and the work's own figure under `work_after`."""
     while time.monotonic() - left < 120:
-        found = re.search(r"MCP compare (stopped|finished its work) ([\d.]+) s after its agent left",
+        found = re.search(rf"MCP compare (stopped|finished its work) ([\d.]+) s after its {who} left",
                           log.read_bytes()[start:].decode(errors="replace"))
         if found:
             return {"stopped": found.group(1) == "stopped",
                     "stopped_after_leaving_s": round(time.monotonic() - left, 2),
-                    "work_after_cancel_s": float(found.group(2))}
+                    work_after: float(found.group(2))}
         time.sleep(0.1)
-    return {"stopped_after_leaving_s": None, "note": "the MCP compare's work did not end within 120 s"}
+    return {"stopped_after_leaving_s": None, "note": f"the compare its {who} left did not end within 120 s"}
+
+
+def rest_disconnect_stop(url: str, target: str, pid: int, log: Path) -> dict[str, Any]:
+    """The MCP Compare called over the REST API (`/gradio_api/call/mcp_compare`); its answer's stream is closed once
+    the server generates; seconds until the call's work ended (by the server's log line)."""
+    import socket
+
+    data = [PROMPT, "prompt_lookup:prompt_lookup_num_tokens=3", target, "", 448, 5, "float32"]
+    queued = httpx.post(f"{url}gradio_api/call/mcp_compare", json={"data": data}, timeout=30)
+    if queued.status_code != 200:
+        return {"note": f"the REST call was refused: {queued.text[:200]}"}
+    start = len(log.read_bytes())
+    port = int(url.rstrip("/").rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT_S) as sock:  # the answer's SSE stream, raw
+        sock.sendall(f"GET /gradio_api/call/mcp_compare/{queued.json()['event_id']} HTTP/1.1\r\n"
+                     f"Host: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n\r\n".encode())
+        began = time.monotonic()
+        while worker_threads(pid) == 0:
+            if time.monotonic() - began > 120:
+                return {"note": "the REST compare did not start generating within 120 s"}
+            time.sleep(0.05)
+    left = time.monotonic()  # the socket is closed: the client has left
+    return compare_stop_logged(log, start, left, "client", "work_after_noticed_s")
 
 
 def short_run_s(client: Client, target: str) -> tuple[float, float]:
@@ -320,6 +351,8 @@ def main() -> int:
         if "mcp" not in args.skip:
             figures["mcp_disconnect"] = mcp_disconnect_stop(f"http://127.0.0.1:{port}/", target, proc.pid, log)
             print("MCP disconnect:", figures["mcp_disconnect"], flush=True)
+            figures["rest_disconnect"] = rest_disconnect_stop(f"http://127.0.0.1:{port}/", target, proc.pid, log)
+            print("REST disconnect:", figures["rest_disconnect"], flush=True)
         if "fair" not in args.skip:
             figures["fair_share"] = fair_share(client, target)
             print("fair share:", figures["fair_share"], flush=True)

@@ -1065,6 +1065,68 @@ def test_an_mcp_call_stops_when_its_agent_disconnects(mcp_server: Server, models
     assert json.loads(answered.content[0].text)["summary"]["new_tokens"] == 4
 
 
+def _http_request(url: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """A raw HTTP/1.1 request on a socket of its own, left open: the caller reads what it needs and closes the socket
+    (a client that leaves; httpx answers a POST only once the whole response is in)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    sock = socket.create_connection((parts.hostname, parts.port), timeout=WAIT_S)
+    payload = json.dumps(body).encode() if body is not None else b""
+    head = (f"{method} {path} HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\nAccept: */*\r\n\r\n")
+    sock.sendall(head.encode() + payload)
+    return sock
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("route", ["call", "run", "join"])
+def test_an_mcp_function_called_over_rest_stops_when_its_client_leaves(mcp_server: Server, models: dict[str, str],
+                                                                       route: str) -> None:
+    """The MCP functions are REST endpoints too. A long compare (12 generations of 448 tokens) started over the REST
+    API, as `/gradio_api/call/mcp_compare` (POST, then the SSE stream of its answer), `/gradio_api/run/mcp_compare`
+    (one POST) or the raw protocol's queue (join, then the session's data stream), stops once its client drops the
+    connection: the server logs the call cut short after its client
+    left, its generation threads end, and the next call is answered."""
+    import time
+
+    url = mcp_server.url
+    data = [PROMPT, "prompt_lookup:prompt_lookup_num_tokens=3", models["target"], "", 448, 5, "float32"]
+    start = len(mcp_server.log.read_bytes())
+    if route == "call":
+        queued = httpx.post(f"{url}gradio_api/call/mcp_compare", json={"data": data}, timeout=30)
+        assert queued.status_code == 200, queued.text
+        sock = _http_request(url, "GET", f"/gradio_api/call/mcp_compare/{queued.json()['event_id']}")
+    elif route == "run":
+        sock = _http_request(url, "POST", "/gradio_api/run/mcp_compare", {"data": data})
+    else:
+        session = uuid.uuid4().hex[:11]
+        body = {"data": data, "fn_index": mcp_server.deps["mcp_compare"]["id"], "session_hash": session,
+                "event_data": None, "trigger_id": None}
+        assert httpx.post(f"{url}gradio_api/queue/join", json=body, timeout=30).status_code == 200
+        sock = _http_request(url, "GET", f"/gradio_api/queue/data?session_hash={session}")
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while _worker_threads(mcp_server) == 0:  # the call's first generation has begun
+            assert time.monotonic() < deadline, "the compare never started generating"
+            time.sleep(0.05)
+    finally:
+        sock.close()  # the client leaves
+    line = _wait_for_log(mcp_server, "MCP compare ", start, within_s=30)
+    assert line is not None, "the compare kept its work going after its REST client left"
+    assert "MCP compare stopped" in line and "after its client left" in line, line
+    deadline = time.monotonic() + 30
+    while _worker_threads(mcp_server) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _worker_threads(mcp_server) == 0
+    answered = httpx.post(f"{url}gradio_api/run/mcp_generate",
+                          json={"data": [PROMPT, models["target"], "baseline", "", "{}", 4, False, 1.0, 0, "float32", ""]},
+                          timeout=WAIT_S)
+    assert answered.status_code == 200, answered.text
+    assert json.loads(answered.json()["data"][0])["summary"]["new_tokens"] == 4
+
+
 def test_a_stopped_job_ends_its_runs_and_starts_no_more(tiny_models: dict[str, str]) -> None:
     """The engine's side of leaving: inside a stopped job, the plain check's `generate()` ends at its first step
     and says so, and no further run starts (what the page's handlers rely on once Gradio closes them)."""

@@ -4,7 +4,9 @@ A long run is held at its first forward until a short run waits for its turn, so
 step for as long as both run. Each must give exactly the tokens it gives alone (greedy and seeded sampling, every
 method the tiny models run), the short one's first step must come long before the long one ends, each run's
 phases must still add up to its elapsed time (the waits are in neither), the draft settings must be the original
-ones afterwards, and a run whose visitor leaves while it waits for its turn must stop without another step.
+ones afterwards, and a run whose visitor leaves while it waits for its turn must stop without another step. An MCP
+generate (a run inside `stopped_by` of its call's stop event) is such a run too: it takes turns from its first step,
+long jobs give way to it, and its agent leaving stops it as a visitor's leaving does.
 """
 
 from __future__ import annotations
@@ -237,16 +239,221 @@ def test_a_run_stopped_while_waiting_between_its_steps_takes_no_further_step(sto
             time.sleep(0.002)
         short_consumer = Consumer(short_run)
         assert hold.holding.wait(WAIT_S)
-        turns = short_run._turns.turns
-        short_run.stop()
-        time.sleep(0.2)
-        assert short_consumer.thread.is_alive(), "it takes its turn back to end generate() cleanly"
-        hold.release.set()
-        short_trace = short_consumer.join()
-        assert short_trace.finish_reason == "stopped"
-        assert len(short_trace.steps) == turns, "no step after it was stopped"
-        assert short_trace.output_ids == alone.output_ids[:len(short_trace.output_ids)]
-        _assert_tiles(short_trace)
-        assert long_consumer.join().finish_reason == "length"
+        _left_between_steps(short_run.stop, short_consumer.thread, hold, short_consumer.join, short_run._turns.turns,
+                            alone, long_consumer)
     finally:
         hold.remove()
+
+
+def _left_between_steps(leave: Callable[[], None], worker: threading.Thread, hold: Hold, finish: Callable[[], Trace],
+                        turns: int, alone: Trace, other: Consumer) -> None:
+    """`leave()` while the run (its thread `worker`, `turns` taken) waits between two of its steps and `hold` holds the
+    other run: it takes its turn back to end generate() cleanly, without another step, its tokens the start of its
+    tokens alone; the other run goes on to its length."""
+    leave()
+    time.sleep(0.2)
+    assert worker.is_alive(), "it takes its turn back to end generate() cleanly"
+    hold.release.set()
+    trace = finish()
+    assert trace.finish_reason == "stopped"
+    assert len(trace.steps) == turns, "no step after it was stopped"
+    assert trace.output_ids == alone.output_ids[:len(trace.output_ids)]
+    _assert_tiles(trace)
+    assert other.join().finish_reason == "length"
+
+
+# --- an MCP generate: a visitor's own run that its agent's leaving stops -----------------------------------------------
+
+class AgentRun:
+    """An MCP `generate` as `mcp_tools.generate` makes it: `engine.run` in a thread of its own, inside `stopped_by` of
+    the call's stop event (`gone`, set when its agent leaves). `turns` is its `_Turns` once it has queued for one."""
+
+    def __init__(self, request: RunRequest, store: Any) -> None:
+        self.gone = threading.Event()
+        self.trace: Trace | None = None
+        self.error: BaseException | None = None
+        self.ended = 0.0
+        self.turns: engine._Turns | None = None
+        self.others: set[int] = set()  # ids of the _Turns of the runs that were there before it
+
+        def call() -> None:
+            try:
+                with engine.stopped_by(self.gone):
+                    self.trace = engine.run(request, store)
+            except BaseException as exc:  # noqa: BLE001  (reported by the test)
+                self.error = exc
+            self.ended = time.monotonic()
+
+        self.thread = threading.Thread(target=call, daemon=True)
+
+    def start(self, *others: LiveRun) -> "AgentRun":
+        self.others = {id(run._turns) for run in others}
+        self.thread.start()
+        return self
+
+    def waiting(self) -> bool:
+        """Whether it waits in the baton's queue (noting its `_Turns` the first time)."""
+        with engine._BATON:
+            mine = [t for t in engine._baton_queue if id(t) not in self.others]
+        if mine:
+            self.turns = mine[0]
+        return bool(mine)
+
+    def join(self) -> Trace:
+        self.thread.join(WAIT_S)
+        assert not self.thread.is_alive(), "the MCP generate did not end"
+        if self.error is not None:
+            raise self.error
+        assert self.trace is not None
+        return self.trace
+
+
+def _page_run_held_until(store, models, until: Callable[[], bool], wait: bool = True, tokens: int = LONG_DEFAULT,
+                         ) -> tuple[LiveRun, Consumer, Hold]:  # noqa: F811
+    """A page's long greedy run streaming, holding the baton first; held at a forward once `until()` (see `Hold`)."""
+    page_run = LiveRun(prepare(_request(models, "baseline", tokens, prompt="def add(a, b):"), store))
+    hold = Hold(page_run.prepared.target.model, page_run, until, wait=wait)
+    consumer = Consumer(page_run)
+    started = time.monotonic()
+    while page_run._turns is None or page_run._turns.turns == 0:
+        assert time.monotonic() - started < WAIT_S
+        time.sleep(0.002)
+    return page_run, consumer, hold
+
+
+def test_an_mcp_generate_takes_turns_from_its_first_step(store, models) -> None:  # noqa: F811
+    """An MCP generate started while a page's run streams takes its first step before that run ends (it queues for
+    the next turn, not for the end of the visitors' runs), then alternates with it and gives what it gives alone."""
+    request = _request(models, "speculative", SHORT_TOKENS)
+    alone = engine.run(request, store)
+    agent = AgentRun(request, store)
+    page_run, page_consumer, hold = _page_run_held_until(store, models, agent.waiting)
+    try:
+        agent.start(page_run)
+        assert hold.holding.wait(WAIT_S), "the MCP generate queued for a turn while the page's run streamed"
+        hold.release.set()
+        trace = agent.join()
+        page_trace = page_consumer.join()
+    finally:
+        hold.remove()
+    assert trace.output_ids == alone.output_ids and trace.finish_reason == alone.finish_reason == "length"
+    assert agent.turns is not None and agent.turns.turns == len(trace.steps) > 1, "a turn per step"
+    assert agent.ended < page_consumer.ended, "it ended while the page's run still streamed"
+    assert page_trace.summary.new_tokens == LONG_DEFAULT and trace.waited_ms > 0
+    _assert_tiles(trace)
+
+
+def test_a_long_jobs_run_gives_way_to_an_mcp_generate(store, models) -> None:  # noqa: F811
+    """A long job's run (Compare's, an MCP compare's) gives way at its next step to an MCP generate, as it does to the
+    page's Generate: the generate ends before the long run, which is redone whole."""
+    undisturbed = LiveRun(prepare(_request(models, "prompt_lookup", LONG_DEFAULT), store)).run()
+    request = _request(models, "baseline", SHORT_TOKENS, prompt="def add(a, b):")
+    box: dict[str, Any] = {}
+    began = threading.Event()
+
+    def long_job() -> None:
+        with engine.stopped_by(threading.Event()):
+            box["live"] = live = LiveRun(prepare(_request(models, "prompt_lookup", LONG_DEFAULT), store))
+            began.set()
+            box["trace"] = live.run()
+            box["ended"] = time.monotonic()
+
+    worker = threading.Thread(target=long_job, daemon=True)
+    worker.start()
+    assert began.wait(WAIT_S)
+    while not box["live"].generated_steps:  # the long run is generating
+        assert worker.is_alive(), "the long run ended before it was seen generating"
+        time.sleep(0.001)
+    agent = AgentRun(request, store).start()
+    trace = agent.join()
+    worker.join(WAIT_S)
+    assert not worker.is_alive()
+    assert agent.ended < box["ended"] and box["live"].gave_way >= 1, "the long run gave way to the MCP generate"
+    assert trace.summary.new_tokens == SHORT_TOKENS
+    assert box["trace"].output_ids == undisturbed.output_ids
+
+
+def test_an_mcp_generate_whose_agent_leaves_while_it_waits_for_its_first_turn_ends_without_a_step(
+        store, models) -> None:  # noqa: F811
+    agent = AgentRun(_request(models, "baseline", SHORT_TOKENS), store)
+    page_run, page_consumer, hold = _page_run_held_until(store, models, agent.waiting, tokens=40)
+    try:
+        agent.start(page_run)
+        assert hold.holding.wait(WAIT_S), "the MCP generate queued for its turn"
+        agent.gone.set()  # its agent leaves while the page's run holds the models
+        agent.thread.join(WAIT_S)
+        assert not agent.thread.is_alive(), "it ended while the page's run still held its turn"
+        assert not hold.release.is_set()
+        trace = agent.join()
+        assert trace.steps == [] and trace.finish_reason == "stopped"
+        assert agent.turns is not None and agent.turns.turns == 0
+        hold.release.set()
+        assert page_consumer.join().summary.new_tokens == 40
+    finally:
+        hold.remove()
+
+
+def test_an_mcp_generate_whose_agent_leaves_between_its_steps_takes_no_further_step(store, models) -> None:  # noqa: F811
+    request = _request(models, "speculative", SHORT_TOKENS * 4)
+    alone = engine.run(request, store)
+    agent = AgentRun(request, store)
+    # The page's run is held once the MCP generate has taken a turn and waits for its next.
+    page_run, page_consumer, hold = _page_run_held_until(
+        store, models, lambda: agent.waiting() and agent.turns is not None and agent.turns.turns >= 2, wait=False)
+    try:
+        agent.start(page_run)
+        assert hold.holding.wait(WAIT_S)
+        _left_between_steps(agent.gone.set, agent.thread, hold, agent.join, agent.turns.turns, alone, page_consumer)
+    finally:
+        hold.remove()
+
+
+# --- the dedicated copy of universal decoding with sampling ------------------------------------------------------------
+
+def test_the_first_universal_sampling_run_waits_one_step_for_its_dedicated_copy(models) -> None:  # noqa: F811
+    """Universal decoding with sampling first copies its assistant and prunes the copy (pruning draws from torch's
+    generator). While a seeded run on that assistant takes turns, the copy and the pruning each take one turn among
+    the runs (`engine.one_turn`): the new run streams long before that run ends, each gives what it gives alone (the
+    pruning moved neither's random stream)."""
+    from playground.models import ModelStore
+
+    request = _request(models, "universal-sampling", SHORT_TOKENS)
+    long_request = _request(models, "baseline-sampling", LONG_DEFAULT, prompt="def add(a, b):", target="other_tok")
+    alone = LiveRun(prepare(request, ModelStore())).run()
+    long_alone = LiveRun(prepare(long_request, ModelStore())).run()
+    store = ModelStore()  # no copy made yet
+    long_run = LiveRun(prepare(long_request, store))
+
+    def one_off_waiting() -> bool:
+        with engine._BATON:
+            return any(isinstance(t, engine._OneTurn) for t in engine._baton_queue)
+
+    hold = Hold(long_run.prepared.target.model, long_run, one_off_waiting)
+    box: dict[str, Any] = {}
+
+    def universal_run() -> None:
+        try:
+            live = LiveRun(prepare(request, store))
+            for _ in live:
+                box.setdefault("first_step", time.monotonic())
+            box["trace"] = live.trace
+        except BaseException as exc:  # noqa: BLE001  (reported by the test)
+            box["error"] = exc
+        box["ended"] = time.monotonic()
+
+    worker = threading.Thread(target=universal_run, daemon=True)
+    try:
+        long_consumer = Consumer(long_run)
+        while long_run._turns is None or long_run._turns.turns == 0:
+            time.sleep(0.002)
+        worker.start()
+        assert hold.holding.wait(WAIT_S), "the copy waited for a turn while the sampling run held the models"
+        hold.remove()  # off the model before it is copied (the copy takes the model's hooks; this one holds locks)
+        worker.join(WAIT_S)
+        long_trace = long_consumer.join()
+    finally:
+        hold.remove()
+    assert not worker.is_alive() and "error" not in box, box.get("error")
+    assert box["first_step"] < long_consumer.ended and box["ended"] < long_consumer.ended
+    assert box["trace"].output_ids == alone.output_ids
+    assert long_trace.output_ids == long_alone.output_ids and long_trace.waited_ms > 0

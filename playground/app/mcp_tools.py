@@ -5,20 +5,24 @@ MCP tools (name = function name, description and argument help = these docstring
 benchmark directly; bad input raises `PlaygroundError` with the same one-line messages as the page and the CLI.
 
 A call's work ends with its agent: `end_with_agent` hands each MCP call a stop event that is set when Gradio's MCP
-transport cancels the call (the agent disconnected); the call runs inside `engine.stopped_by` of that event.
+transport cancels the call (the agent disconnected); the call runs inside `engine.stopped_by` of that event. The same
+functions called over Gradio's REST API (`/gradio_api/call/mcp_compare`, `/gradio_api/run/mcp_compare`) end with
+their client's connection (`_client_connected`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import json
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
+import anyio.from_thread
 import gradio as gr
 
 from ..bench import Aggregate, BenchError, compare_on_prompt, load_prompts, parse_methods, run_bench
@@ -37,6 +41,7 @@ MAX_TOOL_METHODS_CHARS = 1_000  # the methods list as text (every method with it
 MAX_TOOL_RUNS = 200  # generations in one compare or bench call (prompts x methods x repeats), warm-ups aside
 MAX_TOOL_MESSAGE_CHARS = 300  # an agent's error, as the page's toast (values in it are cut before that)
 MAX_TOOL_CALLS = 3  # tool calls running at once (outside Gradio's queue: each holds a server thread while it runs)
+CLIENT_WATCH_S = 0.25  # how often a REST call looks whether its client is still connected
 logger = logging.getLogger(__name__)
 SUMMARY_FIELDS = ("new_tokens", "steps", "drafted", "accepted", "acceptance_rate", "tokens_per_step", "elapsed_s",
                   "tokens_per_s")
@@ -196,30 +201,100 @@ _CALLS = threading.BoundedSemaphore(MAX_TOOL_CALLS)
 _LEFT_BEHIND: set[asyncio.Future[Any]] = set()  # calls whose agent left, until their work has ended
 
 
+def _client_connected() -> Callable[[], bool] | None:
+    """For a call that came over Gradio's REST API, whether its client is still connected; None where nothing says
+    (no Gradio call, or one Gradio cannot tie to a connection).
+
+    Gradio 6.31 serves `/gradio_api/call/<name>` (and the raw protocol's `/queue/join`) through its queue even for a
+    `queue=False` function: the POST only queues the call, its answer goes out on the client's SSE stream (`GET
+    /gradio_api/call/<name>/<event_id>`), and when that connection closes Starlette cancels the stream, whose handler
+    marks the queue's event no longer `alive` (`Queue.clean_events`). `/gradio_api/run/<name>` (allowed for a
+    `queue=False` function) calls it in the POST's own task: that request sees its connection close
+    (`Request.is_disconnected`, asked on the server's event loop)."""
+    from gradio.context import LocalContext
+
+    queue = getattr(LocalContext.blocks.get(None), "_queue", None)
+    event_id = LocalContext.event_id.get(None)
+    if queue is not None and event_id:
+        event = next((e for job in queue.active_jobs if job for e in job if e._id == event_id), None)
+        if event is not None:
+            return lambda: bool(event.alive)
+    request = getattr(LocalContext.request.get(None), "request", None)  # the call's HTTP request (gr.Request's)
+    if request is None or not hasattr(request, "is_disconnected"):
+        return None
+    try:
+        loop = anyio.from_thread.run_sync(asyncio.get_running_loop)  # Gradio runs the function in an anyio worker
+    except RuntimeError:
+        return None
+
+    def connected() -> bool:
+        try:
+            return not asyncio.run_coroutine_threadsafe(request.is_disconnected(), loop).result(timeout=5)
+        except Exception:  # noqa: BLE001  (a busy or closing loop says nothing about the client)
+            return True
+
+    return connected
+
+
+@contextlib.contextmanager
+def _stop_event() -> Iterator[tuple[AgentGone, str]]:
+    """The call's stop event and who leaving sets it: the MCP call's (`end_with_agent`), else one set by a watcher
+    thread once a REST call's client is no longer connected (`_client_connected`)."""
+    gone = _AGENT_GONE.get()
+    if gone is not None:
+        yield gone, "agent"
+        return
+    gone = AgentGone()
+    try:
+        connected = _client_connected()
+    except Exception:  # noqa: BLE001  (Gradio's internals moved: the call runs, held by the bounds alone)
+        logger.warning("a REST call of an MCP function could not be tied to its client", exc_info=True)
+        connected = None
+    if connected is None:  # nothing ties it to a connection: the bounds (MAX_TOOL_RUNS, MAX_TOOL_CALLS) hold it
+        yield gone, "client"
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(CLIENT_WATCH_S):
+            if not connected():
+                gone.leave()
+                return
+
+    watcher = threading.Thread(target=watch, name="playground-api-client-watch", daemon=True)
+    watcher.start()
+    try:
+        yield gone, "client"
+    finally:
+        done.set()  # the watcher ends at its next look (not awaited: the answer goes out now)
+
+
 def _tool(fn: Callable[..., Any]) -> Callable[..., Any]:
     """An agent's tool as an endpoint: its name, docstring and signature kept; failures become one-line errors; its
-    runs end when its agent leaves (`end_with_agent`); at most MAX_TOOL_CALLS run at once."""
+    runs end when its agent leaves (`end_with_agent`), or called over the REST API, when its client's connection
+    closes (`_stop_event`); at most MAX_TOOL_CALLS run at once."""
     @functools.wraps(fn)
     def tool(*args: Any, **kwargs: Any) -> Any:
         from ..engine import JobStopped, stopped_by, user_message
 
-        gone = _AGENT_GONE.get() or AgentGone()  # outside an MCP call (the REST API) nothing sets it
         if not _CALLS.acquire(blocking=False):
             raise gr.Error(str(Message.keyed("error.tool.busy", limit=MAX_TOOL_CALLS)))
         stopped = False
-        try:
-            with stopped_by(gone):
-                return fn(*args, **kwargs)
-        except JobStopped:  # nobody reads the answer: the agent has gone
-            stopped = True
-            raise gr.Error(str(Message.keyed("error.tool.agent_left"))) from None
-        except Exception as exc:  # our message (its values already cut), never longer than a toast's
-            raise gr.Error(shorten(user_message(exc), MAX_TOOL_MESSAGE_CHARS)) from None
-        finally:
-            _CALLS.release()
-            if gone.is_set():  # tests/test_hostile.py and tests/hostile_sweep.py read this line
-                how = "stopped" if stopped else "finished its work"
-                logger.info("MCP %s %s %.1f s after its agent left", fn.__name__, how, time.monotonic() - gone.at)
+        with _stop_event() as (gone, who):
+            try:
+                with stopped_by(gone):
+                    return fn(*args, **kwargs)
+            except JobStopped:  # nobody reads the answer: the agent (or REST client) has gone
+                stopped = True
+                raise gr.Error(str(Message.keyed("error.tool.agent_left")), print_exception=False) from None
+            except Exception as exc:  # our message (its values already cut), never longer than a toast's
+                raise gr.Error(shorten(user_message(exc), MAX_TOOL_MESSAGE_CHARS)) from None
+            finally:
+                _CALLS.release()
+                if gone.is_set():  # tests/test_hostile.py and tests/hostile_sweep.py read this line
+                    how = "stopped" if stopped else "finished its work"
+                    logger.info("MCP %s %s %.1f s after its %s left", fn.__name__, how, time.monotonic() - gone.at,
+                                who)
 
     return gpu(tool)
 

@@ -4,6 +4,7 @@ ones evicted to make room), and the dedicated copies a method may modify, droppe
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import logging
@@ -13,7 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     import torch
@@ -69,13 +70,15 @@ class ModelStore:
                             lambda: estimate_param_bytes(spec, precision), spec)
 
     def get_copy(self, spec: str, dtype: str | Precision = "auto", purpose: str = "assistant",
-                 progress: Progress | None = None, bound_to: LoadedModel | None = None) -> LoadedModel:
+                 progress: Progress | None = None, bound_to: LoadedModel | None = None,
+                 holding: Callable[[Any], contextlib.AbstractContextManager[Any]] = lambda lock: lock) -> LoadedModel:
         """A dedicated deep copy of a model, cached per purpose.
 
         Universal assisted decoding with sampling modifies the assistant model (and keys its
         vocabulary translator on the tokenizer), so it must not share either with other users.
         A copy `bound_to` another loaded model (the target it was adapted to) is useless without
-        it: the store drops it with that model.
+        it: the store drops it with that model. `holding(lock)` holds the model being copied: its lock by
+        default; the engine passes one turn among the runs that take turns on it (`engine.one_turn`).
         """
         precision = as_precision(dtype)
         key = (store_key(spec), precision.torch_dtype(), purpose)
@@ -83,7 +86,7 @@ class ModelStore:
         def make() -> LoadedModel:
             base = self.get(spec, precision, progress)
             started = time.perf_counter()
-            with base.lock:  # no generation may modify it while it is copied
+            with holding(base.lock):  # no generation may modify it while it is copied
                 model, tokenizer = copy.deepcopy(base.model), copy.deepcopy(base.tokenizer)
             return replace(base, model=model, tokenizer=tokenizer, lock=threading.Lock(),
                            load_s=time.perf_counter() - started, on_release=[])
