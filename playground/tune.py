@@ -380,6 +380,7 @@ class Calibration:
     # The same run's pace ÷ the calibration's (its later steps' measured draft + verify phases ÷ the calibrated
     # drafting and verification of those steps); 0 where there is none (then the baseline's pace sets `scale`).
     method_pace: float = 0.0
+    method_pace_steps: list[float] = field(default_factory=list)  # that run's per-step ratios `method_pace` is taken from
     spread: float = 0.0  # the widest spread of a calibrated figure's samples, after repeating where it was wide
     pace_change: float = 1.0  # a short baseline's step pace after the calibration ÷ the baseline's before it
     reliable: bool = True  # False: the machine's pace changed under the tune even after measuring again
@@ -573,16 +574,23 @@ def loop_time_s(trace: Any) -> float | None:
     return statistics.median(rest) if rest else None
 
 
-def loop_pace(trace: Any, calibration: Calibration, ngram: int | None = None) -> float | None:
-    """A real drafting run's pace ÷ the calibration's: the median over its later steps of the measured draft + verify
-    phases ÷ the calibrated drafting and verification of the same step. The calls a prediction charges, timed in the
-    loop itself, not the baseline's one-token decoding (whose pace against a single calibrated one-token forward
-    was 1.36 where the loop's own forwards ran at 1.0 on one machine, summarization at commit fca2a30)."""
+def pace_ratios(trace: Any, calibration: Calibration, ngram: int | None = None) -> list[float]:
+    """Each later step of a real drafting run: its measured draft + verify phases ÷ the calibrated drafting and
+    verification of the same step (the first step is the prefill, which the calibration does not time)."""
     ratios = []
     for st in trace.steps[1:]:
         calibrated = calibration.drafting_s(st, ngram) + calibration.forward(len(st.drafted) + 1)
         if calibrated > 0:
             ratios.append((st.draft_ms + st.verify_ms) / 1000 / calibrated)
+    return ratios
+
+
+def loop_pace(trace: Any, calibration: Calibration, ngram: int | None = None) -> float | None:
+    """A real drafting run's pace ÷ the calibration's: the median over its later steps of the measured draft + verify
+    phases ÷ the calibrated drafting and verification of the same step. The calls a prediction charges, timed in the
+    loop itself, not the baseline's one-token decoding (whose pace against a single calibrated one-token forward
+    was 1.36 where the loop's own forwards ran at 1.0 on one machine, summarization at commit fca2a30)."""
+    ratios = pace_ratios(trace, calibration, ngram)
     return statistics.median(ratios) if ratios else None
 
 
@@ -921,6 +929,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
             calibration.method_first_step_s = (method_trace.setup_ms + head.draft_ms + head.verify_ms
                                                + (head.other_ms or 0.0)) / 1000
             calibration.method_first_draft = len(head.drafted)
+        calibration.method_pace_steps = pace_ratios(method_trace, calibration, default_ngram)
         calibration.method_pace = loop_pace(method_trace, calibration, default_ngram) or 0.0
         before, after = step_pace_s(baseline, short), step_pace_s(run_baseline(run.but(max_new_tokens=short), store))
         calibration.pace_change = after / before if before and after else 1.0
