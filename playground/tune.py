@@ -319,7 +319,11 @@ def _first_layers(model: Any, layers: int | None) -> Iterator[None]:
 SPREAD_LIMIT = 0.25
 SPREAD_ROUNDS = 3
 PACE_TOLERANCE = 0.25
-PACE_CHECK_TOKENS = 16  # the short baseline (and the short run of the method's default) after the calibration
+PACE_CHECK_TOKENS = 16  # the short baseline after the calibration (and the least the method's short run makes)
+# The short real run of the method's default gives `scale` (the median pace of its steps after the first) and the loop's
+# time: it makes at least this many steps after the first, by the default's own replay. At 16 tokens a 5-token draft
+# that is all accepted makes two, whose ratios (0.936 and 1.064, bundled Gemma, summarization) set every prediction.
+PACE_STEPS = 6
 # Tune recommends a setting over the default only where it predicts it faster by more than this (plus the pace
 # change measured under the calibration): the median absolute error of a predicted time measured by
 # tests/tune_accuracy.py on the bundled Gemma was 8-16 % per method (docs/tune.md), so a smaller predicted gain
@@ -434,12 +438,31 @@ class Calibration:
         return total + sum(self.step_s(s, False, ngram) for s in steps[1:])
 
 
-def _sampled(measure: Callable[[], float], repeats: int) -> tuple[float, float]:
-    """(median, spread) of `measure()`'s seconds; sampled again while the spread is wide, up to SPREAD_ROUNDS rounds."""
-    samples = [measure() for _ in range(repeats)]
-    while len(samples) < SPREAD_ROUNDS * repeats and _spread(samples) > SPREAD_LIMIT:
-        samples += [measure() for _ in range(repeats)]
-    return statistics.median(samples), _spread(samples)
+def _sampled_each(measures: dict[int, Callable[[], float]], repeats: int) -> tuple[dict[int, float], float]:
+    """(median seconds per key, widest spread) of every `measures[key]()`, sampled in passes that take each key once
+    in turn (1, 2, …, N, 1, 2, …, N, …), never one key's samples back to back. The machine's pace drifts over seconds:
+    samples taken back to back share one slow or fast spell, so the median of three of them carries that spell into
+    the one figure (a calibrated draft of 5 tokens came out above the one of 6, a forward of 10 tokens below those of 9
+    and 11, bundled Gemma at commit a8500a6); interleaved, a spell touches one sample of many figures, and each median
+    leaves it out. Keys whose samples still spread wider than SPREAD_LIMIT get more passes of their own, up to
+    SPREAD_ROUNDS times `repeats` samples."""
+    samples: dict[int, list[float]] = {key: [] for key in measures}
+
+    def passes(keys: list[int]) -> None:
+        for _ in range(repeats):
+            for key in keys:
+                check_stopped()
+                give_way()
+                samples[key].append(measures[key]())
+
+    passes(list(measures))
+    for _ in range(SPREAD_ROUNDS - 1):
+        wide = [key for key in measures if _spread(samples[key]) > SPREAD_LIMIT]
+        if not wide:
+            break
+        passes(wide)
+    return ({key: statistics.median(values) for key, values in samples.items()},
+            max((_spread(values) for values in samples.values()), default=0.0))
 
 
 def _spread(samples: list[float]) -> float:
@@ -463,11 +486,8 @@ def _time_forwards(model: Any, context: list[int], widths: Sequence[int], repeat
     start = time.perf_counter()
     cache = model(input_ids=torch.tensor([context], device=device), use_cache=True).cache
     prefill = time.perf_counter() - start
-    times: dict[int, float] = {}
-    widest = 0.0
-    for width in widths:
-        check_stopped()
-        give_way()
+
+    def forward(width: int) -> Callable[[], float]:
         ids = torch.tensor([(context * width)[:width]], device=device)
 
         def one() -> float:
@@ -478,8 +498,9 @@ def _time_forwards(model: Any, context: list[int], widths: Sequence[int], repeat
             _verification_work(model(input_ids=ids, cache=scratch, use_cache=True).logits, width)
             return time.perf_counter() - start
 
-        times[width], spread = _sampled(one, repeats)
-        widest = max(widest, spread)
+        return one
+
+    times, widest = _sampled_each({width: forward(width) for width in widths}, repeats)
     return prefill, times, widest
 
 
@@ -515,20 +536,17 @@ def _time_drafter_calls(model: Any, context: list[int], lengths: Sequence[int], 
     start = time.perf_counter()
     generator.get_candidates(ids)
     first = time.perf_counter() - start
-    times: dict[int, float] = {}
-    widest = 0.0
-    for length in lengths:
-        check_stopped()
-        give_way()
-        generator.num_assistant_tokens = length
 
+    def call(length: int) -> Callable[[], float]:
         def one() -> float:
+            generator.num_assistant_tokens = length
             start = time.perf_counter()
             generator.get_candidates(ids)
             return time.perf_counter() - start
 
-        times[length], spread = _sampled(one, repeats)
-        widest = max(widest, spread)
+        return one
+
+    times, widest = _sampled_each({length: call(length) for length in lengths}, repeats)
     return first, times, widest
 
 
@@ -539,9 +557,8 @@ def _time_lookups(context: list[int], ngram_sizes: Sequence[int], tokens: int, e
 
     ids = torch.tensor([context])
     eos = torch.tensor(sorted(eos_ids)) if eos_ids else None
-    times: dict[int, float] = {}
-    widest = 0.0
-    for size in ngram_sizes:
+
+    def lookup(size: int) -> Callable[[], float]:
         generator = PromptLookupCandidateGenerator(eos_token_id=eos, num_output_tokens=tokens,
                                                    max_matching_ngram_size=size, max_length=len(context) + tokens + 2,
                                                    vocab_size=vocab_size)
@@ -551,9 +568,16 @@ def _time_lookups(context: list[int], ngram_sizes: Sequence[int], tokens: int, e
             generator.get_candidates(ids)
             return time.perf_counter() - start
 
-        times[size], spread = _sampled(one, repeats)
-        widest = max(widest, spread)
-    return times, widest
+        return one
+
+    return _sampled_each({size: lookup(size) for size in ngram_sizes}, repeats)
+
+
+def pace_run_tokens(default_steps: Sequence[Step], max_new: int) -> int:
+    """New tokens for the short real run of the method's default: enough for PACE_STEPS steps after the first by the
+    default's replayed steps (`default_steps`), at least PACE_CHECK_TOKENS, at most the request's `max_new`."""
+    needed = sum(len(st.emitted) for st in default_steps[:PACE_STEPS + 1])
+    return min(max_new, max(PACE_CHECK_TOKENS, needed))
 
 
 def step_pace_s(trace: Any, steps: int | None = None) -> float | None:
@@ -908,6 +932,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
 
     short = min(PACE_CHECK_TOKENS, max_new)
     default = default_setting(run.method, run.params)
+    method_tokens = pace_run_tokens(steps_by_setting.get(default, []), max_new)
     default_ngram = None if replay.model_pass else int(default.values["max_matching_ngram_size"])
     for attempt in range(2):
         if progress:
@@ -920,7 +945,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
         calibration.baseline_first_step_s = (baseline.setup_ms + first.draft_ms + first.verify_ms + first.other_ms) \
             / 1000 if first else 0.0
         calibration.baseline_forward_s = forward_pace_s(baseline)
-        method_trace = run_setting(run.but(max_new_tokens=short), default, store)
+        method_trace = run_setting(run.but(max_new_tokens=method_tokens), default, store)
         loop = loop_time_s(method_trace)
         calibration.loop_s = loop if loop is not None else (
             sum(st.other_ms for st in later) / len(later) / 1000 if later else 0.0)
