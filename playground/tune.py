@@ -34,7 +34,7 @@ Cost: each step of a drafting run costs its drafting (one `get_candidates` call 
 Transformers' own candidate generator, its cache crop and its `assistant.generate()`, or one prompt-lookup
 `get_candidates`), the target's forward at the step's verification width with the loop's work on its logits, and
 the loop's own time once. A calibration on this machine at this context length times the real calls for every
-width and draft length the predictions need (sampled again where the samples spread wide), a short real run of
+width and draft length the predictions need (every figure in turn, sampled again where the samples spread wide), a short real run of
 the method gives the loop's own time (its median `other` phase), the set-up and first step (both prefills) and
 the absolute level (its draft and verify phases against the calibrated ones; without it, the baseline's pace). A short baseline after the
 calibration checks that the machine kept its pace; where it did not, tune measures again once, then says its

@@ -82,7 +82,7 @@ def phases(trace: Any, calibration: Calibration, ngram: int | None) -> dict[str,
         "other": (calibration.loop_s * len(later), sum((st.other_ms or 0.0) for st in later) / 1000),
         # the run's own pace ÷ the calibration's (what `scale` would have been, taken from this run): the median of
         # its steps' ratios, its first and second half apart, and Σ measured ÷ Σ calibrated per phase
-        "pace": statistics.median(ratios) if ratios else None,
+        "pace": statistics.median(ratios) if ratios else None, "step_ratios": ratios,
         "pace_halves": (statistics.median(ratios[:half]) if half else None,
                         statistics.median(ratios[half:]) if ratios[half:] else None),
         "draft_pace": sum(st.draft_ms for st in later) / 1000 / calibrated_draft if calibrated_draft else None,
