@@ -34,11 +34,11 @@ Cost: each step of a drafting run costs its drafting (one `get_candidates` call 
 Transformers' own candidate generator, its cache crop and its `assistant.generate()`, or one prompt-lookup
 `get_candidates`), the target's forward at the step's verification width with the loop's work on its logits, and
 the loop's own time once. A calibration on this machine at this context length times the real calls for every
-width and draft length the predictions need (every figure in turn, sampled again where the samples spread wide), a short real run of
-the method gives the loop's own time (its median `other` phase), the set-up and first step (both prefills) and
-the absolute level (its draft and verify phases against the calibrated ones; without it, the baseline's pace). A short baseline after the
-calibration checks that the machine kept its pace; where it did not, tune measures again once, then says its
-times are unreliable. A setting is recommended over the method's default only where its predicted gain exceeds
+width and draft length the predictions need (every figure in turn, sampled again where the samples spread wide),
+a short real run of the method (at least PACE_STEPS steps after its first) gives the loop's own time (its median
+`other` phase), the set-up and first step (both prefills) and the absolute level (its draft and verify phases
+against the calibrated ones; without it, the baseline's pace). A short baseline after the calibration checks
+that the machine kept its pace; where it did not, tune measures again once, then says its times are unreliable. A setting is recommended over the method's default only where its predicted gain exceeds
 the prediction's margin (`TuneResult.margin`); otherwise the default is. Timings are predictions; `verify` runs
 settings for real, between two baselines, and reports measured beside predicted. docs/tune.md describes the model and the benchmark of its accuracy.
 """
@@ -384,7 +384,7 @@ class Calibration:
     # The same run's pace ÷ the calibration's (its later steps' measured draft + verify phases ÷ the calibrated
     # drafting and verification of those steps); 0 where there is none (then the baseline's pace sets `scale`).
     method_pace: float = 0.0
-    method_pace_steps: list[float] = field(default_factory=list)  # that run's per-step ratios `method_pace` is taken from
+    method_pace_steps: list[float] = field(default_factory=list)  # its per-step ratios, `method_pace` their median
     spread: float = 0.0  # the widest spread of a calibrated figure's samples, after repeating where it was wide
     pace_change: float = 1.0  # a short baseline's step pace after the calibration ÷ the baseline's before it
     reliable: bool = True  # False: the machine's pace changed under the tune even after measuring again
@@ -440,12 +440,12 @@ class Calibration:
 
 def _sampled_each(measures: dict[int, Callable[[], float]], repeats: int) -> tuple[dict[int, float], float]:
     """(median seconds per key, widest spread) of every `measures[key]()`, sampled in passes that take each key once
-    in turn (1, 2, …, N, 1, 2, …, N, …), never one key's samples back to back. The machine's pace drifts over seconds:
-    samples taken back to back share one slow or fast spell, so the median of three of them carries that spell into
-    the one figure (a calibrated draft of 5 tokens came out above the one of 6, a forward of 10 tokens below those of 9
-    and 11, bundled Gemma at commit a8500a6); interleaved, a spell touches one sample of many figures, and each median
-    leaves it out. Keys whose samples still spread wider than SPREAD_LIMIT get more passes of their own, up to
-    SPREAD_ROUNDS times `repeats` samples."""
+    in turn (1, 2, …, N, 1, 2, …, N, …), never one key's samples back to back. The machine's pace drifts over
+    seconds: samples taken back to back share one slow or fast spell, so the median of three of them carries that
+    spell into the one figure (a calibrated draft of 5 tokens came out above the one of 6, a forward of 10 tokens
+    below those of 9 and 11, bundled Gemma at commit a8500a6); interleaved, a spell touches one sample of many
+    figures, and each median leaves it out. Keys whose samples still spread wider than SPREAD_LIMIT get more passes
+    of their own, up to SPREAD_ROUNDS times `repeats` samples."""
     samples: dict[int, list[float]] = {key: [] for key in measures}
 
     def passes(keys: list[int]) -> None:
