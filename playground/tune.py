@@ -34,11 +34,11 @@ Cost: each step of a drafting run costs its drafting (one `get_candidates` call 
 Transformers' own candidate generator, its cache crop and its `assistant.generate()`, or one prompt-lookup
 `get_candidates`), the target's forward at the step's verification width with the loop's work on its logits, and
 the loop's own time once. A calibration on this machine at this context length times the real calls for every
-width and draft length the predictions need (sampled again where the samples spread wide), a short real run of
-the method gives the loop's own time (its median `other` phase), the set-up and first step (both prefills) and
-the absolute level (its draft and verify phases against the calibrated ones; without it, the baseline's pace). A short baseline after the
-calibration checks that the machine kept its pace; where it did not, tune measures again once, then says its
-times are unreliable. A setting is recommended over the method's default only where its predicted gain exceeds
+width and draft length the predictions need (every figure in turn, sampled again where the samples spread wide),
+a short real run of the method (at least PACE_STEPS steps after its first) gives the loop's own time (its median
+`other` phase), the set-up and first step (both prefills) and the absolute level (its draft and verify phases
+against the calibrated ones; without it, the baseline's pace). A short baseline after the calibration checks
+that the machine kept its pace; where it did not, tune measures again once, then says its times are unreliable. A setting is recommended over the method's default only where its predicted gain exceeds
 the prediction's margin (`TuneResult.margin`); otherwise the default is. Timings are predictions; `verify` runs
 settings for real, between two baselines, and reports measured beside predicted. docs/tune.md describes the model and the benchmark of its accuracy.
 """
@@ -319,7 +319,11 @@ def _first_layers(model: Any, layers: int | None) -> Iterator[None]:
 SPREAD_LIMIT = 0.25
 SPREAD_ROUNDS = 3
 PACE_TOLERANCE = 0.25
-PACE_CHECK_TOKENS = 16  # the short baseline (and the short run of the method's default) after the calibration
+PACE_CHECK_TOKENS = 16  # the short baseline after the calibration (and the least the method's short run makes)
+# The short real run of the method's default gives `scale` (the median pace of its steps after the first) and the loop's
+# time: it makes at least this many steps after the first, by the default's own replay. At 16 tokens a 5-token draft
+# that is all accepted makes two, whose ratios (0.936 and 1.064, bundled Gemma, summarization) set every prediction.
+PACE_STEPS = 6
 # Tune recommends a setting over the default only where it predicts it faster by more than this (plus the pace
 # change measured under the calibration): the median absolute error of a predicted time measured by
 # tests/tune_accuracy.py on the bundled Gemma was 8-16 % per method (docs/tune.md), so a smaller predicted gain
@@ -380,6 +384,7 @@ class Calibration:
     # The same run's pace ÷ the calibration's (its later steps' measured draft + verify phases ÷ the calibrated
     # drafting and verification of those steps); 0 where there is none (then the baseline's pace sets `scale`).
     method_pace: float = 0.0
+    method_pace_steps: list[float] = field(default_factory=list)  # its per-step ratios, `method_pace` their median
     spread: float = 0.0  # the widest spread of a calibrated figure's samples, after repeating where it was wide
     pace_change: float = 1.0  # a short baseline's step pace after the calibration ÷ the baseline's before it
     reliable: bool = True  # False: the machine's pace changed under the tune even after measuring again
@@ -433,12 +438,31 @@ class Calibration:
         return total + sum(self.step_s(s, False, ngram) for s in steps[1:])
 
 
-def _sampled(measure: Callable[[], float], repeats: int) -> tuple[float, float]:
-    """(median, spread) of `measure()`'s seconds; sampled again while the spread is wide, up to SPREAD_ROUNDS rounds."""
-    samples = [measure() for _ in range(repeats)]
-    while len(samples) < SPREAD_ROUNDS * repeats and _spread(samples) > SPREAD_LIMIT:
-        samples += [measure() for _ in range(repeats)]
-    return statistics.median(samples), _spread(samples)
+def _sampled_each(measures: dict[int, Callable[[], float]], repeats: int) -> tuple[dict[int, float], float]:
+    """(median seconds per key, widest spread) of every `measures[key]()`, sampled in passes that take each key once
+    in turn (1, 2, …, N, 1, 2, …, N, …), never one key's samples back to back. The machine's pace drifts over
+    seconds: samples taken back to back share one slow or fast spell, so the median of three of them carries that
+    spell into the one figure (a calibrated draft of 5 tokens came out above the one of 6, a forward of 10 tokens
+    below those of 9 and 11, bundled Gemma at commit a8500a6); interleaved, a spell touches one sample of many
+    figures, and each median leaves it out. Keys whose samples still spread wider than SPREAD_LIMIT get more passes
+    of their own, up to SPREAD_ROUNDS times `repeats` samples."""
+    samples: dict[int, list[float]] = {key: [] for key in measures}
+
+    def passes(keys: list[int]) -> None:
+        for _ in range(repeats):
+            for key in keys:
+                check_stopped()
+                give_way()
+                samples[key].append(measures[key]())
+
+    passes(list(measures))
+    for _ in range(SPREAD_ROUNDS - 1):
+        wide = [key for key in measures if _spread(samples[key]) > SPREAD_LIMIT]
+        if not wide:
+            break
+        passes(wide)
+    return ({key: statistics.median(values) for key, values in samples.items()},
+            max((_spread(values) for values in samples.values()), default=0.0))
 
 
 def _spread(samples: list[float]) -> float:
@@ -462,11 +486,8 @@ def _time_forwards(model: Any, context: list[int], widths: Sequence[int], repeat
     start = time.perf_counter()
     cache = model(input_ids=torch.tensor([context], device=device), use_cache=True).cache
     prefill = time.perf_counter() - start
-    times: dict[int, float] = {}
-    widest = 0.0
-    for width in widths:
-        check_stopped()
-        give_way()
+
+    def forward(width: int) -> Callable[[], float]:
         ids = torch.tensor([(context * width)[:width]], device=device)
 
         def one() -> float:
@@ -477,8 +498,9 @@ def _time_forwards(model: Any, context: list[int], widths: Sequence[int], repeat
             _verification_work(model(input_ids=ids, cache=scratch, use_cache=True).logits, width)
             return time.perf_counter() - start
 
-        times[width], spread = _sampled(one, repeats)
-        widest = max(widest, spread)
+        return one
+
+    times, widest = _sampled_each({width: forward(width) for width in widths}, repeats)
     return prefill, times, widest
 
 
@@ -514,20 +536,17 @@ def _time_drafter_calls(model: Any, context: list[int], lengths: Sequence[int], 
     start = time.perf_counter()
     generator.get_candidates(ids)
     first = time.perf_counter() - start
-    times: dict[int, float] = {}
-    widest = 0.0
-    for length in lengths:
-        check_stopped()
-        give_way()
-        generator.num_assistant_tokens = length
 
+    def call(length: int) -> Callable[[], float]:
         def one() -> float:
+            generator.num_assistant_tokens = length
             start = time.perf_counter()
             generator.get_candidates(ids)
             return time.perf_counter() - start
 
-        times[length], spread = _sampled(one, repeats)
-        widest = max(widest, spread)
+        return one
+
+    times, widest = _sampled_each({length: call(length) for length in lengths}, repeats)
     return first, times, widest
 
 
@@ -538,9 +557,8 @@ def _time_lookups(context: list[int], ngram_sizes: Sequence[int], tokens: int, e
 
     ids = torch.tensor([context])
     eos = torch.tensor(sorted(eos_ids)) if eos_ids else None
-    times: dict[int, float] = {}
-    widest = 0.0
-    for size in ngram_sizes:
+
+    def lookup(size: int) -> Callable[[], float]:
         generator = PromptLookupCandidateGenerator(eos_token_id=eos, num_output_tokens=tokens,
                                                    max_matching_ngram_size=size, max_length=len(context) + tokens + 2,
                                                    vocab_size=vocab_size)
@@ -550,9 +568,16 @@ def _time_lookups(context: list[int], ngram_sizes: Sequence[int], tokens: int, e
             generator.get_candidates(ids)
             return time.perf_counter() - start
 
-        times[size], spread = _sampled(one, repeats)
-        widest = max(widest, spread)
-    return times, widest
+        return one
+
+    return _sampled_each({size: lookup(size) for size in ngram_sizes}, repeats)
+
+
+def pace_run_tokens(default_steps: Sequence[Step], max_new: int) -> int:
+    """New tokens for the short real run of the method's default: enough for PACE_STEPS steps after the first by the
+    default's replayed steps (`default_steps`), at least PACE_CHECK_TOKENS, at most the request's `max_new`."""
+    needed = sum(len(st.emitted) for st in default_steps[:PACE_STEPS + 1])
+    return min(max_new, max(PACE_CHECK_TOKENS, needed))
 
 
 def step_pace_s(trace: Any, steps: int | None = None) -> float | None:
@@ -573,16 +598,23 @@ def loop_time_s(trace: Any) -> float | None:
     return statistics.median(rest) if rest else None
 
 
-def loop_pace(trace: Any, calibration: Calibration, ngram: int | None = None) -> float | None:
-    """A real drafting run's pace ÷ the calibration's: the median over its later steps of the measured draft + verify
-    phases ÷ the calibrated drafting and verification of the same step. The calls a prediction charges, timed in the
-    loop itself, not the baseline's one-token decoding (whose pace against a single calibrated one-token forward
-    was 1.36 where the loop's own forwards ran at 1.0 on one machine, summarization at commit fca2a30)."""
+def pace_ratios(trace: Any, calibration: Calibration, ngram: int | None = None) -> list[float]:
+    """Each later step of a real drafting run: its measured draft + verify phases ÷ the calibrated drafting and
+    verification of the same step (the first step is the prefill, which the calibration does not time)."""
     ratios = []
     for st in trace.steps[1:]:
         calibrated = calibration.drafting_s(st, ngram) + calibration.forward(len(st.drafted) + 1)
         if calibrated > 0:
             ratios.append((st.draft_ms + st.verify_ms) / 1000 / calibrated)
+    return ratios
+
+
+def loop_pace(trace: Any, calibration: Calibration, ngram: int | None = None) -> float | None:
+    """A real drafting run's pace ÷ the calibration's: the median over its later steps of the measured draft + verify
+    phases ÷ the calibrated drafting and verification of the same step. The calls a prediction charges, timed in the
+    loop itself, not the baseline's one-token decoding (whose pace against a single calibrated one-token forward
+    was 1.36 where the loop's own forwards ran at 1.0 on one machine, summarization at commit fca2a30)."""
+    ratios = pace_ratios(trace, calibration, ngram)
     return statistics.median(ratios) if ratios else None
 
 
@@ -900,6 +932,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
 
     short = min(PACE_CHECK_TOKENS, max_new)
     default = default_setting(run.method, run.params)
+    method_tokens = pace_run_tokens(steps_by_setting.get(default, []), max_new)
     default_ngram = None if replay.model_pass else int(default.values["max_matching_ngram_size"])
     for attempt in range(2):
         if progress:
@@ -912,7 +945,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
         calibration.baseline_first_step_s = (baseline.setup_ms + first.draft_ms + first.verify_ms + first.other_ms) \
             / 1000 if first else 0.0
         calibration.baseline_forward_s = forward_pace_s(baseline)
-        method_trace = run_setting(run.but(max_new_tokens=short), default, store)
+        method_trace = run_setting(run.but(max_new_tokens=method_tokens), default, store)
         loop = loop_time_s(method_trace)
         calibration.loop_s = loop if loop is not None else (
             sum(st.other_ms for st in later) / len(later) / 1000 if later else 0.0)
@@ -921,6 +954,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
             calibration.method_first_step_s = (method_trace.setup_ms + head.draft_ms + head.verify_ms
                                                + (head.other_ms or 0.0)) / 1000
             calibration.method_first_draft = len(head.drafted)
+        calibration.method_pace_steps = pace_ratios(method_trace, calibration, default_ngram)
         calibration.method_pace = loop_pace(method_trace, calibration, default_ngram) or 0.0
         before, after = step_pace_s(baseline, short), step_pace_s(run_baseline(run.but(max_new_tokens=short), store))
         calibration.pace_change = after / before if before and after else 1.0

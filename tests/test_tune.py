@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import statistics
 from types import SimpleNamespace
 
 import pytest
@@ -23,7 +24,7 @@ from playground.methods import METHODS
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from playground.trace import Step
 from playground.tune import (
-    RECOMMEND_MARGIN, REPLAYS, SPREAD_ROUNDS, Calibration, Outcome, PromptTune, Row, TuneResult, forward_pace_s, _sampled, calibration_points, NgramIndex, Setting, TuneError, TuneRequest, _first_layers, _GreedyDrafter, prompt_lookup_draft,
+    PACE_CHECK_TOKENS, PACE_STEPS, RECOMMEND_MARGIN, REPLAYS, SPREAD_ROUNDS, Calibration, Outcome, PromptTune, Row, TuneResult, forward_pace_s, _sampled_each, calibration_points, pace_run_tokens, NgramIndex, Setting, TuneError, TuneRequest, _first_layers, _GreedyDrafter, prompt_lookup_draft,
     run_baseline, run_setting, simulate_drafter, sweep_settings, tune, tune_prompt, verify,
 )
 
@@ -311,6 +312,28 @@ def test_the_scale_is_the_drafting_loop_s_own_pace_where_a_real_run_measured_it(
     assert loop_pace(SimpleNamespace(steps=steps[:1]), calibration) is None
 
 
+def test_the_method_s_short_run_makes_enough_steps_for_the_scale() -> None:
+    # `scale` is the median pace of the short real run's steps after the first: at 16 tokens a 5-token draft that is
+    # all accepted makes two, so the run is made as long as the default's replay needs for PACE_STEPS of them.
+    def steps(emitted: int, count: int) -> list[Step]:
+        return [Step(index=k, drafted=[0] * (emitted - 1), accepted=emitted - 1, rejected=[], emitted=[0] * emitted)
+                for k in range(count)]
+
+    assert pace_run_tokens(steps(6, 11), 64) == 6 * (PACE_STEPS + 1)
+    assert pace_run_tokens(steps(6, 11), 30) == 30  # never past the request's budget
+    assert pace_run_tokens(steps(1, 64), 64) == PACE_CHECK_TOKENS  # short steps: the pace check's 16 tokens suffice
+    assert pace_run_tokens([], 64) == PACE_CHECK_TOKENS  # no replay of the default (refused): the pace check's length
+
+
+def test_tune_takes_the_scale_from_enough_steps_of_a_real_run(tiny_models, store, one_torch_thread) -> None:
+    # The tiny target drafting for itself accepts every draft: the default's 5-token drafts emit 6 tokens a step.
+    request = _request(tiny_models["target"], "speculative", PROMPTS[1], assistant=tiny_models["target"],
+                       max_new_tokens=48, max_draft=2, schedules=("constant",), thresholds=(0.0,))
+    calibration = tune_prompt(request, store).calibration
+    assert len(calibration.method_pace_steps) >= PACE_STEPS
+    assert calibration.method_pace == pytest.approx(statistics.median(calibration.method_pace_steps))
+
+
 def test_the_drafter_call_is_calibrated_as_the_loop_makes_it(tiny_models, one_torch_thread) -> None:
     # Each step of the assisted loop crops the drafter's cache to all but the last two tokens, re-reads those two and
     # drafts the rest one token at a time (`AssistedCandidateGenerator.get_candidates`): forwards of widths 2, 1, 1
@@ -407,10 +430,31 @@ def test_calibration_covers_every_length_and_repeats_where_the_spread_is_wide() 
         calls.append(1)
         return next(samples)
 
-    median, spread = _sampled(wide, 2)
-    assert len(calls) == SPREAD_ROUNDS * 2 and median == 1.0 and spread == pytest.approx(2.0)
+    medians, spread = _sampled_each({1: wide}, 2)
+    assert len(calls) == SPREAD_ROUNDS * 2 and medians == {1: 1.0} and spread == pytest.approx(2.0)
     steady = iter([1.0, 1.1, 9.0])
-    assert _sampled(lambda: next(steady), 2) == (pytest.approx(1.05), pytest.approx(0.1 / 1.05))
+    medians, spread = _sampled_each({1: lambda: next(steady)}, 2)
+    assert medians == {1: pytest.approx(1.05)} and spread == pytest.approx(0.1 / 1.05)
+
+
+def test_calibration_samples_every_figure_in_turn_so_a_slow_spell_sets_none() -> None:
+    # The machine's pace drifts over seconds. Three samples of one figure taken back to back share a slow spell and
+    # their median keeps it (a calibrated draft of 5 tokens came out above the one of 6 on the bundled Gemma); taken
+    # in turn with the other figures, the spell touches one sample of each, and every median leaves it out.
+    order: list[int] = []
+    slow_spell = {0, 1, 2}  # the first three samples, whichever figures they belong to, take 10 s instead of 1 s
+
+    def figure(key: int):
+        def measure() -> float:
+            order.append(key)
+            return 10.0 if len(order) - 1 in slow_spell else 1.0
+        return measure
+
+    medians, _ = _sampled_each({1: figure(1), 2: figure(2), 3: figure(3)}, 3)
+    assert order[:9] == [1, 2, 3] * 3  # one pass over every figure, then the next
+    assert medians == {1: 1.0, 2: 1.0, 3: 1.0}
+    # each figure's samples spread 10 → 1: every figure had more passes, still in turn
+    assert order[9:] == [1, 2, 3] * 3 * (SPREAD_ROUNDS - 1)
 
 
 def test_tune_calibrates_every_width_it_predicts_and_checks_the_machine_s_pace(tiny_models, store, monkeypatch,

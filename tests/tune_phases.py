@@ -29,7 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from playground.bench import load_prompts  # noqa: E402
 from playground.engine import RunRequest  # noqa: E402
 from playground.models import DEFAULT_TARGET, STORE  # noqa: E402
-from playground.tune import Calibration, Setting, TuneRequest, replay_of, run_setting, tune_prompt  # noqa: E402
+from playground.tune import (  # noqa: E402
+    Calibration, Setting, TuneRequest, pace_ratios, replay_of, run_setting, tune_prompt,
+)
 
 
 def parse_settings(method: str, text: str) -> list[Setting]:
@@ -63,6 +65,10 @@ def phases(trace: Any, calibration: Calibration, ngram: int | None) -> dict[str,
     measured_first = (trace.setup_ms + first.draft_ms + first.verify_ms + (first.other_ms or 0.0)) / 1000
     first_parts = {"setup": trace.setup_ms / 1000, "draft": first.draft_ms / 1000, "verify": first.verify_ms / 1000,
                    "other": (first.other_ms or 0.0) / 1000}
+    ratios = pace_ratios(trace, calibration, ngram)
+    calibrated_draft = sum(draft(st) for st in later) / scale if scale else 0.0
+    calibrated_verify = sum(calibration.forward(len(st.drafted) + 1) for st in later)
+    half = len(ratios) // 2
     by_length: dict[int, list[Any]] = defaultdict(list)
     for st in later:
         by_length[len(st.drafted)].append(st)
@@ -74,6 +80,13 @@ def phases(trace: Any, calibration: Calibration, ngram: int | None) -> dict[str,
         "verify": (sum(calibration.forward(len(st.drafted) + 1) * scale for st in later),
                    sum(st.verify_ms for st in later) / 1000),
         "other": (calibration.loop_s * len(later), sum((st.other_ms or 0.0) for st in later) / 1000),
+        # the run's own pace ÷ the calibration's (what `scale` would have been, taken from this run): the median of
+        # its steps' ratios, its first and second half apart, and Σ measured ÷ Σ calibrated per phase
+        "pace": statistics.median(ratios) if ratios else None, "step_ratios": ratios,
+        "pace_halves": (statistics.median(ratios[:half]) if half else None,
+                        statistics.median(ratios[half:]) if ratios[half:] else None),
+        "draft_pace": sum(st.draft_ms for st in later) / 1000 / calibrated_draft if calibrated_draft else None,
+        "verify_pace": sum(st.verify_ms for st in later) / 1000 / calibrated_verify if calibrated_verify else None,
         "by_length": {length: {"steps": len(group),
                                "draft": (draft(group[0]), statistics.median(st.draft_ms for st in group) / 1000),
                                "verify": (calibration.forward(length + 1) * scale,
@@ -114,7 +127,7 @@ def main() -> None:
         "scale": c.scale, "baseline_forward_s": c.baseline_forward_s, "baseline_first_step_s": c.baseline_first_step_s,
         "loop_s": c.loop_s, "drafter_prefill_s": c.drafter_prefill_s, "pace_change": c.pace_change,
         "method_first_step_s": c.method_first_step_s, "method_first_draft": c.method_first_draft,
-        "method_pace": c.method_pace,
+        "method_pace": c.method_pace, "method_pace_steps": c.method_pace_steps,
         "target_forward_s": c.target_forward_s, "drafter_call_s": c.drafter_call_s, "lookup_call_s": c.lookup_call_s},
         "baseline_s": result.baseline_s, "runs": []}
     print(f"{args.method} · {args.category} · prompt {args.prompt_index + 1} · {result.env.get('dtype')} · "
@@ -124,12 +137,14 @@ def main() -> None:
           f"{c.drafter_prefill_s * 1000:.1f} ms, pace change {c.pace_change:.2f}")
     print(f"the method's short run: first step {c.method_first_step_s * 1000:.1f} ms (draft of "
           f"{c.method_first_draft}), loop (median other) {c.loop_s * 1000:.1f} ms, its pace ÷ the calibration's "
-          f"{c.method_pace:.3f} (the scale where set)")
+          f"{c.method_pace:.3f} (the scale where set; its steps: "
+          f"{', '.join(f'{r:.3f}' for r in c.method_pace_steps)})")
     print("  width/length  forward(w)  drafter call(L)   (ms, at the calibration's pace)")
-    for k in sorted(set(c.target_forward_s) | set(c.drafter_call_s))[:12]:
+    for k in sorted(set(c.target_forward_s) | set(c.drafter_call_s)):
         fwd = c.target_forward_s.get(k)
         call = c.drafter_call_s.get(k)
         print(f"  {k:>12}  {fwd * 1000 if fwd else float('nan'):>10.1f}  {call * 1000 if call else float('nan'):>15.1f}")
+    scale_used = c.scale
     for setting in settings:
         row = result.row(setting)
         if row is None or row.predicted is None:
@@ -151,6 +166,10 @@ def main() -> None:
             for name in ("first", "draft", "verify", "other"):
                 p, m = ph[name]
                 print(f"  {name:10} {p:>9.3f}s {m:>9.3f}s {p / m if m else float('nan'):>6.2f}")
+            fmt = lambda x: f"{x:.3f}" if x is not None else "-"  # noqa: E731
+            print(f"  this run's pace ÷ the calibration's: {fmt(ph['pace'])} (halves {fmt(ph['pace_halves'][0])}, "
+                  f"{fmt(ph['pace_halves'][1])}; draft {fmt(ph['draft_pace'])}, verify {fmt(ph['verify_pace'])}) "
+                  f"against the scale {scale_used:.3f}")
             print("  first step measured: " + ", ".join(f"{k} {v:.3f} s" for k, v in ph["first_parts"].items()))
             print(f"  {'length':>6} {'steps':>5}  {'draft pred/meas (ms)':>22}  {'verify pred/meas':>18}  "
                   f"{'other pred/meas':>17}")
