@@ -131,3 +131,58 @@ def test_run_digests_the_oldest_logits_past_its_budget(store, tiny_models, monke
         assert len(digested_while_running) == len(held.steps)
     else:
         assert budget // step_bytes >= 1 and 0 < len(digested_while_running) < len(held.steps)
+
+
+def _filled(n: int, value: float):
+    import torch
+
+    return torch.full((n,), value, dtype=torch.float32)
+
+
+def test_held_logits_copies_in_a_ring_and_never_overwrites_a_copy_still_held():
+    """`_HeldLogits`: copies while there is room, the tensor itself when there is none; a stretch is taken again only
+    once it and every stretch before it were let go (in any order); the ring wraps to the start; no live copy is
+    ever overwritten."""
+    import torch
+
+    from playground.engine import _HeldLogits
+
+    ring = _HeldLogits(10)
+    live: dict[float, tuple] = {}
+
+    def hold(n: int, value: float):
+        spans: list = []
+        original = _filled(n, value)
+        got = ring.hold(original, spans)
+        if got is original:
+            return None
+        assert len(spans) == 1 and got.data_ptr() != original.data_ptr() and torch.equal(got, original)
+        live[value] = (got, spans[0])
+        return spans[0]
+
+    def release(value: float):
+        got, span = live.pop(value)
+        ring.release(span)
+
+    def intact():
+        for value, (got, _) in live.items():
+            assert torch.equal(got, _filled(got.numel(), value)), f"the copy of {value} was overwritten"
+
+    assert [hold(3, v).start for v in (1.0, 2.0, 3.0)] == [0, 3, 6]
+    assert hold(2, 4.0) is None  # 1 float left at the end, none free at the start
+    release(2.0)  # let go out of order: the stretch before it is still held, so no room yet
+    assert hold(2, 4.0) is None
+    release(1.0)  # [0, 6) is free now; the head is at 9
+    assert hold(2, 5.0).start == 0  # wraps to the start
+    assert hold(4, 6.0).start == 2  # up to the stretch at 6, exactly
+    assert hold(1, 7.0) is None  # full
+    intact()
+    release(3.0)  # [0, 6) held, [6, 10) free
+    assert hold(4, 8.0).start == 6 and hold(1, 9.0) is None
+    intact()
+    for value in (5.0, 6.0, 8.0):
+        release(value)
+    assert hold(10, 10.0).start == 0  # all let go: the whole buffer again
+    intact()
+    bf16 = torch.ones(2, dtype=torch.bfloat16)
+    assert ring.hold(bf16, []) is bf16 and ring.hold(None, []) is None  # only float32 scores are copied
