@@ -186,3 +186,31 @@ def test_held_logits_copies_in_a_ring_and_never_overwrites_a_copy_still_held():
     intact()
     bf16 = torch.ones(2, dtype=torch.bfloat16)
     assert ring.hold(bf16, []) is bf16 and ring.hold(None, []) is None  # only float32 scores are copied
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_held_run_keeps_copies_of_its_logits_not_transformers_tensors(store, tiny_models, monkeypatch, case):
+    """`LiveRun.run()` copies each step's scores (and the drafter's) into its `_HeldLogits` buffer, written before
+    generate() starts, and keeps no score tensor of Transformers' (whose memory a fresh process would fault in during
+    the timed run); a run whose steps are taken as they come copies nothing. The buffer is kept for the next run."""
+    from playground import engine
+
+    pushed: list[tuple[bool, bool]] = []  # per step: (its logits are copies in the buffer, it has logits at all)
+    real_push = engine._Recorder.push
+
+    def push(self, raw):
+        real_push(self, raw)
+        tensors = [t for t in (raw.q_logits, raw.p_logits) if t is not None]
+        copies = self.held is not None and all(
+            t.untyped_storage().data_ptr() == self.held.buffer.untyped_storage().data_ptr() for t in tensors)
+        pushed.append((copies and len(raw.spans) == len(tensors), bool(tensors)))
+
+    monkeypatch.setattr(engine._Recorder, "push", push)
+    prepared = _prepared(store, tiny_models, case)
+    held = LiveRun(prepared).run()
+    assert len(pushed) == len(held.steps) and all(has for _, has in pushed)
+    assert all(copied for copied, _ in pushed), "a held step kept Transformers' tensor while the buffer had room"
+    assert engine._SPARE_HELD and engine._SPARE_HELD[0].buffer.numel() == engine.HELD_LOGITS_BYTES // 4
+    pushed.clear()
+    _iterated(prepared)
+    assert pushed and not any(copied for copied, _ in pushed)
