@@ -214,3 +214,31 @@ def test_a_held_run_keeps_copies_of_its_logits_not_transformers_tensors(store, t
     pushed.clear()
     _iterated(prepared)
     assert pushed and not any(copied for copied, _ in pushed)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts the process's threads in /proc")
+def test_taking_the_held_logits_buffer_starts_no_openmp_team():
+    """The buffer's pages are written by numpy, not by a torch fill: a fill this large starts an OpenMP team in the
+    consumer's thread, and with more OpenMP threads than cores generation's own team sleeps and wakes around every op
+    (`_HeldLogits`). Counted in a fresh thread, which has no team yet: no thread appears while it takes the buffer."""
+    import os
+    import threading
+
+    import torch
+
+    from playground import engine
+
+    if torch.get_num_threads() < 2:
+        pytest.skip("torch runs one thread here: no team could start")
+    counts: list[int] = []
+
+    def take() -> None:
+        counts.append(len(os.listdir("/proc/self/task")))
+        held = engine._HeldLogits(engine.HELD_LOGITS_BYTES // 4)
+        counts.append(len(os.listdir("/proc/self/task")))
+        assert held.buffer.numel() == engine.HELD_LOGITS_BYTES // 4 and not held.buffer.any()
+
+    worker = threading.Thread(target=take)
+    worker.start()
+    worker.join()
+    assert len(counts) == 2 and counts[1] == counts[0], f"threads before and after: {counts}"
