@@ -23,8 +23,9 @@ exactly, and its Python self time (the thread's own CPU time) outside torch's ow
 plain, per step: the per-step Python overhead, inflated by the profiler alike in both; the consumer thread's calls and CPU time per step), and how
 many vocabulary-wide torch calls each thread makes per step: evidence that does not depend on a quiet machine.
 Faults: per method, fresh processes as in Fresh (the CLI's own `main`, and the plain child), each counting the
-minor page faults of the whole process inside its first generate() call: memory touched for the first time costs
-a fault (about 2 µs) that a warm process does not pay, a count that does not depend on a quiet machine either. Goals (issue 25): ≤ 1.03 warm and ≤ 1.05 fresh for baseline and prompt lookup on the bundled Gemma; ≤ 1.10 on the
+minor page faults of the whole process inside its first generate() call (memory touched for the first time costs
+a fault, about 2 µs, that a warm process does not pay) and its voluntary context switches (threads that wait: an
+OpenMP team that sleeps between ops instead of spinning shows as thousands): counts that need no quiet machine. Goals (issue 25): ≤ 1.03 warm and ≤ 1.05 fresh for baseline and prompt lookup on the bundled Gemma; ≤ 1.10 on the
 tiny models.
 """
 
@@ -232,7 +233,8 @@ def plain_child(request: dict) -> None:
 
 
 def _faults_inside_generate() -> dict[str, int]:
-    """Count this process's minor page faults inside each generate() call from now on (into the returned dict)."""
+    """Count this process's minor page faults and voluntary context switches (a thread waiting: an OpenMP team that
+    sleeps between ops, a lock) inside each generate() call from now on (into the returned dict)."""
     import resource
 
     from transformers.generation.utils import GenerationMixin
@@ -241,11 +243,13 @@ def _faults_inside_generate() -> dict[str, int]:
     inner = GenerationMixin.generate
 
     def generate(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        before = resource.getrusage(resource.RUSAGE_SELF)
         try:
             return inner(self, *args, **kwargs)
         finally:
-            counted["faults"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            counted["faults"] = after.ru_minflt - before.ru_minflt
+            counted["waits"] = after.ru_nvcsw - before.ru_nvcsw
 
     GenerationMixin.generate = generate  # type: ignore[method-assign]
     return counted
@@ -269,7 +273,7 @@ def fault_child(which: str, request: dict) -> None:
         from playground.engine import RunRequest, plain_generate, prepare
 
         ids, _ = plain_generate(prepare(RunRequest(prompt=PROMPT, **request)))
-    print(json.dumps({"ids": ids, "faults": counted["faults"]}))
+    print(json.dumps({"ids": ids, **counted}))
 
 
 def faults(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | None, pairs: int) -> None:
@@ -277,6 +281,7 @@ def faults(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | N
         request = {"target": target, "method": method, "assistant": assistant, "params": params,
                    "max_new_tokens": new_tokens, "dtype": dtype, "chat": chat}
         counts: dict[str, list[int]] = {"cli": [], "plain": []}
+        waits: dict[str, list[int]] = {"cli": [], "plain": []}
         same = True
         for k in range(pairs):
             got = {}
@@ -285,10 +290,12 @@ def faults(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | N
                                       json.dumps(request)], cwd=ROOT, check=True, capture_output=True, text=True)
                 got[which] = json.loads(out.stdout.strip().splitlines()[-1])
                 counts[which].append(got[which]["faults"])
+                waits[which].append(got[which]["waits"])
             same &= got["cli"]["ids"] == got["plain"]["ids"]
         print(f"faults {method} {dtype}: minor page faults inside the first generate() of a fresh process: CLI "
               f"{counts['cli']}, plain {counts['plain']}; median CLI - plain "
-              f"{statistics.median(counts['cli']) - statistics.median(counts['plain']):+.0f}; outputs equal: {same}",
+              f"{statistics.median(counts['cli']) - statistics.median(counts['plain']):+.0f}; voluntary context "
+              f"switches: CLI {waits['cli']}, plain {waits['plain']}; outputs equal: {same}",
               flush=True)
 
 
