@@ -351,7 +351,7 @@ def main() -> None:
             unknown = set(keep) - {method for method, _, _ in cases}
             if unknown:
                 parser.error(f"--methods: not in this set: {', '.join(sorted(unknown))}")
-            cases = [case for case in cases if case[0] in keep]
+            cases = [case for name in keep for case in cases if case[0] == name]  # in the order given
         if args.profile:
             profile(target, cases, args.dtype, args.max_new_tokens, chat)
             return
