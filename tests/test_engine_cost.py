@@ -242,3 +242,57 @@ def test_taking_the_held_logits_buffer_starts_no_openmp_team():
     worker.start()
     worker.join()
     assert len(counts) == 2 and counts[1] == counts[0], f"threads before and after: {counts}"
+
+
+def test_a_run_that_gives_way_frees_the_void_attempts_copies(tiny_models, monkeypatch):
+    """A long job's held run that gives way to a visitor's run starts again; the records of its void attempt are
+    dropped unread, and their stretches of the buffer are freed with them: the attempt that counts copies its logits
+    (with a buffer of a few steps, not one stays taken by the void attempt)."""
+    import threading
+
+    from playground import engine
+    from playground.engine import stopped_by
+    from playground.request import new_request
+
+    monkeypatch.setattr(engine, "HELD_LOGITS_BYTES", 200_000)  # a buffer of a few steps (the ring wraps)
+    long_run = prepare(new_request(PROMPT, target=tiny_models["target"], method="prompt_lookup", max_new_tokens=448,
+                                   dtype="float32"))
+    short_run = prepare(new_request(PROMPT, target=tiny_models["target"], max_new_tokens=8, dtype="float32"))
+    copied: dict[int, list[bool]] = {}  # per attempt (its recorder): whether each step's scores were copied
+    pushing: list[int] = []
+    real_push, real_hold = engine._Recorder.push, engine._HeldLogits.hold
+
+    def push(self, raw):
+        pushing.append(id(self))
+        real_push(self, raw)
+
+    def hold(self, logits, spans):
+        kept = real_hold(self, logits, spans)
+        if logits is not None:
+            copied.setdefault(pushing[-1], []).append(kept is not logits)
+        return kept
+
+    monkeypatch.setattr(engine._Recorder, "push", push)
+    monkeypatch.setattr(engine._HeldLogits, "hold", hold)
+    box: dict = {}
+    began = threading.Event()
+
+    def long_job() -> None:
+        with stopped_by(threading.Event()):
+            box["live"] = live = LiveRun(long_run)
+            began.set()
+            box["trace"] = live.run()
+
+    worker = threading.Thread(target=long_job)
+    worker.start()
+    assert began.wait(60)
+    while not box["live"].generated_steps:
+        assert worker.is_alive()
+        threading.Event().wait(0.001)
+    for _ in LiveRun(short_run):
+        pass
+    worker.join(120)
+    assert box["live"].gave_way >= 1
+    last = list(copied.values())[-1]  # the attempt that counts (the visitor's run copies nothing: not held)
+    assert len(box["trace"].steps) >= len(last) > 20
+    assert sum(last) > len(last) * 3 // 4, f"{sum(last)} of {len(last)} steps copied"
