@@ -750,10 +750,20 @@ class _Raw:
     p: list[float] | None = None
     dists: list[Position] | None = None
     digested: bool = False
+    spans: list[_Span] = dataclasses.field(default_factory=list)  # its logits' copies in a `_HeldLogits` buffer
 
     def logits_bytes(self) -> int:
-        """The memory its logits hold (what a digest lets go)."""
-        return sum(t.untyped_storage().nbytes() for t in (self.q_logits, self.p_logits) if t is not None)
+        """The memory its logits hold (what a digest lets go): a copy's own stretch, or all of a tensor it keeps."""
+        copies = {id(span.view) for span in self.spans}
+        return sum(t.numel() * t.element_size() if id(t) in copies else t.untyped_storage().nbytes()
+                   for t in (self.q_logits, self.p_logits) if t is not None)
+
+    def release(self) -> None:
+        """Let go of its logits (digested, or never to be read): their stretches of a buffer can be taken again."""
+        self.q_logits = self.p_logits = None
+        for span in self.spans:
+            span.owner.release(span)
+        self.spans = []
 
 
 @dataclass
@@ -935,7 +945,7 @@ def _digest(raw: "_Raw", k: int, sample: bool, ensemble_weight: float | None) ->
     q = _softmax(raw.q_logits, len(drafted))
     raw.q, raw.p = _probs_of(q, drafted), _probs_of(p, drafted)
     raw.dists = _step_dists(drafted, emitted, p, q, k, sample, ensemble_weight)
-    raw.q_logits = raw.p_logits = None
+    raw.release()
     raw.digested = True
 
 
@@ -1043,6 +1053,111 @@ MAX_PENDING_LOGITS = 64
 # A run nobody watches (`LiveRun.run`) keeps its steps' logits until generation has ended, up to this many bytes
 # (a 48-token baseline run of a 262k vocabulary: 48 MiB); past it, the oldest are digested while generation runs.
 HELD_LOGITS_BYTES = 64 * 2**20
+
+
+@dataclass
+class _Span:
+    """A stretch of a `_HeldLogits` buffer: [start, end) in floats, and the copy of one step's logits that it holds."""
+
+    start: int
+    end: int
+    view: torch.Tensor
+    owner: "_HeldLogits"
+    freed: bool = False
+
+
+class _HeldLogits:
+    """Memory, written once before `generate()` starts, that a run nobody watches copies its steps' logits into.
+
+    Holding Transformers' own score tensors instead keeps their memory from being reused, so each step's new scores
+    land on pages the process never touched: in a fresh process every held byte costs a page fault inside the timed
+    generation (counted on two cores, 2 Dec: a CLI run of prompt lookup on the bundled Gemma, bfloat16, 96 new
+    tokens, had 42,000-45,000 minor faults inside generate() against 20,000-21,000 for plain generate(); about 2 µs
+    each). A copy into pages faulted before the clock starts costs a memory copy (6 MB: about 0.2 ms) instead. A ring:
+    the worker takes stretches in order, the consumer frees each when it digests that step; where no stretch is
+    free, the step keeps Transformers' tensor as before. One buffer outlives its run (`_take_held`), so a
+    process pays for the pages once."""
+
+    def __init__(self, floats: int):
+        # Every page written now, outside the clock, by numpy: a torch fill this large would start an OpenMP team in
+        # the calling thread, and with more OpenMP threads than cores libgomp's idle threads sleep after a short spin
+        # instead of waiting for the next parallel region, so generation's own team then sleeps and wakes around every
+        # op (counted, 2 Dec: 2,700-4,000 voluntary context switches per generating thread in a 96-token prompt-lookup
+        # run, against 0-50 without; the fresh CLI run took 1.2-2.1x plain generate() in a quiet window).
+        filled = numpy.empty(floats, dtype=numpy.float32)
+        filled.fill(0.0)
+        self.buffer = torch.from_numpy(filled)
+        self._spans: collections.deque[_Span] = collections.deque()  # taken, oldest first
+        self._head = 0  # where the next stretch starts
+        self._lock = threading.Lock()
+
+    def hold(self, logits: torch.Tensor | None, spans: list[_Span]) -> torch.Tensor | None:
+        """A copy of `logits` in the buffer (its stretch appended to `spans`), or `logits` itself where there is no
+        room, or it is not a float32 tensor in main memory."""
+        if logits is None or logits.dtype != torch.float32 or logits.device.type != "cpu":
+            return logits
+        size = logits.numel()
+        with self._lock:
+            start = self._place(size)
+            if start is None:
+                return logits
+            span = _Span(start, start + size, self.buffer[start:start + size].view(logits.shape), self)
+            self._spans.append(span)
+            self._head = span.end
+        span.view.copy_(logits)
+        spans.append(span)
+        return span.view
+
+    def _place(self, size: int) -> int | None:
+        """Where a stretch of `size` floats fits (None: nowhere). Taken stretches lie in [first, head), or, once the
+        ring wrapped, in [first, capacity) and [0, head)."""
+        if not 0 < size <= self.buffer.numel():
+            return None
+        if not self._spans:
+            self._head = 0
+            return 0
+        first = self._spans[0].start
+        if first < self._head:  # not wrapped
+            if self._head + size <= self.buffer.numel():
+                return self._head
+            return 0 if size <= first else None
+        return self._head if self._head + size <= first else None
+
+    def release(self, span: _Span) -> None:
+        """The step's copy was digested: its stretch (and every freed one before it) can be taken again."""
+        with self._lock:
+            span.freed = True
+            while self._spans and self._spans[0].freed:
+                self._spans.popleft()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._spans.clear()
+            self._head = 0
+
+
+_SPARE_HELD: list[_HeldLogits] = []  # one buffer kept between runs (a process pays for its pages once)
+_SPARE_HELD_LOCK = threading.Lock()
+
+
+def _take_held(floats: int) -> _HeldLogits | None:
+    """A buffer of `floats` floats for one run: the spare one when it is free and of that size, else a new one."""
+    if floats <= 0:
+        return None
+    with _SPARE_HELD_LOCK:
+        if _SPARE_HELD and _SPARE_HELD[0].buffer.numel() == floats:
+            return _SPARE_HELD.pop()
+    return _HeldLogits(floats)
+
+
+def _give_back_held(held: _HeldLogits) -> None:
+    """The run is over (its steps built): keep the buffer for the next run, unless one is kept already."""
+    held.reset()
+    with _SPARE_HELD_LOCK:
+        if not _SPARE_HELD:
+            _SPARE_HELD.append(held)
+
+
 LOOKUP_CONTEXT_TOKENS = 48  # tokens decoded on each side of prompt lookup's source (then cut to LOOKUP_CONTEXT_CHARS)
 
 
@@ -1057,8 +1172,9 @@ class _Recorder:
     """
 
     def __init__(self, out: "queue.SimpleQueue[Any]", sync: Callable[[], None] | None, watch: _ScoreWatch,
-                 digest: Callable[[_Raw], None] = lambda raw: None):
+                 digest: Callable[[_Raw], None] = lambda raw: None, held: _HeldLogits | None = None):
         self.out = out
+        self.held = held  # where a run nobody watches copies its logits (`_HeldLogits`); None: keeps the tensors
         self.sync = sync
         self.watch = watch  # told when the drafter runs (its scores are not the target's)
         self.digest = digest  # a step's logits to figures (only used here when the consumer fell far behind)
@@ -1091,9 +1207,14 @@ class _Recorder:
         return time.perf_counter()
 
     def push(self, raw: _Raw) -> None:
-        """Hand a step's record to the consumer; past MAX_PENDING_LOGITS waiting items, digested here first."""
+        """Hand a step's record to the consumer (its logits copied into `held` where there is one and room); past
+        MAX_PENDING_LOGITS waiting items, digested here first. Called after the step's tokens were decided: a copy
+        falls in the step's `other` phase."""
         if raw.p_logits is not None and self.out.qsize() > MAX_PENDING_LOGITS:
             self.digest(raw)
+        elif self.held is not None:
+            raw.q_logits = self.held.hold(raw.q_logits, raw.spans)
+            raw.p_logits = self.held.hold(raw.p_logits, raw.spans)
         self.pushed += 1
         self.out.put(raw)
 
@@ -1301,6 +1422,7 @@ class LiveRun:
         self._context = _ContextTexts(prepared.target.tokenizer, prepared.input_ids[0].tolist())
         self._totals = StepTotals()  # the live summary's sums (`StepTotals`)
         self.held = False  # nobody sees the steps as they come: they are built after generation (`_items`)
+        self._held_logits: _HeldLogits | None = None  # where such a run's worker copies its logits (`_HeldLogits`)
 
     @property
     def running(self) -> bool:
@@ -1334,7 +1456,8 @@ class LiveRun:
     def _attempt(self) -> None:
         prepared = self.prepared
         model = prepared.target.model
-        recorder = self._recorder = _Recorder(self._queue, _device_sync(model), self._watch, self._digest)
+        recorder = self._recorder = _Recorder(self._queue, _device_sync(model), self._watch, self._digest,
+                                              self._held_logits)
         kwargs = dict(prepared.generate_kwargs)
         kwargs["stopping_criteria"] = StoppingCriteriaList([self._stop])
         if prepared.method.observed_by == "streamer":
@@ -1378,6 +1501,8 @@ class LiveRun:
         if self._thread is not None:
             raise RuntimeError("a LiveRun can be iterated once")
         check_stopped()  # a stopped job starts no further run
+        if self.held and torch.device(self.prepared.target.device).type == "cpu":
+            self._held_logits = _take_held(HELD_LOGITS_BYTES // 4)  # its pages written here, before generate() starts
         self._thread = threading.Thread(target=self._work, name="playground-generate", daemon=True)
         self._thread.start()
         try:
@@ -1405,6 +1530,9 @@ class LiveRun:
             if self._thread.is_alive():  # the consumer left early (closed tab, exception): end the run
                 self.cancel.set()
                 self._thread.join()
+            if self._held_logits is not None:  # every step is built (or dropped): nothing reads the buffer any more
+                _give_back_held(self._held_logits)
+                self._held_logits = None
         self._finish()
 
     def _items(self) -> Iterator[Any]:
@@ -1425,6 +1553,8 @@ class LiveRun:
                 yield item
                 continue
             if item is _RESTART:  # the attempt held so far gave way: its steps would only be built to be dropped
+                for raw in undigested:
+                    raw.release()
                 held.clear()
                 undigested.clear()
                 held_bytes = 0

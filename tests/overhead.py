@@ -8,6 +8,8 @@ Usage (the figures need a quiet machine):
     python tests/overhead.py float32 --tiny --fresh 5               # the tiny test models instead
     python tests/overhead.py bfloat16 --fresh 5 --max-new-tokens 96  # the issue-25 setting
     python tests/overhead.py bfloat16 --profile                     # where the cost goes (not wall-clock)
+    python tests/overhead.py bfloat16 --faults 2 --max-new-tokens 96  # page faults in fresh processes (not wall-clock)
+    python tests/overhead.py bfloat16 --pairs 0 --fresh 7 --methods prompt_lookup --max-new-tokens 96  # fresh, 1 method
 
 Warm: per method, `--pairs` (15) interleaved pairs after a warm-up in one process (both in worker threads, which
 goes first alternating); the median ratio of the instrumented run's time to plain generate()'s with the ratios'
@@ -19,7 +21,11 @@ trace) and a process that prepares the same request and times one plain generate
 Profile: per method, one plain and one instrumented run under cProfile (the generating thread's calls, counted
 exactly, and its Python self time (the thread's own CPU time) outside torch's own functions, instrumented minus
 plain, per step: the per-step Python overhead, inflated by the profiler alike in both; the consumer thread's calls and CPU time per step), and how
-many vocabulary-wide torch calls each thread makes per step: evidence that does not depend on a quiet machine. Goals (issue 25): ≤ 1.03 warm and ≤ 1.05 fresh for baseline and prompt lookup on the bundled Gemma; ≤ 1.10 on the
+many vocabulary-wide torch calls each thread makes per step: evidence that does not depend on a quiet machine.
+Faults: per method, fresh processes as in Fresh (the CLI's own `main`, and the plain child), each counting the
+minor page faults of the whole process inside its first generate() call (memory touched for the first time costs
+a fault, about 2 µs, that a warm process does not pay) and its voluntary context switches (threads that wait: an
+OpenMP team that sleeps between ops instead of spinning shows as thousands): counts that need no quiet machine. Goals (issue 25): ≤ 1.03 warm and ≤ 1.05 fresh for baseline and prompt lookup on the bundled Gemma; ≤ 1.10 on the
 tiny models.
 """
 
@@ -192,13 +198,20 @@ def profile(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | 
               + ", ".join(f"{key} {s / steps * 1000:.2f} ms" for key, (_, s) in busy[:5]), flush=True)
 
 
-def _cli(target: str, method: str, assistant: str | None, params: dict, dtype: str, new_tokens: int,
-         chat: bool | None, trace_out: Path) -> tuple[list[int], float]:
-    command = [sys.executable, "-m", "playground", "run", "--target", target, "--method", method, "--prompt", PROMPT,
-               "--max-new-tokens", str(new_tokens), "--dtype", dtype, "--quiet", "--trace-out", str(trace_out)]
+def _cli_arguments(target: str, method: str, assistant: str | None, params: dict, dtype: str, max_new_tokens: int,
+                   chat: bool | None, trace_out: Path) -> list[str]:
+    """`python -m playground`'s arguments for one quiet run that writes its trace."""
+    command = ["run", "--target", target, "--method", method, "--prompt", PROMPT,
+               "--max-new-tokens", str(max_new_tokens), "--dtype", dtype, "--quiet", "--trace-out", str(trace_out)]
     command += ["--assistant", assistant] if assistant else []
     command += [arg for k, v in params.items() for arg in ("--set", f"{k}={v}")]
-    command += [] if chat is None else ["--chat" if chat else "--no-chat"]
+    return command + ([] if chat is None else ["--chat" if chat else "--no-chat"])
+
+
+def _cli(target: str, method: str, assistant: str | None, params: dict, dtype: str, new_tokens: int,
+         chat: bool | None, trace_out: Path) -> tuple[list[int], float]:
+    command = [sys.executable, "-m", "playground", *_cli_arguments(target, method, assistant, params, dtype, new_tokens,
+                                                                   chat, trace_out)]
     subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
     trace = json.loads(trace_out.read_text(encoding="utf-8"))
     return trace["output_ids"], trace["summary"]["elapsed_s"]
@@ -217,6 +230,73 @@ def plain_child(request: dict) -> None:
 
     ids, seconds = plain_generate(prepare(RunRequest(prompt=PROMPT, **request)))
     print(json.dumps({"ids": ids, "seconds": seconds}))
+
+
+def _faults_inside_generate() -> dict[str, int]:
+    """Count this process's minor page faults and voluntary context switches (a thread waiting: an OpenMP team that
+    sleeps between ops, a lock) inside each generate() call from now on (into the returned dict)."""
+    import resource
+
+    from transformers.generation.utils import GenerationMixin
+
+    counted: dict[str, int] = {}
+    inner = GenerationMixin.generate
+
+    def generate(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        try:
+            return inner(self, *args, **kwargs)
+        finally:
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            counted["faults"] = after.ru_minflt - before.ru_minflt
+            counted["waits"] = after.ru_nvcsw - before.ru_nvcsw
+
+    GenerationMixin.generate = generate  # type: ignore[method-assign]
+    return counted
+
+
+def fault_child(which: str, request: dict) -> None:
+    """In a fresh process: the CLI's run ("cli") or the plain child's ("plain"), printing the minor page faults
+    inside its generate() call."""
+    from playground.models import gc_paused
+
+    with gc_paused():  # the CLI imports torch and Transformers so (`cli.cmd_run`)
+        counted = _faults_inside_generate()
+    if which == "cli":
+        from playground.cli import main as cli_main
+
+        with tempfile.TemporaryDirectory() as scratch:
+            out = Path(scratch) / "trace.json"
+            cli_main(_cli_arguments(**request, trace_out=out))
+            ids = json.loads(out.read_text(encoding="utf-8"))["output_ids"]
+    else:
+        from playground.engine import RunRequest, plain_generate, prepare
+
+        ids, _ = plain_generate(prepare(RunRequest(prompt=PROMPT, **request)))
+    print(json.dumps({"ids": ids, **counted}))
+
+
+def faults(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | None, pairs: int) -> None:
+    for method, assistant, params in cases:
+        request = {"target": target, "method": method, "assistant": assistant, "params": params,
+                   "max_new_tokens": new_tokens, "dtype": dtype, "chat": chat}
+        counts: dict[str, list[int]] = {"cli": [], "plain": []}
+        waits: dict[str, list[int]] = {"cli": [], "plain": []}
+        same = True
+        for k in range(pairs):
+            got = {}
+            for which in (("cli", "plain") if k % 2 == 0 else ("plain", "cli")):
+                out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--fault-child", which,
+                                      json.dumps(request)], cwd=ROOT, check=True, capture_output=True, text=True)
+                got[which] = json.loads(out.stdout.strip().splitlines()[-1])
+                counts[which].append(got[which]["faults"])
+                waits[which].append(got[which]["waits"])
+            same &= got["cli"]["ids"] == got["plain"]["ids"]
+        print(f"faults {method} {dtype}: minor page faults inside the first generate() of a fresh process: CLI "
+              f"{counts['cli']}, plain {counts['plain']}; median CLI - plain "
+              f"{statistics.median(counts['cli']) - statistics.median(counts['plain']):+.0f}; voluntary context "
+              f"switches: CLI {waits['cli']}, plain {waits['plain']}; outputs equal: {same}",
+              flush=True)
 
 
 def fresh(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | None, pairs: int) -> None:
@@ -242,15 +322,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("dtype", nargs="?", default="auto")
     parser.add_argument("--tiny", action="store_true", help="the tiny test models instead of the bundled Gemma")
-    parser.add_argument("--pairs", type=int, default=15, help="interleaved warm pairs per method (default 15)")
+    parser.add_argument("--pairs", type=int, default=15, help="interleaved warm pairs per method (default 15; 0: none)")
     parser.add_argument("--live", action="store_true", help="also time runs whose steps are taken as they come")
     parser.add_argument("--fresh", type=int, default=0, help="pairs of fresh processes (CLI, plain generate())")
     parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--methods", default=None, help="comma-separated methods to keep (default: all of the set)")
     parser.add_argument("--profile", action="store_true", help="count calls (cProfile) instead of timing runs")
+    parser.add_argument("--faults", type=int, default=0, help="pairs of fresh processes counting page faults instead")
     parser.add_argument("--plain-child", help=argparse.SUPPRESS)
+    parser.add_argument("--fault-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.plain_child:
         plain_child(json.loads(args.plain_child))
+        return
+    if args.fault_child:
+        fault_child(args.fault_child[0], json.loads(args.fault_child[1]))
         return
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as root:
@@ -260,10 +346,20 @@ def main() -> None:
             cases = BUNDLED_CASES + [("speculative", models["noisy"], {"num_assistant_tokens": 4})]
         else:
             target, chat, cases = "bundled/gemma-3-270m", None, BUNDLED_CASES
+        if args.methods:
+            keep = args.methods.split(",")
+            unknown = set(keep) - {method for method, _, _ in cases}
+            if unknown:
+                parser.error(f"--methods: not in this set: {', '.join(sorted(unknown))}")
+            cases = [case for name in keep for case in cases if case[0] == name]  # in the order given
         if args.profile:
             profile(target, cases, args.dtype, args.max_new_tokens, chat)
             return
-        warm(target, cases, args.dtype, args.max_new_tokens, chat, args.pairs, args.live)
+        if args.faults:
+            faults(target, cases, args.dtype, args.max_new_tokens, chat, args.faults)
+            return
+        if args.pairs > 0:
+            warm(target, cases, args.dtype, args.max_new_tokens, chat, args.pairs, args.live)
         if args.fresh:
             fresh(target, cases, args.dtype, args.max_new_tokens, chat, args.fresh)
     print(f"{time.perf_counter() - started:.0f} s in all")

@@ -131,3 +131,168 @@ def test_run_digests_the_oldest_logits_past_its_budget(store, tiny_models, monke
         assert len(digested_while_running) == len(held.steps)
     else:
         assert budget // step_bytes >= 1 and 0 < len(digested_while_running) < len(held.steps)
+
+
+def _filled(n: int, value: float):
+    import torch
+
+    return torch.full((n,), value, dtype=torch.float32)
+
+
+def test_held_logits_copies_in_a_ring_and_never_overwrites_a_copy_still_held():
+    """`_HeldLogits`: copies while there is room, the tensor itself when there is none; a stretch is taken again only
+    once it and every stretch before it were let go (in any order); the ring wraps to the start; no live copy is
+    ever overwritten."""
+    import torch
+
+    from playground.engine import _HeldLogits
+
+    ring = _HeldLogits(10)
+    live: dict[float, tuple] = {}
+
+    def hold(n: int, value: float):
+        spans: list = []
+        original = _filled(n, value)
+        got = ring.hold(original, spans)
+        if got is original:
+            return None
+        assert len(spans) == 1 and got.data_ptr() != original.data_ptr() and torch.equal(got, original)
+        live[value] = (got, spans[0])
+        return spans[0]
+
+    def release(value: float):
+        got, span = live.pop(value)
+        ring.release(span)
+
+    def intact():
+        for value, (got, _) in live.items():
+            assert torch.equal(got, _filled(got.numel(), value)), f"the copy of {value} was overwritten"
+
+    assert [hold(3, v).start for v in (1.0, 2.0, 3.0)] == [0, 3, 6]
+    assert hold(2, 4.0) is None  # 1 float left at the end, none free at the start
+    release(2.0)  # let go out of order: the stretch before it is still held, so no room yet
+    assert hold(2, 4.0) is None
+    release(1.0)  # [0, 6) is free now; the head is at 9
+    assert hold(2, 5.0).start == 0  # wraps to the start
+    assert hold(4, 6.0).start == 2  # up to the stretch at 6, exactly
+    assert hold(1, 7.0) is None  # full
+    intact()
+    release(3.0)  # [0, 6) held, [6, 10) free
+    assert hold(4, 8.0).start == 6 and hold(1, 9.0) is None
+    intact()
+    for value in (5.0, 6.0, 8.0):
+        release(value)
+    assert hold(10, 10.0).start == 0  # all let go: the whole buffer again
+    intact()
+    bf16 = torch.ones(2, dtype=torch.bfloat16)
+    assert ring.hold(bf16, []) is bf16 and ring.hold(None, []) is None  # only float32 scores are copied
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_held_run_keeps_copies_of_its_logits_not_transformers_tensors(store, tiny_models, monkeypatch, case):
+    """`LiveRun.run()` copies each step's scores (and the drafter's) into its `_HeldLogits` buffer, written before
+    generate() starts, and keeps no score tensor of Transformers' (whose memory a fresh process would fault in during
+    the timed run); a run whose steps are taken as they come copies nothing. The buffer is kept for the next run."""
+    from playground import engine
+
+    pushed: list[tuple[bool, bool]] = []  # per step: (its logits are copies in the buffer, it has logits at all)
+    real_push = engine._Recorder.push
+
+    def push(self, raw):
+        real_push(self, raw)
+        tensors = [t for t in (raw.q_logits, raw.p_logits) if t is not None]
+        copies = self.held is not None and all(
+            t.untyped_storage().data_ptr() == self.held.buffer.untyped_storage().data_ptr() for t in tensors)
+        pushed.append((copies and len(raw.spans) == len(tensors), bool(tensors)))
+
+    monkeypatch.setattr(engine._Recorder, "push", push)
+    prepared = _prepared(store, tiny_models, case)
+    held = LiveRun(prepared).run()
+    assert len(pushed) == len(held.steps) and all(has for _, has in pushed)
+    assert all(copied for copied, _ in pushed), "a held step kept Transformers' tensor while the buffer had room"
+    assert engine._SPARE_HELD and engine._SPARE_HELD[0].buffer.numel() == engine.HELD_LOGITS_BYTES // 4
+    pushed.clear()
+    _iterated(prepared)
+    assert pushed and not any(copied for copied, _ in pushed)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts the process's threads in /proc")
+def test_taking_the_held_logits_buffer_starts_no_openmp_team():
+    """The buffer's pages are written by numpy, not by a torch fill: a fill this large starts an OpenMP team in the
+    consumer's thread, and with more OpenMP threads than cores generation's own team sleeps and wakes around every op
+    (`_HeldLogits`). Counted in a fresh thread, which has no team yet: no thread appears while it takes the buffer."""
+    import os
+    import threading
+
+    import torch
+
+    from playground import engine
+
+    if torch.get_num_threads() < 2:
+        pytest.skip("torch runs one thread here: no team could start")
+    counts: list[int] = []
+
+    def take() -> None:
+        counts.append(len(os.listdir("/proc/self/task")))
+        held = engine._HeldLogits(engine.HELD_LOGITS_BYTES // 4)
+        counts.append(len(os.listdir("/proc/self/task")))
+        assert held.buffer.numel() == engine.HELD_LOGITS_BYTES // 4 and not held.buffer.any()
+
+    worker = threading.Thread(target=take)
+    worker.start()
+    worker.join()
+    assert len(counts) == 2 and counts[1] == counts[0], f"threads before and after: {counts}"
+
+
+def test_a_run_that_gives_way_frees_the_void_attempts_copies(tiny_models, monkeypatch):
+    """A long job's held run that gives way to a visitor's run starts again; the records of its void attempt are
+    dropped unread, and their stretches of the buffer are freed with them: the attempt that counts copies its logits
+    (with a buffer of a few steps, not one stays taken by the void attempt)."""
+    import threading
+
+    from playground import engine
+    from playground.engine import stopped_by
+    from playground.request import new_request
+
+    monkeypatch.setattr(engine, "HELD_LOGITS_BYTES", 200_000)  # a buffer of a few steps (the ring wraps)
+    long_run = prepare(new_request(PROMPT, target=tiny_models["target"], method="prompt_lookup", max_new_tokens=448,
+                                   dtype="float32"))
+    short_run = prepare(new_request(PROMPT, target=tiny_models["target"], max_new_tokens=8, dtype="float32"))
+    copied: dict[int, list[bool]] = {}  # per attempt (its recorder): whether each step's scores were copied
+    pushing: list[int] = []
+    real_push, real_hold = engine._Recorder.push, engine._HeldLogits.hold
+
+    def push(self, raw):
+        pushing.append(id(self))
+        real_push(self, raw)
+
+    def hold(self, logits, spans):
+        kept = real_hold(self, logits, spans)
+        if logits is not None:
+            copied.setdefault(pushing[-1], []).append(kept is not logits)
+        return kept
+
+    monkeypatch.setattr(engine._Recorder, "push", push)
+    monkeypatch.setattr(engine._HeldLogits, "hold", hold)
+    box: dict = {}
+    began = threading.Event()
+
+    def long_job() -> None:
+        with stopped_by(threading.Event()):
+            box["live"] = live = LiveRun(long_run)
+            began.set()
+            box["trace"] = live.run()
+
+    worker = threading.Thread(target=long_job)
+    worker.start()
+    assert began.wait(60)
+    while not box["live"].generated_steps:
+        assert worker.is_alive()
+        threading.Event().wait(0.001)
+    for _ in LiveRun(short_run):
+        pass
+    worker.join(120)
+    assert box["live"].gave_way >= 1
+    last = list(copied.values())[-1]  # the attempt that counts (the visitor's run copies nothing: not held)
+    assert len(box["trace"].steps) >= len(last) > 20
+    assert sum(last) > len(last) * 3 // 4, f"{sum(last)} of {len(last)} steps copied"
