@@ -751,6 +751,7 @@ class _Raw:
     dists: list[Position] | None = None
     digested: bool = False
     spans: list[_Span] = dataclasses.field(default_factory=list)  # its logits' copies in a `_HeldLogits` buffer
+    before: "_Other | _Setup | None" = None  # the phase closed when this step began (handed over with it)
 
     def logits_bytes(self) -> int:
         """The memory its logits hold (what a digest lets go): a copy's own stretch, or all of a tensor it keeps."""
@@ -1053,6 +1054,15 @@ MAX_PENDING_LOGITS = 64
 # A run nobody watches (`LiveRun.run`) keeps its steps' logits until generation has ended, up to this many bytes
 # (a 48-token baseline run of a 262k vocabulary: 48 MiB); past it, the oldest are digested while generation runs.
 HELD_LOGITS_BYTES = 64 * 2**20
+# A run nobody watches hands its records over in batches of an eighth of HELD_LOGITS_BYTES of logits (and one when
+# the attempt ends), not one by one: each hand-off wakes the consumer, whose thread then takes the interpreter lock
+# from the generating one (counted, 2 Dec, tiny models in a fresh process: 234-268 voluntary context switches of the
+# generating thread in a 48-token baseline run, against 3 for plain generate()).
+HELD_BATCHES = 8
+
+
+def _held_batch_bytes() -> int:
+    return HELD_LOGITS_BYTES // HELD_BATCHES
 
 
 @dataclass
@@ -1172,8 +1182,15 @@ class _Recorder:
     """
 
     def __init__(self, out: "queue.SimpleQueue[Any]", sync: Callable[[], None] | None, watch: _ScoreWatch,
-                 digest: Callable[[_Raw], None] = lambda raw: None, held: _HeldLogits | None = None):
+                 digest: Callable[[_Raw], None] = lambda raw: None, held: _HeldLogits | None = None,
+                 batched: bool = False):
         self.out = out
+        # A run nobody watches (`batched`) puts its records on `out` in lists (`flush`), so the
+        # consumer wakes a few times a run (HELD_BATCHES); otherwise each step as it is decided (the page shows it).
+        self._batch: list[Any] | None = [] if batched else None
+        self._batch_bytes = 0
+        self._batch_limit = _held_batch_bytes()
+        self._closed: _Other | _Setup | None = None  # the phase closed at the current step's start (`_close_phase`)
         self.held = held  # where a run nobody watches copies its logits (`_HeldLogits`); None: keeps the tensors
         self.sync = sync
         self.watch = watch  # told when the drafter runs (its scores are not the target's)
@@ -1210,23 +1227,50 @@ class _Recorder:
         """Hand a step's record to the consumer (its logits copied into `held` where there is one and room); past
         MAX_PENDING_LOGITS waiting items, digested here first. Called after the step's tokens were decided: a copy
         falls in the step's `other` phase."""
-        if raw.p_logits is not None and self.out.qsize() > MAX_PENDING_LOGITS:
+        if raw.p_logits is not None and self._batch is None and self.out.qsize() > MAX_PENDING_LOGITS:
             self.digest(raw)
         elif self.held is not None:
             raw.q_logits = self.held.hold(raw.q_logits, raw.spans)
             raw.p_logits = self.held.hold(raw.p_logits, raw.spans)
+        raw.before, self._closed = self._closed, None  # one hand-off per step, not two
         self.pushed += 1
-        self.out.put(raw)
+        if self._batch is None:
+            self.out.put(raw)
+            return
+        self._batch.append(raw)
+        self._batch_bytes += raw.logits_bytes()
+        if self._batch_bytes >= self._batch_limit:
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand over what is not handed over yet (the attempt ended, or a batch is full)."""
+        if self._closed is not None:
+            self._send(self._closed)
+            self._closed = None
+        if self._batch:
+            self.out.put(self._batch)
+            self._batch = []
+            self._batch_bytes = 0
+
+    def _send(self, item: Any) -> None:
+        if self._batch is None:
+            self.out.put(item)
+        else:
+            self._batch.append(item)
 
     def _close_phase(self, now: float) -> bool:
-        """Record the time since the last mark: the setup (no step yet) or the last step's `other` phase.
-        False when the current step's tokens are not decided yet (there is nothing to close)."""
+        """Record the time since the last mark: the setup (no step yet) or the last step's `other` phase, handed
+        over with the next step's record (`push`) or when the attempt ends (`flush`). False when the current step's
+        tokens are not decided yet (there is nothing to close)."""
         if self._step_start is None:
-            self.out.put(_Setup((now - self.started) * 1000))
+            closed: _Other | _Setup = _Setup((now - self.started) * 1000)
         elif self._decided is not None:
-            self.out.put(_Other((now - self._decided - self._take_wait()) * 1000))
+            closed = _Other((now - self._decided - self._take_wait()) * 1000)
         else:
             return False
+        if self._closed is not None:  # a step decided without a record (not in Transformers' loops): in order anyway
+            self._send(self._closed)
+        self._closed = closed
         return True
 
     def begin_step(self) -> float:
@@ -1242,6 +1286,7 @@ class _Recorder:
         """`generate()` returned: close the last step's `other` phase (or the setup, if no step ran)."""
         now = self._stamp()
         self._close_phase(now)
+        self.flush()
         return now
 
     # assisted decoding: patch the generator instance Transformers builds
@@ -1356,6 +1401,15 @@ def _step_starts_at_forward(model: Any, recorder: _Recorder) -> Iterator[None]:
 _DONE = object()
 _RESTART = object()  # the run gave way and starts again: its steps so far are void
 
+
+def _unpacked(received: Any) -> Iterator[Any]:
+    """The records a hand-off carries, in order: a batch's each (`_Recorder.flush`), a step's closed phase before it."""
+    for item in received if isinstance(received, list) else (received,):
+        if isinstance(item, _Raw) and item.before is not None:
+            yield item.before
+        yield item
+
+
 # The generation worker's name as the operating system sees it (/proc/<pid>/task/*/comm, `top -H`,
 # `ps -L`): Python 3.11 does not pass thread names down, and Linux keeps at most 15 bytes.
 WORKER_OS_THREAD_NAME = "pg-generate"
@@ -1442,7 +1496,11 @@ class LiveRun:
         _name_os_thread(WORKER_OS_THREAD_NAME)
         try:
             while True:
-                self._attempt()
+                try:
+                    self._attempt()
+                finally:
+                    if self._recorder is not None:  # what the attempt recorded reaches the consumer before the end
+                        self._recorder.flush()
                 if not self._stop.gave_way or self._error is not None or self.cancel.is_set():
                     break
                 # A visitor's own run asked for the models: this long job's run ended at its step and starts again
@@ -1457,7 +1515,7 @@ class LiveRun:
         prepared = self.prepared
         model = prepared.target.model
         recorder = self._recorder = _Recorder(self._queue, _device_sync(model), self._watch, self._digest,
-                                              self._held_logits)
+                                              self._held_logits, batched=self.held)
         kwargs = dict(prepared.generate_kwargs)
         kwargs["stopping_criteria"] = StoppingCriteriaList([self._stop])
         if prepared.method.observed_by == "streamer":
@@ -1539,34 +1597,38 @@ class LiveRun:
         """The worker's records as they come, until generation ends. When nobody sees the steps as they come
         (`run`: Tune, Compare, the CLI, benchmarks), the steps are built once generation has ended: on a machine whose
         cores generation keeps busy, that work (softmax and top-k, texts, prompt lookup's source, the summary) and the
-        interpreter lock it holds would slow the generation being timed. Only the logits past HELD_LOGITS_BYTES are
-        digested while generation runs (oldest first), so memory does not grow with the run. The steps come out the
-        same, in the same order."""
+        interpreter lock it holds would slow the generation being timed. The worker hands such a run's records over in
+        batches (`_Recorder.flush`); only the logits past three quarters of HELD_LOGITS_BYTES are digested while
+        generation runs (oldest first, when a batch comes), so memory does not grow with the run and the buffer has
+        room for the next batch. The steps come out the same, in the same order."""
         held: list[Any] = []
         undigested: collections.deque[_Raw] = collections.deque()  # oldest first
         held_bytes = 0
         while True:
-            item = self._queue.get()
-            if item is _DONE:
+            received = self._queue.get()
+            if received is _DONE:
                 break
             if not self.held:
-                yield item
+                yield from _unpacked(received)
                 continue
-            if item is _RESTART:  # the attempt held so far gave way: its steps would only be built to be dropped
+            if received is _RESTART:  # the attempt held so far gave way: its steps would only be built to be dropped
                 for raw in undigested:
                     raw.release()
                 held.clear()
                 undigested.clear()
                 held_bytes = 0
-            held.append(item)
-            if isinstance(item, _Raw) and not item.digested:
-                undigested.append(item)
-                held_bytes += item.logits_bytes()
-                while held_bytes > HELD_LOGITS_BYTES:
-                    oldest = undigested.popleft()
-                    held_bytes -= oldest.logits_bytes()
-                    self._digest(oldest)
-        yield from held
+            for item in received if isinstance(received, list) else (received,):  # `_Recorder.flush`: a batch
+                held.append(item)
+                if isinstance(item, _Raw) and not item.digested:
+                    undigested.append(item)
+                    held_bytes += item.logits_bytes()
+            # Room in the buffer for the next batch, which the worker copies into while this digests the oldest.
+            while held_bytes > HELD_LOGITS_BYTES - 2 * _held_batch_bytes():
+                oldest = undigested.popleft()
+                held_bytes -= oldest.logits_bytes()
+                self._digest(oldest)
+        for item in held:
+            yield from _unpacked(item)
 
     def _restart_trace(self) -> None:
         """The run starts again (it gave way): the trace forgets the steps of the attempt it ended."""

@@ -133,6 +133,87 @@ def test_run_digests_the_oldest_logits_past_its_budget(store, tiny_models, monke
         assert budget // step_bytes >= 1 and 0 < len(digested_while_running) < len(held.steps)
 
 
+class _CountingQueue:
+    """A LiveRun's hand-off queue that counts the hand-offs: each one wakes the consumer's thread, which then takes
+    the interpreter lock from the generating one."""
+
+    def __init__(self, inner):
+        self.inner, self.puts = inner, 0
+
+    def put(self, item) -> None:
+        self.puts += 1
+        self.inner.put(item)
+
+    def get(self):
+        return self.inner.get()
+
+    def qsize(self) -> int:
+        return self.inner.qsize()
+
+
+def _counted(prepared) -> tuple[LiveRun, _CountingQueue]:
+    run = LiveRun(prepared)
+    run._queue = counting = _CountingQueue(run._queue)
+    return run, counting
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_held_run_wakes_its_consumer_once_per_batch_and_a_live_one_once_per_step(store, tiny_models, case):
+    """A run nobody watches hands its records over when the attempt ends (one batch, then the end: two hand-offs for
+    a short run); a run whose steps are shown as they come hands each step over with the phase closed before it (one
+    hand-off per step, then the last step's `other` phase and the end). The same trace either way."""
+    prepared = _prepared(store, tiny_models, case)
+    held, held_queue = _counted(prepared)
+    held.run()
+    live, live_queue = _counted(prepared)
+    for _ in live:
+        pass
+    assert len(held.trace.steps) > 3 and _untimed(held.trace) == _untimed(live.trace)
+    assert held_queue.puts == 2
+    assert live_queue.puts == len(live.trace.steps) + 2
+
+
+def test_a_held_run_past_a_batch_of_logits_hands_over_in_batches(store, tiny_models, monkeypatch):
+    """Past an eighth of HELD_LOGITS_BYTES of logits a held run hands its records over (the consumer digests the
+    oldest to leave the buffer room): more than one batch, fewer hand-offs than steps, and the same trace, its phases
+    in their steps."""
+    from playground import engine
+
+    prepared = _prepared(store, tiny_models, "speculative")
+    iterated, _ = _iterated(prepared)
+    step_bytes = max(r.numel() * 4 for r in _step_logits(prepared))
+    monkeypatch.setattr(engine, "HELD_LOGITS_BYTES", 3 * engine.HELD_BATCHES * step_bytes)  # ~3 steps a batch
+    held, counting = _counted(prepared)
+    trace = held.run()
+    assert _untimed(trace) == _untimed(iterated)
+    assert 3 < counting.puts < len(trace.steps)
+    assert all(step.other_ms > 0 for step in trace.steps)
+    tiled = trace.setup_ms + sum(s.draft_ms + s.verify_ms + s.other_ms for s in trace.steps)
+    assert tiled == pytest.approx(trace.summary.elapsed_s * 1000, abs=0.01 * len(trace.steps) + 0.01)
+
+
+def _step_logits(prepared) -> list:
+    """The target's logits of each step of a run (what a held run keeps), from a run whose records are kept raw."""
+    from playground import engine
+
+    kept = []
+    run = LiveRun(prepared)
+    real_push = engine._Recorder.push
+
+    def push(self, raw):
+        if raw.p_logits is not None:
+            kept.append(raw.p_logits)
+        real_push(self, raw)
+
+    engine._Recorder.push = push
+    try:
+        for _ in run:
+            pass
+    finally:
+        engine._Recorder.push = real_push
+    return kept
+
+
 def _filled(n: int, value: float):
     import torch
 

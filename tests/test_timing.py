@@ -6,6 +6,8 @@ threshold: no figure here depends on how fast the machine is.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from playground.engine import LiveRun, RunRequest, prepare
@@ -56,12 +58,28 @@ def test_phases_add_up_to_the_elapsed_time(store, models, name) -> None:  # noqa
 
 
 def test_a_consumer_far_behind_still_gets_q_and_p(store, models, monkeypatch) -> None:  # noqa: F811
-    """Past MAX_PENDING_LOGITS queued items the worker converts logits itself (memory stays bounded)."""
+    """Past MAX_PENDING_LOGITS queued items the worker converts logits itself (memory stays bounded): a run whose
+    steps are taken as they come (a held run hands over in batches and digests past its own budget instead)."""
     import playground.engine as engine
 
     usual = _run(store, models, "speculative")
     monkeypatch.setattr(engine, "MAX_PENDING_LOGITS", -1)  # always "behind": every step takes that path
-    trace = _run(store, models, "speculative")
+    digested_by_worker = []
+    real_digest = engine._digest
+
+    def digest(raw, *args):
+        digested_by_worker.append(threading.current_thread().name == "playground-generate")
+        real_digest(raw, *args)
+
+    monkeypatch.setattr(engine, "_digest", digest)
+    kw = dict(RUNS["speculative"], target=models[RUNS["speculative"]["target"]], max_new_tokens=12)
+    kw["assistant"] = models[kw["assistant"]]
+    live = LiveRun(prepare(RunRequest(prompt=PROMPT, method="speculative", dtype="float32", **kw), store))
+    for _ in live:
+        pass
+    trace = live.trace
+    check_invariants(trace)
+    assert digested_by_worker and all(digested_by_worker)
     assert [p for s in trace.steps for p in s.p or []] == pytest.approx([p for s in usual.steps for p in s.p or []])
     drafting = [s for s in trace.steps if s.drafted]
     assert drafting and all(s.q is not None and s.p is not None and len(s.p) == len(s.drafted) for s in drafting)
