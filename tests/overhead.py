@@ -13,8 +13,10 @@ Usage (the figures need a quiet machine):
 
 Warm: per method, `--pairs` (15) interleaved pairs after a warm-up in one process (both in worker threads, which
 goes first alternating); the median ratio of the instrumented run's time to plain generate()'s with the ratios'
-inter-quartile range (a change smaller than the range is not decided by one run), tokens/s, and whether the outputs
-matched. With `--live`, a third run per pair iterates the steps as the page does (each step built as it comes,
+inter-quartile range (a change smaller than the range is not decided by one run), a 95 % bootstrap interval of the
+median and what it says of the issue's goal (met, missed, or not decided by so few pairs: on the tiny models a
+48-token run lasts 0.07-0.2 s and two runs of the same call differ by up to 2x on a quiet machine), tokens/s, and
+whether the outputs matched. With `--live`, a third run per pair iterates the steps as the page does (each step built as it comes,
 in the consumer thread) instead of `LiveRun.run()` (steps built after generation). Fresh: each pair
 is two new processes, alternating: the CLI (`python -m playground run --trace-out`, its generation time from the
 trace) and a process that prepares the same request and times one plain generate() (its first, as the CLI's is).
@@ -70,9 +72,35 @@ def _quartiles(values: list[float]) -> tuple[float, float, float]:
     return q1, q2, q3
 
 
-def _ratios_line(ratios: list[float]) -> str:
+def _median_interval(values: list[float], resamples: int = 4000, seed: int = 0) -> tuple[float, float]:
+    """A 95 % bootstrap interval of the median (the 2.5th and 97.5th percentiles of the medians of `resamples`
+    resamples with replacement, seeded): how far the median of so few noisy pairs can be trusted."""
+    import random
+
+    draw = random.Random(seed)
+    medians = sorted(statistics.median(draw.choices(values, k=len(values))) for _ in range(resamples))
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
+def _verdict(low: float, high: float, goal: float) -> str:
+    """Whether the goal is met, missed or not decided by these pairs (the median's interval against it)."""
+    if high <= goal:
+        return f"goal <= {goal:.2f}: met"
+    if low > goal:
+        return f"goal <= {goal:.2f}: missed"
+    return f"goal <= {goal:.2f}: not decided by these pairs (more pairs narrow the interval)"
+
+
+def _ratios_line(ratios: list[float], goal: float | None = None) -> str:
     q1, median, q3 = _quartiles(ratios)
-    return f"median ratio {median:.3f} (IQR {q1:.3f}-{q3:.3f}, range {min(ratios):.3f}-{max(ratios):.3f})"
+    low, high = _median_interval(ratios)
+    line = (f"median ratio {median:.3f} (IQR {q1:.3f}-{q3:.3f}, range {min(ratios):.3f}-{max(ratios):.3f}; "
+            f"95 % interval of the median {low:.3f}-{high:.3f}")
+    return line + (f"; {_verdict(low, high, goal)})" if goal is not None else ")")
+
+
+# Issue 25's goals: instrumented / plain generate() on the bundled Gemma warm and in fresh processes, tiny models.
+GOALS = {("bundled", "warm"): 1.03, ("bundled", "fresh"): 1.05, ("tiny", "warm"): 1.10, ("tiny", "fresh"): 1.10}
 
 
 def _live(prepared: Any) -> Any:
@@ -85,7 +113,8 @@ def _live(prepared: Any) -> Any:
     return live.trace
 
 
-def warm(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | None, pairs: int, live: bool) -> None:
+def warm(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | None, pairs: int, live: bool,
+         goal: float | None = None) -> None:
     from playground.engine import LiveRun, RunRequest, plain_generate, prepare
 
     for method, assistant, params in cases:
@@ -109,7 +138,7 @@ def warm(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | Non
                 ratios[kind].append(trace.summary.elapsed_s / plain_s)
         s = traces["run"].summary
         for kind, values in ratios.items():
-            print(f"warm {method} {traces[kind].env.get('dtype')} ({kind}): {_ratios_line(values)} over {pairs} "
+            print(f"warm {method} {traces[kind].env.get('dtype')} ({kind}): {_ratios_line(values, goal)} over {pairs} "
                   f"pairs {[round(r, 3) for r in values]}", flush=True)
         print(f"  {s.new_tokens} tokens in {s.elapsed_s:.2f} s = {s.tokens_per_s:.1f} tok/s, {s.tokens_per_step:.2f} "
               f"tokens/step; outputs equal: {same}", flush=True)
@@ -299,7 +328,8 @@ def faults(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | N
               flush=True)
 
 
-def fresh(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | None, pairs: int) -> None:
+def fresh(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | None, pairs: int,
+          goal: float | None = None) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         for method, assistant, params in cases:
             request = {"target": target, "method": method, "assistant": assistant, "params": params,
@@ -313,7 +343,7 @@ def fresh(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | No
                                        Path(scratch) / "trace.json") if which == 0 else _plain(request))
                 same &= got[0][0] == got[1][0]
                 ratios.append(got[0][1] / got[1][1])
-            print(f"fresh {method} {dtype}: {_ratios_line(ratios)} over {pairs} pairs of processes "
+            print(f"fresh {method} {dtype}: {_ratios_line(ratios, goal)} over {pairs} pairs of processes "
                   f"{[round(r, 3) for r in ratios]}; outputs equal: {same}",
                   flush=True)
 
@@ -359,9 +389,11 @@ def main() -> None:
             faults(target, cases, args.dtype, args.max_new_tokens, chat, args.faults)
             return
         if args.pairs > 0:
-            warm(target, cases, args.dtype, args.max_new_tokens, chat, args.pairs, args.live)
+            warm(target, cases, args.dtype, args.max_new_tokens, chat, args.pairs, args.live,
+                 GOALS[("tiny" if args.tiny else "bundled", "warm")])
         if args.fresh:
-            fresh(target, cases, args.dtype, args.max_new_tokens, chat, args.fresh)
+            fresh(target, cases, args.dtype, args.max_new_tokens, chat, args.fresh,
+                  GOALS[("tiny" if args.tiny else "bundled", "fresh")])
     print(f"{time.perf_counter() - started:.0f} s in all")
 
 
