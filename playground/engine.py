@@ -1052,7 +1052,8 @@ class _Stop(StoppingCriteria):
 # step's `other` phase, so a consumer that falls far behind cannot make memory grow with the run.
 MAX_PENDING_LOGITS = 64
 # A run nobody watches (`LiveRun.run`) keeps its steps' logits until generation has ended, up to this many bytes
-# (a 48-token baseline run of a 262k vocabulary: 48 MiB); past it, the oldest are digested while generation runs.
+# (a 48-token baseline run of a 262k vocabulary: 48 MiB); past three quarters of it, the oldest are digested while
+# generation runs, so the next batch finds room in the buffer (`LiveRun._items`).
 HELD_LOGITS_BYTES = 64 * 2**20
 # A run nobody watches hands its records over in batches of an eighth of HELD_LOGITS_BYTES of logits (and one when
 # the attempt ends), not one by one: each hand-off wakes the consumer, whose thread then takes the interpreter lock
