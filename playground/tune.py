@@ -38,7 +38,9 @@ width and draft length the predictions need (every figure in turn, sampled again
 a short real run of the method (at least PACE_STEPS steps after its first) gives the loop's own time (its median
 `other` phase), the set-up and first step (both prefills) and the absolute level (its draft and verify phases
 against the calibrated ones; without it, the baseline's pace). A short baseline after the calibration checks
-that the machine kept its pace; where it did not, tune measures again once, then says its times are unreliable. A setting is recommended over the method's default only where its predicted gain exceeds
+that the machine kept its pace; where it did not, tune measures again once, then says its times are unreliable. The
+baseline the predicted speedups divide takes its later steps at the mean pace of the two baselines (before and after
+the calibration), not one run's (`reference_baseline_s`). A setting is recommended over the method's default only where its predicted gain exceeds
 the prediction's margin (`TuneResult.margin`); otherwise the default is. Timings are predictions; `verify` runs
 settings for real, between two baselines, and reports measured beside predicted. docs/tune.md describes the model and the benchmark of its accuracy.
 """
