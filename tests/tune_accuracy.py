@@ -118,37 +118,14 @@ def main() -> None:
             verdict = entry["verdict"]
             if verdict:
                 verdicts.append(verdict)
-    say("\nMedian absolute error of the predicted time (goal ≤ 15 %):")
-    record["median_abs_error"] = {}
-    for name, errs in errors.items():
-        if errs:
-            record["median_abs_error"][name] = {"median": statistics.median(errs), "max": max(errs), "runs": len(errs)}
-            say(f"  {name:16} {statistics.median(errs):6.1%} over {len(errs)} runs (max {max(errs):.1%})")
-    say("Median absolute error of the predicted speedup (each against its own baseline: the machine's pace between the "
-        "tune and the measurement cancels):")
-    record["median_abs_speedup_error"] = {}
-    for name, errs in speedup_errors.items():
-        if errs:
-            record["median_abs_speedup_error"][name] = {"median": statistics.median(errs), "max": max(errs),
-                                                        "runs": len(errs)}
-            say(f"  {name:16} {statistics.median(errs):6.1%} over {len(errs)} runs (max {max(errs):.1%})")
-    say("Median absolute error of tune's baseline (the reference of the predicted speedups) against the measured one, "
-        "per category:")
-    record["median_abs_baseline_error"] = {}
-    for name, errs in baseline_errors.items():
-        if errs:
-            record["median_abs_baseline_error"][name] = {"median": statistics.median(errs), "max": max(errs),
-                                                         "categories": len(errs)}
-            say(f"  {name:16} {statistics.median(errs):6.1%} over {len(errs)} categories (max {max(errs):.1%})")
+    medians(record, "median_abs_error", "\nMedian absolute error of the predicted time (goal ≤ 15 %):", errors)
+    medians(record, "median_abs_speedup_error", "Median absolute error of the predicted speedup (each against its own "
+            "baseline: the machine's pace between the tune and the measurement cancels):", speedup_errors)
+    medians(record, "median_abs_baseline_error", "Median absolute error of tune's baseline (the reference of the "
+            "predicted speedups) against the measured one, per category:", baseline_errors, "categories")
     if args.repeat > 1:
-        say(f"Run-to-run noise of the measurement: each of the {args.repeat} real runs of a setting (and each baseline) "
-            "against its median, median absolute deviation:")
-        record["median_abs_run_noise"] = {}
-        for name, devs in noise.items():
-            if devs:
-                record["median_abs_run_noise"][name] = {"median": statistics.median(devs), "max": max(devs),
-                                                        "runs": len(devs)}
-                say(f"  {name:16} {statistics.median(devs):6.1%} over {len(devs)} runs (max {max(devs):.1%})")
+        medians(record, "median_abs_run_noise", f"Run-to-run noise of the measurement: each of the {args.repeat} real "
+                "runs of a setting (and each baseline) against its median, median absolute deviation:", noise)
     say("\nRecommended against default, where tune recommended a setting other than the default:")
     for line in verdicts or ["(the recommended setting was the default everywhere)"]:
         say("  " + line)
@@ -161,6 +138,16 @@ def main() -> None:
 
 
 PRINTED: list[str] = []
+
+
+def medians(record: dict, key: str, title: str, figures: dict[str, list[float]], unit: str = "runs") -> None:
+    """Print `title` and each method's median and max of `figures` (absolute errors), and keep them in `record[key]`."""
+    say(title)
+    record[key] = {}
+    for name, values in figures.items():
+        if values:
+            record[key][name] = {"median": statistics.median(values), "max": max(values), unit: len(values)}
+            say(f"  {name:16} {statistics.median(values):6.1%} over {len(values)} {unit} (max {max(values):.1%})")
 
 
 def say(line: str) -> None:
