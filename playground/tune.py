@@ -38,7 +38,9 @@ width and draft length the predictions need (every figure in turn, sampled again
 a short real run of the method (at least PACE_STEPS steps after its first) gives the loop's own time (its median
 `other` phase), the set-up and first step (both prefills) and the absolute level (its draft and verify phases
 against the calibrated ones; without it, the baseline's pace). A short baseline after the calibration checks
-that the machine kept its pace; where it did not, tune measures again once, then says its times are unreliable. A setting is recommended over the method's default only where its predicted gain exceeds
+that the machine kept its pace; where it did not, tune measures again once, then says its times are unreliable. The
+baseline the predicted speedups divide takes its later steps at the mean pace of the two baselines (before and after
+the calibration), not one run's (`reference_baseline_s`). A setting is recommended over the method's default only where its predicted gain exceeds
 the prediction's margin (`TuneResult.margin`); otherwise the default is. Timings are predictions; `verify` runs
 settings for real, between two baselines, and reports measured beside predicted. docs/tune.md describes the model and the benchmark of its accuracy.
 """
@@ -105,6 +107,7 @@ class Outcome:
     new_tokens: int = 0
     unverified: int = 0
     by_position: list[tuple[int, ...]] = field(default_factory=list)  # trace.acceptance_by_position's counts
+    samples_s: list[float] = field(default_factory=list)  # measured: each real run's time (`time_s` their median)
 
     def counts(self) -> tuple[int, int, int]:
         return self.steps, self.drafted, self.accepted
@@ -764,11 +767,12 @@ class PromptTune:
     prompt_tokens: int
     new_tokens: int
     finish_reason: str
-    baseline_s: float
+    baseline_s: float  # the reference every predicted speedup divides (`reference_baseline_s`)
     drafter_pass_s: float
     calibration: Calibration
     rows: list[Row]
     env: dict[str, Any] = field(default_factory=dict)
+    baseline_run_s: float = 0.0  # the baseline run's own elapsed time, as measured
 
     def predicted(self) -> list[Row]:
         return [r for r in self.rows if r.predicted is not None]
@@ -784,7 +788,7 @@ class PromptTune:
         best = self.best()
         return {"prompt": self.prompt, "prompt_tokens": self.prompt_tokens, "new_tokens": self.new_tokens,
                 "finish_reason": self.finish_reason, "baseline_s": self.baseline_s,
-                "drafter_pass_s": self.drafter_pass_s, "calibration": asdict(self.calibration),
+                "baseline_run_s": self.baseline_run_s, "drafter_pass_s": self.drafter_pass_s, "calibration": asdict(self.calibration),
                 "best": best.setting.label if best else None, "rows": [r.to_dict() for r in self.rows]}
 
 
@@ -840,6 +844,20 @@ def run_baseline(run: RunRequest, store: ModelStore, progress: Progress | None =
     base = run.but(method=REFERENCE, assistant=None, params={})
     LiveRun(prepare(base.but(max_new_tokens=min(WARM_UP_TOKENS, int(run.max_new_tokens))), store, progress)).run()
     return LiveRun(prepare(base, store, progress)).run()
+
+
+def reference_baseline_s(run_s: float, first_step_s: float, pace_change: float) -> float:
+    """The baseline time every predicted speedup divides: the baseline run's set-up and first step (`first_step_s`),
+    and its later steps at the mean pace of the two baselines tune runs, that run (`run_s` in all) before the
+    calibration and the short check after it (`pace_change` = the check's step pace ÷ the run's).
+
+    One baseline run carries the pace of its moment: over 27 method × category figures of tests/tune_accuracy.py
+    (commits 64aca3b, a0bf4f9, add47be) tune's baseline ÷ the baselines measured beside the real runs had a median
+    error of 6.9 % (max 19.9 %), and followed the check (correlation 0.74 with the check's pace ÷ the run's); at the
+    two runs' mean pace it came to 5.1 % (max 13.5 %). The check alone did no better than the run (7.1 %): two moments
+    are better than one, as `verify`'s reference is the mean of a baseline before and one after."""
+    later = max(0.0, run_s - first_step_s)
+    return first_step_s + later * (1 + pace_change) / 2
 
 
 def forward_pace_s(trace: Any) -> float:
@@ -962,7 +980,8 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
             break
     else:
         calibration.reliable = False
-    baseline_s = baseline.summary.elapsed_s
+    baseline_run_s = baseline.summary.elapsed_s
+    baseline_s = reference_baseline_s(baseline_run_s, calibration.baseline_first_step_s, calibration.pace_change)
     rows = []
     for s in settings:
         if s in refused:
@@ -973,7 +992,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
         rows.append(Row(s, outcome_of(steps, calibration.predict_s(steps, ngram), baseline_s)))
     return PromptTune(prompt=run.prompt, prompt_tokens=len(prompt_ids), new_tokens=len(y),
                       finish_reason=baseline.finish_reason, baseline_s=baseline_s, drafter_pass_s=pass_s,
-                      calibration=calibration, rows=rows, env=dict(baseline.env))
+                      calibration=calibration, rows=rows, env=dict(baseline.env), baseline_run_s=baseline_run_s)
 
 
 # --- several prompts, the recommendation, and measuring it ---------------------------------------
@@ -1095,7 +1114,8 @@ def _sum_outcomes(outs: list[Outcome], baseline_s: float | None) -> Outcome:
     return Outcome(steps=steps, drafted=sum(o.drafted for o in outs), accepted=sum(o.accepted for o in outs),
                    tokens_per_step=new_tokens / steps if steps else None, time_s=time_s,
                    speedup=baseline_s / time_s if baseline_s and time_s else None, new_tokens=new_tokens,
-                   unverified=sum(o.unverified for o in outs), by_position=by_position)
+                   unverified=sum(o.unverified for o in outs), by_position=by_position,
+                   samples_s=[sum(round_s) for round_s in zip(*(o.samples_s for o in outs))])  # per round, summed
 
 
 def tune(request: TuneRequest, prompts: Sequence[str], store: ModelStore = STORE,
@@ -1130,35 +1150,47 @@ def run_setting(run: RunRequest, setting: Setting, store: ModelStore = STORE,
 
 
 def verify(result: TuneResult, store: ModelStore = STORE, progress: Progress | None = None,
-           settings: Sequence[Setting] | None = None) -> TuneResult:
+           settings: Sequence[Setting] | None = None, repeats: int = 1) -> TuneResult:
     """Run the recommended setting, the fastest predicted one (where the margin kept the default) and the default
     for real on every prompt, between two baseline runs (warm).
 
     The baseline before and after give the reference (their mean) and a check that the machine kept its pace
     under the measurement: `meta["measured_reliable"]` is False where the two differ by more than PACE_TOLERANCE.
+    With `repeats` > 1 every setting runs that many times in rounds (each setting once per round, a baseline between
+    rounds, never one setting's runs back to back: the pace drifts over seconds), its measured time the median of its
+    runs (`Outcome.samples_s` keeps them all) and the reference the median of the baselines; the check compares every
+    baseline with the one before it.
     """
     picks = [r.setting for r in (result.recommended(), result.best()) if r is not None]  # the same row, or both
     chosen = list(dict.fromkeys(settings or picks + [result.default()]))
     base_total = 0.0
     changes: list[float] = []
+    baselines: list[list[float]] = []
     steps: dict[Setting, list[Outcome]] = {s: [] for s in chosen}
     for p in result.prompts:
         run = result.request.run.but(prompt=p.prompt)
         if progress:
             progress(f"measuring on: {p.prompt[:40]!r}")
-        before = run_baseline(run, store).summary.elapsed_s
-        traces = [(s, run_setting(run, s, store)) for s in chosen]
-        after = run_baseline(run, store).summary.elapsed_s
-        changes.append(after / before if before else 1.0)
-        base_s = (before + after) / 2
+        bases = [run_baseline(run, store).summary.elapsed_s]
+        traces: dict[Setting, list[Any]] = {s: [] for s in chosen}
+        for _ in range(max(1, repeats)):
+            for s in chosen:
+                traces[s].append(run_setting(run, s, store))
+            bases.append(run_baseline(run, store).summary.elapsed_s)
+        changes += [after / before if before else 1.0 for before, after in zip(bases, bases[1:])]
+        base_s = statistics.median(bases)
         base_total += base_s
-        for s, trace in traces:
-            measured = outcome_of(trace.steps, trace.summary.elapsed_s, base_s)
+        baselines.append(bases)
+        for s, runs in traces.items():
+            times = [trace.summary.elapsed_s for trace in runs]
+            measured = outcome_of(runs[0].steps, statistics.median(times), base_s)
+            measured.samples_s = times
             row = p.row(s)
             if row is not None:
                 row.measured = measured
             steps[s].append(measured)
     result.measured_baseline_s = base_total
+    result.meta["measured_baselines_s"] = baselines
     result.meta["measured_pace_change"] = max(changes, key=lambda c: abs(c - 1), default=1.0)
     result.meta["measured_reliable"] = all(abs(c - 1) <= PACE_TOLERANCE for c in changes)
     for s, outs in steps.items():

@@ -6,6 +6,7 @@ Usage (the figures need a quiet machine; about half an hour with the defaults):
     python tests/tune_accuracy.py --dtype float32 --max-new-tokens 64 --per-category 2 --extra 2
     python tests/tune_accuracy.py --methods prompt_lookup --max-new-tokens 12 --per-category 1 --max-draft 2  # a smoke run
     python tests/tune_accuracy.py --json tune_accuracy.json  # also the JSON of everything printed
+    python tests/tune_accuracy.py --repeat 3  # each measured setting run 3 times in rounds: its median, and the spread
 
 For every method tune can replay (the registry's `draft_replay`) on the bundled Gemma 3 270M (speculative: the
 bundled Gemma drafting for itself, the only same-tokenizer pair bundled; early exit: its first half of layers),
@@ -16,7 +17,12 @@ their ratio (and whether the counts matched); per measured setting over all prom
 speedup; the predicted gain of the recommended and of the fastest predicted setting over the default, and the
 margin a gain must exceed to be recommended; per method the median absolute error of the predicted time, and of the
 predicted speedup (each against its own baseline, so the machine's pace between the tune and the measurement cancels); per
-category whether a recommended setting other than the default measured at least as fast as the default. Methods
+category whether a recommended setting other than the default measured at least as fast as the default. The
+predicted speedup's two halves are printed apart: tune's baseline (the reference every predicted speedup divides) ÷
+the baselines measured beside the runs, per category (a predicted speedup ÷ the measured one = that ÷ the run's
+predicted ÷ measured time). `--repeat N` runs each measured setting N times in rounds (each setting once per round,
+a baseline between rounds: `verify(repeats=N)`), its measured time the median, and prints the measured times' own
+spread beside the errors, so that prediction error and run-to-run noise can be told apart. Methods
 tune cannot replay (universal decoding with SmolLM2) are listed with the reason. `--json PATH` writes everything
 printed, and the same figures as data. The goal (issue 25): median absolute error ≤ 15 % per method.
 """
@@ -76,6 +82,8 @@ def main() -> None:
     parser.add_argument("--exit-layer", type=int, default=9, help="early exit: the drafter's layers")
     parser.add_argument("--methods", default="", help="comma-separated; default: every method tune replays")
     parser.add_argument("--json", default="", help="also write everything printed (and the figures) to this JSON file")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="real runs of each measured setting, in rounds (its measured time: their median)")
     args = parser.parse_args()
 
     names = [m for m in (args.methods.split(",") if args.methods else METHODS) if m]
@@ -88,6 +96,10 @@ def main() -> None:
     categories = [c for c in args.categories.split(",") if c]
     errors: dict[str, list[float]] = {m: [] for m in tunable}
     speedup_errors: dict[str, list[float]] = {m: [] for m in tunable}
+    # the measured side's own noise: each real run's time ÷ its setting's median (with --repeat > 1), and tune's
+    # baseline ÷ the measured one per category (the predicted speedup's other half)
+    noise: dict[str, list[float]] = {m: [] for m in tunable}
+    baseline_errors: dict[str, list[float]] = {m: [] for m in tunable}
     verdicts: list[str] = []
     record: dict = {"args": vars(args), "not_tuned": [m for m in names if m not in tunable], "categories": []}
     started = time.perf_counter()
@@ -97,26 +109,23 @@ def main() -> None:
             request = TuneRequest(run=method_request(name, prompts[0], args), max_draft=args.max_draft,
                                   ngram_sizes=(1, 2, 3), schedules=("constant", "heuristic"), thresholds=(0.0, 0.4))
             result = tune(request, prompts, STORE)
-            verify(result, STORE, settings=chosen_settings(result, args.extra))
+            verify(result, STORE, settings=chosen_settings(result, args.extra), repeats=args.repeat)
             entry = category_record(name, category, result, errors, speedup_errors)
+            noise[name] += [abs(t / r["measured_s"] - 1) for r in entry["runs"] for t in r["measured_samples_s"]]
+            noise[name] += [abs(t / statistics.median(b) - 1) for b in entry["measured_baselines_s"] for t in b]
+            baseline_errors[name].append(abs(entry["baseline_ratio"] - 1))
             record["categories"].append(entry)
             verdict = entry["verdict"]
             if verdict:
                 verdicts.append(verdict)
-    say("\nMedian absolute error of the predicted time (goal ≤ 15 %):")
-    record["median_abs_error"] = {}
-    for name, errs in errors.items():
-        if errs:
-            record["median_abs_error"][name] = {"median": statistics.median(errs), "max": max(errs), "runs": len(errs)}
-            say(f"  {name:16} {statistics.median(errs):6.1%} over {len(errs)} runs (max {max(errs):.1%})")
-    say("Median absolute error of the predicted speedup (each against its own baseline: the machine's pace between the "
-        "tune and the measurement cancels):")
-    record["median_abs_speedup_error"] = {}
-    for name, errs in speedup_errors.items():
-        if errs:
-            record["median_abs_speedup_error"][name] = {"median": statistics.median(errs), "max": max(errs),
-                                                        "runs": len(errs)}
-            say(f"  {name:16} {statistics.median(errs):6.1%} over {len(errs)} runs (max {max(errs):.1%})")
+    medians(record, "median_abs_error", "\nMedian absolute error of the predicted time (goal ≤ 15 %):", errors)
+    medians(record, "median_abs_speedup_error", "Median absolute error of the predicted speedup (each against its own "
+            "baseline: the machine's pace between the tune and the measurement cancels):", speedup_errors)
+    medians(record, "median_abs_baseline_error", "Median absolute error of tune's baseline (the reference of the "
+            "predicted speedups) against the measured one, per category:", baseline_errors, "categories")
+    if args.repeat > 1:
+        medians(record, "median_abs_run_noise", f"Run-to-run noise of the measurement: each of the {args.repeat} real "
+                "runs of a setting (and each baseline) against its median, median absolute deviation:", noise)
     say("\nRecommended against default, where tune recommended a setting other than the default:")
     for line in verdicts or ["(the recommended setting was the default everywhere)"]:
         say("  " + line)
@@ -129,6 +138,16 @@ def main() -> None:
 
 
 PRINTED: list[str] = []
+
+
+def medians(record: dict, key: str, title: str, figures: dict[str, list[float]], unit: str = "runs") -> None:
+    """Print `title` and each method's median and max of `figures` (absolute errors), and keep them in `record[key]`."""
+    say(title)
+    record[key] = {}
+    for name, values in figures.items():
+        if values:
+            record[key][name] = {"median": statistics.median(values), "max": max(values), unit: len(values)}
+            say(f"  {name:16} {statistics.median(values):6.1%} over {len(values)} {unit} (max {max(values):.1%})")
 
 
 def say(line: str) -> None:
@@ -144,7 +163,8 @@ def category_record(name: str, category: str, result: TuneResult, errors: dict[s
     meta = result.meta
     say(f"\n{name} · {category} · {len(result.prompts)} prompt(s) · {result.prompts[0].env.get('dtype')} · "
         f"times reliable: {meta.get('times_reliable')} · measured reliable: {meta.get('measured_reliable')} "
-        f"(baseline after/before {meta.get('measured_pace_change', 1.0):.2f})")
+        f"(baseline {'after/before' if len((meta.get('measured_baselines_s') or [[0, 0]])[0]) <= 2 else 'to the next, widest change'} "
+        f"{meta.get('measured_pace_change', 1.0):.2f})")
     say(f"  {'setting':44} {'prompt':>6} {'predicted':>10} {'measured':>10} {'ratio':>6}  counts")
     runs = []
     for k, p in enumerate(result.prompts):
@@ -161,11 +181,26 @@ def category_record(name: str, category: str, result: TuneResult, errors: dict[s
                 speedup_errors[name].append(abs(speedup_ratio - 1))
             same = "equal" if row.predicted.counts() == row.measured.counts() else \
                 f"{row.predicted.counts()} vs {row.measured.counts()}"
+            samples = row.measured.samples_s or [row.measured.time_s]
+            spread = (max(samples) - min(samples)) / row.measured.time_s
             runs.append({"setting": row.setting.label, "prompt": k + 1, "predicted_s": row.predicted.time_s,
                          "measured_s": row.measured.time_s, "ratio": ratio, "speedup_ratio": speedup_ratio,
-                         "predicted_counts": row.predicted.counts(), "measured_counts": row.measured.counts()})
+                         "predicted_counts": row.predicted.counts(), "measured_counts": row.measured.counts(),
+                         "measured_samples_s": samples, "measured_spread": spread})
+            runs_of = f"  (median of {len(samples)}: {', '.join(f'{t:.3f}' for t in samples)}; spread {spread:.1%})" \
+                if len(samples) > 1 else ""
             say(f"  {row.setting.label[:44]:44} {k + 1:>6} {row.predicted.time_s:>9.3f}s "
-                f"{row.measured.time_s:>9.3f}s {ratio:>6.2f}  {same}")
+                f"{row.measured.time_s:>9.3f}s {ratio:>6.2f}  {same}{runs_of}")
+    # the predicted speedup's other half: tune's baseline against the ones measured beside the runs (per prompt)
+    measured_baselines = meta.get("measured_baselines_s", [])
+    for k, (p, bases) in enumerate(zip(result.prompts, measured_baselines)):
+        c = p.calibration
+        say(f"  baseline, prompt {k + 1}: tune's {p.baseline_s:.3f} s (its run {p.baseline_run_s:.3f} s; the check after the "
+            f"calibration's steps {c.pace_change:.2f}× its steps; scale {c.scale:.3f}) vs measured "
+            f"{statistics.median(bases):.3f} s ({', '.join(f'{t:.3f}' for t in bases)}): "
+            f"{p.baseline_s / statistics.median(bases):.2f}")
+    baseline_ratio = (sum(p.baseline_s for p in result.prompts) / result.measured_baseline_s
+                      if result.measured_baseline_s else None)
     best, recommended, default = result.best(), result.recommended(), result.default()
     say(f"  {'setting, over all prompts':44} {'predicted speedup':>18} {'measured speedup':>17}")
     speedups = []
@@ -198,6 +233,16 @@ def category_record(name: str, category: str, result: TuneResult, errors: dict[s
             "measured_pace_change": meta.get("measured_pace_change"),
             "pace_change": [p.calibration.pace_change for p in result.prompts],
             "scale": [p.calibration.scale for p in result.prompts], "runs": runs, "speedups": speedups,
+            "baseline_s": [p.baseline_s for p in result.prompts], "baseline_run_s": [p.baseline_run_s for p in result.prompts],
+            "measured_baselines_s": measured_baselines, "baseline_ratio": baseline_ratio,
+            "calibration": [{"scale": p.calibration.scale, "method_pace_steps": p.calibration.method_pace_steps,
+                             "method_first_step_s": p.calibration.method_first_step_s,
+                             "method_first_draft": p.calibration.method_first_draft,
+                             "baseline_first_step_s": p.calibration.baseline_first_step_s,
+                             "baseline_forward_s": p.calibration.baseline_forward_s,
+                             "forward_1_s": p.calibration.forward(1) if p.calibration.target_forward_s else None,
+                             "loop_s": p.calibration.loop_s, "spread": p.calibration.spread}
+                            for p in result.prompts],
             "recommended": recommended.setting.label if recommended else None,
             "fastest_predicted": best.setting.label if best else None, "default": default.label,
             "predicted_gain": gain, "fastest_predicted_gain": fastest_gain, "margin": margin,
