@@ -16,7 +16,8 @@ predicted ranking for real (between two baselines). Printed per setting and prom
 their ratio (and whether the counts matched); per measured setting over all prompts its predicted and measured
 speedup; the predicted gain of the recommended and of the fastest predicted setting over the default, and the
 margin a gain must exceed to be recommended; per method the median absolute error of the predicted time, and of the
-predicted speedup (each against its own baseline, so the machine's pace between the tune and the measurement cancels); per
+predicted speedup (each against its own baseline: a pace change between the tune and the measurement would cancel
+where it moved both alike, which in add47be's run it did not, see docs/tune.md); per
 category whether a recommended setting other than the default measured at least as fast as the default. The
 predicted speedup's two halves are printed apart: tune's baseline (the reference every predicted speedup divides) ÷
 the baselines measured beside the runs, per category (a predicted speedup ÷ the measured one = that ÷ the run's
@@ -120,7 +121,7 @@ def main() -> None:
                 verdicts.append(verdict)
     medians(record, "median_abs_error", "\nMedian absolute error of the predicted time (goal ≤ 15 %):", errors)
     medians(record, "median_abs_speedup_error", "Median absolute error of the predicted speedup (each against its own "
-            "baseline: the machine's pace between the tune and the measurement cancels):", speedup_errors)
+            "baseline; its two halves are printed below):", speedup_errors)
     medians(record, "median_abs_baseline_error", "Median absolute error of tune's baseline (the reference of the "
             "predicted speedups) against the measured one, per category:", baseline_errors, "categories")
     if args.repeat > 1:
@@ -173,8 +174,8 @@ def category_record(name: str, category: str, result: TuneResult, errors: dict[s
                 continue
             ratio = row.predicted.time_s / row.measured.time_s
             errors[name].append(abs(ratio - 1))
-            # the same prediction against the baseline measured beside it: the machine's pace between the tune and
-            # the measurement moves both the baseline and the run, and cancels here
+            # the same prediction against the baseline measured beside it (a pace change between the tune and the
+            # measurement cancels here only where it moved the baseline and the run alike)
             speedup_ratio = (row.predicted.speedup / row.measured.speedup
                              if row.predicted.speedup and row.measured.speedup else None)
             if speedup_ratio is not None:
