@@ -213,6 +213,7 @@ def render_report(data: dict[str, Any]) -> str:
                  "Time = the baseline run's first step + per step: its drafting (a calibrated assistant generate() "
                  "call of the step's draft length, or a prompt-lookup call), the target's forward at the step's "
                  "verification width (calibrated, at the baseline's pace) and the loop's own time once (from a short "
-                 "real run). A short baseline after the calibration checks that the machine kept its pace. "
-                 "See docs/tune.md.</p>")
+                 "real run). A short baseline after the calibration checks that the machine kept its pace; "
+                 "predicted speedups divide the baseline run's first step and its later steps at the mean pace of "
+                 "the two baselines. See docs/tune.md.</p>")
     return page("Assisted decoding tune", "".join(parts))
