@@ -783,7 +783,25 @@ class _Setup:
 # elements starts an OpenMP team of the calling thread, which on a machine whose cores generation keeps busy fights
 # generation's own team: measured on two cores (1 Dec), an amax over one 262,144-entry row took 0.02 ms of CPU alone
 # and 19 ms of wall time (3.5 ms of CPU) with a team, a softmax over 6 rows 1.6 ms and 40 ms. So a softmax takes one
-# row at a time (one row's softmax is never split across threads) and the chunk maxima by numpy.
+# row at a time (one row's softmax is never split across threads) and the chunk maxima by numpy. Counted in a fresh
+# thread (2 Dec), sampling's own work started a team too: the residual max(0, p − q) (its subtraction, clamp, sum and
+# division), ensemble verification's mixture, the whole-row sort of a flat row, and the float32 copy of a drafter's
+# bfloat16 logits (the MTP drafter's); on the CPU these are numpy's now (`_mixture`, `_residual`, `_sorted_top`) and
+# the copy goes in pieces of GRAIN_SIZE (`_float_rows`). Only the residual's sum changes order (numpy's pairwise sum).
+GRAIN_SIZE = 32_768  # at::internal::GRAIN_SIZE: a CPU op over more elements than this may split across threads
+
+
+def _float_rows(logits: torch.Tensor, rows: int) -> torch.Tensor:
+    """The first `rows` rows of logits as float32: no copy when they are float32 already (Transformers' scores), else
+    on the CPU converted GRAIN_SIZE entries at a time (the conversion is exact: the same values as `.float()`)."""
+    logits = logits[:rows]
+    if logits.dtype == torch.float32 or logits.device.type != "cpu":
+        return logits.float()
+    converted = torch.empty(logits.shape, dtype=torch.float32)
+    for row in range(logits.shape[0]):
+        for start in range(0, logits.shape[1], GRAIN_SIZE):
+            converted[row, start:start + GRAIN_SIZE].copy_(logits[row, start:start + GRAIN_SIZE])
+    return converted
 
 
 def _softmax(logits: torch.Tensor | None, rows: int) -> torch.Tensor | None:
@@ -792,7 +810,7 @@ def _softmax(logits: torch.Tensor | None, rows: int) -> torch.Tensor | None:
     the top-k lists) is read from it."""
     if logits is None or rows <= 0:
         return None
-    logits = logits[:rows].float()  # no copy: Transformers' scores are float32 already
+    logits = _float_rows(logits, rows)
     probs = torch.empty_like(logits)
     for row in range(probs.shape[0]):
         torch.softmax(logits[row], dim=-1, out=probs[row])
@@ -869,8 +887,48 @@ def _top_row(row: torch.Tensor, k: int) -> list[Ranked]:
                 first = int(row.argmax())
                 entries = [(-float(row[first]), first)]
             return _ranked([-v for v, _ in entries], [i for _, i in entries])
+    return _ranked(*_sorted_top(row, k))
+
+
+def _sorted_top(row: torch.Tensor, k: int) -> tuple[list[float], list[int]]:
+    """The first k of the whole row sorted as `row.sort(descending=True, stable=True)` sorts it (NaN first, then the
+    largest, ties to the lower id), as (values, ids). On the CPU by numpy: torch's sort copies the row first, and that
+    copy starts an OpenMP team (see the note above _softmax)."""
+    if row.device.type == "cpu":
+        values = row.numpy()
+        order = numpy.lexsort((-values, ~numpy.isnan(values)))[:k]  # last key first: NaN, then descending values
+        return values[order].tolist(), order.tolist()
     values, ids = row.sort(descending=True, stable=True)
-    return _ranked(values[:k].tolist(), ids[:k].tolist())
+    return values[:k].tolist(), ids[:k].tolist()
+
+
+def _mixture(p: torch.Tensor, q: torch.Tensor, weight: float) -> torch.Tensor:
+    """Ensemble verification's v = w·p + (1−w)·q over rows of probabilities. On the CPU by numpy (see the note above
+    _softmax), with the same float32 steps as torch's (w and 1 − w rounded to float32, two products, one sum): the
+    same bits."""
+    if p.device.type == "cpu":
+        return torch.from_numpy(numpy.float32(weight) * p.numpy() + numpy.float32(1 - weight) * q.numpy())
+    return weight * p + (1 - weight) * q
+
+
+def _residual(p: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """max(0, p − q) over one row and its sum. On the CPU by numpy (see the note above _softmax): the same row to the
+    last bit; its float32 sum is numpy's pairwise one, whose order differs from torch's (which itself changes with
+    the number of threads), so the total can differ from torch's in its last bits."""
+    if p.device.type == "cpu":
+        residual = numpy.subtract(p.numpy(), q.numpy())
+        numpy.maximum(residual, numpy.float32(0), out=residual)
+        return torch.from_numpy(residual), float(residual.sum())
+    residual = (p - q).clamp(min=0)
+    return residual, float(residual.sum())
+
+
+def _normalised(row: torch.Tensor, total: float) -> torch.Tensor:
+    """row / total, each entry divided by the total rounded to float32 (as torch divides a float32 tensor by a Python
+    float). On the CPU by numpy (see the note above _softmax)."""
+    if row.device.type == "cpu":
+        return torch.from_numpy(row.numpy() / numpy.float32(total))
+    return row / total
 
 
 def _top_rows(probs: torch.Tensor, k: int) -> list[list[Ranked]]:
@@ -912,7 +970,7 @@ def _step_dists(drafted: list[int], emitted: list[int], p: torch.Tensor | None, 
     if q is not None:
         q_top, q_drafted = _top_rows(q, k), _probs_of(q, drafted[: q.shape[0]]) or []
     if q is not None and ensemble_weight is not None:
-        v = ensemble_weight * p[: q.shape[0]] + (1 - ensemble_weight) * q
+        v = _mixture(p[: q.shape[0]], q, ensemble_weight)
         v_top, v_drafted = _top_rows(v, k), _probs_of(v, drafted[: q.shape[0]]) or []
     positions = []
     for i in range(rows):
@@ -925,14 +983,13 @@ def _step_dists(drafted: list[int], emitted: list[int], p: torch.Tensor | None, 
                 if ensemble_weight is not None:
                     position.v, position.v_drafted = v_top[i], v_drafted[i]
                 if i == refused:
-                    residual = (p[i] - q[i]).clamp(min=0)
-                    total = float(residual.sum())
+                    residual, total = _residual(p[i], q[i])
                     if ensemble_weight is not None and total <= torch.finfo(residual.dtype).tiny:
                         residual, total = p[i], 1.0
                     if total > 0:
-                        residual = (residual / total).unsqueeze(0)
-                        position.residual = _top_rows(residual, k)[0]
-                        position.residual_emitted = _probs_of(residual, [emitted[i]])[0]
+                        residual = _normalised(residual, total)
+                        position.residual = _top_row(residual, k)
+                        position.residual_emitted = _probs_of(residual.unsqueeze(0), [emitted[i]])[0]
         positions.append(position)
     return positions
 

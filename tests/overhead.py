@@ -9,6 +9,7 @@ Usage (the figures need a quiet machine):
     python tests/overhead.py bfloat16 --fresh 5 --max-new-tokens 96  # the issue-25 setting
     python tests/overhead.py bfloat16 --profile                     # where the cost goes (not wall-clock)
     python tests/overhead.py bfloat16 --faults 2 --max-new-tokens 96  # page faults in fresh processes (not wall-clock)
+    python tests/overhead.py bfloat16 --faults 2 --sample --live --methods early_exit  # sampling, steps built live
     python tests/overhead.py bfloat16 --pairs 0 --fresh 7 --methods prompt_lookup --max-new-tokens 96  # fresh, 1 method
 
 Warm: per method, `--pairs` (15) interleaved pairs after a warm-up in one process (both in worker threads, which
@@ -27,8 +28,13 @@ many vocabulary-wide torch calls each thread makes per step: evidence that does 
 Faults: per method, fresh processes as in Fresh (the CLI's own `main`, and the plain child), each counting the
 minor page faults of the whole process inside its first generate() call (memory touched for the first time costs
 a fault, about 2 µs, that a warm process does not pay) and its voluntary context switches (threads that wait: an
-OpenMP team that sleeps between ops instead of spinning shows as thousands): counts that need no quiet machine. Goals (issue 25): ≤ 1.03 warm and ≤ 1.05 fresh for baseline and prompt lookup on the bundled Gemma; ≤ 1.10 on the
-tiny models.
+OpenMP team that sleeps between ops instead of spinning shows as thousands): counts that need no quiet machine; per
+thread, the generating thread's own with its OpenMP team's, and the threads any other thread started meanwhile (an
+OpenMP team of the consumer's). With `--live` the instrumented child takes the steps as they come in a fresh thread
+(the page's way) instead of the CLI's `run()`; with `--sample` every run samples (seed 0), and the set gains early
+exit, plain and with ensemble verification (w = 0.7): drafts with logits, so refusals whose residual the consumer
+computes. Goals (issue 25): ≤ 1.03 warm and ≤ 1.05 fresh for baseline and prompt lookup on the bundled Gemma; ≤ 1.10
+on the tiny models.
 """
 
 from __future__ import annotations
@@ -52,6 +58,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 PROMPT = ("Here is a list of fruits: apple, banana, cherry, date, elderberry, fig, grape. "
           "Again, the list of fruits: apple,")
 BUNDLED_CASES = [("baseline", None, {}), ("prompt_lookup", None, {"prompt_lookup_num_tokens": 5})]
+# With --sample: methods whose drafts come with logits (q), so a refusal makes the consumer compute the residual.
+SAMPLING_CASES = [("early_exit", None, {"assistant_early_exit": 12, "num_assistant_tokens": 3}),
+                  ("early_exit", None, {"assistant_early_exit": 12, "num_assistant_tokens": 3,
+                                        "assistant_ensemble_weight": 0.7})]
 
 
 def tiny_models(root: Path) -> dict[str, str]:
@@ -228,11 +238,12 @@ def profile(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | 
 
 
 def _cli_arguments(target: str, method: str, assistant: str | None, params: dict, dtype: str, max_new_tokens: int,
-                   chat: bool | None, trace_out: Path) -> list[str]:
+                   chat: bool | None, trace_out: Path, sample: bool = False, seed: int | None = None) -> list[str]:
     """`python -m playground`'s arguments for one quiet run that writes its trace."""
     command = ["run", "--target", target, "--method", method, "--prompt", PROMPT,
                "--max-new-tokens", str(max_new_tokens), "--dtype", dtype, "--quiet", "--trace-out", str(trace_out)]
     command += ["--assistant", assistant] if assistant else []
+    command += (["--sample"] if sample else []) + (["--seed", str(seed)] if seed is not None else [])
     command += [arg for k, v in params.items() for arg in ("--set", f"{k}={v}")]
     return command + ([] if chat is None else ["--chat" if chat else "--no-chat"])
 
@@ -261,37 +272,90 @@ def plain_child(request: dict) -> None:
     print(json.dumps({"ids": ids, "seconds": seconds}))
 
 
-def _faults_inside_generate() -> dict[str, int]:
+GENERATING = "pg-generate"  # the generating thread's OS name (`engine.WORKER_OS_THREAD_NAME`), given to plain's too
+
+
+def _threads() -> dict[str, tuple[str, int]]:
+    """Each thread of this process: its OS name and its voluntary context switches so far."""
+    import os
+
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/status", encoding="utf-8") as status:
+                fields = dict(line.split(":", 1) for line in status if ":" in line)
+        except OSError:  # it ended meanwhile
+            continue
+        out[tid] = (fields["Name"].strip(), int(fields["voluntary_ctxt_switches"]))
+    return out
+
+
+def _faults_inside_generate() -> dict[str, Any]:
     """Count this process's minor page faults and voluntary context switches (a thread waiting: an OpenMP team that
-    sleeps between ops, a lock) inside each generate() call from now on (into the returned dict)."""
+    sleeps between ops, a lock) inside each generate() call from now on (into the returned dict); per thread, the
+    generating thread's with its OpenMP team's (threads it starts inherit its name), and the names of the threads
+    other threads started meanwhile (the consumer's OpenMP team, if it starts one)."""
     import resource
 
     from transformers.generation.utils import GenerationMixin
 
-    counted: dict[str, int] = {}
+    from playground.engine import _name_os_thread
+
+    counted: dict[str, Any] = {}
     inner = GenerationMixin.generate
 
     def generate(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        _name_os_thread(GENERATING)  # plain's worker too (LiveRun's has the name already)
+        threads = _threads()
         before = resource.getrusage(resource.RUSAGE_SELF)
         try:
             return inner(self, *args, **kwargs)
         finally:
             after = resource.getrusage(resource.RUSAGE_SELF)
+            now = _threads()
             counted["faults"] = after.ru_minflt - before.ru_minflt
             counted["waits"] = after.ru_nvcsw - before.ru_nvcsw
+            counted["generating_waits"] = sum(n - threads.get(tid, (name, 0))[1] for tid, (name, n) in now.items()
+                                              if name == GENERATING)
+            counted["others_started"] = sorted(name for tid, (name, _) in now.items()
+                                               if tid not in threads and name != GENERATING)
 
     GenerationMixin.generate = generate  # type: ignore[method-assign]
     return counted
 
 
+def _live_in_a_fresh_thread(request: dict) -> list[int]:
+    """The page's way: the steps taken as they come, built in a fresh thread (a server's worker), named pg-consumer."""
+    import threading
+
+    from playground.engine import LiveRun, RunRequest, _name_os_thread, prepare
+
+    prepared = prepare(RunRequest(prompt=PROMPT, **request))
+    box: dict[str, Any] = {}
+
+    def consume() -> None:
+        _name_os_thread("pg-consumer")
+        live = LiveRun(prepared)
+        for _ in live:
+            pass
+        box["ids"] = live.trace.output_ids
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    consumer.join()
+    return box["ids"]
+
+
 def fault_child(which: str, request: dict) -> None:
-    """In a fresh process: the CLI's run ("cli") or the plain child's ("plain"), printing the minor page faults
-    inside its generate() call."""
+    """In a fresh process: the CLI's run ("cli"), the steps taken as they come ("live") or the plain child's
+    ("plain"), printing the minor page faults and context switches inside its generate() call."""
     from playground.models import gc_paused
 
     with gc_paused():  # the CLI imports torch and Transformers so (`cli.cmd_run`)
         counted = _faults_inside_generate()
-    if which == "cli":
+    if which == "live":
+        ids = _live_in_a_fresh_thread(request)
+    elif which == "cli":
         from playground.cli import main as cli_main
 
         with tempfile.TemporaryDirectory() as scratch:
@@ -305,26 +369,36 @@ def fault_child(which: str, request: dict) -> None:
     print(json.dumps({"ids": ids, **counted}))
 
 
-def faults(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | None, pairs: int) -> None:
+def faults(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | None, pairs: int, sample: bool = False,
+           live: bool = False) -> None:
+    instrumented = "live" if live else "cli"
     for method, assistant, params in cases:
         request = {"target": target, "method": method, "assistant": assistant, "params": params,
                    "max_new_tokens": new_tokens, "dtype": dtype, "chat": chat}
-        counts: dict[str, list[int]] = {"cli": [], "plain": []}
-        waits: dict[str, list[int]] = {"cli": [], "plain": []}
+        request.update({"sample": True, "seed": 0} if sample else {})
+        got_all: dict[str, list[dict]] = {instrumented: [], "plain": []}
         same = True
         for k in range(pairs):
             got = {}
-            for which in (("cli", "plain") if k % 2 == 0 else ("plain", "cli")):
+            for which in ((instrumented, "plain") if k % 2 == 0 else ("plain", instrumented)):
                 out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--fault-child", which,
                                       json.dumps(request)], cwd=ROOT, check=True, capture_output=True, text=True)
                 got[which] = json.loads(out.stdout.strip().splitlines()[-1])
-                counts[which].append(got[which]["faults"])
-                waits[which].append(got[which]["waits"])
-            same &= got["cli"]["ids"] == got["plain"]["ids"]
-        print(f"faults {method} {dtype}: minor page faults inside the first generate() of a fresh process: CLI "
-              f"{counts['cli']}, plain {counts['plain']}; median CLI - plain "
-              f"{statistics.median(counts['cli']) - statistics.median(counts['plain']):+.0f}; voluntary context "
-              f"switches: CLI {waits['cli']}, plain {waits['plain']}; outputs equal: {same}",
+                got_all[which].append(got[which])
+            same &= got[instrumented]["ids"] == got["plain"]["ids"]
+
+        def each(which: str, key: str) -> list:
+            return [got[key] for got in got_all[which]]
+
+        label = f"{method}{' ensemble' if 'assistant_ensemble_weight' in params else ''} {dtype}"
+        label += f"{' sampling' if sample else ''}, {instrumented}"
+        print(f"faults {label}: minor page faults inside the first generate() of a fresh process: {instrumented} "
+              f"{each(instrumented, 'faults')}, plain {each('plain', 'faults')}; median {instrumented} - plain "
+              f"{statistics.median(each(instrumented, 'faults')) - statistics.median(each('plain', 'faults')):+.0f}; "
+              f"voluntary context switches: {instrumented} {each(instrumented, 'waits')}, plain {each('plain', 'waits')}; "
+              f"of the generating thread and its team: {instrumented} {each(instrumented, 'generating_waits')}, plain "
+              f"{each('plain', 'generating_waits')}; threads other threads started: {instrumented} "
+              f"{each(instrumented, 'others_started')}, plain {each('plain', 'others_started')}; outputs equal: {same}",
               flush=True)
 
 
@@ -353,12 +427,15 @@ def main() -> None:
     parser.add_argument("dtype", nargs="?", default="auto")
     parser.add_argument("--tiny", action="store_true", help="the tiny test models instead of the bundled Gemma")
     parser.add_argument("--pairs", type=int, default=15, help="interleaved warm pairs per method (default 15; 0: none)")
-    parser.add_argument("--live", action="store_true", help="also time runs whose steps are taken as they come")
+    parser.add_argument("--live", action="store_true", help="also time runs whose steps are taken as they come (with "
+                        "--faults: count such a run, in a fresh consumer thread, instead of the CLI's)")
     parser.add_argument("--fresh", type=int, default=0, help="pairs of fresh processes (CLI, plain generate())")
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--methods", default=None, help="comma-separated methods to keep (default: all of the set)")
     parser.add_argument("--profile", action="store_true", help="count calls (cProfile) instead of timing runs")
     parser.add_argument("--faults", type=int, default=0, help="pairs of fresh processes counting page faults instead")
+    parser.add_argument("--sample", action="store_true",
+                        help="with --faults: sample (seed 0), and add early exit plain and with ensemble verification")
     parser.add_argument("--plain-child", help=argparse.SUPPRESS)
     parser.add_argument("--fault-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -375,7 +452,7 @@ def main() -> None:
             target, chat = models["target"], False
             cases = BUNDLED_CASES + [("speculative", models["noisy"], {"num_assistant_tokens": 4})]
         else:
-            target, chat, cases = "bundled/gemma-3-270m", None, BUNDLED_CASES
+            target, chat, cases = "bundled/gemma-3-270m", None, BUNDLED_CASES + (SAMPLING_CASES if args.sample else [])
         if args.methods:
             keep = args.methods.split(",")
             unknown = set(keep) - {method for method, _, _ in cases}
@@ -386,7 +463,7 @@ def main() -> None:
             profile(target, cases, args.dtype, args.max_new_tokens, chat)
             return
         if args.faults:
-            faults(target, cases, args.dtype, args.max_new_tokens, chat, args.faults)
+            faults(target, cases, args.dtype, args.max_new_tokens, chat, args.faults, args.sample, args.live)
             return
         if args.pairs > 0:
             warm(target, cases, args.dtype, args.max_new_tokens, chat, args.pairs, args.live,

@@ -377,3 +377,188 @@ def test_a_run_that_gives_way_frees_the_void_attempts_copies(tiny_models, monkey
     last = list(copied.values())[-1]  # the attempt that counts (the visitor's run copies nothing: not held)
     assert len(box["trace"].steps) >= len(last) > 20
     assert sum(last) > len(last) * 3 // 4, f"{sum(last)} of {len(last)} steps copied"
+
+
+# --------------------------------------------------------------------------- the consumer starts no OpenMP team
+# A torch op over more than at::internal::GRAIN_SIZE (32,768) elements, called in a thread that has no OpenMP team
+# yet, starts one there (the note above `engine._softmax`). The tiny models' rows (384 entries) never reach that, so
+# these runs use a tiny pair whose model vocabulary is wider than the grain, as Gemma's 262,144 is (ids past the
+# tokenizer's 384 read as no text, as a padded vocabulary's do).
+WIDE_VOCAB = 40_000
+WIDE_CASES = {"speculative": None, "ensemble": 0.7}  # ensemble verification: its weight w (the guide's start)
+
+
+@pytest.fixture(scope="module")
+def wide_pair(tmp_path_factory) -> dict[str, str]:
+    from tiny import build_tokenizer, save_tiny_llama
+
+    root = tmp_path_factory.mktemp("wide")
+    tok = build_tokenizer()
+    target = save_tiny_llama(root / "target", seed=0, tokenizer=tok, vocab_size=WIDE_VOCAB)
+    drafter = save_tiny_llama(root / "drafter", seed=1, tokenizer=tok, perturb_from=target, noise=0.3)
+    return {"target": str(target), "drafter": str(drafter)}
+
+
+def _wide_records(store, wide_pair, weight: float | None) -> tuple[list, list]:
+    """A real sampling run of the wide pair (speculative, or ensemble verification with weight w): each step's raw
+    record as the consumer received it (its logits cloned before it digested them), and the trace's steps."""
+    from playground import engine
+
+    params = {"num_assistant_tokens": 4, **({"assistant_ensemble_weight": weight} if weight is not None else {})}
+    prepared = prepare(RunRequest(prompt=PROMPT, target=wide_pair["target"], assistant=wide_pair["drafter"],
+                                  method="speculative", params=params, max_new_tokens=16, dtype="float32",
+                                  sample=True, temperature=1.0, top_k=0, top_p=1.0, seed=3), store)
+    records = []
+    real_digest = engine._digest
+
+    def digest(raw, *args):
+        records.append(dataclasses.replace(
+            raw, drafted=None if raw.drafted is None else raw.drafted.clone(), emitted=raw.emitted.clone(),
+            q_logits=None if raw.q_logits is None else raw.q_logits.clone(), p_logits=raw.p_logits.clone(),
+            spans=[]))
+        real_digest(raw, *args)
+
+    engine._digest = digest
+    try:
+        trace = LiveRun(prepared).run()
+    finally:
+        engine._digest = real_digest
+    assert trace.vocab_size == WIDE_VOCAB and len(records) == len(trace.steps)
+    return records, trace.steps
+
+
+def _threads_started_by(work) -> list[str]:
+    """Run `work` in a fresh thread (no OpenMP team yet) and return the threads that appeared meanwhile."""
+    import os
+    import threading
+
+    seen: dict[str, set[str]] = {}
+
+    def fresh() -> None:
+        seen["before"] = set(os.listdir("/proc/self/task"))
+        work()
+        seen["after"] = set(os.listdir("/proc/self/task"))
+
+    worker = threading.Thread(target=fresh)
+    worker.start()
+    worker.join()
+    assert "after" in seen, "the work failed"
+    return sorted(seen["after"] - seen["before"] - {str(worker.native_id)})
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts the process's threads in /proc")
+@pytest.mark.parametrize("case", sorted(WIDE_CASES))
+def test_digesting_wide_sampling_records_starts_no_openmp_team(store, wide_pair, case):
+    """The consumer's whole digest of real sampling records, rows wider than the grain: the softmaxes, the top-k
+    lists, the drafted tokens' p and q, ensemble verification's mixture v, and the residual max(0, p − q)
+    normalised at refused positions. Done in a fresh thread, no thread appears (a team there would make
+    generation's own team sleep and wake around every op, `_HeldLogits`)."""
+    import torch
+
+    from playground import engine
+
+    if torch.get_num_threads() < 2:
+        pytest.skip("torch runs one thread here: no team could start")
+    weight = WIDE_CASES[case]
+    records, steps = _wide_records(store, wide_pair, weight)
+    started = _threads_started_by(lambda: [engine._digest(raw, 5, True, weight) for raw in records])
+    assert started == [], f"threads started while digesting: {started}"
+    positions = [position for raw in records for position in raw.dists]
+    assert sum(position.residual is not None for position in positions) >= 2, "no refused position was digested"
+    assert any(position.v is not None for position in positions) == (weight is not None)
+    for raw, step in zip(records, steps):  # the same lists as the run's own consumer computed
+        for mine, shown in zip(raw.dists, step.dists, strict=True):
+            for name in ("p", "q", "v", "residual"):
+                if name != "residual" or getattr(shown, name) is not None:
+                    assert _pairs(getattr(mine, name)) == _pairs(getattr(shown, name)), (step.index, name)
+
+
+def _pairs(ranked) -> list[tuple[int, float]] | None:
+    """A microscope list as (id, probability) pairs, without texts."""
+    return None if ranked is None else [(r.id, r.prob) for r in ranked]
+
+
+@pytest.mark.parametrize("case", sorted(WIDE_CASES))
+def test_the_mixture_and_the_residual_equal_torchs_formula(store, wide_pair, case):
+    """The microscope's ensemble mixture and residual, now computed by numpy on the CPU, against the straightforward
+    torch formula in this (the main) thread, on real sampling records as wide as above: the mixture
+    v = w·p + (1−w)·q and the unnormalised residual max(0, p − q) to the last bit; the residual's total is numpy's
+    pairwise float32 sum, whose order differs from torch's, so it and the normalised residual agree to a relative
+    1e-6 (each entry divided by the same total: the same bits again), with the same ids in the same order."""
+    import torch
+
+    from playground import engine
+
+    weight = WIDE_CASES[case]
+    records, steps = _wide_records(store, wide_pair, weight)
+    mixtures = residuals = 0
+    for raw, step in zip(records, steps):
+        if not step.drafted:
+            continue
+        judged = min(len(step.drafted), len(step.emitted))
+        p = raw.p_logits[:len(step.emitted)].softmax(-1)
+        q = raw.q_logits[:judged].softmax(-1)
+        assert torch.equal(engine._softmax(raw.p_logits, len(step.emitted)), p)
+        if weight is not None:
+            v = weight * p[:judged] + (1 - weight) * q
+            assert torch.equal(engine._mixture(p[:judged], q, weight), v), step.index
+            for i in range(judged):
+                assert _pairs(step.dists[i].v) == _sorted_pairs(v[i], 5), (step.index, i)
+                assert step.dists[i].v_drafted == float(v[i, step.drafted[i]])
+                mixtures += 1
+        for i, position in enumerate(step.dists):
+            if position.residual is None:
+                continue
+            expected = (p[i] - q[i]).clamp(min=0)
+            row, total = engine._residual(p[i], q[i])
+            assert torch.equal(row, expected), (step.index, i)
+            assert total == pytest.approx(float(expected.sum()), rel=1e-6, abs=0)
+            assert torch.equal(engine._normalised(row, total), expected / total)
+            expected /= expected.sum()
+            assert [r.id for r in position.residual] == [i for i, _ in _sorted_pairs(expected, 5)]
+            assert [r.prob for r in position.residual] == pytest.approx([v for _, v in _sorted_pairs(expected, 5)],
+                                                                         rel=1e-6, abs=0)
+            assert position.residual_emitted == pytest.approx(float(expected[step.emitted[i]]), rel=1e-6, abs=0)
+            residuals += 1
+    assert residuals >= 2 and (mixtures > 0) == (weight is not None)
+
+
+def _sorted_pairs(row, k: int) -> list[tuple[int, float]]:
+    """The reference top k: the whole row sorted by torch (stable, so ties keep the lower id first), zeros dropped
+    after the first, as the microscope lists them."""
+    values, ids = row.sort(descending=True, stable=True)
+    return [(i, min(1.0, v)) for n, (v, i) in enumerate(zip(values[:k].tolist(), ids[:k].tolist())) if n == 0 or v > 0]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts the process's threads in /proc")
+def test_a_flat_row_and_bfloat16_logits_start_no_openmp_team_and_read_as_torchs():
+    """The two other paths past the grain: a row so flat that its top-k is sorted whole (torch's sort copies the row,
+    and the copy started a team), here with NaN entries and ties, sorted as torch sorts it; and a drafter's bfloat16
+    logits (the MTP drafter's), converted to float32 in pieces, whose softmax is torch's to the last bit."""
+    import torch
+
+    from playground import engine
+
+    if torch.get_num_threads() < 2:
+        pytest.skip("torch runs one thread here: no team could start")
+    width = 262_144  # Gemma's
+    generator = torch.Generator().manual_seed(0)
+    flat = torch.full((width,), 1.0 / width)  # more than MAX_CANDIDATES entries reach its floor: sorted whole
+    flat[torch.randperm(width, generator=generator)[:engine.MAX_CANDIDATES + 1000]] = 1.5 / width
+    with_nan = flat.clone()
+    with_nan[torch.randperm(width, generator=generator)[:3]] = float("nan")
+    logits = (torch.randn(3, width, generator=generator) * 4).bfloat16()
+    got: dict = {}
+
+    def work() -> None:
+        got["flat"] = engine._top_row(flat, 10)
+        got["with_nan"] = engine._sorted_top(with_nan, 10)
+        got["probs"] = engine._softmax(logits, 2)
+
+    started = _threads_started_by(work)
+    assert started == [], f"threads started: {started}"
+    assert _pairs(got["flat"]) == _sorted_pairs(flat, 10)
+    values, ids = with_nan.sort(descending=True, stable=True)  # NaN first, then ties to the lower id
+    assert got["with_nan"][1] == ids[:10].tolist() and torch.isnan(values[:3]).all()
+    torch.testing.assert_close(torch.tensor(got["with_nan"][0]), values[:10], rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(got["probs"], logits[:2].float().softmax(-1))

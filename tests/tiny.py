@@ -45,9 +45,12 @@ def build_tokenizer(vocab_size: int = 384) -> PreTrainedTokenizerFast:
     return fast
 
 
-def llama_config(tokenizer: PreTrainedTokenizerFast, layers: int = 4, hidden: int = 64) -> LlamaConfig:
+def llama_config(tokenizer: PreTrainedTokenizerFast, layers: int = 4, hidden: int = 64,
+                 vocab_size: int | None = None) -> LlamaConfig:
+    """A tiny Llama's config; `vocab_size` wider than the tokenizer gives it ids no text reads (as padded vocabularies
+    do), so its rows are as wide as a real model's."""
     return LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
+        vocab_size=vocab_size or len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=False,
@@ -77,11 +80,11 @@ def _save(model: Any, tokenizer: PreTrainedTokenizerFast, path: Path) -> Path:
 
 
 def save_tiny_llama(path: Path, seed: int, layers: int = 4, hidden: int = 64, tokenizer: PreTrainedTokenizerFast | None = None,
-                    perturb_from: Path | None = None, noise: float = 0.0) -> Path:
+                    perturb_from: Path | None = None, noise: float = 0.0, vocab_size: int | None = None) -> Path:
     """Save a tiny Llama; with `perturb_from`, a noisy copy of that model (a partly agreeing drafter)."""
     tokenizer = tokenizer or build_tokenizer()
     torch.manual_seed(seed)
-    config = None if perturb_from is not None else llama_config(tokenizer, layers, hidden)
+    config = None if perturb_from is not None else llama_config(tokenizer, layers, hidden, vocab_size)
     return _save(_new_or_noisy(LlamaForCausalLM, config, perturb_from, noise), tokenizer, path)
 
 
