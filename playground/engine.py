@@ -1123,6 +1123,11 @@ def _held_batch_bytes() -> int:
     return HELD_LOGITS_BYTES // HELD_BATCHES
 
 
+def _held_digest_above() -> int:
+    """Past this many bytes of held logits the consumer digests the oldest (room for the next batch in the buffer)."""
+    return HELD_LOGITS_BYTES - 2 * _held_batch_bytes()
+
+
 @dataclass
 class _Span:
     """A stretch of a `_HeldLogits` buffer: [start, end) in floats, and the copy of one step's logits that it holds."""
@@ -1681,7 +1686,7 @@ class LiveRun:
                     undigested.append(item)
                     held_bytes += item.logits_bytes()
             # Room in the buffer for the next batch, which the worker copies into while this digests the oldest.
-            while held_bytes > HELD_LOGITS_BYTES - 2 * _held_batch_bytes():
+            while held_bytes > _held_digest_above():
                 oldest = undigested.popleft()
                 held_bytes -= oldest.logits_bytes()
                 self._digest(oldest)
