@@ -1348,8 +1348,7 @@ class _Recorder:
     def finish(self) -> float:
         """`generate()` returned: close the last step's `other` phase (or the setup, if no step ran)."""
         now = self._stamp()
-        self._close_phase(now)
-        self.flush()
+        self._close_phase(now)  # handed over by the worker's `flush` after the attempt (`LiveRun._work`)
         return now
 
     # assisted decoding: patch the generator instance Transformers builds
@@ -1465,9 +1464,14 @@ _DONE = object()
 _RESTART = object()  # the run gave way and starts again: its steps so far are void
 
 
+def _handed_over(received: Any) -> list[Any] | tuple[Any]:
+    """The records one hand-off carries: a batch's (`_Recorder.flush`), or the one record."""
+    return received if isinstance(received, list) else (received,)
+
+
 def _unpacked(received: Any) -> Iterator[Any]:
-    """The records a hand-off carries, in order: a batch's each (`_Recorder.flush`), a step's closed phase before it."""
-    for item in received if isinstance(received, list) else (received,):
+    """The records a hand-off carries, in order, each step's closed phase (`_Raw.before`) before it."""
+    for item in _handed_over(received):
         if isinstance(item, _Raw) and item.before is not None:
             yield item.before
         yield item
@@ -1680,7 +1684,7 @@ class LiveRun:
                 held.clear()
                 undigested.clear()
                 held_bytes = 0
-            for item in received if isinstance(received, list) else (received,):  # `_Recorder.flush`: a batch
+            for item in _handed_over(received):
                 held.append(item)
                 if isinstance(item, _Raw) and not item.digested:
                     undigested.append(item)

@@ -197,7 +197,6 @@ def _step_logits(prepared) -> list:
     from playground import engine
 
     kept = []
-    run = LiveRun(prepared)
     real_push = engine._Recorder.push
 
     def push(self, raw):
@@ -205,12 +204,10 @@ def _step_logits(prepared) -> list:
             kept.append(raw.p_logits)
         real_push(self, raw)
 
-    engine._Recorder.push = push
-    try:
-        for _ in run:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine._Recorder, "push", push)
+        for _ in LiveRun(prepared):
             pass
-    finally:
-        engine._Recorder.push = real_push
     return kept
 
 

@@ -31,14 +31,21 @@ RUNS = {
 }
 
 
-def _run(store, models, name: str) -> Trace:
+def _run(store, models, name: str, live: bool = False) -> Trace:
+    """A run of RUNS[name]: `LiveRun.run()`, or with `live` its steps taken as they come (the page's way)."""
     kw = dict(RUNS[name])
     method = name.split("-")[0]
     kw["target"] = models[kw["target"]]
     if "assistant" in kw:
         kw["assistant"] = models[kw["assistant"]]
     kw.setdefault("max_new_tokens", 12)
-    trace = LiveRun(prepare(RunRequest(prompt=PROMPT, method=method, dtype="float32", **kw), store)).run()
+    run = LiveRun(prepare(RunRequest(prompt=PROMPT, method=method, dtype="float32", **kw), store))
+    if live:
+        for _ in run:
+            pass
+        trace = run.trace
+    else:
+        trace = run.run()
     check_invariants(trace)
     return trace
 
@@ -72,13 +79,7 @@ def test_a_consumer_far_behind_still_gets_q_and_p(store, models, monkeypatch) ->
         real_digest(raw, *args)
 
     monkeypatch.setattr(engine, "_digest", digest)
-    kw = dict(RUNS["speculative"], target=models[RUNS["speculative"]["target"]], max_new_tokens=12)
-    kw["assistant"] = models[kw["assistant"]]
-    live = LiveRun(prepare(RunRequest(prompt=PROMPT, method="speculative", dtype="float32", **kw), store))
-    for _ in live:
-        pass
-    trace = live.trace
-    check_invariants(trace)
+    trace = _run(store, models, "speculative", live=True)
     assert digested_by_worker and all(digested_by_worker)
     assert [p for s in trace.steps for p in s.p or []] == pytest.approx([p for s in usual.steps for p in s.p or []])
     drafting = [s for s in trace.steps if s.drafted]
