@@ -701,7 +701,8 @@ def test_cli_tune_writes_json_and_report_and_verifies(tiny_models, tmp_path, cap
             {k: row["predicted"][k] for k in ("steps", "drafted", "accepted")}
     report = (out / "tune.html").read_text(encoding="utf-8")
     assert "Predicted speedup per setting" in report and data["recommended"] in report
-    assert "Recommended:" in capsys.readouterr().out
+    # "Recommended: …", or (timings on a tiny model vary) that no setting is predicted clearly faster than the baseline
+    assert capsys.readouterr().out.startswith(_opening(data, "en"))
 
 
 def test_cli_tune_refuses_bad_input_with_one_line(tiny_models, tmp_path, capsys) -> None:
@@ -724,8 +725,9 @@ def test_tune_tab_handlers_run_a_tiny_tune_and_measure_it(tiny_models, one_torch
     status, table, speed, per_step, positions, result = tune_tab.run_tune(
         PROMPTS[0], tiny_models["target"], None, "prompt_lookup", params, "float32", "off", 20, 3,
         PROMPTS[1] + "\n")
-    assert 'data-kind="done"' in status and "recommended" in status
-    assert len(result.prompts) == 2 and "★" in table and 'data-testid="pg-tune-losses"' in table
+    assert 'data-kind="done"' in status and tune_tab.tuned_status(result) in html_text(status)  # recommended, or not
+    assert len(result.prompts) == 2 and _mark(result.to_dict(), "en") in html_text(table)  # ★, or what it is instead
+    assert 'data-testid="pg-tune-losses"' in table
     assert speed.data and per_step.data and positions.data
     status, table, *_, again = tune_tab.run_verify(result)
     assert 'data-kind="done"' in status and again is result
