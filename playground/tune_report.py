@@ -175,8 +175,9 @@ def verdict(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
         text += t("tune.verdict.default", lang, label=default["label"], x=number(default['predicted']['speedup'], lang))
     measured = [(r["label"], r["predicted"]["speedup"], r["measured"]["speedup"]) for r in data["rows"]
                 if r.get("measured") and r.get("predicted") and r["measured"].get("speedup")]
-    for label, predicted, real in measured:
-        text += t("tune.verdict.measured", lang, label=label, x=number(real, lang), predicted=number(predicted, lang))
+    for label, predicted, real in measured:  # a run that took longer than the baselines beside it says so
+        key = "tune.verdict.measured_slower" if real < 1.0 else "tune.verdict.measured"
+        text += t(key, lang, label=label, x=number(real, lang), predicted=number(predicted, lang))
     meta = data["meta"]
     if meta.get("counts_exact"):
         text += t("tune.verdict.exact", lang)

@@ -540,8 +540,24 @@ def test_the_verdict_says_where_no_setting_is_predicted_to_beat_plain_decoding(
     assert ("Recommended" in tune_report.verdict(data)) is (standing == "faster")
 
 
+@pytest.mark.parametrize("measured_speedup", [0.8, 1.0, 1.3])
+def test_a_setting_measured_slower_than_plain_decoding_is_called_so(measured_speedup: float) -> None:
+    from playground import tune_report
+
+    result, other = _two_settings(1.0, 0.8)  # predicted 1.25×
+    result.measured[other] = Outcome(steps=4, drafted=6, accepted=4, tokens_per_step=2.0, time_s=1 / measured_speedup,
+                                     speedup=measured_speedup, new_tokens=8)
+    data = result.to_dict()
+    for lang in ("en", "ru", "ar"):
+        text = tune_report.verdict(data, lang)
+        fields = dict(label=other.label, x=number(measured_speedup, lang), predicted=number(1.25, lang))
+        assert (t("tune.verdict.measured_slower", lang, **fields) in text) is (measured_speedup < 1), lang
+        assert (t("tune.verdict.measured", lang, **fields) in text) is (measured_speedup >= 1), lang
+
+
 @pytest.fixture(scope="module")
-def contrary_drafter(tiny_models, tmp_path_factory) -> str:
+def contrary_drafter(
+tiny_models, tmp_path_factory) -> str:
     """The tiny target with its output head shifted by one row: its greedy pick after any prefix is the token next to
     the target's, never the target's own, so every draft it makes is rejected."""
     model = AutoModelForCausalLM.from_pretrained(tiny_models["target"])
