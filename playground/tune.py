@@ -41,7 +41,9 @@ against the calibrated ones; without it, the baseline's pace). A short baseline 
 that the machine kept its pace; where it did not, tune measures again once, then says its times are unreliable. The
 baseline the predicted speedups divide takes its later steps at the mean pace of the two baselines (before and after
 the calibration), not one run's (`reference_baseline_s`). A setting is recommended over the method's default only where its predicted gain exceeds
-the prediction's margin (`TuneResult.margin`); otherwise the default is. Timings are predictions; `verify` runs
+the prediction's margin (`TuneResult.margin`); otherwise the default is. Where even the fastest setting is not predicted
+faster than plain decoding by more than that margin (`TuneResult.standing`), the verdict says so, and by how much,
+and recommends nothing. Timings are predictions; `verify` runs
 settings for real, between two baselines, and reports measured beside predicted. docs/tune.md describes the model and the benchmark of its accuracy.
 """
 

@@ -134,8 +134,8 @@ def table_rows(data: dict[str, Any], rows: list[dict[str, Any]] | None = None,
 
 
 def _beats_baseline(data: dict[str, Any]) -> bool:
-    """Whether the fastest predicted setting is predicted clearly faster than plain decoding (`tune.standing`; a
-    tune.json without it is read as before it was written)."""
+    """Whether the fastest predicted setting is predicted clearly faster than plain decoding (`tune.standing`; a dict
+    without it, written by hand or before it was, gets the recommendation's wording)."""
     return data.get("standing") in (None, "faster")
 
 
