@@ -41,7 +41,9 @@ against the calibrated ones; without it, the baseline's pace). A short baseline 
 that the machine kept its pace; where it did not, tune measures again once, then says its times are unreliable. The
 baseline the predicted speedups divide takes its later steps at the mean pace of the two baselines (before and after
 the calibration), not one run's (`reference_baseline_s`). A setting is recommended over the method's default only where its predicted gain exceeds
-the prediction's margin (`TuneResult.margin`); otherwise the default is. Timings are predictions; `verify` runs
+the prediction's margin (`TuneResult.margin`); otherwise the default is. Where even the fastest setting is not predicted
+faster than plain decoding by more than that margin (`TuneResult.standing`), the verdict says so, and by how much,
+and recommends nothing. Timings are predictions; `verify` runs
 settings for real, between two baselines, and reports measured beside predicted. docs/tune.md describes the model and the benchmark of its accuracy.
 """
 
@@ -1059,6 +1061,13 @@ class TuneResult:
             return best
         return self.default_row()
 
+    def standing(self) -> str | None:
+        """Where the fastest predicted setting stands against plain decoding (`standing_against_baseline` of its
+        predicted speedup and `margin()`); None where no setting has a predicted speedup."""
+        best = self.best()
+        speedup = best.predicted.speedup if best is not None and best.predicted is not None else None
+        return standing_against_baseline(speedup, self.margin()) if speedup else None
+
     def clear_win(self) -> bool:
         """Whether a setting other than the default is predicted faster by more than the margin."""
         best, recommended = self.best(), self.recommended()
@@ -1093,9 +1102,25 @@ class TuneResult:
                 "recommended_params": recommended.setting.values if recommended else None,
                 "fastest_predicted": best.setting.label if best else None,
                 "predicted_gain": self.predicted_gain(best), "margin": self.margin(), "clear_win": self.clear_win(),
+                "standing": self.standing(),
                 "default": self.default().label, "measured_baseline_s": self.measured_baseline_s,
                 "rows": [r.to_dict() for r in self.overall()], "losses": self.losses(),
                 "prompts": [p.to_dict() for p in self.prompts]}
+
+
+# Where the fastest predicted setting of a method stands against plain decoding (`TuneResult.standing`).
+SLOWER, UNCLEAR, FASTER = "slower", "unclear", "faster"
+
+
+def standing_against_baseline(speedup: float, margin: float) -> str:
+    """SLOWER where a setting's predicted speedup over plain decoding is at most 1 (it takes at least the baseline's
+    time), UNCLEAR where its gain (speedup − 1: the baseline's time ÷ its predicted time, minus 1) lies inside
+    `margin`, FASTER beyond. The margin is the one a setting's gain over the default must exceed
+    (`TuneResult.margin`): a gain over the baseline is the same ratio of times, and its error is at least the
+    predicted time's (the baseline's time is measured, the setting's predicted)."""
+    if speedup <= 1.0:
+        return SLOWER
+    return UNCLEAR if speedup - 1 <= margin else FASTER
 
 
 def to_json(data: dict[str, Any]) -> str:

@@ -128,37 +128,56 @@ def table_rows(data: dict[str, Any], rows: list[dict[str, Any]] | None = None,
             reason = localize(r.get("refused"), lang)  # a Message from this run; text from a tune.json as written
             out.append([r["label"], t("tune.no_prediction", lang, reason=reason)] + [""] * 11)
             continue
-        mark = (" ★" if r["label"] == data.get("recommended")
-                else t("tune.default_mark", lang) if r["label"] == data.get("default") else "")
-        out.append([r["label"] + mark] + _fields(r["predicted"], lang) + _fields(r.get("measured"), lang))
+        out.append([r["label"] + _mark(r["label"], data, lang)] + _fields(r["predicted"], lang)
+                   + _fields(r.get("measured"), lang))
     return out
 
 
+def _beats_baseline(data: dict[str, Any]) -> bool:
+    """Whether the fastest predicted setting is predicted clearly faster than plain decoding (`tune.standing`; a dict
+    without it, written by hand or before it was, gets the recommendation's wording)."""
+    return data.get("standing") in (None, "faster")
+
+
+def _mark(label: str, data: dict[str, Any], lang: str) -> str:
+    """A row's mark: ★ on the recommended setting where it is predicted a win over plain decoding; where no setting is,
+    the fastest predicted one says what it is (the least slow, or faster only within the margin), never ★."""
+    if _beats_baseline(data):
+        if label == data.get("recommended"):
+            return " ★"
+    elif label == data.get("fastest_predicted"):
+        return t(f"tune.mark.{data['standing']}", lang)
+    return t("tune.default_mark", lang) if label == data.get("default") else ""
+
+
 def verdict(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
-    """One paragraph: what to use, how sure the prediction is, and what was measured."""
+    """One paragraph: what to use, how sure the prediction is, and what was measured. Where no setting is predicted
+    clearly faster than plain decoding (`tune.standing`), it says so first, and by how much, and names the fastest
+    predicted setting as the least slow one (or one whose gain lies inside the margin), not as a recommendation."""
     rows = {r["label"]: r for r in data["rows"]}
     best = rows.get(data.get("recommended") or "")
     if best is None:
         return t("tune.verdict.none", lang)
-    p = best["predicted"]
-    prompts = data["meta"].get("prompts", 1)
-    text = t("tune.verdict.recommended", lang, label=best["label"], x=number(p['speedup'], lang),
-             tau=number(p['tokens_per_step'], lang), accepted=p["accepted"], drafted=p["drafted"],
-             prompts=tn_prompts(prompts, lang))
+    prompts = tn_prompts(data["meta"].get("prompts", 1), lang)
     fastest = data.get("fastest_predicted")
-    top = (rows.get(fastest or "") or best)["predicted"]
-    if top["speedup"] < 1.0:
-        text += t("tune.verdict.no_win", lang)
-    if fastest and fastest != best["label"] and data.get("predicted_gain") is not None:
-        text += t("tune.verdict.no_clear_win", lang, label=fastest, gain=number(data['predicted_gain'], lang, ".0%"),
-                  margin=number(data['margin'], lang, ".0%"))
+    if _beats_baseline(data):
+        p = best["predicted"]
+        text = t("tune.verdict.recommended", lang, label=best["label"], x=number(p['speedup'], lang),
+                 tau=number(p['tokens_per_step'], lang), accepted=p["accepted"], drafted=p["drafted"], prompts=prompts)
+        if fastest and fastest != best["label"] and data.get("predicted_gain") is not None:
+            text += t("tune.verdict.no_clear_win", lang, label=fastest,
+                      gain=number(data['predicted_gain'], lang, ".0%"), margin=number(data['margin'], lang, ".0%"))
+    else:
+        best = rows.get(fastest or "") or best  # the fastest predicted: the one the verdict speaks of
+        text = _no_win(best, data, prompts, lang)
     default = rows.get(data.get("default") or "")
     if default and default is not best and default.get("predicted"):
         text += t("tune.verdict.default", lang, label=default["label"], x=number(default['predicted']['speedup'], lang))
     measured = [(r["label"], r["predicted"]["speedup"], r["measured"]["speedup"]) for r in data["rows"]
                 if r.get("measured") and r.get("predicted") and r["measured"].get("speedup")]
-    for label, predicted, real in measured:
-        text += t("tune.verdict.measured", lang, label=label, x=number(real, lang), predicted=number(predicted, lang))
+    for label, predicted, real in measured:  # a run that took longer than the baselines beside it says so
+        key = "tune.verdict.measured_slower" if real < 1.0 else "tune.verdict.measured"
+        text += t(key, lang, label=label, x=number(real, lang), predicted=number(predicted, lang))
     meta = data["meta"]
     if meta.get("counts_exact"):
         text += t("tune.verdict.exact", lang)
@@ -171,6 +190,25 @@ def verdict(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
     verified = data.get("verified") or {}
     if verified.get("settings"):
         text += t("tune.verdict.matched", lang, settings=verified["settings"], matched=verified["matched"])
+    return text
+
+
+def _no_win(fastest: dict[str, Any], data: dict[str, Any], prompts: str, lang: str) -> str:
+    """The verdict's opening where no setting is predicted clearly faster than plain decoding: the fastest predicted
+    setting's speedup, and either the time it would take and what each of its steps costs against a baseline step
+    (none faster), or its gain against the margin (faster only within it)."""
+    p = fastest["predicted"]
+    x, tau = p["speedup"], p["tokens_per_step"]
+    fields = dict(label=fastest["label"], x=number(x, lang), tau=number(tau, lang), accepted=p["accepted"],
+                  drafted=p["drafted"], prompts=prompts, margin=number(data['margin'], lang, ".0%"))
+    if data["standing"] == "slower":
+        # speedup = τ ÷ (a step's time ÷ a baseline step's): the baseline makes one token per step
+        text = t("tune.verdict.slower", lang, time=number(1 / x, lang), cost=number(tau / x, lang), **fields)
+    else:
+        text = t("tune.verdict.unclear", lang, gain=number(x - 1, lang, ".0%"), **fields)
+    if fastest["label"] != data.get("recommended") and data.get("predicted_gain") is not None:
+        text += t("tune.verdict.default_within_margin", lang, gain=number(data['predicted_gain'], lang, ".0%"),
+                  margin=fields["margin"])
     return text
 
 

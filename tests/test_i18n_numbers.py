@@ -124,6 +124,9 @@ def rendered_texts(lang: str) -> dict[str, str]:
         "microscope": _visible(microscope_view.panel_html(trace, 0, 0, lang)),
         "chart_text": " ".join(str(tr.text or "") + " " + str(tr.name or "") for tr in figure.data),
         "tune_verdict": tune_report.verdict(data, lang),
+        # where no setting is predicted clearly faster than plain decoding: speedup, time, cost, gain and margin
+        "tune_verdict_slower": tune_report.verdict({**data, "standing": "slower"}, lang),
+        "tune_verdict_unclear": tune_report.verdict({**data, "standing": "unclear"}, lang),
         "tune_table": " ".join(" ".join(row) for row in tune_report.table_rows(data, lang=lang)),
         "tune_losses": " ".join(" ".join(row) for row in tune_report.losses_rows(data, lang)),
     }

@@ -7,6 +7,7 @@ Usage (the figures need a quiet machine; about half an hour with the defaults):
     python tests/tune_accuracy.py --methods prompt_lookup --max-new-tokens 12 --per-category 1 --max-draft 2  # a smoke run
     python tests/tune_accuracy.py --json tune_accuracy.json  # also the JSON of everything printed
     python tests/tune_accuracy.py --repeat 3  # each measured setting run 3 times in rounds: its median, and the spread
+    python tests/tune_accuracy.py --reread tune_accuracy.json  # no runs: a stored --json's speedups, two baselines
 
 For every method tune can replay (the registry's `draft_replay`) on the bundled Gemma 3 270M (speculative: the
 bundled Gemma drafting for itself, the only same-tokenizer pair bundled; early exit: its first half of layers),
@@ -26,6 +27,12 @@ a baseline between rounds: `verify(repeats=N)`), its measured time the median, a
 spread beside the errors, so that prediction error and run-to-run noise can be told apart. Methods
 tune cannot replay (universal decoding with SmolLM2) are listed with the reason. `--json PATH` writes everything
 printed, and the same figures as data. The goal (issue 25): median absolute error ≤ 15 % per method.
+
+`--reread PATH` runs nothing: from a stored `--json` it prints, per method, the median absolute error of the
+predicted speedup with tune's baseline (as stored: the baseline run at the mean pace of its two runs) and with the
+baseline predicted through the cost model at the same scale as the predicted times (its first step, then a
+one-token forward per step at `scale` and the loop's time: a speedup that is a ratio of two predictions from one
+scale), and each baseline's own error against the measured one.
 """
 
 from __future__ import annotations
@@ -85,7 +92,11 @@ def main() -> None:
     parser.add_argument("--json", default="", help="also write everything printed (and the figures) to this JSON file")
     parser.add_argument("--repeat", type=int, default=1,
                         help="real runs of each measured setting, in rounds (its measured time: their median)")
+    parser.add_argument("--reread", default="", help="run nothing: compare two baselines on a stored --json's runs")
     args = parser.parse_args()
+    if args.reread:
+        reread(json.loads(Path(args.reread).read_text(encoding="utf-8")))
+        return
 
     names = [m for m in (args.methods.split(",") if args.methods else METHODS) if m]
     tunable = [m for m in names if not_tunable_reason(m) is None]
@@ -235,6 +246,7 @@ def category_record(name: str, category: str, result: TuneResult, errors: dict[s
             "pace_change": [p.calibration.pace_change for p in result.prompts],
             "scale": [p.calibration.scale for p in result.prompts], "runs": runs, "speedups": speedups,
             "baseline_s": [p.baseline_s for p in result.prompts], "baseline_run_s": [p.baseline_run_s for p in result.prompts],
+            "new_tokens": [p.new_tokens for p in result.prompts],
             "measured_baselines_s": measured_baselines, "baseline_ratio": baseline_ratio,
             "calibration": [{"scale": p.calibration.scale, "method_pace_steps": p.calibration.method_pace_steps,
                              "method_first_step_s": p.calibration.method_first_step_s,
@@ -248,6 +260,56 @@ def category_record(name: str, category: str, result: TuneResult, errors: dict[s
             "fastest_predicted": best.setting.label if best else None, "default": default.label,
             "predicted_gain": gain, "fastest_predicted_gain": fastest_gain, "margin": margin,
             "clear_win": result.clear_win(), "verdict": verdict}
+
+
+def model_baseline_s(calibration: dict, new_tokens: int, loop_s: float | None = None) -> float:
+    """The baseline's time through tune's cost model at the scale of the predicted times: its set-up and first step,
+    then per later step a one-token forward at `scale` and the loop's own time (`loop_s`: the drafting loop's, as
+    the model charges it; or the baseline's own)."""
+    loop = calibration["loop_s"] if loop_s is None else loop_s
+    return (calibration["baseline_first_step_s"]
+            + (new_tokens - 1) * (calibration["forward_1_s"] * calibration["scale"] + loop))
+
+
+def reread(record: dict) -> None:
+    """Print, from a stored --json, the predicted speedup's error with tune's baseline and with the baseline the cost
+    model predicts at the same scale; no runs."""
+    speedup_errors: dict[str, dict[str, list[float]]] = {}
+    baseline_errors: dict[str, dict[str, list[float]]] = {}
+    for entry in record["categories"]:
+        name = entry["method"]
+        for k, calibration in enumerate(entry.get("calibration") or []):
+            runs = [r for r in entry["runs"] if r["prompt"] == k + 1]
+            if not runs or calibration.get("forward_1_s") is None:
+                continue
+            # a JSON written before `new_tokens` was: steps + accepted of a run, one too many where its last step's
+            # bonus token was cut at the length limit, so the least over the runs
+            new_tokens = (entry["new_tokens"][k] if "new_tokens" in entry else
+                          min(r["predicted_counts"][0] + r["predicted_counts"][2] for r in runs))
+            measured_base = statistics.median(entry["measured_baselines_s"][k])
+            later = max(1, new_tokens - 1)
+            own_loop = max(0.0, (entry["baseline_run_s"][k] - calibration["baseline_first_step_s"]) / later
+                           - calibration["baseline_forward_s"])  # the baseline run's mean step minus its median forward
+            baselines = {"tune's baseline (stored)": entry["baseline_s"][k],
+                         "cost model, same scale": model_baseline_s(calibration, new_tokens),
+                         "cost model, the baseline's own loop": model_baseline_s(calibration, new_tokens, own_loop)}
+            for label, base in baselines.items():
+                baseline_errors.setdefault(label, {}).setdefault(name, []).append(abs(base / measured_base - 1))
+                for r in runs:
+                    predicted, measured = base / r["predicted_s"], measured_base / r["measured_s"]
+                    speedup_errors.setdefault(label, {}).setdefault(name, []).append(abs(predicted / measured - 1))
+    if not speedup_errors:
+        say("no runs with a stored calibration (forward_1_s) in this file")
+        return
+    for title, errors, unit in (("Median absolute error of the predicted speedup", speedup_errors, "runs"),
+                                ("Median absolute error of the baseline against the measured one", baseline_errors,
+                                 "prompts")):
+        say(title + ", by the baseline it divides:")
+        for label, per_method in errors.items():
+            say(f"  {label}:")
+            for name, values in per_method.items():
+                say(f"    {name:16} {statistics.median(values):6.1%} over {len(values)} {unit} (max {max(values):.1%})")
+
 
 if __name__ == "__main__":
     main()

@@ -102,12 +102,21 @@ def run_tune(prompt: str, target: str | None, assistant: str | None,
         result = tune.tune(tune.TuneRequest(run=run, max_draft=draft), _prompts(run.prompt, more_prompts))
     except Exception as exc:  # one clear line for the user; the server keeps serving
         return _failed(exc, lang)
-    best = result.recommended()
+    return _views(result, tuned_status(result, lang), lang)
+
+
+def tuned_status(result: tune.TuneResult, lang: str = DEFAULT_LANGUAGE) -> str:
+    """The status line after a tune: how many settings it predicted, and the recommended one; where no setting is
+    predicted clearly faster than plain decoding (`TuneResult.standing`), that, and the fastest one, recommending
+    nothing."""
+    from .. import tune
+
     message = t("tune.status.predicted", lang, n=len(result.overall()),
                 prompts=tune_report.tn_prompts(len(result.prompts), lang))
-    if best:
-        message += t("tune.status.recommended", lang, label=best.setting.label)
-    return _views(result, message, lang)
+    standing, best, fastest = result.standing(), result.recommended(), result.best()
+    if standing in (tune.SLOWER, tune.UNCLEAR) and fastest:
+        return message + t(f"tune.status.{standing}", lang, label=fastest.setting.label)
+    return message + t("tune.status.recommended", lang, label=best.setting.label) if best else message
 
 
 @gpu(duration=300)
