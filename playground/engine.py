@@ -1108,10 +1108,12 @@ class _Stop(StoppingCriteria):
 # many queued items (about half as many steps) the worker turns logits into probabilities itself, in the
 # step's `other` phase, so a consumer that falls far behind cannot make memory grow with the run.
 MAX_PENDING_LOGITS = 64
-# A run nobody watches (`LiveRun.run`) keeps its steps' logits until generation has ended, up to this many bytes
-# (a 48-token baseline run of a 262k vocabulary: 48 MiB); past three quarters of it, the oldest are digested while
-# generation runs, so the next batch finds room in the buffer (`LiveRun._items`).
-HELD_LOGITS_BYTES = 64 * 2**20
+# A run keeps its steps' logits until generation has ended, up to this many bytes: a run nobody watches
+# (`LiveRun.run`, `LiveRun._items`) and a run shown as it comes, whose steps get their figures then
+# (`LiveRun._figures_later`). Past three quarters of it (96 MiB: the page's default 64-token run of a 262k
+# vocabulary holds 64 MiB, a 96-token baseline run 96 MiB) the oldest are digested while generation runs, so memory
+# does not grow with the run and the next batch finds room in the buffer (`_HeldLogits`, of this size).
+HELD_LOGITS_BYTES = 128 * 2**20
 # A run nobody watches hands its records over in batches of an eighth of HELD_LOGITS_BYTES of logits (and one when
 # the attempt ends), not one by one: each hand-off wakes the consumer, whose thread then takes the interpreter lock
 # from the generating one (counted, 2 Dec, tiny models in a fresh process: 234-268 voluntary context switches of the
@@ -1140,7 +1142,7 @@ class _Span:
 
 
 class _HeldLogits:
-    """Memory, written once before `generate()` starts, that a run nobody watches copies its steps' logits into.
+    """Memory, written once before `generate()` starts, that a run on the CPU copies its steps' logits into.
 
     Holding Transformers' own score tensors instead keeps their memory from being reused, so each step's new scores
     land on pages the process never touched: in a fresh process every held byte costs a page fault inside the timed
@@ -1254,7 +1256,7 @@ class _Recorder:
         self._batch_bytes = 0
         self._batch_limit = _held_batch_bytes()
         self._closed: _Other | _Setup | None = None  # the phase closed at the current step's start (`_close_phase`)
-        self.held = held  # where a run nobody watches copies its logits (`_HeldLogits`); None: keeps the tensors
+        self.held = held  # where a run on the CPU copies its logits (`_HeldLogits`); None: keeps the tensors
         self.sync = sync
         self.watch = watch  # told when the drafter runs (its scores are not the target's)
         self.digest = digest  # a step's logits to figures (only used here when the consumer fell far behind)
