@@ -366,7 +366,7 @@ def test_a_run_keeps_copies_of_its_logits_not_transformers_tensors(store, tiny_m
     assert engine._SPARE_HELD and engine._SPARE_HELD[0].buffer.numel() == engine.HELD_LOGITS_BYTES // 4
     pushed.clear()
     _iterated(prepared)
-    assert pushed and all(copied for copied, _ in pushed), "a live step kept Transformers' tensor while the buffer had room"
+    assert pushed and all(copied for copied, _ in pushed), "a live step kept Transformers' tensor though there was room"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts the process's threads in /proc")
