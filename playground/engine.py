@@ -1142,7 +1142,7 @@ class _Span:
 
 
 class _HeldLogits:
-    """Memory, written once before `generate()` starts, that a run on the CPU copies its steps' logits into.
+    """Memory, written once before `generate()` starts, that a run nobody watches copies its steps' logits into.
 
     Holding Transformers' own score tensors instead keeps their memory from being reused, so each step's new scores
     land on pages the process never touched: in a fresh process every held byte costs a page fault inside the timed
@@ -1256,7 +1256,7 @@ class _Recorder:
         self._batch_bytes = 0
         self._batch_limit = _held_batch_bytes()
         self._closed: _Other | _Setup | None = None  # the phase closed at the current step's start (`_close_phase`)
-        self.held = held  # where a run on the CPU copies its logits (`_HeldLogits`); None: keeps the tensors
+        self.held = held  # where a run nobody watches copies its logits (`_HeldLogits`); None: keeps the tensors
         self.sync = sync
         self.watch = watch  # told when the drafter runs (its scores are not the target's)
         self.digest = digest  # a step's logits to figures (only used here when the consumer fell far behind)
@@ -1545,7 +1545,7 @@ class LiveRun:
         self._context = _ContextTexts(prepared.target.tokenizer, prepared.input_ids[0].tolist())
         self._totals = StepTotals()  # the live summary's sums (`StepTotals`)
         self.held = False  # nobody sees the steps as they come: they are built after generation (`_items`)
-        self._held_logits: _HeldLogits | None = None  # where the worker copies its logits on the CPU (`_HeldLogits`)
+        self._held_logits: _HeldLogits | None = None  # where such a run's worker copies its logits (`_HeldLogits`)
         # A run shown as it comes: its steps whose figures (q, p, mixture, the microscope's lists) are not filled in
         # yet, by index, oldest first, with the bytes of logits they hold (`_figures_later`).
         self._later: collections.OrderedDict[int, tuple[_Raw, Step]] = collections.OrderedDict()
@@ -1633,7 +1633,9 @@ class LiveRun:
         if self._thread is not None:
             raise RuntimeError("a LiveRun can be iterated once")
         check_stopped()  # a stopped job starts no further run
-        if torch.device(self.prepared.target.device).type == "cpu":
+        # A run shown as it comes keeps Transformers' tensors: its first step should not wait for a buffer's pages,
+        # and the spare buffer stays free for a run nobody watches started meanwhile (an MCP generate).
+        if self.held and torch.device(self.prepared.target.device).type == "cpu":
             self._held_logits = _take_held(HELD_LOGITS_BYTES // 4)  # its pages written here, before generate() starts
         self._thread = threading.Thread(target=self._work, name="playground-generate", daemon=True)
         self._thread.start()
