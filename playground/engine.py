@@ -1825,7 +1825,8 @@ class LiveRun:
                                        self._context.span)
 
     def _build_step(self, raw: _Raw) -> Step:
-        """Everything shown about a step, computed here in the consumer's thread, outside the timed phases."""
+        """Everything shown about a step but its figures (`_fill_figures`), computed here in the consumer's thread,
+        outside the timed phases."""
         drafted = raw.drafted.tolist() if raw.drafted is not None else []
         emitted = raw.emitted.tolist()
         prepared = self.prepared
