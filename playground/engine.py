@@ -1108,10 +1108,12 @@ class _Stop(StoppingCriteria):
 # many queued items (about half as many steps) the worker turns logits into probabilities itself, in the
 # step's `other` phase, so a consumer that falls far behind cannot make memory grow with the run.
 MAX_PENDING_LOGITS = 64
-# A run nobody watches (`LiveRun.run`) keeps its steps' logits until generation has ended, up to this many bytes
-# (a 48-token baseline run of a 262k vocabulary: 48 MiB); past three quarters of it, the oldest are digested while
-# generation runs, so the next batch finds room in the buffer (`LiveRun._items`).
-HELD_LOGITS_BYTES = 64 * 2**20
+# A run keeps its steps' logits until generation has ended, up to this many bytes: a run nobody watches
+# (`LiveRun.run`, `LiveRun._items`) and a run shown as it comes, whose steps get their figures then
+# (`LiveRun._figures_later`). Past three quarters of it (96 MiB: the page's default 64-token run of a 262k
+# vocabulary holds 64 MiB, a 96-token baseline run 96 MiB) the oldest are digested while generation runs, so memory
+# does not grow with the run and the next batch finds room in the buffer (`_HeldLogits`, of this size).
+HELD_LOGITS_BYTES = 128 * 2**20
 # A run nobody watches hands its records over in batches of an eighth of HELD_LOGITS_BYTES of logits (and one when
 # the attempt ends), not one by one: each hand-off wakes the consumer, whose thread then takes the interpreter lock
 # from the generating one (counted, 2 Dec, tiny models in a fresh process: 234-268 voluntary context switches of the
@@ -1544,6 +1546,11 @@ class LiveRun:
         self._totals = StepTotals()  # the live summary's sums (`StepTotals`)
         self.held = False  # nobody sees the steps as they come: they are built after generation (`_items`)
         self._held_logits: _HeldLogits | None = None  # where such a run's worker copies its logits (`_HeldLogits`)
+        # A run shown as it comes: its steps whose figures (q, p, mixture, the microscope's lists) are not filled in
+        # yet, by index, oldest first, with the bytes of logits they hold (`_figures_later`).
+        self._later: collections.OrderedDict[int, tuple[_Raw, Step]] = collections.OrderedDict()
+        self._later_bytes = 0
+        self._later_lock = threading.Lock()  # the consumer and a microscope opened during the run (`figures_now`)
 
     @property
     def running(self) -> bool:
@@ -1626,6 +1633,8 @@ class LiveRun:
         if self._thread is not None:
             raise RuntimeError("a LiveRun can be iterated once")
         check_stopped()  # a stopped job starts no further run
+        # A run shown as it comes keeps Transformers' tensors: its first step should not wait for a buffer's pages,
+        # and the spare buffer stays free for a run nobody watches started meanwhile (an MCP generate).
         if self.held and torch.device(self.prepared.target.device).type == "cpu":
             self._held_logits = _take_held(HELD_LOGITS_BYTES // 4)  # its pages written here, before generate() starts
         self._thread = threading.Thread(target=self._work, name="playground-generate", daemon=True)
@@ -1650,11 +1659,21 @@ class LiveRun:
                 self._totals.add(step)
                 self.trace.summary = self._totals.summary(time.perf_counter() - self._start - self._recorder.waited,
                                                           self.trace.setup_ms)
+                if self.held or item.digested:
+                    self._fill_figures(item, step)
+                else:
+                    self._figures_later(item, step)
                 yield step
+            self._figures_now_for(list(self._later))  # generation has ended: the figures of every step
         finally:
             if self._thread.is_alive():  # the consumer left early (closed tab, exception): end the run
                 self.cancel.set()
                 self._thread.join()
+            with self._later_lock:  # left early: what is still deferred is dropped, before the buffer is reused
+                for raw, _ in self._later.values():
+                    raw.release()
+                self._later.clear()
+                self._later_bytes = 0
             if self._held_logits is not None:  # every step is built (or dropped): nothing reads the buffer any more
                 _give_back_held(self._held_logits)
                 self._held_logits = None
@@ -1696,6 +1715,33 @@ class LiveRun:
                 self._digest(oldest)
         for item in held:
             yield from _unpacked(item)
+
+    def _figures_later(self, raw: _Raw, step: Step) -> None:
+        """A step shown as it comes gets its figures (`_fill_figures`) when generation has ended, or when the microscope
+        opens it (`figures_now`): the softmax and top-k over each of its vocabulary-wide rows would otherwise take the
+        cores and the interpreter lock from the generation being timed. Past three quarters of HELD_LOGITS_BYTES of
+        deferred logits the oldest are filled in while generation runs (memory does not grow with the run, and the
+        buffer has room for the next step), as a held run does (`_items`)."""
+        with self._later_lock:
+            self._later[step.index] = (raw, step)
+            self._later_bytes += raw.logits_bytes()
+            while self._later_bytes > _held_digest_above():
+                _, (oldest, its_step) = self._later.popitem(last=False)
+                self._later_bytes -= oldest.logits_bytes()
+                self._fill_figures(oldest, its_step)
+
+    def figures_now(self, step_index: int) -> None:
+        """Fill in the figures of the step `step_index` now if they are still deferred (`_figures_later`): the
+        microscope opened one of its tokens while the run goes on. Safe from any thread."""
+        self._figures_now_for([step_index])
+
+    def _figures_now_for(self, indices: list[int]) -> None:
+        with self._later_lock:
+            for index in indices:
+                entry = self._later.pop(index, None)
+                if entry is not None:
+                    self._later_bytes -= entry[0].logits_bytes()
+                    self._fill_figures(*entry)
 
     def _restart_trace(self) -> None:
         """The run starts again (it gave way): the trace forgets the steps of the attempt it ended."""
@@ -1779,18 +1825,14 @@ class LiveRun:
                                        self._context.span)
 
     def _build_step(self, raw: _Raw) -> Step:
-        """Everything shown about a step, computed here in the consumer's thread, outside the timed phases."""
+        """Everything shown about a step but its figures (`_fill_figures`), computed here in the consumer's thread,
+        outside the timed phases."""
         drafted = raw.drafted.tolist() if raw.drafted is not None else []
         emitted = raw.emitted.tolist()
         prepared = self.prepared
         cut = bool(emitted) and (emitted[-1] in prepared.eos_ids
                                  or raw.total_len - prepared.input_ids.shape[1] >= prepared.request.max_new_tokens)
         accepted, rejected, discarded, unverified = classify_step(drafted, emitted, cut)
-        if not raw.digested:
-            self._digest(raw)
-        q, p = raw.q, raw.p
-        w = self._ensemble_weight
-        mixture = [w * pk + (1 - w) * qk for pk, qk in zip(p, q)] if w is not None and p and q else None
         no_draft_reason = ""
         if not drafted and prepared.method.drafts:
             prompt_len = prepared.input_ids.shape[1]
@@ -1808,10 +1850,19 @@ class LiveRun:
         return Step(
             index=len(self.trace.steps), drafted=drafted, accepted=accepted, rejected=rejected, discarded=discarded,
             emitted=emitted, unverified=unverified, drafted_text=drafted_text, emitted_text=emitted_text,
-            draft_ms=round(raw.draft_ms, 3), verify_ms=round(raw.verify_ms, 3), q=q, p=p, mixture=mixture,
-            no_draft_reason=no_draft_reason, dists=self._dists(raw, bool(rejected)),
-            lookup_source=source, lookup_text=source_text,
+            draft_ms=round(raw.draft_ms, 3), verify_ms=round(raw.verify_ms, 3),
+            no_draft_reason=no_draft_reason, lookup_source=source, lookup_text=source_text,
         )
+
+    def _fill_figures(self, raw: _Raw, step: Step) -> None:
+        """The step's figures from its logits (`_digest`, unless done): the drafted tokens' q and p, ensemble
+        verification's mixture, the microscope's top-k lists with their texts."""
+        if not raw.digested:
+            self._digest(raw)
+        q, p = step.q, step.p = raw.q, raw.p
+        w = self._ensemble_weight
+        step.mixture = [w * pk + (1 - w) * qk for pk, qk in zip(p, q)] if w is not None and p and q else None
+        step.dists = self._dists(raw, bool(step.rejected))
 
 
 def lookup_text(tokenizer: Any, context: list[int], start: int, end: int, copy_end: int,

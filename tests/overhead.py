@@ -8,6 +8,7 @@ Usage (the figures need a quiet machine):
     python tests/overhead.py float32 --tiny --fresh 5               # the tiny test models instead
     python tests/overhead.py bfloat16 --fresh 5 --max-new-tokens 96  # the issue-25 setting
     python tests/overhead.py bfloat16 --profile                     # where the cost goes (not wall-clock)
+    python tests/overhead.py bfloat16 --profile --live              # ... with the steps taken as the page takes them
     python tests/overhead.py bfloat16 --faults 2 --max-new-tokens 96  # page faults in fresh processes (not wall-clock)
     python tests/overhead.py bfloat16 --faults 2 --sample --live --methods early_exit  # sampling, steps built live
     python tests/overhead.py bfloat16 --pairs 0 --fresh 7 --methods prompt_lookup --max-new-tokens 96  # fresh, 1 method
@@ -181,9 +182,11 @@ def _python_self_s(calls: dict[str, tuple[int, float]]) -> float:
     return sum(s for key, (_, s) in calls.items() if not (key.startswith("<") and "torch" in key))
 
 
-def profile(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | None) -> None:
+def profile(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | None, live: bool = False) -> None:
     """The instrumented run against plain generate() by counting, not timing: calls on the generating thread
-    (cProfile, enabled inside generate() itself, whichever thread runs it), the consumer thread's calls and CPU."""
+    (cProfile, enabled inside generate() itself, whichever thread runs it), the consumer thread's calls and CPU.
+    `live`: the instrumented run takes its steps as they come (the page's way), and the consumer's CPU is split at
+    the last step's arrival (while generation runs, and after it: what a live run defers)."""
     from playground.engine import LiveRun, RunRequest, plain_generate, prepare
 
     for method, assistant, params in cases:
@@ -209,9 +212,15 @@ def profile(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | 
             consumer = cProfile.Profile()
             cpu = time.thread_time()
             consumer.enable()
-            trace = LiveRun(prepared).run()
+            if live:
+                run = LiveRun(prepared)
+                for _ in run:
+                    last_step_cpu = time.thread_time()
+                trace = run.trace
+            else:
+                trace = LiveRun(prepared).run()
             consumer.disable()
-            cpu = time.thread_time() - cpu
+            cpu, last_step_cpu = time.thread_time() - cpu, (last_step_cpu - cpu if live else None)
         finally:
             del model.generate
         steps = len(trace.steps)
@@ -232,7 +241,10 @@ def profile(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | 
         own = _calls(pstats.Stats(consumer))
         own.pop("<method 'acquire' of '_thread.lock' objects>", None)  # waiting for the next step
         busy = sorted(own.items(), key=lambda item: -item[1][1])
-        print(f"  consumer thread: {cpu / steps * 1000:.2f} ms CPU per step; vocabulary-wide per step: "
+        split = (f" ({last_step_cpu / steps * 1000:.2f} until the last step came, "
+                 f"{(cpu - last_step_cpu) / steps * 1000:.2f} after it)" if live else "")
+        print(f"  consumer thread ({'live' if live else 'run()'}): {cpu / steps * 1000:.2f} ms CPU per step{split}; "
+              f"vocabulary-wide per step: "
               f"{_vocab_wide(own, steps)}; most self time: "
               + ", ".join(f"{key} {s / steps * 1000:.2f} ms" for key, (_, s) in busy[:5]), flush=True)
 
@@ -428,7 +440,8 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="the tiny test models instead of the bundled Gemma")
     parser.add_argument("--pairs", type=int, default=15, help="interleaved warm pairs per method (default 15; 0: none)")
     parser.add_argument("--live", action="store_true", help="also time runs whose steps are taken as they come (with "
-                        "--faults: count such a run, in a fresh consumer thread, instead of the CLI's)")
+                        "--faults: count such a run, in a fresh consumer thread, instead of the CLI's; with "
+                        "--profile: profile such a run's consumer instead of run()'s)")
     parser.add_argument("--fresh", type=int, default=0, help="pairs of fresh processes (CLI, plain generate())")
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--methods", default=None, help="comma-separated methods to keep (default: all of the set)")
@@ -460,7 +473,7 @@ def main() -> None:
                 parser.error(f"--methods: not in this set: {', '.join(sorted(unknown))}")
             cases = [case for name in keep for case in cases if case[0] == name]  # in the order given
         if args.profile:
-            profile(target, cases, args.dtype, args.max_new_tokens, chat)
+            profile(target, cases, args.dtype, args.max_new_tokens, chat, args.live)
             return
         if args.faults:
             faults(target, cases, args.dtype, args.max_new_tokens, chat, args.faults, args.sample, args.live)

@@ -133,6 +133,80 @@ def test_run_digests_the_oldest_logits_past_its_budget(store, tiny_models, monke
         assert budget // step_bytes >= 1 and 0 < len(digested_while_running) < len(held.steps)
 
 
+def _live_with_digests_counted(prepared, monkeypatch) -> tuple[LiveRun, list[int], list[bool]]:
+    """A run taken step by step, counting each digest by the number of steps the consumer had received then, and per
+    step whether it came with any of its figures already."""
+    from playground import engine
+
+    live = LiveRun(prepared)
+    digests: list[int] = []
+    real_digest = engine.LiveRun._digest
+
+    def digest(self, raw):
+        if self is live:
+            digests.append(len(live.trace.steps))
+        real_digest(self, raw)
+
+    monkeypatch.setattr(engine.LiveRun, "_digest", digest)
+    came_with_figures = [step.dists is not None or step.p is not None or step.q is not None for step in live]
+    return live, digests, came_with_figures
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_live_run_digests_its_logits_when_generation_has_ended(store, tiny_models, monkeypatch, case):
+    """A run whose steps are taken as they come hands each step over at once, without its figures (q, p, the
+    microscope's lists: a softmax and top-k per vocabulary row), and digests every step's logits once generation has
+    ended (well within the budget here): no digest before the last step came, one per step, and the trace of a held
+    run, every field but the times."""
+    prepared = _prepared(store, tiny_models, case)
+    held = LiveRun(prepared).run()
+    live, digests, came_with_figures = _live_with_digests_counted(prepared, monkeypatch)
+    steps = len(live.trace.steps)
+    assert steps > 3 and _untimed(live.trace) == _untimed(held)
+    assert not any(came_with_figures), "a step was digested before it was handed over"
+    assert len(digests) == steps and all(seen == steps for seen in digests), digests
+
+
+def test_a_live_run_digests_the_oldest_logits_past_its_budget(store, tiny_models, monkeypatch):
+    """Past three quarters of HELD_LOGITS_BYTES (here a few of the tiny model's steps) a live run digests its oldest
+    deferred logits while generation runs, so memory does not grow with the run: the same trace."""
+    from playground import engine
+
+    prepared = _prepared(store, tiny_models, "speculative")
+    held = LiveRun(prepared).run()
+    step_bytes = max(r.numel() * 4 for r in _step_logits(prepared))
+    monkeypatch.setattr(engine, "HELD_LOGITS_BYTES", 4 * step_bytes)  # digests past 3 target rows' worth (q's too)
+    live, digests, _ = _live_with_digests_counted(prepared, monkeypatch)
+    steps = len(live.trace.steps)
+    assert _untimed(live.trace) == _untimed(held)
+    early = [seen for seen in digests if seen < steps]
+    assert len(digests) == steps and 0 < len(early) < steps - 2, digests
+    assert all(seen >= n + 2 for n, seen in enumerate(early)), "digested with no other step deferred"
+
+
+def test_the_microscope_gets_a_live_steps_figures_at_once(store, tiny_models):
+    """While a live run goes on, `figures_now` (the page's microscope opening a token) fills in that step's figures
+    at once, from another thread, as the held run has them; the steps before it still wait for the end."""
+    import threading
+
+    prepared = _prepared(store, tiny_models, "speculative")
+    held = LiveRun(prepared).run()
+    live = LiveRun(prepared)
+    opened = None
+    for step in live:
+        if step.index == 1:
+            other = threading.Thread(target=live.figures_now, args=(step.index,))
+            other.start()
+            other.join()
+            assert step.dists is not None and live.trace.steps[0].dists is None
+            opened = dataclasses.asdict(step)
+    assert _untimed(live.trace) == _untimed(held)
+    want = dataclasses.asdict(held.steps[1])
+    for name in ("draft_ms", "verify_ms", "other_ms"):
+        opened.pop(name), want.pop(name)
+    assert opened == want
+
+
 class _CountingQueue:
     """A LiveRun's hand-off queue that counts the hand-offs: each one wakes the consumer's thread, which then takes
     the interpreter lock from the generating one."""
@@ -270,7 +344,8 @@ def test_held_logits_copies_in_a_ring_and_never_overwrites_a_copy_still_held():
 def test_a_held_run_keeps_copies_of_its_logits_not_transformers_tensors(store, tiny_models, monkeypatch, case):
     """`LiveRun.run()` copies each step's scores (and the drafter's) into its `_HeldLogits` buffer, written before
     generate() starts, and keeps no score tensor of Transformers' (whose memory a fresh process would fault in during
-    the timed run); a run whose steps are taken as they come copies nothing. The buffer is kept for the next run."""
+    the timed run); a run whose steps are taken as they come copies nothing (its first step waits for no buffer, and
+    the spare one stays free for a run nobody watches started meanwhile). The buffer is kept for the next run."""
     from playground import engine
 
     pushed: list[tuple[bool, bool]] = []  # per step: (its logits are copies in the buffer, it has logits at all)

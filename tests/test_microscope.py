@@ -424,9 +424,9 @@ def test_corrections_follow_the_recorded_residual_not_p(tmp_path: Path) -> None:
 def test_a_step_cut_by_the_end_of_generation_shows_no_residual(store, ckpt) -> None:
     """When the end of generation cuts a sampling step right after drafts equal to what was emitted, the last
     position was accepted, not refused: no residual is shown there. Real runs reach this rarely (an EOS or the length
-    limit inside a draft), so the consumer's step builder is fed that step's raw record directly, with logits rows
-    of the real vocabulary; the same record not cut is ensemble verification's resample of the refused id itself,
-    which does show its residual."""
+    limit inside a draft), so the consumer's step builder and its figures are fed that step's raw record directly,
+    with logits rows of the real vocabulary; the same record not cut is ensemble verification's resample of the
+    refused id itself, which does show its residual."""
     from playground.engine import _Raw
 
     prepared = _prepare(store, ckpt, "speculative", sample=True, seed=0)
@@ -438,7 +438,10 @@ def test_a_step_cut_by_the_end_of_generation_shows_no_residual(store, ckpt) -> N
     end = prepared.input_ids.shape[1] + NEW_TOKENS
 
     def built(total_len: int):
-        return live._build_step(_Raw(drafted, drafted.clone(), total_len, 1.0, 1.0, q_logits, p_logits))
+        raw = _Raw(drafted, drafted.clone(), total_len, 1.0, 1.0, q_logits, p_logits)
+        step = live._build_step(raw)
+        live._fill_figures(raw, step)
+        return step
 
     cut = built(end)
     assert cut.unverified == [] and cut.accepted == 2 and not cut.rejected

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from playground import render
 from playground.app import generate_tab, page, preload, run_request, trace_files
 from playground.methods import METHODS
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
@@ -152,9 +153,34 @@ def test_generate_streams_and_finishes_with_a_trace(tiny_models: dict[str, str])
     assert isinstance(run_trace, Trace) and run_trace.to_json() == trace.to_json()
     assert outputs[0][6] is None, "a run starts by clearing the previous run's trace"
     assert trace.summary.new_tokens == 16
-    # Streamed: token updates came before the last one, each extending the previous HTML.
+    # Streamed: token updates came before the last one, each extending the previous HTML. The last one, once generation
+    # has ended, is the whole trace rendered again: its drafts' q and p are filled in then (`LiveRun._figures_later`).
     htmls = [o[0] for o in outputs if isinstance(o[0], str) and 'class="tok"' in o[0]]
-    assert len(htmls) >= 2 and all(b.startswith(a) for a, b in zip(htmls, htmls[1:]))
+    streamed = htmls[:-1]
+    assert streamed and all(b.startswith(a) for a, b in zip(streamed, streamed[1:]))
+    assert tokens_html == render.render_tokens(run_trace.steps)[:-len("</div>")]
+    assert 'data-p="' in tokens_html and any(step.p for step in run_trace.steps)
+
+
+def test_a_token_opened_while_the_run_goes_on_shows_its_distributions(tiny_models: dict[str, str]) -> None:
+    """A run shown as it comes fills in its steps' figures when generation ends (`LiveRun._figures_later`); a token
+    the microscope opens before that gets its step's figures at once: the same panel as from the finished trace."""
+    import gradio as gr
+
+    from playground import microscope_view
+
+    outputs = generate_tab.generate("One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,",
+                                    target=tiny_models["target"], method="prompt_lookup",
+                                    params={"prompt_lookup_num_tokens": 4}, max_new_tokens=16, dtype="float32")
+    click = {"step": 0, "pos": 0}
+    for output in outputs:
+        if isinstance(output[0], str) and 'class="tok"' in output[0]:  # the first step is shown: the run goes on
+            during = generate_tab.open_token(None, gr.EventData(None, click))
+            break
+    final = list(outputs)[-1]
+    assert 'data-kind="done"' in final[4]
+    assert 'class="pg-micro-dists"' in during and 'data-recorded="false"' not in during
+    assert during == microscope_view.panel_for_click(final[-1], click)
 
 
 def test_check_against_plain_generate(tiny_models: dict[str, str]) -> None:

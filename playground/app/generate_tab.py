@@ -127,12 +127,18 @@ def stop(request: gr.Request = None) -> str:  # type: ignore[assignment]
 
 
 def open_token(trace: Any, evt: gr.EventData, request: gr.Request = None) -> str:  # type: ignore[assignment]
-    """A click on a token of the output: its panel (the finished run's trace, or while it runs the live one)."""
+    """A click on a token of the output: its panel (the finished run's trace, or while it runs the live one, whose
+    step gets its figures now: a run shown as it comes computes them when generation ends, `LiveRun.figures_now`)."""
+    data = getattr(evt, "_data", None)
     if trace is None:
         with _SESSIONS_LOCK:
             session = _SESSIONS.get(_session_key(request))
-        trace = session.live.trace if session is not None and session.live is not None else None
-    return microscope_view.panel_for_click(trace, getattr(evt, "_data", None), language_of(request))
+        live = session.live if session is not None else None
+        trace = live.trace if live is not None else None
+        step = data.get("step") if isinstance(data, dict) else None
+        if live is not None and isinstance(step, int) and not isinstance(step, bool):
+            live.figures_now(step)
+    return microscope_view.panel_for_click(trace, data, language_of(request))
 
 
 def after_run_tables(trace: Any, request: gr.Request = None) -> tuple[str, str]:  # type: ignore[assignment]
@@ -296,6 +302,9 @@ def generate(
                 yield (stream.html(), render.stats_html(live.trace.summary, lang=lang), fig_a, fig_t, gr.skip(), gr.skip(),
                        gr.skip())
         message, note = _done_message(live, lang)
+        # The steps' q and p were filled in when generation ended (`LiveRun._figures_later`): the final view has them.
+        stream = render.TokenStream(lang)
+        stream.extend(live.trace.steps)
         path = trace_files.save_trace(live.trace, key)
         plain = None
         if check and prepared.method.drafts and live.trace.finish_reason in ("eos", "length"):
