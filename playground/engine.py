@@ -1664,7 +1664,7 @@ class LiveRun:
                 else:
                     self._figures_later(item, step)
                 yield step
-            self._figures_now_for(list(self._later))  # generation has ended: the figures of every step
+            self._figures_now_for(None)  # generation has ended: the figures of every step still deferred
         finally:
             if self._thread.is_alive():  # the consumer left early (closed tab, exception): end the run
                 self.cancel.set()
@@ -1735,9 +1735,11 @@ class LiveRun:
         microscope opened one of its tokens while the run goes on. Safe from any thread."""
         self._figures_now_for([step_index])
 
-    def _figures_now_for(self, indices: list[int]) -> None:
+    def _figures_now_for(self, indices: list[int] | None) -> None:
+        """Fill in the deferred figures of the steps `indices` (None: every step still deferred, read under the lock
+        that `figures_now` from another thread takes too)."""
         with self._later_lock:
-            for index in indices:
+            for index in list(self._later) if indices is None else indices:
                 entry = self._later.pop(index, None)
                 if entry is not None:
                     self._later_bytes -= entry[0].logits_bytes()
