@@ -13,8 +13,8 @@ Usage (the figures need a quiet machine):
     python tests/overhead.py bfloat16 --faults 2 --sample --live --methods early_exit  # sampling, steps built live
     python tests/overhead.py bfloat16 --pairs 0 --fresh 7 --methods prompt_lookup --max-new-tokens 96  # fresh, 1 method
 
-Warm: per method, `--pairs` (15) interleaved pairs after a warm-up in one process (both in worker threads, which
-goes first alternating); the median ratio of the instrumented run's time to plain generate()'s with the ratios'
+Warm: per method, `--pairs` (15) interleaved rounds after a warm-up in one process (all in worker threads; round k
+runs plain generate() and the instrumented kinds in the k-th of all their orders, so each kind takes every place); the median ratio of the instrumented run's time to plain generate()'s with the ratios'
 inter-quartile range (a change smaller than the range is not decided by one run), a 95 % bootstrap interval of the
 median and what it says of the issue's goal (met, missed, or not decided by so few pairs: on the tiny models a
 48-token run lasts 0.07-0.2 s and two runs of the same call differ by up to 2x on a quiet machine), tokens/s, and
@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import itertools
 import json
 import pstats
 import statistics
@@ -137,13 +138,16 @@ def warm(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | Non
         kinds = {"run": lambda: LiveRun(prepared).run(), **({"live": lambda: _live(prepared)} if live else {})}
         ratios: dict[str, list[float]] = {kind: [] for kind in kinds}
         same = True
+        # Round k runs plain and the kinds in the k-th of all their orders, in turn: each takes every place, and
+        # follows each other equally often (a fixed order would give one kind the place after another's run).
+        orders = list(itertools.permutations(["plain", *kinds]))
         for k in range(pairs):
-            plain_first = k % 2 == 1  # alternate which goes first
-            if plain_first:
-                ids, plain_s = plain_generate(prepared)
-            traces = {kind: runner() for kind, runner in kinds.items()}
-            if not plain_first:
-                ids, plain_s = plain_generate(prepared)
+            traces = {}
+            for kind in orders[k % len(orders)]:
+                if kind == "plain":
+                    ids, plain_s = plain_generate(prepared)
+                else:
+                    traces[kind] = kinds[kind]()
             for kind, trace in traces.items():
                 same &= ids == trace.output_ids
                 ratios[kind].append(trace.summary.elapsed_s / plain_s)
@@ -151,6 +155,9 @@ def warm(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | Non
         for kind, values in ratios.items():
             print(f"warm {method} {traces[kind].env.get('dtype')} ({kind}): {_ratios_line(values, goal)} over {pairs} "
                   f"pairs {[round(r, 3) for r in values]}", flush=True)
+        if live:  # the page's way against the CLI's, round by round: what taking the steps as they come adds
+            per_round = [a / b for a, b in zip(ratios["live"], ratios["run"])]
+            print(f"  live ÷ run: {_ratios_line(per_round)} over {pairs} rounds", flush=True)
         print(f"  {s.new_tokens} tokens in {s.elapsed_s:.2f} s = {s.tokens_per_s:.1f} tok/s, {s.tokens_per_step:.2f} "
               f"tokens/step; outputs equal: {same}", flush=True)
 
