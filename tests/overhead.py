@@ -12,6 +12,7 @@ Usage (the figures need a quiet machine):
     python tests/overhead.py bfloat16 --faults 2 --max-new-tokens 96  # page faults in fresh processes (not wall-clock)
     python tests/overhead.py bfloat16 --faults 2 --sample --live --methods early_exit  # sampling, steps built live
     python tests/overhead.py bfloat16 --pairs 0 --fresh 7 --methods prompt_lookup --max-new-tokens 96  # fresh, 1 method
+    python tests/overhead.py --pool out1.txt out2.txt                # runs nothing: saved outputs' pairs pooled
 
 Warm: per method, `--pairs` (15) interleaved rounds after a warm-up in one process (all in worker threads; round k
 runs plain generate() and the instrumented kinds in the k-th of all their orders, so each kind takes every place); the median ratio of the instrumented run's time to plain generate()'s with the ratios'
@@ -441,11 +442,31 @@ def fresh(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | No
                   flush=True)
 
 
+def pool(paths: list[str]) -> None:
+    """Pool the per-pair ratios printed by earlier runs of this script (saved outputs), per setting: the median
+    and its interval over every pair (only meaningful where the engine's code did not change between them)."""
+    import ast
+    import re
+
+    pooled: dict[str, list[float]] = {}
+    pattern = re.compile(r"(warm|fresh) (\w+) (\w+)(?: \((\w+)\))?: .*?over (\d+) (?:pairs|pairs of processes) (\[[^\]]*\])")
+    for path in paths:
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            found = pattern.match(line)
+            if found:
+                key = " ".join(part for part in found.groups()[:4] if part)
+                pooled.setdefault(key, []).extend(ast.literal_eval(found.group(6)))
+    for key, values in pooled.items():
+        print(f"pooled {key}: {_ratios_line(values)} over {len(values)} pairs")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("dtype", nargs="?", default="auto")
     parser.add_argument("--tiny", action="store_true", help="the tiny test models instead of the bundled Gemma")
     parser.add_argument("--pairs", type=int, default=15, help="interleaved warm pairs per method (default 15; 0: none)")
+    parser.add_argument("--pool", nargs="+", metavar="OUTPUT", help="run nothing: pool the per-pair ratios of saved "
+                        "outputs of this script, per setting")
     parser.add_argument("--live", action="store_true", help="also time runs whose steps are taken as they come (with "
                         "--faults: count such a run, in a fresh consumer thread, instead of the CLI's; with "
                         "--profile: profile such a run's consumer instead of run()'s)")
@@ -459,6 +480,9 @@ def main() -> None:
     parser.add_argument("--plain-child", help=argparse.SUPPRESS)
     parser.add_argument("--fault-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.pool:
+        pool(args.pool)
+        return
     if args.plain_child:
         plain_child(json.loads(args.plain_child))
         return

@@ -52,10 +52,15 @@ from playground.i18n import localize  # noqa: E402
 from playground.methods import METHODS  # noqa: E402
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, STORE  # noqa: E402
 from playground.tune import (  # noqa: E402
-    REPLAYS, TuneRequest, TuneResult, not_tunable_reason, tune, verify,
+    FASTER, REPLAYS, SLOWER, UNCLEAR, TuneRequest, TuneResult, not_tunable_reason, tune, verify,
 )
 
 CATEGORIES = ("summarization", "translation", "qa")
+# `TuneResult.standing()` as the page's verdict puts it (`tune.verdict.*` in English)
+STANDING_WORDS = {SLOWER: "slower: no setting is predicted to beat it (the least slow is not a recommendation)",
+                  UNCLEAR: "unclear: the fastest setting's predicted gain is inside the margin",
+                  FASTER: "faster: the fastest setting's predicted gain exceeds the margin",
+                  None: "none: no setting has a predicted time"}
 
 
 def method_request(name: str, prompt: str, args: argparse.Namespace) -> RunRequest:
@@ -214,12 +219,15 @@ def category_record(name: str, category: str, result: TuneResult, errors: dict[s
     baseline_ratio = (sum(p.baseline_s for p in result.prompts) / result.measured_baseline_s
                       if result.measured_baseline_s else None)
     best, recommended, default = result.best(), result.recommended(), result.default()
+    standing = result.standing()
     say(f"  {'setting, over all prompts':44} {'predicted speedup':>18} {'measured speedup':>17}")
     speedups = []
     for row in result.overall():
         if row.measured is None or row.predicted is None:
             continue
-        mark = " (recommended)" if recommended and row.setting == recommended.setting else ""
+        mark = ""
+        if recommended and row.setting == recommended.setting:  # the page's words: no-win is not a recommendation
+            mark = " (least slow, slower than baseline)" if standing == SLOWER else " (recommended)"
         mark += " (default)" if row.setting == default else ""
         mark += " (fastest predicted)" if best and row.setting == best.setting else ""
         speedups.append({"setting": row.setting.label, "predicted_speedup": row.predicted.speedup,
@@ -231,6 +239,7 @@ def category_record(name: str, category: str, result: TuneResult, errors: dict[s
         f"{best.setting.label if best else None} {fastest_gain:+.1%}; margin {margin:.1%}; "
         f"clear win: {result.clear_win()}" if gain is not None and fastest_gain is not None else
         "  predicted gain: none (the default has no predicted time)")
+    say(f"  against plain decoding (the baseline), as the page's verdict says: {STANDING_WORDS.get(standing, standing)}")
     if best is not None and best.setting != default and best.setting in result.measured:
         fast, slow = result.measured[best.setting].time_s, result.measured[default].time_s
         say(f"  fastest predicted {best.setting.label} measured {fast:.3f} s vs default {slow:.3f} s "
@@ -238,7 +247,8 @@ def category_record(name: str, category: str, result: TuneResult, errors: dict[s
     verdict = None
     if recommended is not None and recommended.setting != default:
         fast, slow = result.measured[recommended.setting].time_s, result.measured[default].time_s
-        verdict = (f"{name} · {category}: recommended {recommended.setting.label} (predicted {gain:+.1%}) measured "
+        called = "least slow (no setting predicted to beat plain decoding)" if standing == SLOWER else "recommended"
+        verdict = (f"{name} · {category}: {called} {recommended.setting.label} (predicted {gain:+.1%}) measured "
                    f"{fast:.3f} s vs default {slow:.3f} s: {'at least as fast' if fast <= slow else 'SLOWER'}")
     return {"method": name, "category": category, "prompts": len(result.prompts), "dtype": result.prompts[0].env.get("dtype"),
             "times_reliable": meta.get("times_reliable"), "measured_reliable": meta.get("measured_reliable"),
@@ -259,7 +269,7 @@ def category_record(name: str, category: str, result: TuneResult, errors: dict[s
             "recommended": recommended.setting.label if recommended else None,
             "fastest_predicted": best.setting.label if best else None, "default": default.label,
             "predicted_gain": gain, "fastest_predicted_gain": fastest_gain, "margin": margin,
-            "clear_win": result.clear_win(), "verdict": verdict}
+            "clear_win": result.clear_win(), "standing": standing, "verdict": verdict}
 
 
 def model_baseline_s(calibration: dict, new_tokens: int, loop_s: float | None = None) -> float:
