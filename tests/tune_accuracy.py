@@ -61,6 +61,7 @@ STANDING_WORDS = {SLOWER: "slower: no setting is predicted to beat it (the least
                   UNCLEAR: "unclear: the fastest setting's predicted gain is inside the margin",
                   FASTER: "faster: the fastest setting's predicted gain exceeds the margin",
                   None: "none: no setting has a predicted time"}
+MARK_WORDS = {SLOWER: " (least slow, slower than baseline)", UNCLEAR: " (fastest, within the margin of baseline)"}
 
 
 def method_request(name: str, prompt: str, args: argparse.Namespace) -> RunRequest:
@@ -143,7 +144,7 @@ def main() -> None:
     if args.repeat > 1:
         medians(record, "median_abs_run_noise", f"Run-to-run noise of the measurement: each of the {args.repeat} real "
                 "runs of a setting (and each baseline) against its median, median absolute deviation:", noise)
-    say("\nRecommended against default, where tune recommended a setting other than the default:")
+    say("\nRecommended against default, where tune's margin rule picked a setting other than the default:")
     for line in verdicts or ["(the recommended setting was the default everywhere)"]:
         say("  " + line)
     record["seconds"] = time.perf_counter() - started
@@ -225,9 +226,13 @@ def category_record(name: str, category: str, result: TuneResult, errors: dict[s
     for row in result.overall():
         if row.measured is None or row.predicted is None:
             continue
+        # The page's marks (`tune_report._mark`): where no setting is predicted clearly faster than plain decoding,
+        # the fastest predicted says what it is and nothing is called recommended.
         mark = ""
-        if recommended and row.setting == recommended.setting:  # the page's words: no-win is not a recommendation
-            mark = " (least slow, slower than baseline)" if standing == SLOWER else " (recommended)"
+        if standing in (None, FASTER):
+            mark = " (recommended)" if recommended and row.setting == recommended.setting else ""
+        elif best and row.setting == best.setting:
+            mark = MARK_WORDS[standing]
         mark += " (default)" if row.setting == default else ""
         mark += " (fastest predicted)" if best and row.setting == best.setting else ""
         speedups.append({"setting": row.setting.label, "predicted_speedup": row.predicted.speedup,
@@ -247,7 +252,10 @@ def category_record(name: str, category: str, result: TuneResult, errors: dict[s
     verdict = None
     if recommended is not None and recommended.setting != default:
         fast, slow = result.measured[recommended.setting].time_s, result.measured[default].time_s
-        called = "least slow (no setting predicted to beat plain decoding)" if standing == SLOWER else "recommended"
+        called = {SLOWER: "least slow, picked over the default (no setting is predicted to beat plain decoding: "
+                          "not a recommendation)",
+                  UNCLEAR: "picked over the default (no setting is predicted clearly faster than plain decoding: "
+                           "not a recommendation)"}.get(standing, "recommended")
         verdict = (f"{name} · {category}: {called} {recommended.setting.label} (predicted {gain:+.1%}) measured "
                    f"{fast:.3f} s vs default {slow:.3f} s: {'at least as fast' if fast <= slow else 'SLOWER'}")
     return {"method": name, "category": category, "prompts": len(result.prompts), "dtype": result.prompts[0].env.get("dtype"),
