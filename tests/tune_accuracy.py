@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground.bench import load_prompts  # noqa: E402
 from playground.engine import RunRequest  # noqa: E402
-from playground.i18n import localize  # noqa: E402
+from playground.i18n import localize, t  # noqa: E402
 from playground.methods import METHODS  # noqa: E402
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, STORE  # noqa: E402
 from playground.tune import (  # noqa: E402
@@ -61,7 +61,6 @@ STANDING_WORDS = {SLOWER: "slower: no setting is predicted to beat it (the least
                   UNCLEAR: "unclear: the fastest setting's predicted gain is inside the margin",
                   FASTER: "faster: the fastest setting's predicted gain exceeds the margin",
                   None: "none: no setting has a predicted time"}
-MARK_WORDS = {SLOWER: " (least slow, slower than baseline)", UNCLEAR: " (fastest, within the margin of baseline)"}
 
 
 def method_request(name: str, prompt: str, args: argparse.Namespace) -> RunRequest:
@@ -232,7 +231,7 @@ def category_record(name: str, category: str, result: TuneResult, errors: dict[s
         if standing in (None, FASTER):
             mark = " (recommended)" if recommended and row.setting == recommended.setting else ""
         elif best and row.setting == best.setting:
-            mark = MARK_WORDS[standing]
+            mark = t(f"tune.mark.{standing}", "en")
         mark += " (default)" if row.setting == default else ""
         mark += " (fastest predicted)" if best and row.setting == best.setting else ""
         speedups.append({"setting": row.setting.label, "predicted_speedup": row.predicted.speedup,
