@@ -23,6 +23,17 @@ from playground.settings import _FALSE
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"  # server logs and screenshots (git-ignored)
+# The documentation's pictures are refreshed on purpose only (README: "Tests"): a test run writes its screenshots
+# to artifacts/, so running the suite never changes a tracked file.
+REFRESH_DOCS_PICTURES = "PLAYGROUND_REFRESH_DOCS_PICTURES"
+
+
+def picture_path(name: str) -> Path:
+    """Where a screenshot meant for docs/ goes: docs/ when $PLAYGROUND_REFRESH_DOCS_PICTURES=1, else artifacts/."""
+    refresh = (os.environ.get(REFRESH_DOCS_PICTURES) or "").strip().lower() not in ("", *_FALSE)
+    folder = ROOT / "docs" if refresh else ARTIFACTS
+    folder.mkdir(exist_ok=True)
+    return folder / name
 START_TIMEOUT_S = 180  # importing torch + gradio on two busy cores
 CHROMIUM = "/usr/bin/chromium"  # Debian's; Playwright's own download is out of reach here
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

@@ -1,24 +1,22 @@
 """The page in Russian and Arabic in a real headless Chromium: direction, translated labels and server text, and a
 Russian and an Arabic prompt generated on the bundled model with the coloured tokens in reading order.
 
-Screenshots of both go to `docs/` (docs/screenshot-ru.png, docs/screenshot-ar.png). Tests assert behaviour, never
+Screenshots of both go to artifacts/ (to docs/screenshot-ru.png and docs/screenshot-ar.png when refreshing the
+documentation's pictures: README, "Tests"). Tests assert behaviour, never
 timings.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
-from appserver import app_url_fixture, browser_fixture, needs_chromium
+from appserver import app_url_fixture, browser_fixture, needs_chromium, picture_path
 
 from playground import i18n
 from playground.methods import METHODS
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "docs"
 RUN_TIMEOUT_MS = 900_000  # a fresh machine converts the bundled model first
 
 # Every test drives the page of the module's app, which preloads the bundled Gemma and generates on it.
@@ -134,8 +132,7 @@ def test_page_in_the_browsers_language(browser: Any, app_url: str, lang: str, lo
         assert page.evaluate("() => getComputedStyle(document.querySelector('[data-stat=\"tokens_per_step\"] "
                              ".pg-value')).direction") == "ltr"
         page.wait_for_timeout(500)
-        DOCS.mkdir(exist_ok=True)
-        page.screenshot(path=str(DOCS / f"screenshot-{lang}.png"), full_page=False)
+        page.screenshot(path=str(picture_path(f"screenshot-{lang}.png")), full_page=False)
     finally:
         page.context.close()
 

@@ -3,21 +3,20 @@ method with its summary, the prompt and Generate are above the fold; in English,
 and a phone-sized viewport, no visible box on the page is empty without a hint; and the guide-example list opens
 again after Escape. No model is loaded (PLAYGROUND_PRELOAD=0; nothing is generated).
 
-The screenshots of each language and size go to `docs/first-view-<lang>-<desktop|phone>.png` (README links them).
+The screenshots of each language and size go to artifacts/ (to `docs/first-view-<lang>-<desktop|phone>.png`, which
+README links, when refreshing the documentation's pictures).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from appserver import app_url_fixture, browser_fixture, needs_chromium
+from appserver import app_url_fixture, browser_fixture, needs_chromium, picture_path
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, needs_chromium]
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
 SIZES = {"desktop": (1400, 1000), "phone": (390, 844)}
 
 app_url = app_url_fixture("ui-first-view-server.log", {"PLAYGROUND_PRELOAD": "0", "HF_HUB_OFFLINE": "1"})
@@ -69,7 +68,7 @@ def open_page(browser: Any, app_url: str) -> Iterator[Any]:
 @pytest.mark.parametrize("lang", ["en", "ru", "ar"])
 def test_no_box_is_empty_without_a_hint(open_page: Any, lang: str, size: str) -> None:
     page = open_page(lang, size)
-    page.screenshot(path=str(DOCS / f"first-view-{lang}-{size}.png"))
+    page.screenshot(path=str(picture_path(f"first-view-{lang}-{size}.png")))
     assert page.evaluate(EMPTY_BOXES) == []
     # The empty stats rows say what will appear (the live view's, and the replay's on its tab).
     for box in ("#pg-stats-box", "#pg-replay-stats"):

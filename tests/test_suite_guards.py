@@ -1,0 +1,52 @@
+"""The suite guards itself: a hung test fails alone within its timeout, and a test run changes no tracked file.
+
+The timeout is pytest-timeout's (`timeout` in pyproject.toml); it is shown working on a throw-away test that sleeps
+past a short timeout given on the command line, under the project's own configuration. Screenshots meant for the
+documentation go through `appserver.picture_path`, which writes to artifacts/ unless the pictures are refreshed on
+purpose (README: "Tests").
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import appserver
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+
+
+def test_the_suite_has_a_per_test_timeout() -> None:
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
+    assert 0 < int(options["timeout"]) <= 1200  # long enough for a cold conversion plus a browser run, far below CI's 90 min
+    assert re.search(r"^pytest-timeout==", (ROOT / "requirements-dev.txt").read_text(encoding="utf-8"), re.M)
+
+
+def test_a_hung_test_fails_within_its_timeout(tmp_path: Path) -> None:
+    (tmp_path / "test_hangs.py").write_text("import time\n\ndef test_hangs():\n    time.sleep(120)\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(ROOT / "pyproject.toml"),
+                           "--rootdir", str(tmp_path), "-o", "timeout=3", str(tmp_path / "test_hangs.py")],
+                          capture_output=True, text=True, timeout=100, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Timeout" in done.stdout and "test_hangs" in done.stdout, done.stdout
+
+
+def test_no_test_writes_a_screenshot_into_docs() -> None:
+    """Every screenshot a test module takes goes to artifacts/ or through `picture_path` (docs/ only on purpose)."""
+    offenders = []
+    for path in sorted(TESTS.glob("test_*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if "screenshot(" in line and "path=" in line and not re.search(r"ARTIFACTS|picture_path\(", line):
+                offenders.append(f"{path.name}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+def test_pictures_go_to_artifacts_unless_refreshed_on_purpose(monkeypatch) -> None:
+    monkeypatch.delenv(appserver.REFRESH_DOCS_PICTURES, raising=False)
+    assert appserver.picture_path("x.png") == appserver.ARTIFACTS / "x.png"
+    monkeypatch.setenv(appserver.REFRESH_DOCS_PICTURES, "1")
+    assert appserver.picture_path("x.png") == ROOT / "docs" / "x.png"
