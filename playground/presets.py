@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from .errors import PlaygroundError
 from .i18n import DEFAULT_LANGUAGE, number, t
-from .methods import get_method
+from .methods import get_method, prose_numbers
 from .models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from .request import MAX_NEW_TOKENS, RunRequest, new_request
 from .settings import get_settings
@@ -82,7 +82,7 @@ STAND_INS: dict[str, StandIn] = {
 
 def _stand_in_text(method: str, part: str, lang: str) -> str:
     """A stand-in's `shows` or `misses` in `lang` (English is STAND_INS'; the others `preset.stand_in.<method>.*`)."""
-    return t(f"preset.stand_in.{method}.{part}", lang, default=getattr(STAND_INS[method], part))
+    return t(f"preset.stand_in.{method}.{part}", lang, default=getattr(STAND_INS[method], part), **prose_numbers())
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ class Preset:
         """The note in `lang` (a stand-in's note is what it shows and does not)."""
         if self.stand_in_for:
             return self.stand_in_text(lang)
-        return t(f"preset.{self.name}.note", lang, default=self.note) if self.note else ""
+        return t(f"preset.{self.name}.note", lang, default=self.note, **prose_numbers()) if self.note else ""
 
     def needs(self, lang: str = DEFAULT_LANGUAGE) -> str:
         """What running it takes, in one line (for the docs table, the listing and the page)."""
