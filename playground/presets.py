@@ -213,6 +213,8 @@ class Preset:
 
 _DRAFT_DEFAULTS = dict(TRANSFORMERS_DRAFT_DEFAULTS)
 _SMOL = dict(target="HuggingFaceTB/SmolLM-1.7B", assistant="HuggingFaceTB/SmolLM-135M")
+# The section of the presets that no edition of the guide shows (said so on the page, not offered as the guide's).
+_NOT_IN_GUIDE = "Not in the guide: the assistant's draft-length settings (Transformers' generation_config)"
 _SAMPLING = dict(sample=True, temperature=0.5, top_k=TRANSFORMERS_TOP_K)
 
 GUIDE_PRESETS: tuple[Preset, ...] = (
@@ -260,14 +262,15 @@ GUIDE_PRESETS: tuple[Preset, ...] = (
            method="speculative", params={**_DRAFT_DEFAULTS, "assistant_ensemble_weight": 0.7}, sample=True,
            top_k=TRANSFORMERS_TOP_K, **_SMOL,
            note="lossy by design: drafts are verified against 0.7·target + 0.3·draft"),
-    # The guide's dynamic draft-length settings, on the guide's speculative pair. Transformers reads them from the
-    # assistant's generation_config (passed to generate() they are ignored).
-    Preset("draft-length-heuristic", "Draft length: heuristic schedule", "Speculative decoding (draft length)",
+    # Not in the guide (neither its Russian nor its Arabic edition shows draft length): Transformers' dynamic
+    # draft-length settings, on the guide's speculative pair, marked so in their title and section. Transformers reads
+    # them from the assistant's generation_config (passed to generate() they are ignored).
+    Preset("draft-length-heuristic", "Draft length: heuristic schedule (not in the guide)", _NOT_IN_GUIDE,
            'assistant_model.generation_config.num_assistant_tokens_schedule = "heuristic"',
            method="speculative", params={**_DRAFT_DEFAULTS, "num_assistant_tokens_schedule": "heuristic"}, **_SMOL,
            note="starts at 20 drafted tokens, +2 after a fully accepted draft, −1 otherwise (the default confidence "
                 "threshold of 0.4 still ends a draft early)"),
-    Preset("draft-length-confidence", "Draft length: confidence threshold", "Speculative decoding (draft length)",
+    Preset("draft-length-confidence", "Draft length: confidence threshold (not in the guide)", _NOT_IN_GUIDE,
            "assistant_model.generation_config.assistant_confidence_threshold = 0.4",
            method="speculative", params=_DRAFT_DEFAULTS, **_SMOL,
            note="the assistant stops drafting when its own probability for a token falls below 0.4 "

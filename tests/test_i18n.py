@@ -547,7 +547,7 @@ def test_tune_refusals_and_reasons_reach_the_page_in_its_language(lang):
     at_least = refused(lambda: tune.sweep_settings("prompt_lookup", 0))
     assert str(at_least) == "--max-draft must be at least 1; got 0"
     assert user_message(at_least, lang=lang) == {"ru": "--max-draft должен быть не меньше 1; получено 0",
-                                                 "ar": "يجب أن تكون --max-draft على الأقل 1؛ وصل 0"}[lang]
+                                                 "ar": "يجب أن يكون --max-draft 1 على الأقل؛ وصل 0"}[lang]
 
     reason = tune._refusal(tune.Setting.of("speculative", {"assistant_ensemble_weight": 0.5}))
     assert reason == ("ensemble verification is lossy: its output is not the target's greedy output the replay "
