@@ -23,7 +23,7 @@ from __future__ import annotations
 import html
 from typing import Iterable, Sequence
 
-from .i18n import DEFAULT_LANGUAGE, direction, number, t, tn
+from .i18n import DEFAULT_LANGUAGE, count, direction, number, t, tn
 from .methods import METHODS, NO_DRAFT_REASONS, is_reference
 from .trace import ACCEPTED, BONUS, CORRECTION, DISCARDED, REJECTED, TARGET, UNVERIFIED, Step, Summary, Trace
 
@@ -296,8 +296,8 @@ def stats_html(summary: Summary | None, plain: tuple[float | None, bool, str] | 
         return (f'<div class="pg-stats pg-stats-empty" data-testid="pg-stats">'
                 f'<div class="pg-hint">{html.escape(t("render.stats.empty", lang))}</div></div>')
     cells = (
-        ("new_tokens", f"{s.new_tokens}" if started else "–", t("render.stat.new_tokens", lang)),
-        ("steps", f"{s.steps}" if started else "–", t("render.stat.steps", lang)),
+        ("new_tokens", count(s.new_tokens, lang) if started else "–", t("render.stat.new_tokens", lang)),
+        ("steps", count(s.steps, lang) if started else "–", t("render.stat.steps", lang)),
         ("acceptance_rate", _pct(s.acceptance_rate, lang) if started else "–",
          t("render.stat.acceptance_of", lang, accepted=s.accepted, drafted=s.drafted) if started and s.drafted
          else t("render.stat.acceptance", lang)),
