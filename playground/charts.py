@@ -89,7 +89,7 @@ def _replay(layout: dict, current: int | None, total_steps: int | None, lang: st
             fillcolor="rgba(0,114,178,0.16)", line=dict(color="rgba(0,114,178,0.9)", width=1.5), layer="below",
             name=t("chart.current_step", lang),
         )]
-        layout["annotations"] = [dict(text=t("chart.step_n", lang, n=current + 1), x=current + 1, xref="x", y=1.0, yref="paper",
+        layout["annotations"] = [dict(text=t("chart.step_n", lang, step=current + 1), x=current + 1, xref="x", y=1.0, yref="paper",
                                       yanchor="bottom", showarrow=False, font=dict(size=11, color="#2F8FD8"))]
         layout["uirevision"] = None  # follow the replay rather than keeping the previous view
     return layout

@@ -211,8 +211,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         if panel is None:
             from .i18n import t
 
-            print("error: " + t("microscope.no_position", lang, n=args.step or 1, i=args.token or 1,
-                                steps=len(trace.steps)), file=sys.stderr)
+            print("error: " + t("microscope.no_position", lang, step=args.step or 1, i=args.token or 1,
+                                last=len(trace.steps)), file=sys.stderr)
             return 2
         print(panel)
     print(tables_text(trace, lang))

@@ -950,7 +950,7 @@ def _step_dists(drafted: list[int], emitted: list[int], p: torch.Tensor | None, 
                 sample: bool, ensemble_weight: float | None) -> list[Position] | None:
     """The step microscope's records of one step: per emitted token, the top-k of the target's row that decided it
     (p: softmax of the very scores Transformers decided with, after its logits processors), of the drafter's row (q:
-    softmax of the candidate logits Transformers received, warped twice under sampling), of ensemble verification's
+    softmax of the candidate logits Transformers received, warped as `Method.q_source` says), of ensemble verification's
     mixture v = w·p + (1−w)·q, and at the refused position under sampling with q the residual max(0, p − q)
     normalised the correction was drawn from (Transformers' `_speculative_sampling`; ensemble: the same, since
     max(0, v − q) = w·max(0, p − q), or p itself where the residual is numerically zero). `p`, `q`: the step's
@@ -1056,7 +1056,7 @@ def non_finite_message(dtype: torch.dtype, tokens: int) -> Message:
     name = str(dtype).replace("torch.", "")
     advice = Message.keyed("error.non_finite.float16" if dtype == torch.float16 else "error.non_finite.broken",
                            dtype=name)
-    return Message.keyed("error.non_finite", tokens=tokens, advice=advice)
+    return Message.keyed("error.non_finite", n=tokens, advice=advice)
 
 
 class _Stop(StoppingCriteria):

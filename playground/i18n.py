@@ -95,6 +95,19 @@ def number(value: float, lang: str = DEFAULT_LANGUAGE, spec: str = ".2f") -> str
     return _number_pattern(code, spec).apply(exact, code, numbering_system="latn")
 
 
+def count(n: int, lang: str = DEFAULT_LANGUAGE) -> str:
+    """A whole count as the visitor's language groups its digits (CLDR, Latin digits: ru "262 144", ar "262,144").
+    English keeps Python's own "262144": its text is what the CLI, logs and scripts have always printed."""
+    code = normalize(lang)
+    if code == DEFAULT_LANGUAGE:
+        return str(n)
+    from babel.numbers import format_decimal
+
+    return format_decimal(n, locale=code, numbering_system="latn")
+
+
+
+
 def separators(lang: str = DEFAULT_LANGUAGE) -> str:
     """Plotly's `layout.separators` for `lang` (its decimal sign, then its group sign, from CLDR's "latn" symbols), so
     a chart's axes and hover numbers write decimals as the page's sentences do."""
@@ -102,6 +115,14 @@ def separators(lang: str = DEFAULT_LANGUAGE) -> str:
 
     code = normalize(lang)
     return get_decimal_symbol(code, numbering_system="latn") + get_group_symbol(code, numbering_system="latn")
+
+
+def _numbers_written(fields: Mapping[str, Any], lang: str) -> dict[str, Any]:
+    """`fields` with their numbers written in `lang`: a whole number (not a bool) by `count`, so a sentence never shows
+    "262144" in a language that groups digits; a `Number` by `number`; text and messages stay as they are, and so does
+    `got`, the visitor's own value quoted back as it was sent."""
+    return {name: count(value, lang) if isinstance(value, int) and not isinstance(value, bool) and name != "got"
+            else value.localized(lang) if isinstance(value, Number) else value for name, value in fields.items()}
 
 
 class Number(str):
@@ -159,7 +180,7 @@ def t(key: str, lang: str = DEFAULT_LANGUAGE, default: str | None = None, **fiel
         count = fields.get("n")
         form = value.get(plural_category(normalize(lang), count)) if isinstance(count, (int, float)) else None
         value = form or value.get("other") or next(iter(value.values()))
-    return value.format(**fields) if fields else value
+    return value.format(**_numbers_written(fields, lang)) if fields else value
 
 
 class Message(str):
@@ -189,7 +210,8 @@ class Message(str):
     def to_dict(self) -> dict[str, Any]:
         """The message as JSON data, for another process (a conversion's progress, `models`): `from_dict` reads it."""
         return {"key": self.key, "text": str.__str__(self),
-                "fields": {name: value.to_dict() if isinstance(value, Message) else value
+                "fields": {name: value.to_dict() if isinstance(value, Message)
+                           else {"number": value.value, "spec": value.spec} if isinstance(value, Number) else value
                            for name, value in self.fields.items()}}
 
     @classmethod
@@ -197,7 +219,9 @@ class Message(str):
         """The message `to_dict` wrote: the same English, key and fields (messages among them rebuilt too)."""
         message = cls(str(data["text"]))
         message.key = str(data["key"])
-        message.fields = {name: cls.from_dict(value) if isinstance(value, dict) and "key" in value else value
+        message.fields = {name: cls.from_dict(value) if isinstance(value, dict) and "key" in value
+                          else Number(float(value["number"]), str(value["spec"]))
+                          if isinstance(value, dict) and "number" in value else value
                           for name, value in dict(data.get("fields") or {}).items()}
         return message
 
@@ -222,7 +246,7 @@ def tn(key: str, n: float, lang: str = DEFAULT_LANGUAGE, **fields: Any) -> str:
     value = _raw(key, code, None)
     if isinstance(value, dict):
         value = value.get(plural_category(code, n)) or value["other"]
-    return value.format(n=n, **fields)
+    return value.format(**_numbers_written({"n": n, **fields}, code))
 
 
 _QUALITY = re.compile(r"^\s*([A-Za-z*][A-Za-z0-9*-]*)\s*(?:;\s*q\s*=\s*([0-9.]+))?\s*$")

@@ -17,6 +17,18 @@ from .errors import PlaygroundError
 from .i18n import DEFAULT_LANGUAGE, Message, Number, t
 
 
+# Numbers the registry's English prose quotes (Transformers' defaults, the guide's advice). A translation writes each as
+# a field ({confidence_default}) that the formatter fills in the page's language (ru «0,4»), never as typed digits;
+# tests/test_i18n_counts.py checks that the English says the same number.
+PROSE_NUMBERS: dict[str, float] = {"confidence_default": 0.4, "ensemble_start": 0.7, "ensemble_rest": 0.3,
+                                   "ensemble_low": 0.05}
+
+
+def prose_numbers() -> dict[str, Number]:
+    """The registry prose's numbers as fields of `t` (each written in the page's language when the text is)."""
+    return {name: Number(value, "g") for name, value in PROSE_NUMBERS.items()}
+
+
 class MethodError(PlaygroundError):
     """The method cannot run with these models or parameters; the message is for the user."""
 
@@ -44,7 +56,7 @@ class Param:
         if lang == DEFAULT_LANGUAGE:
             return self
         return dataclasses.replace(self, label=t(f"param.{self.name}.label", lang, default=self.label),
-                                   help=t(f"param.{self.name}.help", lang, default=self.help))
+                                   help=t(f"param.{self.name}.help", lang, default=self.help, **prose_numbers()))
 
     def coerce(self, value: Any) -> Any:
         """Validate and convert a user value; raise MethodError with a readable reason."""
@@ -227,6 +239,12 @@ class Method:
     fixed_kwargs: dict[str, Any] = field(default_factory=dict)  # generate() args that select the method
     check: Callable[["Method", ModelFacts, dict[str, Any]], None] | None = None
     draft_config_on: Literal["assistant", "target"] = "assistant"
+    # Where q (the draft probabilities the acceptance test reads) comes from under sampling, in Transformers 5.24:
+    # "twice": an assistant's inner generate() merges the target's logits processors and then appends its own
+    # warpers (GenerationMixin._get_logits_processor merges before it appends), so temperature, top-k and top-p apply
+    # twice; "once": the MTP layers' forward applies the processors once (modeling_layers.py); "raw": the MTP
+    # drafter returns its raw logits and drafts by argmax (SinglePositionMultiTokenCandidateGenerator). None: no q.
+    q_source: Literal["twice", "once", "raw"] | None = None
     # None: sampling keeps the target's distribution exactly (rejection sampling). Otherwise the reason
     # why Transformers' implementation of this method does not, shown wherever the run is marked lossy.
     sampling_bias: str | None = None
@@ -314,8 +332,9 @@ class Method:
         return dataclasses.replace(
             self,
             title=t(f"{key}.title", lang, default=self.title),
-            summary=t(f"{key}.summary", lang, default=self.summary),
-            lecture={part: t(f"{key}.lecture.{part}", lang, default=text) for part, text in self.lecture.items()},
+            summary=t(f"{key}.summary", lang, default=self.summary, **prose_numbers()),
+            lecture={part: t(f"{key}.lecture.{part}", lang, default=text, **prose_numbers())
+                     for part, text in self.lecture.items()},
             params=tuple(param.localized(lang) for param in self.params),
         )
 
@@ -458,7 +477,7 @@ def _check_universal(method: Method, facts: ModelFacts, params: dict[str, Any]) 
 def _check_early_exit(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
     layer = params["assistant_early_exit"]
     if not 1 <= layer <= facts.target_layers - 1:
-        raise MethodError.keyed("error.method.early_exit_range", top=facts.target_layers - 1,
+        raise MethodError.keyed("error.method.early_exit_range", last=facts.target_layers - 1,
                                 n=facts.target_layers, got=layer)
 
 
@@ -510,6 +529,7 @@ _register(Method(
 
 _register(Method(
     name="speculative",
+    q_source="twice",
     title="Speculative decoding (assistant model)",
     summary=(
         "A smaller assistant model with the same tokenizer drafts a few tokens; the target checks them all in one "
@@ -575,6 +595,7 @@ _register(Method(
 
 _register(Method(
     name="early_exit",
+    q_source="twice",
     title="Early-exit self-speculation (LayerSkip)",
     summary=(
         "The target drafts for itself by running only its first N layers and applying its LM head there; the full "
@@ -612,6 +633,7 @@ _register(Method(
 
 _register(Method(
     name="mtp",
+    q_source="once",
     title="Multi-token prediction layers (DeepSeek-V3 / GLM-4.5)",
     summary=(
         "Some checkpoints (DeepSeek-V3, GLM-4.5) ship extra multi-token-prediction (MTP) layers, trained with the model "
@@ -647,6 +669,7 @@ _register(Method(
 
 _register(Method(
     name="mtp_drafter",
+    q_source="raw",
     title="MTP drafter reading the target's cache (Gemma 4 assistant)",
     summary=(
         "A light drafter from a separate checkpoint (the Gemma 4 assistant, passed as assistant_model) that has no cache "
@@ -688,6 +711,7 @@ _register(Method(
 
 _register(Method(
     name="universal",
+    q_source="twice",
     title="Universal assisted decoding (different tokenizers)",
     summary=(
         "Any small model can draft, even with a different tokenizer: its draft is decoded to text and re-tokenised "
@@ -759,7 +783,8 @@ class Verification:
         key = f"verification.{self.name}"
         return dataclasses.replace(
             self, title=t(f"{key}.title", lang, default=self.title),
-            lecture={part: t(f"{key}.lecture.{part}", lang, default=text) for part, text in self.lecture.items()},
+            lecture={part: t(f"{key}.lecture.{part}", lang, default=text, **prose_numbers())
+                     for part, text in self.lecture.items()},
             param=self.param.localized(lang))
 
 
@@ -782,7 +807,7 @@ ENSEMBLE_VERIFICATION = Verification(
         "drawn from (p − q)+, as in plain rejection sampling (from p itself where p and q are equal).",
     },
     param=ENSEMBLE,
-    guide_start=0.7,
+    guide_start=PROSE_NUMBERS["ensemble_start"],
     proven=Proven(
         greedy=Proof("lossy", ("tests/test_methods.py::test_greedy_ensemble_verification_departs_from_a_baseline_run",)),
         sampling=Proof("lossy", ("tests/test_method_sampling.py::test_the_same_test_rejects_ensemble_verification",

@@ -335,7 +335,7 @@ def panel_text(trace: Trace, step_no: int, token_no: int, lang: str = "en") -> s
     drafted_texts, emitted_texts = _texts(step)
     draft = visible(drafted_texts[i]) if verdict.drafted is not None else ""
     what = t(heading_key(verdict), lang, draft=draft, token=visible(emitted_texts[i]))
-    lines = [t("microscope.heading", lang, n=step_no, i=token_no, what=what)]
+    lines = [t("microscope.heading", lang, step=step_no, i=token_no, what=what)]
     position = step.dists[i] if step.dists is not None and i < len(step.dists) else None
     if position is not None:
         for shown in shown_lists(position, verdict):

@@ -182,7 +182,7 @@ def panel_html(trace: Trace | None, step_index: int, pos: int, lang: str = DEFAU
     drafted_text = drafted_texts[pos] if drafted is not None else ""
     refused = verdict.outcome == microscope.REFUSED
     what = _t_html(microscope.heading_key(verdict), lang, draft=_token(drafted_text), token=_token(emitted_texts[pos]))
-    heading = _t_html("microscope.heading", lang, n=f'<bdi dir="ltr">{step.index + 1}</bdi>',
+    heading = _t_html("microscope.heading", lang, step=f'<bdi dir="ltr">{step.index + 1}</bdi>',
                       i=f'<bdi dir="ltr">{pos + 1}</bdi>', what=what)
     parts = [f'<p class="pg-micro-head">{heading}</p>']
     row: Position | None = step.dists[pos] if verdict.recorded and step.dists is not None else None

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from .errors import PlaygroundError
 from .i18n import DEFAULT_LANGUAGE, number, t
-from .methods import get_method
+from .methods import get_method, prose_numbers
 from .models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from .request import MAX_NEW_TOKENS, RunRequest, new_request
 from .settings import get_settings
@@ -82,7 +82,7 @@ STAND_INS: dict[str, StandIn] = {
 
 def _stand_in_text(method: str, part: str, lang: str) -> str:
     """A stand-in's `shows` or `misses` in `lang` (English is STAND_INS'; the others `preset.stand_in.<method>.*`)."""
-    return t(f"preset.stand_in.{method}.{part}", lang, default=getattr(STAND_INS[method], part))
+    return t(f"preset.stand_in.{method}.{part}", lang, default=getattr(STAND_INS[method], part), **prose_numbers())
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ class Preset:
         """The note in `lang` (a stand-in's note is what it shows and does not)."""
         if self.stand_in_for:
             return self.stand_in_text(lang)
-        return t(f"preset.{self.name}.note", lang, default=self.note) if self.note else ""
+        return t(f"preset.{self.name}.note", lang, default=self.note, **prose_numbers()) if self.note else ""
 
     def needs(self, lang: str = DEFAULT_LANGUAGE) -> str:
         """What running it takes, in one line (for the docs table, the listing and the page)."""
@@ -213,6 +213,8 @@ class Preset:
 
 _DRAFT_DEFAULTS = dict(TRANSFORMERS_DRAFT_DEFAULTS)
 _SMOL = dict(target="HuggingFaceTB/SmolLM-1.7B", assistant="HuggingFaceTB/SmolLM-135M")
+# The section of the presets that no edition of the guide shows (said so on the page, not offered as the guide's).
+_NOT_IN_GUIDE = "Not in the guide: the assistant's draft-length settings (Transformers' generation_config)"
 _SAMPLING = dict(sample=True, temperature=0.5, top_k=TRANSFORMERS_TOP_K)
 
 GUIDE_PRESETS: tuple[Preset, ...] = (
@@ -260,14 +262,15 @@ GUIDE_PRESETS: tuple[Preset, ...] = (
            method="speculative", params={**_DRAFT_DEFAULTS, "assistant_ensemble_weight": 0.7}, sample=True,
            top_k=TRANSFORMERS_TOP_K, **_SMOL,
            note="lossy by design: drafts are verified against 0.7·target + 0.3·draft"),
-    # The guide's dynamic draft-length settings, on the guide's speculative pair. Transformers reads them from the
-    # assistant's generation_config (passed to generate() they are ignored).
-    Preset("draft-length-heuristic", "Draft length: heuristic schedule", "Speculative decoding (draft length)",
+    # Not in the guide (neither its Russian nor its Arabic edition shows draft length): Transformers' dynamic
+    # draft-length settings, on the guide's speculative pair, marked so in their title and section. Transformers reads
+    # them from the assistant's generation_config (passed to generate() they are ignored).
+    Preset("draft-length-heuristic", "Draft length: heuristic schedule (not in the guide)", _NOT_IN_GUIDE,
            'assistant_model.generation_config.num_assistant_tokens_schedule = "heuristic"',
            method="speculative", params={**_DRAFT_DEFAULTS, "num_assistant_tokens_schedule": "heuristic"}, **_SMOL,
            note="starts at 20 drafted tokens, +2 after a fully accepted draft, −1 otherwise (the default confidence "
                 "threshold of 0.4 still ends a draft early)"),
-    Preset("draft-length-confidence", "Draft length: confidence threshold", "Speculative decoding (draft length)",
+    Preset("draft-length-confidence", "Draft length: confidence threshold (not in the guide)", _NOT_IN_GUIDE,
            "assistant_model.generation_config.assistant_confidence_threshold = 0.4",
            method="speculative", params=_DRAFT_DEFAULTS, **_SMOL,
            note="the assistant stops drafting when its own probability for a token falls below 0.4 "

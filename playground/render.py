@@ -23,7 +23,7 @@ from __future__ import annotations
 import html
 from typing import Iterable, Sequence
 
-from .i18n import DEFAULT_LANGUAGE, direction, number, t, tn
+from .i18n import DEFAULT_LANGUAGE, count, direction, number, t, tn
 from .methods import METHODS, NO_DRAFT_REASONS, is_reference
 from .trace import ACCEPTED, BONUS, CORRECTION, DISCARDED, REJECTED, TARGET, UNVERIFIED, Step, Summary, Trace
 
@@ -146,7 +146,7 @@ def token_span(step: Step, tok_id: int, text: str, status: str, draft_index: int
     attrs = [f'data-status="{_attr(status)}"', f'data-step="{_attr(step.index)}"', f'data-id="{_attr(tok_id)}"']
     if pos is not None:
         attrs += [f'data-pos="{_attr(pos)}"', 'tabindex="0"']
-    tip = [t("render.tip.step", lang, n=step.index + 1, what=t(f"render.describe.{status}", lang))]
+    tip = [t("render.tip.step", lang, step=step.index + 1, what=t(f"render.describe.{status}", lang))]
     if draft_index is not None:
         tip[0] += f" {draft_index + 1}/{len(step.drafted)}"
         if status == DISCARDED:
@@ -163,7 +163,7 @@ def token_span(step: Step, tok_id: int, text: str, status: str, draft_index: int
         if mix is not None and status not in (UNVERIFIED, DISCARDED):
             attrs.append(f'data-v="{_attr(format(mix, ".4g"))}"')
             tip.append(t("render.tip.v", lang, v=_fmt_prob(mix, lang)))
-    tip.append(t("render.tip.token", lang, id=tok_id, text=repr(text)))
+    tip.append(t("render.tip.token", lang, id=str(tok_id), text=repr(text)))
     title = html.escape("\n".join(tip), quote=True)
     return f'<span class="tok" {" ".join(attrs)} title="{title}">{_visible(text, status)}</span>'
 
@@ -262,7 +262,7 @@ def empty_tokens(message: str | None = None, lang: str = DEFAULT_LANGUAGE) -> st
     return f'{open_tokens(lang)}<span class="pg-empty">{html.escape(shown)}</span></div>'
 
 
-# Where q is shown: what it is under sampling in Transformers 5.24.
+# Where q is shown: what it is under sampling in Transformers 5.24, for each kind of drafter (Method.q_source).
 Q_NOTE = t("render.q_note")
 
 
@@ -296,8 +296,8 @@ def stats_html(summary: Summary | None, plain: tuple[float | None, bool, str] | 
         return (f'<div class="pg-stats pg-stats-empty" data-testid="pg-stats">'
                 f'<div class="pg-hint">{html.escape(t("render.stats.empty", lang))}</div></div>')
     cells = (
-        ("new_tokens", f"{s.new_tokens}" if started else "–", t("render.stat.new_tokens", lang)),
-        ("steps", f"{s.steps}" if started else "–", t("render.stat.steps", lang)),
+        ("new_tokens", count(s.new_tokens, lang) if started else "–", t("render.stat.new_tokens", lang)),
+        ("steps", count(s.steps, lang) if started else "–", t("render.stat.steps", lang)),
         ("acceptance_rate", _pct(s.acceptance_rate, lang) if started else "–",
          t("render.stat.acceptance_of", lang, accepted=s.accepted, drafted=s.drafted) if started and s.drafted
          else t("render.stat.acceptance", lang)),
@@ -397,17 +397,17 @@ def narrate_step(step: Step, method: str = "", position: int | None = None, lang
                      prompt=t("narrate.reads_prompt", lang) if n == 1 else "",
                      other=t("narrate.other_time_end", lang, ms=number(step.other_ms, lang, ".1f")) if step.other_ms
                      else t("narrate.period", lang))
-            return t("narrate.plain", lang, n=n, text=q(emitted_text)) + took
+            return t("narrate.plain", lang, step=n, text=q(emitted_text)) + took
         if step.no_draft_reason:
             why = _reason(step.no_draft_reason, lang)
         elif n == 1 and method in _NO_DRAFT:
             why = t(f"render.no_draft.{method}", lang)
         else:
             why = t("no_draft.nothing_proposed", lang)
-        return t("narrate.no_draft", lang, n=n, why=why, text=q(emitted_text)) + timing
+        return t("narrate.no_draft", lang, step=n, why=why, text=q(emitted_text)) + timing
     who = t(f"render.drafter.{method}", lang) if method in DRAFTER else t("render.drafter.other", lang)
     k = len(step.drafted)
-    text = t("narrate.drafted", lang, n=n, who=who, tokens=_tokens_word(k, lang), text=q(drafted_text))
+    text = t("narrate.drafted", lang, step=n, who=who, tokens=_tokens_word(k, lang), text=q(drafted_text))
     a = step.accepted
     extra = emitted_text[a:]
     if step.rejected:
@@ -422,7 +422,7 @@ def narrate_step(step: Step, method: str = "", position: int | None = None, lang
         if a == 0:
             text += t("narrate.rejected_first", lang, text=q(rejected_text), why=why)
         else:
-            text += t("narrate.accepted_rejected", lang, a=a, kept=q(drafted_text[:a]), text=q(rejected_text),
+            text += t("narrate.accepted_rejected", lang, accepted=a, kept=q(drafted_text[:a]), text=q(rejected_text),
                       why=why)
         text += t("narrate.in_its_place", lang, text=q(extra)) if extra else ""
         if step.discarded:
@@ -492,8 +492,10 @@ def step_detail_html(step: Step, method: str = "", position: int | None = None,
         for i, (title, cost, body) in enumerate(phases, start=1)
     )
     narration = html.escape(narrate_step(step, method, position, lang))
+    q_source = METHODS[method].q_source if method in METHODS else None  # where q comes from, per method
     q_note = (f'<p class="pg-note" title="{html.escape(t("render.q_note", lang))}">'
-              + html.escape(t("detail.q_note", lang) + (t("detail.v_note", lang) if step.mixture else "")
+              + html.escape(t(f"detail.q_note.{q_source}" if q_source else "detail.q_note", lang)
+                            + (t("detail.v_note", lang) if step.mixture else "")
                             + t("narrate.period", lang), quote=False)
               + '</p>') if step.q is not None else ""
     return (f'<div class="pg-replay-step" data-testid="pg-replay-step" data-step="{_attr(n)}">'

@@ -77,7 +77,7 @@ class Position:
 
     Lists are the top-k of each distribution, most probable first. `*_drafted` is the probability of the token
     drafted at this position (None where nothing was drafted: the bonus row, baseline). `q` is the drafter's row
-    where the method has draft probabilities (under sampling: warped twice, as Transformers does); `v` is ensemble
+    where the method has draft probabilities (under sampling as Transformers hands it over: `Method.q_source`); `v` is ensemble
     verification's mixture w·p + (1−w)·q; `residual` is, at the refused position under sampling with q, the
     distribution the correction was drawn from: max(0, p − q) normalised (ensemble: the same, since
     max(0, v − q) = w·max(0, p − q))."""
@@ -117,7 +117,7 @@ class Step:
     draft_ms: float = 0.0
     verify_ms: float = 0.0
     other_ms: float = 0.0
-    q: list[float] | None = None  # draft probability of each drafted token (under sampling: doubly warped)
+    q: list[float] | None = None  # draft probability of each drafted token (under sampling: see Method.q_source)
     p: list[float] | None = None  # target probability of each drafted token
     mixture: list[float] | None = None  # ensemble verification: v = w·p + (1−w)·q, the distribution judged
     no_draft_reason: str = ""  # why a drafting method's step drafted nothing (empty where it drafted)
@@ -439,7 +439,7 @@ class _Reader(RecordReader):
         if self.tokens > MAX_TRACE_TOKENS:
             raise TraceFormatError.keyed("error.trace.tokens", limit=MAX_TRACE_TOKENS)
         if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < self.id_limit:
-            raise self.fail(where, Message.keyed("error.trace.a_token_id", top=self.id_limit - 1), value)
+            raise self.fail(where, Message.keyed("error.trace.a_token_id", last=self.id_limit - 1), value)
         return value
 
     def text(self, value: Any, where: str) -> str:

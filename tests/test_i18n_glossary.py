@@ -111,3 +111,42 @@ def test_the_diagnosis_is_headed_by_the_methods_title_in_the_pages_language(lang
     heading = re.search(r"<p><b>([^<]*)</b>", body).group(1)
     assert heading == METHODS["prompt_lookup"].localized(lang).title
     assert re.search(GLOSSARY["prompt_lookup_decoding"][lang], heading)
+
+
+# --------------------------------------------------------------------------- the glossary catches what was once written
+
+# Variants a reading of the page found (issue #38), each in the inflection it took: every one must match a forbidden
+# pattern of its language, so none comes back in any form.
+ONCE_WRITTEN = {
+    "ru": ["Формула Левиафана и др.", "Левиафан и др.", "базовый метод ничего не черновит", "чекпойнтах", "чекпойнт",
+           "контрольные точки", "площадка всегда задаёт его", "Песочница и площадка", "LM-голову", "отвергнутый",
+           "запустите baseline с тем же промптом", "Настройка"],
+    "ar": ["يولّد γ رمزًا تلقائيًا واحدًا تلو الآخر", "تحافظ عيّنات الرفض", "عينات الرفض", "كل طريقة لا تفقد شيئًا",
+           "ومع ذلك لا تفقد شيئًا", "وكل قيمة أقل من 1 تفقد الدقة", "يفقد الدقة", "نقطة تفتيش", "نقاط التفتيش",
+           "نقطة حفظه", "نقطة تحقق (checkpoint)", "استخدم الفك الجشع", "يواصل الملعب العمل", "من الملعب",
+           "ليفياثان وزملائه", "رأس النمذجة اللغوية", "شغّل baseline بالموجّه", "مللي ث", "بنفس مُجزّئ الرموز",
+           "وTransformers تحكم بـ«المُرمِّز نفسه»", "تقرأ Transformers طبقات MTP", "التحقق بالتجميع"],
+}
+
+
+@pytest.mark.parametrize("lang", ["ru", "ar"])
+def test_every_variant_once_written_is_forbidden_in_the_form_it_took(lang):
+    patterns = [pattern for entry in GLOSSARY.values() for pattern in entry["forbidden"].get(lang, ())]
+    caught = {text: [p for p in patterns if re.search(p, text)] for text in ONCE_WRITTEN[lang]}
+    assert all(caught.values()), f"{lang}: no forbidden pattern matches {[t for t, p in caught.items() if not p]}"
+
+
+def test_where_the_page_differs_from_the_guide_the_glossary_says_why():
+    """`differs` holds a reason (a sentence, not a flag) in a language the entry has; the @about says what it means."""
+    assert "differs" in json.loads((i18n.LOCALES_DIR / "glossary.json").read_text(encoding="utf-8"))["@about"]
+    for concept, entry in GLOSSARY.items():
+        for lang, why in entry.get("differs", {}).items():
+            assert lang in entry and isinstance(why, str) and len(why.split()) >= 8, (concept, lang, why)
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
+def test_every_glossary_term_is_in_use(lang):
+    """A term no string uses is a stale entry (or a renamed key): each concept's term appears on the page."""
+    texts = " ".join(strings(lang).values())
+    unused = [concept for concept, entry in GLOSSARY.items() if not re.search(entry[lang], texts)]
+    assert not unused, f"{lang}: glossary terms no string uses: {unused}"

@@ -12,7 +12,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
-from playground.i18n import LANGUAGES
+from playground.i18n import LANGUAGES, number
 from playground.methods import PROMPT_LOOKUP_MATCH, get_method
 
 # The words each language's lecture uses for the match prompt lookup copies from (and must not use for the other).
@@ -139,7 +139,7 @@ def test_the_ensemble_weight_is_the_targets_share_and_the_control_reads_from_los
               "ar": "النموذج الهدف p (بحصة w)"}
     for lang in LANGUAGES:
         param = ENSEMBLE.localized(lang)
-        assert shares[lang] in param.help and "0.7" in param.help, (lang, param.help)
+        assert shares[lang] in param.help and number(0.7, lang, "g") in param.help, (lang, param.help)
         assert "1 =" in param.label, (lang, param.label)
 
 

@@ -102,7 +102,7 @@ class Page(gr.Blocks):
             if missing <= len(appended):
                 inputs.extend([None] * missing)  # the list Gradio goes on to preprocess
             else:
-                error = PlaygroundError.keyed("error.too_few_values", needed=len(block_fn.inputs), got=len(inputs))
+                error = PlaygroundError.keyed("error.too_few_values", n=len(block_fn.inputs), got=len(inputs))
                 raise gr.Error(html.escape(refusal(error)), print_exception=False)
         super().validate_inputs(block_fn, inputs)
 

@@ -71,7 +71,7 @@ def _bounded(value: Any, default_value: int, name: str, top: int) -> int:
 def _job_size(runs: int) -> None:
     """A compare or bench call is refused before any work when it would make more than MAX_TOOL_RUNS generations."""
     if runs > MAX_TOOL_RUNS:
-        raise PlaygroundError.keyed("error.tool.too_many_runs", runs=runs, limit=MAX_TOOL_RUNS)
+        raise PlaygroundError.keyed("error.tool.too_many_runs", n=runs, limit=MAX_TOOL_RUNS)
 
 
 def _json(result: dict[str, Any]) -> str:

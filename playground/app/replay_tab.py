@@ -18,7 +18,7 @@ from gradio import utils as gradio_utils
 
 from .. import charts, microscope_view, render
 from ..errors import PlaygroundError, shorten
-from ..i18n import Message, t, tn
+from ..i18n import Message, Number, t, tn
 from ..trace import Trace, TraceFormatError, short_repr, summarize_steps
 from .guard import PRIVATE, guarded
 from .language import L, language_of
@@ -35,7 +35,7 @@ def load_trace_file(path: str | Path | None) -> Trace:
     p = Path(path)
     size = p.stat().st_size
     if size > MAX_TRACE_BYTES:
-        raise TraceFormatError.keyed("error.trace.file_size", size=size / 1e6, limit=MAX_TRACE_BYTES // 10**6)
+        raise TraceFormatError.keyed("error.trace.file_size", size=Number(size / 1e6, ".1f"), limit=MAX_TRACE_BYTES // 10**6)
     data = p.read_bytes()  # an OSError here: the caller says the file could not be read
     try:
         return Trace.from_json(data)
@@ -59,7 +59,7 @@ def step_number(value: Any, n: int) -> int:
     if value is None or value == "":
         return n
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise PlaygroundError.keyed("error.replay.step", n=n, got=short_repr(value, MAX_NAME_SHOWN))
+        raise PlaygroundError.keyed("error.replay.step", last=n, got=short_repr(value, MAX_NAME_SHOWN))
     return min(max(int(value), 1), n)
 
 

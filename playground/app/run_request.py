@@ -142,7 +142,7 @@ def parse_params(params: Any) -> dict[str, Any]:
         if isinstance(value, str):
             check_text(value, key, MAX_PARAM_VALUE_CHARS)
         elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63:
-            raise PlaygroundError.keyed("error.request.too_large", name=key, bits=value.bit_length())
+            raise PlaygroundError.keyed("error.request.too_large", name=key, n=value.bit_length())
         elif isinstance(value, float) and not math.isfinite(value):
             raise PlaygroundError.keyed("error.param.number", name=key, got=value)
         elif value is not None and not isinstance(value, (str, int, float)):
@@ -176,7 +176,7 @@ def parse_number(value: Any, default: float, name: str) -> float:
     if _unset(value):
         return default
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**64:
-        raise PlaygroundError.keyed("error.request.too_large", name=name, bits=value.bit_length())
+        raise PlaygroundError.keyed("error.request.too_large", name=name, n=value.bit_length())
     if isinstance(value, bool):
         raise PlaygroundError.keyed("error.request.number", name=name, got=value)
     try:

@@ -180,7 +180,7 @@ def _repeat_line(run: Trace, prefix: str, r: int, repeats: int, label: str, spee
     """The progress line after one measured run: tokens, time, throughput, τ, α and the speedup so far."""
     s = run.summary
     line = t("bench.progress.repeat", lang, prefix=prefix, rep=r + 1, repeats=repeats, label=label,
-             tokens=s.new_tokens, s=number(s.elapsed_s, lang), tps=number(s.tokens_per_s or 0, lang, ".1f"),
+             n=s.new_tokens, s=number(s.elapsed_s, lang), tps=number(s.tokens_per_s or 0, lang, ".1f"),
              tau=number(s.tokens_per_step or 0, lang))
     if s.acceptance_rate is not None:
         line += f", α={number(s.acceptance_rate, lang)}"

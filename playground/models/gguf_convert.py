@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from ..i18n import Message
+from ..i18n import Message, Number
 from ..settings import get_settings
 from .cache import (
     _CONVERSION_FORMAT, _MARKER, _cache_is_valid, _conversion_locks, _conversion_locks_guard, converted_dir,
@@ -196,10 +196,10 @@ class _ConversionProgress:
         done = start + (end - start) * within
         elapsed = time.perf_counter() - self.started
         if done >= 0.05:
-            self.report(Message.keyed("load.converting_left", label=self.label, what=what, done=done,
-                                      left=elapsed / done * (1 - done)))
+            self.report(Message.keyed("load.converting_left", label=self.label, what=what, done=Number(done, ".0%"),
+                                      left=Number(elapsed / done * (1 - done), ".0f")))
         else:
-            self.report(Message.keyed("load.converting", label=self.label, what=what, done=done))
+            self.report(Message.keyed("load.converting", label=self.label, what=what, done=Number(done, ".0%")))
 
 
 def _convert(entry: ModelEntry, gguf: GgufSource, work: Path, report: Progress) -> None:
@@ -221,7 +221,7 @@ def _convert(entry: ModelEntry, gguf: GgufSource, work: Path, report: Progress) 
         "conversion_s": round(time.perf_counter() - started, 1),
     }
     (out / _MARKER).write_text(json.dumps(marker, indent=2) + "\n")
-    report(Message.keyed("load.converted", label=entry.label, s=marker["conversion_s"]))
+    report(Message.keyed("load.converted", label=entry.label, s=Number(marker["conversion_s"], ".0f")))
 
 
 @gc_paused()

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 from huggingface_hub import try_to_load_from_cache
 
-from ..i18n import Message
+from ..i18n import Message, Number
 from ..precision import Precision
 from ..settings import get_settings
 from .cache import ensure_dtype_copy
@@ -174,5 +174,5 @@ def load_model(spec: str, dtype: str | Precision = "auto", progress: Progress | 
     )
     logger.info("loaded %s (%s, %.2f GB) in %.1f s", spec, loaded.dtype,
                 loaded.param_bytes / 1e9, loaded.load_s)
-    report(Message.keyed("load.loaded", spec=spec, s=loaded.load_s))
+    report(Message.keyed("load.loaded", spec=spec, s=Number(loaded.load_s, ".1f")))
     return loaded
