@@ -24,7 +24,7 @@ tiny Llama made here, no preload), and talks to it as a raw client does (the que
 5. gate: each raw input Gradio answered with a 500, its generic error or by reading on (an fn_index of no handler,
    the JavaScript-only events, an unknown API name, an empty session hash, a 64 KB address, a 30 MB body, a seed
    1e300, the arity message): the status and the line each got.
-6. cli: `python -m playground show|code /dev/zero`, `run --prompt-file /dev/zero`, `bench --prompts /dev/zero`:
+6. cli: `python -m playground show|code /dev/zero`, `run --prompt-file /dev/zero`, `bench|tune --prompts /dev/zero`:
    exit status, the line on stderr and the peak resident memory.
 
     python tests/hostile_sweep.py                 # all three, a few minutes
@@ -419,7 +419,7 @@ def cli_endless_files() -> dict[str, Any]:
     root = Path(__file__).resolve().parents[1]
     out = {}
     for argv in (["show", "/dev/zero"], ["code", "/dev/zero"], ["run", "--prompt-file", "/dev/zero", "--quiet"],
-                 ["bench", "--prompts", "/dev/zero", "--quiet"]):
+                 ["bench", "--prompts", "/dev/zero", "--quiet"], ["tune", "--prompts", "/dev/zero", "--quiet"]):
         import subprocess
 
         began = time.monotonic()

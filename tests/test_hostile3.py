@@ -65,7 +65,8 @@ def _peak_rss_mb(argv: list[str]) -> tuple[int, str, float]:
     (["code", "/dev/zero"], 900),  # Transformers is imported first
     (["run", "--prompt-file", "/dev/zero", "--quiet"], 1200),  # torch and Transformers first
     (["bench", "--prompts", "/dev/zero", "--quiet"], 1200),
-], ids=["show", "code", "run-prompt-file", "bench-prompts"])
+    (["tune", "--prompts", "/dev/zero", "--quiet"], 1200),
+], ids=["show", "code", "run-prompt-file", "bench-prompts", "tune-prompts"])
 def test_the_cli_stops_an_endless_file_at_the_limit_in_bounded_memory(argv: list[str], bound_mb: int) -> None:
     """`/dev/zero` as every file the CLI reads: one line naming the limit, exit status 2, and a peak memory of the
     interpreter and its imports plus at most the limit (an unbounded read grew to 6.4 GB in 12 s)."""
@@ -241,7 +242,7 @@ def test_gradio_level_inputs_get_one_line_of_ours_and_a_4xx(server: Any) -> None
     config = httpx.get(f"{url}config", timeout=30).json()
     js_only = [d["id"] for d in config["dependencies"] if not d.get("backend_fn")]
     assert js_only, "the page has JavaScript-only events"
-    url_line = "characters long; this server reads at most 16384"
+    url_line = "characters long; this server reads at most 32768"
     for path in ("/?lang=" + "x" * 65536, "/gradio_api/queue/data?session_hash=" + "x" * 65536):
         status, body = raw_request(url, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
         assert status == 414 and url_line in body, (status, body[:300])

@@ -39,7 +39,9 @@ from ..outside import MAX_INPUT_BYTES, MAX_INPUT_MB
 
 logger = logging.getLogger(__name__)
 
-MAX_URL_CHARS = 16 * 1024  # a shared link is at most links.MAX_LINK_CHARS (8000) of query; browsers send far less
+# A shared link's query is at most links.MAX_LINK_CHARS (8000); a longer hand-made one still reaches the link's own
+# refusal ("This link's settings were not applied") up to this; past it Gradio 6.31 answered 500 (64 KB).
+MAX_URL_CHARS = 32 * 1024
 MAX_BODY_BYTES = MAX_INPUT_BYTES + 64 * 1024  # a trace of the upload limit with its multipart framing
 MAX_SESSION_HASH_CHARS = 128  # Gradio's own are 11 characters; a client's own choice, within reason
 # How long a queued call may wait for its client to open the answer's stream: every client opens it right after the
