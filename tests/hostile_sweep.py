@@ -343,8 +343,23 @@ def log_line_after(log: Path, start: int, fragment: str, within_s: float) -> tup
     return None
 
 
+def long_context_copy(target: str) -> str:
+    """A copy of the tiny target with a 16k context, beside it: Spec-Bench's prompts and 448 new tokens fit."""
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    long = Path(target).parent / "long"
+    model = LlamaForCausalLM.from_pretrained(target)
+    model.config.max_position_embeddings = 16384
+    model.save_pretrained(long)
+    AutoTokenizer.from_pretrained(target).save_pretrained(long)
+    return str(long)
+
+
 def unread_calls(url: str, target: str, pid: int, log: Path) -> dict[str, Any]:
     """Long MCP calls queued over REST whose answer streams are never opened: when each ends, what it cost."""
+    from playground.app.gate import STREAM_OPEN_S
+
+    target = long_context_copy(target)
     calls = {"compare": ("mcp_compare", [PROMPT, "prompt_lookup:prompt_lookup_num_tokens=3", target, "", 448, 5,
                                          "float32"]),
              "bench": ("mcp_bench", ["prompt_lookup:prompt_lookup_num_tokens=3", "", 1, target, "", 448, 5,
@@ -355,8 +370,8 @@ def unread_calls(url: str, target: str, pid: int, log: Path) -> dict[str, Any]:
         posted = time.monotonic()
         queued = httpx.post(f"{url}gradio_api/call/{name}", json={"data": data}, timeout=60)
         assert queued.status_code == 200, queued.text
-        ended = log_line_after(log, start, f"ended {name}: no answer stream", WAIT_S)
-        stopped = log_line_after(log, start, f"MCP {tool} ", WAIT_S)
+        ended = log_line_after(log, start, f"ended {name}: no answer stream", STREAM_OPEN_S + 60)
+        stopped = log_line_after(log, start, f"MCP {tool} ", 60)
         deadline = time.monotonic() + 60
         while worker_threads(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
