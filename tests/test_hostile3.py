@@ -284,10 +284,13 @@ def test_gradio_level_inputs_get_one_line_of_ours_and_a_4xx(server: Any) -> None
     # the arity message, in plain text: no HTML entity; a seed of 1e300 named by its size, not echoed in 301 digits
     answered = httpx.post(f"{url}gradio_api/run/mcp_generate", json={"data": ["x"]}, timeout=30)
     assert "the page's config lists them" in answered.json()["error"] and "&#x27;" not in answered.text
+    start = len(server.log.read_bytes())
     answered = httpx.post(f"{url}gradio_api/run/mcp_generate",
                           json={"data": ["x", "t", "baseline", "", "{}", 4, True, 1.0, 1e300, "float32", ""]},
                           timeout=60)
     assert answered.json()["error"] == "seed is far too large; got a number of 997 bits", answered.text
+    time.sleep(0.5)
+    assert "Traceback" not in server.log.read_bytes()[start:].decode(errors="replace"), "a refusal filled the log"
     assert server.alive()
 
 
