@@ -54,10 +54,14 @@ def _read_prompt(args: argparse.Namespace) -> str | None:
         return args.prompt
     if args.prompt_file is None:
         return None
+    from .outside import read_text_bounded
+
     try:
-        return args.prompt_file.read_text(encoding="utf-8")
+        return read_text_bounded(args.prompt_file)  # an endless file stops at the input limit
     except OSError as exc:
         raise SystemExit(f"error: cannot read prompt file: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise SystemExit(f"error: the prompt file is not UTF-8 text (byte {exc.start})") from None
 
 
 def _failed(exc: BaseException) -> int:
@@ -185,16 +189,25 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _load_trace(path: Path):  # type: ignore[no-untyped-def]
-    """The trace at path, or None after a one-line error on stderr."""
+    """The trace at path (read only up to the input limit), or None after a one-line error on stderr."""
+    from .errors import PlaygroundError
+    from .outside import for_terminal
     from .trace import Trace, TraceFormatError
 
     try:
         return Trace.load(path)
     except OSError as exc:
-        print(f"error: cannot read {path}: {exc.strerror}", file=sys.stderr)
-    except TraceFormatError as exc:
-        print(f"error: {path}: {exc}", file=sys.stderr)
+        print(for_terminal(f"error: cannot read {path}: {exc.strerror}"), file=sys.stderr)
+    except (TraceFormatError, PlaygroundError) as exc:
+        print(for_terminal(f"error: {path}: {exc}"), file=sys.stderr)
     return None
+
+
+def _print_safe(text: str, **kwargs: Any) -> None:
+    """Print what a file holds (a trace's names, texts, token texts) with no control or bidi character raw."""
+    from .outside import for_terminal
+
+    print(for_terminal(text), **kwargs)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -205,7 +218,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if trace is None:
         return 2
     lang = args.lang
-    print(summary_line(trace))
+    _print_safe(summary_line(trace))
     if args.step is not None or args.token is not None:
         panel = panel_text(trace, args.step or 1, args.token or 1, lang)
         if panel is None:
@@ -214,8 +227,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             print("error: " + t("microscope.no_position", lang, step=args.step or 1, i=args.token or 1,
                                 last=len(trace.steps)), file=sys.stderr)
             return 2
-        print(panel)
-    print(tables_text(trace, lang))
+        _print_safe(panel)
+    _print_safe(tables_text(trace, lang))
     return 0
 
 
@@ -234,9 +247,9 @@ def cmd_code(args: argparse.Namespace) -> int:
     try:
         script = script_for_trace(trace)
     except Exception as exc:  # one line for the user, whatever failed
-        print(f"error: cannot show the code for {args.trace}: {user_message(exc)}", file=sys.stderr)
+        _print_safe(f"error: cannot show the code for {args.trace}: {user_message(exc)}", file=sys.stderr)
         return 2
-    print(script, end="")
+    _print_safe(script, end="")
     return 0
 
 

@@ -18,7 +18,8 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from .errors import PlaygroundError, shorten
 from .i18n import Message
-from .settings import MICROSCOPE_MAX_TOP_K
+from .outside import read_bounded
+from .settings import MICROSCOPE_MAX_TOP_K, get_settings
 
 SCHEMA_VERSION = 3
 # Version 1 lacked `other_ms`, `setup_ms` and `discarded` (its `rejected` held every draft after the first
@@ -32,7 +33,14 @@ READABLE_VERSIONS = (1, 2, 3)
 MAX_TRACE_STEPS = 100_000  # verification steps in one trace
 MAX_LIST_ITEMS = 100_000  # items in any one list (output ids; one step's drafts are tens)
 MAX_TRACE_TOKENS = 1_000_000  # token ids in all lists of the trace together
-MAX_TEXT_CHARS = 1_000_000  # characters in any one string (prompt, output text, a token's text)
+MAX_TEXT_CHARS = 1_000_000  # characters in a string no narrower bound fits (the output text; see TEXT_LIMITS)
+MAX_TOKEN_TEXT_CHARS = 512  # one token's text: the longest in real vocabularies are tens of characters
+MAX_PROMPT_TEXT_CHARS = 16 * 4096  # a prompt or a system message: the page's limit before tokenising (16 characters a
+# token, PLAYGROUND_MAX_PROMPT_TOKENS), at its default; a server set higher reads its own traces (`text_limit`)
+MAX_NAME_TEXT_CHARS = 1024  # a model name (the request's own bound) or a path
+MAX_WORD_TEXT_CHARS = 64  # a method's name, a finish reason, a free-form object's key
+MAX_REASON_TEXT_CHARS = 1000  # a sentence: why a step drafted nothing
+MAX_MAPPING_TEXT_CHARS = 4096  # a string in a free-form object (params, decoding, env, chat template variables)
 MAX_TOKEN_ID = 2**31 - 1  # ids are below the recorded vocab_size; traces without one get this bound
 MAX_COUNT = 2**53  # any other integer (counts, indices): exact in a float, as JSON readers need
 MAX_MAPPING_DEPTH = 4  # nesting of the free-form objects (params, decoding, env)
@@ -44,6 +52,18 @@ TOKEN_ID_FIELDS = frozenset({"id"})  # integer fields holding a token id (other 
 LOOKUP_CONTEXT_CHARS = 160  # of the context kept on each side of prompt lookup's source (`Step.lookup_text`)
 POSITION_LISTS = frozenset({"lookup_source"})  # lists of integers holding positions in the context, not token ids
 MAX_TOP_K = MICROSCOPE_MAX_TOP_K  # entries in one recorded top-k list (PLAYGROUND_TOP_K is at most this)
+# What each text field of a trace holds, and so how long it may be (checked on load; the refusal names the field).
+# Every `str` field of the records below has an entry (`tests/test_hostile3.py` checks it), so a field added later
+# gets a bound of its own; lookup_text's middle parts (an n-gram, a draft) are bounded per token in `_check_dists`.
+TEXT_LIMITS: dict[str, int] = {
+    "method": MAX_WORD_TEXT_CHARS, "finish_reason": MAX_WORD_TEXT_CHARS,
+    "target": MAX_NAME_TEXT_CHARS, "assistant": MAX_NAME_TEXT_CHARS,
+    "prompt": MAX_PROMPT_TEXT_CHARS, "system": MAX_PROMPT_TEXT_CHARS,
+    "output_text": MAX_TEXT_CHARS,
+    "drafted_text": MAX_TOKEN_TEXT_CHARS, "emitted_text": MAX_TOKEN_TEXT_CHARS, "text": MAX_TOKEN_TEXT_CHARS,
+    "no_draft_reason": MAX_REASON_TEXT_CHARS,
+    "lookup_text": MAX_PROMPT_TEXT_CHARS,
+}
 
 # Token statuses used by renderers (and as `data-status` in the HTML).
 ACCEPTED = "accepted"  # drafted and kept by the target
@@ -291,7 +311,9 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | Path) -> "Trace":
-        return cls.from_json(Path(path).read_bytes())
+        """A trace from a file, read only up to the input limit (`outside.read_bounded`: an endless file stops
+        there)."""
+        return cls.from_json(read_bounded(path))
 
 
 def short_repr(value: Any, limit: int = 40) -> str:
@@ -313,6 +335,15 @@ def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(summary, dict):
         summary = {k: v for k, v in summary.items() if k not in ("rejected", "discarded", "other_ms", "setup_ms")}
     return {**data, "steps": steps, "summary": summary, "schema_version": 2}
+
+
+def text_limit(name: str) -> int:
+    """The longest text field `name` may hold (`TEXT_LIMITS`; a prompt as long as this server accepts, if longer; a
+    record's field of no entry, MAX_TEXT_CHARS: the trace's own all have one, `tests/test_hostile3.py` checks)."""
+    limit = TEXT_LIMITS.get(name, MAX_TEXT_CHARS)
+    if limit == MAX_PROMPT_TEXT_CHARS:
+        return max(MAX_PROMPT_TEXT_CHARS, 16 * get_settings().max_prompt_tokens)
+    return limit
 
 
 @cache
@@ -418,7 +449,7 @@ class _Reader(RecordReader):
                 raise self.fail(where, Message.keyed("error.trace.a_probability" if top == 1.0 else "error.trace.a_time"), value)
             return float(value)
         if hint is str:
-            return self.text(value, where)
+            return self.text(value, where, text_limit(name))
         if origin is list:
             if not isinstance(value, list):
                 raise self.fail(where, Message.keyed("error.trace.a_list"), value)
@@ -442,11 +473,12 @@ class _Reader(RecordReader):
             raise self.fail(where, Message.keyed("error.trace.a_token_id", last=self.id_limit - 1), value)
         return value
 
-    def text(self, value: Any, where: str) -> str:
+    def text(self, value: Any, where: str, limit: int) -> str:
+        """Valid text of at most `limit` characters (what the field holds: a token, a prompt, a name)."""
         if not isinstance(value, str):
             raise self.fail(where, Message.keyed("error.trace.text"), value)
-        if len(value) > MAX_TEXT_CHARS:
-            raise TraceFormatError.keyed("error.trace.chars", where=shorten(where), n=len(value), limit=MAX_TEXT_CHARS)
+        if len(value) > limit:
+            raise TraceFormatError.keyed("error.trace.chars", where=shorten(where), n=len(value), limit=limit)
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate ("\ud800" in JSON): not text a page can show
@@ -469,12 +501,12 @@ class _Reader(RecordReader):
                 raise self.fail(where, Message.keyed("error.trace.a_finite_number"), value)
             return value
         if isinstance(value, str):
-            return self.text(value, where)
+            return self.text(value, where, MAX_MAPPING_TEXT_CHARS)
         if depth <= 0 or not isinstance(value, (list, dict)):
             raise self.fail(where, Message.keyed("error.trace.shallow", limit=MAX_MAPPING_DEPTH), value)
         if isinstance(value, list):
             return [self.mapping(v, f"{where}[{i}]", depth - 1, count) for i, v in enumerate(value)]
-        return {self.text(k, where): self.mapping(v, f"{where}.{k}", depth - 1, count) for k, v in value.items()}
+        return {self.text(k, where, MAX_WORD_TEXT_CHARS): self.mapping(v, f"{where}.{k}", depth - 1, count) for k, v in value.items()}
 
 
 @dataclass
@@ -589,6 +621,9 @@ def check_invariants(trace: Trace) -> None:
         joined.extend(s.emitted)
     if joined != trace.output_ids:
         raise TraceFormatError.keyed("error.trace.output_ids")
+    if len(trace.output_text) > MAX_TOKEN_TEXT_CHARS * len(trace.output_ids):  # a token's text for each output token
+        raise TraceFormatError.keyed("error.trace.chars", where="trace.output_text", n=len(trace.output_text),
+                                     limit=MAX_TOKEN_TEXT_CHARS * len(trace.output_ids))
 
 
 def _check_dists(s: Step, i: int) -> None:
@@ -606,7 +641,10 @@ def _check_dists(s: Step, i: int) -> None:
         raise TraceFormatError.keyed("error.trace.step.lookup_source", i=i)
     text = s.lookup_text
     if text is not None and (span is None or len(text) != 4 or not text[1]
-                             or max(len(text[0]), len(text[3])) > LOOKUP_CONTEXT_CHARS):
+                             or max(len(text[0]), len(text[3])) > LOOKUP_CONTEXT_CHARS
+                             # the n-gram and the copied draft: a token's text for each of their tokens
+                             or len(text[1]) > MAX_TOKEN_TEXT_CHARS * (span[1] - span[0])
+                             or len(text[2]) > MAX_TOKEN_TEXT_CHARS * len(s.drafted)):
         raise TraceFormatError.keyed("error.trace.step.lookup_text", i=i, limit=LOOKUP_CONTEXT_CHARS)
 
 

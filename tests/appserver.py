@@ -81,6 +81,21 @@ def start_app(port: int, log_path: Path, extra_env: dict[str, str] | None = None
     raise RuntimeError(f"app.py did not answer on {url} within {START_TIMEOUT_S} s; see {log_path}")
 
 
+def raw_request(url: str, request: bytes) -> tuple[int, str]:
+    """(status, body) of one raw HTTP/1.1 request sent as bytes on a socket of its own, read until the server closes
+    it (send `Connection: close`): what httpx will not send, such as an address over 64 KB or a length it lacks."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=60) as sock:
+        sock.sendall(request)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body.decode(errors="replace")
+
+
 def stop_app(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:

@@ -18,11 +18,20 @@ tiny Llama made here, no preload), and talks to it as a raw client does (the que
    came, and how long it took in all); its wait is the time to its first streamed output.
 3. memory: the server's resident memory (VmRSS) before and after generating on `--spellings` spellings of one
    directory (`dir/`, `dir//`, `dir/./`, `/proc/self/root/dir`, ...): one copy is loaded, whatever the spelling.
+4. unread: a long `mcp_compare` and `mcp_bench` POSTed to `/gradio_api/call/...` whose answer streams are never
+   opened: the seconds from the POST to the log's "ended ...: no answer stream" line and to the call's "MCP ...
+   stopped" line, the server's CPU seconds in that time, and its CPU seconds over the 3 s after the work ended.
+5. gate: each raw input Gradio answered with a 500, its generic error or by reading on (an fn_index of no handler,
+   the JavaScript-only events, an unknown API name, an empty session hash, a 64 KB address, a 30 MB body, a seed
+   1e300, the arity message): the status and the line each got.
+6. cli: `python -m playground show|code /dev/zero`, `run --prompt-file /dev/zero`, `bench|tune --prompts /dev/zero`:
+   exit status, the line on stderr and the peak resident memory.
 
     python tests/hostile_sweep.py                 # all three, a few minutes
     python tests/hostile_sweep.py --json artifacts/hostile-sweep.json
     python tests/hostile_sweep.py --skip memory fair --json /tmp/disconnect.json   # only the disconnect figures
     python tests/hostile_sweep.py --skip memory disconnect mcp --concurrency 1   # fair share, generations one by one
+    python tests/hostile_sweep.py --skip memory disconnect mcp fair   # only issue 36's parts: unread, gate, cli
 
 Figures need a quiet machine: on shared cores the waits measure the neighbours too. Not collected by pytest.
 """
@@ -46,7 +55,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from appserver import ARTIFACTS, free_port, start_app, stop_app  # noqa: E402
+from appserver import ARTIFACTS, free_port, raw_request, start_app, stop_app  # noqa: E402
 from tiny import build_tokenizer, save_tiny_llama  # noqa: E402
 
 PROMPT = "One, two, three, four, five. One, two,"
@@ -316,10 +325,132 @@ def spelling_sweep(client: Client, target: str, pid: int, spellings: int) -> dic
             "rss_after_mb": round(rss_mb(pid), 1)}
 
 
+def cpu_s(pid: int) -> float:
+    """The process's CPU time (user + system, all threads) in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def log_line_after(log: Path, start: int, fragment: str, within_s: float) -> tuple[float, str] | None:
+    """(when, the line) of the first log line after byte `start` holding `fragment`."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        text = log.read_bytes()[start:].decode(errors="replace")
+        line = next((ln for ln in text.splitlines() if fragment in ln), None)
+        if line:
+            return time.monotonic(), line
+        time.sleep(0.05)
+    return None
+
+
+def long_context_copy(target: str) -> str:
+    """A copy of the tiny target with a 16k context, beside it: Spec-Bench's prompts and 448 new tokens fit."""
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    long = Path(target).parent / "long"
+    model = LlamaForCausalLM.from_pretrained(target)
+    model.config.max_position_embeddings = 16384
+    model.save_pretrained(long)
+    AutoTokenizer.from_pretrained(target).save_pretrained(long)
+    return str(long)
+
+
+def unread_calls(url: str, target: str, pid: int, log: Path) -> dict[str, Any]:
+    """Long MCP calls queued over REST whose answer streams are never opened: when each ends, what it cost."""
+    from playground.app.gate import STREAM_OPEN_S
+
+    target = long_context_copy(target)
+    calls = {"compare": ("mcp_compare", [PROMPT, "prompt_lookup:prompt_lookup_num_tokens=3", target, "", 448, 5,
+                                         "float32"]),
+             "bench": ("mcp_bench", ["prompt_lookup:prompt_lookup_num_tokens=3", "", 1, target, "", 448, 5,
+                                     "float32"])}
+    figures: dict[str, Any] = {}
+    for tool, (name, data) in calls.items():
+        start, cpu0 = len(log.read_bytes()), cpu_s(pid)
+        posted = time.monotonic()
+        queued = httpx.post(f"{url}gradio_api/call/{name}", json={"data": data}, timeout=60)
+        assert queued.status_code == 200, queued.text
+        ended = log_line_after(log, start, f"ended {name}: no answer stream", STREAM_OPEN_S + 60)
+        stopped = log_line_after(log, start, f"MCP {tool} ", 60)
+        deadline = time.monotonic() + 60
+        while worker_threads(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cpu1 = cpu_s(pid)
+        time.sleep(3)
+        figures[name] = {"ended_after_s": round(ended[0] - posted, 1) if ended else None,
+                         "work_stopped_after_s": round(stopped[0] - posted, 1) if stopped else None,
+                         "stop_line": stopped[1].split(": ", 1)[-1] if stopped else None,
+                         "server_cpu_s_until_stopped": round(cpu1 - cpu0, 2),
+                         "server_cpu_s_over_3_s_after": round(cpu_s(pid) - cpu1, 2)}
+    return figures
+
+
+def gate_answers(url: str) -> dict[str, Any]:
+    """What each raw input Gradio could not place got: (status, the line)."""
+    config = httpx.get(f"{url}config", timeout=30).json()
+    js_only = [d["id"] for d in config["dependencies"] if not d.get("backend_fn")]
+    top = max(d["id"] for d in config["dependencies"])
+
+    def said(response: httpx.Response) -> tuple[int, str]:
+        try:
+            body = response.json()
+            return response.status_code, str(body.get("detail") or body.get("error"))[:200]
+        except ValueError:
+            return response.status_code, response.text[:200]
+
+    join = f"{url}gradio_api/queue/join"
+    out: dict[str, Any] = {
+        "fn_index out of range": said(httpx.post(join, json={"data": [], "fn_index": top + 1, "session_hash": "s"})),
+        "empty session_hash": said(httpx.post(join, json={"data": [], "fn_index": 0, "session_hash": ""})),
+        "unknown API name (call)": said(httpx.post(f"{url}gradio_api/call/nope", json={"data": []})),
+        "unknown API name (run)": said(httpx.post(f"{url}gradio_api/run/nope", json={"data": []})),
+        "arity message": said(httpx.post(f"{url}gradio_api/run/mcp_generate", json={"data": ["x"]})),
+        "seed 1e300": said(httpx.post(f"{url}gradio_api/run/mcp_generate", timeout=60, json={
+            "data": ["x", "t", "baseline", "", "{}", 4, True, 1.0, 1e300, "float32", ""]})),
+    }
+    for index in js_only:
+        for route in ("queue/join", "run/predict"):
+            out[f"JavaScript-only event {index} ({route})"] = said(httpx.post(
+                f"{url}gradio_api/{route}", json={"data": [], "fn_index": index, "session_hash": "s"}))
+    for path in ("/?lang=" + "x" * 65536, "/gradio_api/queue/data?session_hash=" + "x" * 65536):
+        out[f"64 KB address {path[:24]}..."] = raw_request(
+            url, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+    for path in ("/gradio_api/mcp/", "/gradio_api/run/mcp_generate"):
+        began = time.monotonic()
+        status, body = raw_request(url, (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                         f"Content-Length: {30 * 1024 * 1024}\r\nConnection: close\r\n\r\n").encode())
+        out[f"30 MB body announced to {path}"] = (status, body[:200], f"{time.monotonic() - began:.2f} s, 0 bytes sent")
+    out["30 MB body without a length to /gradio_api/run/mcp_generate"] = said(httpx.post(
+        f"{url}gradio_api/run/mcp_generate", content=(b" " * (1024 * 1024) for _ in range(30)),
+        headers={"content-type": "application/json"}, timeout=60))
+    return out
+
+
+def cli_endless_files() -> dict[str, Any]:
+    """Every file the CLI reads given /dev/zero: exit status, stderr, peak memory (MB) measured from a small parent."""
+    measure = ("import resource, subprocess, sys\n"
+               "r = subprocess.run([sys.executable, '-m', 'playground', *sys.argv[1:]], stdout=subprocess.DEVNULL)\n"
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)")
+    root = Path(__file__).resolve().parents[1]
+    out = {}
+    for argv in (["show", "/dev/zero"], ["code", "/dev/zero"], ["run", "--prompt-file", "/dev/zero", "--quiet"],
+                 ["bench", "--prompts", "/dev/zero", "--quiet"], ["tune", "--prompts", "/dev/zero", "--quiet"]):
+        import subprocess
+
+        began = time.monotonic()
+        done = subprocess.run([sys.executable, "-c", measure, *argv], cwd=root, capture_output=True, text=True,
+                              timeout=WAIT_S)
+        out[" ".join(argv)] = {"exit": done.returncode, "stderr": done.stderr.strip()[-200:],
+                               "peak_rss_mb": round(int(done.stdout.split()[-1]) / 1024),
+                               "wall_s": round(time.monotonic() - began, 1)}
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spellings", type=int, default=24, help="spellings of the model directory to load")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["disconnect", "mcp", "fair", "memory"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["disconnect", "mcp", "fair", "memory", "unread", "gate",
+                                                                     "cli"])
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument("--concurrency", type=int, help="the server's PLAYGROUND_CONCURRENCY (default: its own)")
     args = parser.parse_args()
@@ -356,6 +487,15 @@ def main() -> int:
         if "fair" not in args.skip:
             figures["fair_share"] = fair_share(client, target)
             print("fair share:", figures["fair_share"], flush=True)
+        if "unread" not in args.skip:
+            figures["unread"] = unread_calls(f"http://127.0.0.1:{port}/", target, proc.pid, log)
+            print("unread:", figures["unread"], flush=True)
+        if "gate" not in args.skip:
+            figures["gate"] = gate_answers(f"http://127.0.0.1:{port}/")
+            print("gate:", json.dumps(figures["gate"], indent=1, ensure_ascii=False), flush=True)
+        if "cli" not in args.skip:
+            figures["cli"] = cli_endless_files()
+            print("cli:", json.dumps(figures["cli"], indent=1), flush=True)
     finally:
         stop_app(proc)
     if args.json:

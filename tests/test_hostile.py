@@ -780,22 +780,26 @@ def test_every_malformed_trace_gets_a_trace_format_message() -> None:
             Trace.from_json(content)
         assert not PYTHON_WORDS.search(str(refused.value)), str(refused.value)
     named = make_trace(2)
-    named["target"] = "m" * 999_000
+    named["target"] = "m" * 1024  # the longest model name a trace may hold: loads, and the status line cuts it
     line = describe_trace(Trace.from_dict(named), "Loaded t.json")
     assert len(line) < 1000 and "m" * 80 + "…" in line
+    with pytest.raises(TraceFormatError, match="trace.target has 999000 characters; the limit is 1024"):
+        Trace.from_dict({**named, "target": "m" * 999_000})
     print(f"\nmalformed traces tried: {tried + len(whole_files)}")
 
 
 def test_hostile_trace_files_uploaded_get_our_words(server: Server) -> None:
     """The same through the page's upload: the status line holds our message, cut, in one line."""
     named = make_trace(2)
-    named["target"] = "m" * 999_000
+    named["target"] = "m" * 1024
     cases = [("deep.json", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
              ("digits.json", b'{"method": "x", "steps": [], "schema_version": ' + b"9" * 5000 + b"}", "more than 4300 digits"),
              ("latin1.json", '{"method": "é"}'.encode("latin-1"), "not UTF-8 text"),
              ("v1-steps.json", json.dumps({**make_trace(2), "schema_version": 1, "steps": 5}).encode(),
               "trace.steps must be a list"),
-             ("named.json", json.dumps(named).encode(), "Loaded named.json")]
+             ("named.json", json.dumps(named).encode(), "Loaded named.json"),
+             ("long-name.json", json.dumps({**named, "target": "m" * 999_000}).encode(),
+              "trace.target has 999000 characters; the limit is 1024")]
     for name, content, fragment in cases:
         PROBE.tried += 1
         outcome = server.call("on_trace_upload", [server.upload(name, content)])

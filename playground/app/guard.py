@@ -62,7 +62,7 @@ def guarded(handler: Callable[..., Any]) -> Callable[..., Any]:
             except gr.Error:
                 raise
             except Exception as exc:
-                raise gr.Error(html.escape(refusal(exc, _visitors_language(args, kwargs))),
+                raise gr.Error(html.escape(refusal(exc, _visitors_language(args, kwargs)), quote=False),
                                print_exception=False) from None
         return streaming
 
@@ -73,7 +73,7 @@ def guarded(handler: Callable[..., Any]) -> Callable[..., Any]:
         except gr.Error:
             raise
         except Exception as exc:
-            raise gr.Error(html.escape(refusal(exc, _visitors_language(args, kwargs))),
+            raise gr.Error(html.escape(refusal(exc, _visitors_language(args, kwargs)), quote=False),
                            print_exception=False) from None
     return plain
 
@@ -103,7 +103,7 @@ class Page(gr.Blocks):
                 inputs.extend([None] * missing)  # the list Gradio goes on to preprocess
             else:
                 error = PlaygroundError.keyed("error.too_few_values", n=len(block_fn.inputs), got=len(inputs))
-                raise gr.Error(html.escape(refusal(error)), print_exception=False)
+                raise gr.Error(html.escape(refusal(error), quote=False), print_exception=False)
         super().validate_inputs(block_fn, inputs)
 
 

@@ -287,8 +287,9 @@ def _tool(fn: Callable[..., Any]) -> Callable[..., Any]:
             except JobStopped:  # nobody reads the answer: the agent (or REST client) has gone
                 stopped = True
                 raise gr.Error(str(Message.keyed("error.tool.agent_left")), print_exception=False) from None
-            except Exception as exc:  # our message (its values already cut), never longer than a toast's
-                raise gr.Error(shorten(user_message(exc), MAX_TOOL_MESSAGE_CHARS)) from None
+            except Exception as exc:  # our message (its values already cut), never longer than a toast's; no
+                # traceback in the log for a refused input (a visitor could fill it): user_message logs a real failure's
+                raise gr.Error(shorten(user_message(exc), MAX_TOOL_MESSAGE_CHARS), print_exception=False) from None
             finally:
                 _CALLS.release()
                 if gone.is_set():  # tests/test_hostile.py and tests/hostile_sweep.py read this line

@@ -18,13 +18,14 @@ from gradio import utils as gradio_utils
 
 from .. import charts, microscope_view, render
 from ..errors import PlaygroundError, shorten
-from ..i18n import Message, Number, t, tn
+from ..i18n import Message, t, tn
+from ..outside import MAX_INPUT_BYTES, read_bounded
 from ..trace import Trace, TraceFormatError, short_repr, summarize_steps
 from .guard import PRIVATE, guarded
 from .language import L, language_of
 from .run_request import MAX_NAME_SHOWN
 
-MAX_TRACE_BYTES = 20 * 1024 * 1024
+MAX_TRACE_BYTES = MAX_INPUT_BYTES  # Gradio's upload limit (launch) and our reader's are one
 REPLAY_WINDOW_STEPS = 200  # steps drawn around the replay's current one (text and charts)
 
 
@@ -32,11 +33,7 @@ def load_trace_file(path: str | Path | None) -> Trace:
     """A trace from an uploaded file; `TraceFormatError` with a message for the page otherwise."""
     if not path:
         raise TraceFormatError.keyed("error.trace.no_file")
-    p = Path(path)
-    size = p.stat().st_size
-    if size > MAX_TRACE_BYTES:
-        raise TraceFormatError.keyed("error.trace.file_size", size=Number(size / 1e6, ".1f"), limit=MAX_TRACE_BYTES // 10**6)
-    data = p.read_bytes()  # an OSError here: the caller says the file could not be read
+    data = read_bounded(path)  # over the limit: the CLI's refusal; an OSError: the caller says it could not be read
     try:
         return Trace.from_json(data)
     except TraceFormatError:

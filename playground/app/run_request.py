@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import gradio as gr
@@ -189,13 +190,17 @@ def parse_number(value: Any, default: float, name: str) -> float:
 
 
 def parse_integer(value: Any, default: int, name: str) -> int:
-    """A whole number from a client (ints stay exact: a 64-bit seed must not be rounded)."""
+    """A whole number from a client (ints stay exact: a 64-bit seed must not be rounded, nor when sent as digits)."""
+    if isinstance(value, str) and len(value) <= MAX_WORD_CHARS and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        value = int(value)
     if isinstance(value, int) and not isinstance(value, bool):
         parse_number(value, default, name)  # the size check
         return value  # exact (a float would round a 64-bit seed)
     x = parse_number(value, default, name)
     if x != int(x):
         raise PlaygroundError.keyed("error.request.whole", name=name, got=_short(value))
+    if abs(x) > 2**64:  # "1e300": refused by its size, as an int of that size is, never echoed as 301 digits
+        raise PlaygroundError.keyed("error.request.too_large", name=name, bits=int(x).bit_length())
     return int(x)
 
 

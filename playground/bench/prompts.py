@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .. import examples
+from ..outside import read_text_bounded
 from .specs import BenchError
 
 # The project's own small example set, in Spec-Bench's format. Written for a base model (the
@@ -32,9 +33,11 @@ class BenchPrompt:
 def _read_jsonl(p: Path) -> list[dict[str, Any]]:
     """The records of a Spec-Bench-style JSONL file, each checked for a first turn."""
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        lines = read_text_bounded(p).splitlines()  # an endless file stops at the input limit (InputTooLarge)
     except OSError as exc:
         raise BenchError(f"cannot read prompt file {p}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise BenchError(f"{p}: not UTF-8 text (byte {exc.start})") from None
     records = []
     for number, line in enumerate(lines, 1):
         if not line.strip():

@@ -1,0 +1,276 @@
+"""A thin layer in front of Gradio: what it would answer with a bare HTTP 500, its generic error or by reading on,
+answered first in one line of ours with a fitting 4xx; and queued calls nobody reads, ended.
+
+`Gate` is an ASGI middleware on Gradio's FastAPI app (`launch_kwargs`: `app_kwargs={"middleware": ...}`). Before
+Gradio sees a request it refuses:
+
+- an address (path and query) over MAX_URL_CHARS: 414 (Gradio 6.31 answered the page's 500, and on the queue's data
+  stream heartbeats for a session nobody can have);
+- a body over MAX_BODY_BYTES, by its Content-Length before a byte is read, else while it arrives: 413 (the page's
+  upload limit; Gradio read a 30 MB MCP body in full before answering it);
+- on the queue's join, `run/<name>` and `call/<name>`: an `fn_index` that names no handler (Gradio: 500), one that
+  names a JavaScript-only event (nothing runs on the server; Gradio: its generic error), an unknown API name (500),
+  a `session_hash` that is not text of 1 to MAX_SESSION_HASH_CHARS characters (the empty one: 500): 404 or 422.
+
+Everything else passes untouched: Gradio's own checks (its upload limit, its file-path rule, its body schema) stay
+where they are. `docs/limits.md` lists what is answered where.
+
+A queued call's answer goes out on an event stream the client opens after its POST (`/gradio_api/queue/data`, or
+`/gradio_api/call/<name>/<event_id>`). Gradio ends a call whose stream closes, but one whose stream is never opened
+runs to its end for nobody. The gate counts the open streams of each session (and event id); a watcher ends every
+queued or running call whose session has had no open stream for STREAM_OPEN_S: Gradio's own `clean_events`, as for a
+closed stream, so the page's handlers close at their next yield (their runs stop at their next step) and an MCP
+function's REST call sees its event no longer alive (`mcp_tools._client_connected`) and stops its runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections import defaultdict
+from typing import Any, Awaitable, Callable
+
+from .. import i18n
+from ..errors import shorten
+from ..outside import MAX_INPUT_BYTES, MAX_INPUT_MB
+
+logger = logging.getLogger(__name__)
+
+# A shared link's query is at most links.MAX_LINK_CHARS (8000); a longer hand-made one still reaches the link's own
+# refusal ("This link's settings were not applied") up to this; past it Gradio 6.31 answered 500 (64 KB).
+MAX_URL_CHARS = 32 * 1024
+MAX_BODY_BYTES = MAX_INPUT_BYTES + 64 * 1024  # a trace of the upload limit with its multipart framing
+MAX_SESSION_HASH_CHARS = 128  # Gradio's own are 11 characters; a client's own choice, within reason
+# How long a queued call may wait for its client to open the answer's stream: every client opens it right after the
+# POST (the page's and gradio_client's code, Gradio's own curl example: milliseconds), so this is margin for a busy
+# server, not for a person copying an event id by hand. Past it the call ends: nobody is there to read its answer.
+STREAM_OPEN_S = 10.0
+WATCH_S = 0.5  # how often the watcher looks
+
+_PREFIX = "/gradio_api"
+_STREAM = re.compile(rf"^{_PREFIX}/(?:queue/data|call/(?:v2/)?[^/]+/(?P<event>[^/]+))/?$")
+_NAMED = re.compile(rf"^{_PREFIX}/(?:run|api|call(?:/v2)?)/(?P<name>[^/]+)/?$")
+_JOIN = f"{_PREFIX}/queue/join"
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class _TooLarge(Exception):
+    """A body that grew past MAX_BODY_BYTES while it arrived."""
+
+
+class Streams:
+    """The answer streams open now, by session hash or event id, and when each key last had one open."""
+
+    def __init__(self) -> None:
+        self.open: defaultdict[str, int] = defaultdict(int)
+        self.last: dict[str, float] = {}
+
+    def opened(self, key: str) -> None:
+        self.open[key] += 1
+        self.last[key] = time.monotonic()
+
+    def closed(self, key: str) -> None:
+        self.open[key] -= 1
+        self.last[key] = time.monotonic()
+        if self.open[key] <= 0:
+            del self.open[key]
+
+    def unread_since(self, keys: tuple[str, ...], queued_at: float) -> float | None:
+        """Since when none of `keys` has had an open stream (None while one has)."""
+        if any(self.open.get(k) for k in keys):
+            return None
+        return max([queued_at] + [self.last.get(k, 0.0) for k in keys])
+
+    def forget_older_than(self, moment: float) -> None:
+        for key in [k for k, at in self.last.items() if at < moment and not self.open.get(k)]:
+            del self.last[key]
+
+
+class Gate:
+    """The ASGI middleware (see the module's docstring)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.streams = Streams()
+        self.watcher: asyncio.Task[None] | None = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        server_app = scope.get("app")
+        if self.watcher is None and server_app is not None and hasattr(server_app, "get_blocks"):
+            self.watcher = asyncio.ensure_future(self.watch(server_app))
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        lang = i18n.choose_language(None, headers.get("accept-language"))
+        path = scope.get("path", "")
+        url_chars = len(scope.get("raw_path") or path.encode()) + len(scope.get("query_string", b""))
+        if url_chars > MAX_URL_CHARS:
+            await answer(send, 414, i18n.tn("error.request_url", url_chars, lang, limit=MAX_URL_CHARS))
+            return
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > MAX_BODY_BYTES:
+            await answer(send, 413, i18n.t("error.request_size", lang, limit=MAX_INPUT_MB))
+            return
+        if scope.get("method") == "GET" and (stream := _STREAM.match(path)):
+            key = stream.group("event") or _query(scope).get("session_hash", "")
+            refusal = _session_refusal(key, lang) if stream.group("event") is None else None
+            if refusal:
+                await answer(send, 422, refusal)
+                return
+            self.streams.opened(key)
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                self.streams.closed(key)
+            return
+        if scope.get("method") == "POST" and (path == _JOIN or _NAMED.match(path)) and server_app is not None:
+            await self.checked_call(scope, receive, send, server_app, lang)
+            return
+        await self.bounded(scope, receive, send, lang)
+
+    async def bounded(self, scope: dict[str, Any], receive: Receive, send: Send, lang: str) -> None:
+        """Pass the request on, its body counted as it arrives: past MAX_BODY_BYTES (a body sent without its length),
+        the app's reading fails, and whatever it would answer then is replaced by our 413."""
+        received = 0
+        over = started = False
+
+        async def counted() -> dict[str, Any]:
+            nonlocal received, over
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > MAX_BODY_BYTES:
+                over = True
+                raise _TooLarge
+            return message
+
+        async def sending(message: dict[str, Any]) -> None:
+            nonlocal started
+            if over:
+                return  # the app's answer to a body it could not finish reading: ours goes instead
+            started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted, sending)
+        except Exception:
+            if not over:
+                raise
+        if over and not started:
+            await answer(send, 413, i18n.t("error.request_size", lang, limit=MAX_INPUT_MB))
+
+    async def checked_call(self, scope: dict[str, Any], receive: Receive, send: Send, server_app: Any,
+                           lang: str) -> None:
+        """A call to a handler: its body read (bounded), the handler it names checked, then passed on as it came."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client left
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > MAX_BODY_BYTES:
+                await answer(send, 413, i18n.t("error.request_size", lang, limit=MAX_INPUT_MB))
+                return
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        status, refusal = _call_refusal(scope["path"], body, server_app.get_blocks(), lang)
+        if refusal:
+            await answer(send, status, refusal)
+            return
+        sent = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: the disconnect, when it comes
+
+        await self.app(scope, replay, send)
+
+    async def watch(self, server_app: Any) -> None:
+        """End every queued call whose session has had no open answer stream for STREAM_OPEN_S."""
+        while True:
+            await asyncio.sleep(WATCH_S)
+            try:
+                await self.end_unread(server_app.get_blocks()._queue)
+            except Exception:  # noqa: BLE001  (Gradio's internals moved: log it, keep serving)
+                logger.warning("the unread-call watcher failed", exc_info=True)
+
+    async def end_unread(self, queue: Any) -> None:
+        now = time.monotonic()
+        events = [e for job in queue.active_jobs if job for e in job]
+        events += [e for q in list(queue.event_queue_per_concurrency_id.values()) for e in list(q.queue)]
+        for event in events:
+            if not event.alive:
+                continue
+            since = self.streams.unread_since((event.session_hash, event._id), event.enqueue_time)
+            if since is not None and now - since > STREAM_OPEN_S:
+                # tests/test_hostile3.py and tests/hostile_sweep.py read this line
+                logger.info("ended %s: no answer stream open for %.0f s", event.fn.api_name or event.fn._id,
+                            STREAM_OPEN_S)
+                await queue.clean_events(event_id=event._id)
+        self.streams.forget_older_than(now - 4 * STREAM_OPEN_S)
+
+
+def _query(scope: dict[str, Any]) -> dict[str, str]:
+    from urllib.parse import parse_qs
+
+    return {k: v[0] for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1"),
+                                          keep_blank_values=True).items()}
+
+
+def _session_refusal(session: Any, lang: str) -> str | None:
+    if isinstance(session, str) and 1 <= len(session) <= MAX_SESSION_HASH_CHARS:
+        return None
+    return i18n.t("error.gate.session_hash", lang, limit=MAX_SESSION_HASH_CHARS, got=shorten(repr(session), 40))
+
+
+def _call_refusal(path: str, body: bytes, blocks: Any, lang: str) -> tuple[int, str | None]:
+    """(status, our refusal) for a call Gradio would answer with a 500 or its generic error; (200, None) to pass."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return 200, None  # Gradio's schema check answers it (422)
+    if not isinstance(data, dict):
+        return 200, None
+    if "session_hash" in data and data["session_hash"] is not None or path == _JOIN:
+        refusal = _session_refusal(data.get("session_hash"), lang)
+        if refusal:
+            return 422, refusal
+    fns = blocks.fns
+    index = data.get("fn_index")
+    if index is not None:
+        if isinstance(index, bool) or not isinstance(index, int) or index not in fns:
+            return 404, i18n.t("error.gate.fn_index", lang, got=shorten(repr(index), 40))
+        if fns[index].fn is None:
+            return 422, i18n.t("error.gate.js_only", lang, got=index)
+        return 200, None
+    named = _NAMED.match(path)
+    if named and not any(fn.api_name == named.group("name") for fn in fns.values()):
+        return 404, i18n.t("error.gate.api_name", lang, got=shorten(named.group("name"), 80))
+    return 200, None
+
+
+async def answer(send: Send, status: int, message: str) -> None:
+    """One line of ours as Gradio words its own refusals (`{"detail": ...}`, FastAPI's), with the status."""
+    body = json.dumps({"detail": message}, ensure_ascii=False).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json; charset=utf-8"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def middleware() -> list[Any]:
+    """What `launch(app_kwargs=...)` takes to put the gate in front of Gradio's routes."""
+    from starlette.middleware import Middleware
+
+    return [Middleware(Gate)]
