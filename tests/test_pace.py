@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from playground.app import generate_tab, presenter
 from playground.engine import LiveRun, RunRequest, prepare
+from playground.errors import PlaygroundError
 from playground.pace import FREE, SLOW, STEP, Pace
 from playground.trace import check_invariants
 
@@ -22,6 +25,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 WAIT_S = 120  # a hang fails the test instead of holding the suite
 SETTLE_S = 0.3  # a worker that did not stop would take a further step of a tiny model meanwhile
+HOLD_S = 2.0  # one pause held this long: were it counted in a phase, that step would take longer than it
 PROMPT = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,"
 
 
@@ -88,6 +92,8 @@ def test_a_run_at_the_step_pace_stops_after_each_step_until_stepped_on(store, ti
     pace = Pace(STEP)
     live = LiveRun(prepare(_request(tiny_models, method), store), pace=pace)
     consumer = Consumer(live)
+    _paused_after(live, pace, 1)
+    time.sleep(HOLD_S)  # the class looks at the first step a while
     for n in range(1, 4):  # one step per press
         _paused_after(live, pace, n)
         pace.step_on()
@@ -98,7 +104,8 @@ def test_a_run_at_the_step_pace_stops_after_each_step_until_stepped_on(store, ti
     assert trace.finish_reason == alone.finish_reason == "length"
     assert pace.pauses == 4 and not pace.waiting
     _assert_tiles(trace)
-    assert trace.paused_ms >= 4 * SETTLE_S * 1000, "the pauses are reported apart, not in a phase"
+    assert trace.paused_ms >= HOLD_S * 1000 + 4 * SETTLE_S * 1000, "the pauses are reported apart"
+    assert trace.steps[0].time_ms < HOLD_S * 1000, "the first pause is in none of the first step's phases"
 
 
 def test_a_paused_run_gives_way_to_another_visitors_run(store, tiny_models) -> None:
@@ -152,3 +159,34 @@ def test_a_slowed_run_gives_the_same_tokens_and_reports_its_pauses_apart(store, 
     assert trace.output_ids == alone.output_ids
     assert pace.pauses == len(trace.steps) - 1 and trace.paused_ms > 0
     _assert_tiles(trace)
+
+
+def test_the_pages_handler_shows_each_step_and_waits_for_next_step(tiny_models) -> None:
+    """The page's own handler (`generate_tab.generate`) with the visitor's pace set by the page's handlers: each step
+    is on the page with the status "Paused after step n" before the run goes on, and only "Next step" moves it."""
+    prompt, kw = "The quick brown fox", dict(target=tiny_models["target"], method="baseline", max_new_tokens=6,
+                                             dtype="float32")
+    alone = _final(list(generate_tab.generate(prompt, **kw, request=SimpleNamespace(session_hash="unpaced"))))
+    request = SimpleNamespace(session_hash="paced")
+    presenter.set_pace(STEP, 2.0, request)
+    shown_at_pauses = []
+    outputs = []
+    for out in generate_tab.generate(prompt, **kw, request=request):
+        outputs.append(out)
+        if isinstance(out[4], str) and "Paused after step" in out[4]:
+            shown_at_pauses.append(out[0].count('class="tok"'))
+            presenter.step_on(request)
+    final = _final(outputs)
+    assert shown_at_pauses == [1, 2, 3, 4, 5], "one pause after each step but the last, its token on the page"
+    assert final[0] == alone[0], "the tokens of the unpaced run"
+    assert 'data-kind="done"' in final[4] and "at the presenter&#x27;s pace" in final[4]
+    assert final[6].paused_ms > 0 and alone[6].paused_ms == 0
+    presenter.set_pace(FREE, 2.0, request)
+    with pytest.raises(PlaygroundError):
+        presenter.set_pace("fast", 2.0, request)
+    with pytest.raises(PlaygroundError):
+        presenter.set_pace(SLOW, "2", request)
+
+
+def _final(outputs: list) -> tuple:
+    return outputs[-1]

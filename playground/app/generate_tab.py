@@ -303,8 +303,9 @@ def generate(
                 if step is None:  # the run stands paused (or its step is long): `IDLE_S`
                     waiting = pace is not None and pace.waiting
                     if len(stream) > shown or (waiting and not paused_shown):
+                        paused = (presenter.paused_status(len(stream), lang) if waiting
+                                  else status if paused_shown else gr.skip())  # paused, or going on again
                         shown, paused_shown, last_update, last_beat = len(stream), waiting, now, now
-                        paused = presenter.paused_status(len(stream), lang) if waiting else gr.skip()
                         yield (stream.html(), render.stats_html(live.trace.summary, lang=lang), gr.skip(), gr.skip(),
                                paused, gr.skip(), gr.skip())
                     elif now - last_beat >= BEAT_S:
