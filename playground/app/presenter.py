@@ -133,7 +133,7 @@ def build_pace(view_id: str) -> PaceControls:
         seconds = gr.Slider(MIN_SECONDS, MAX_SECONDS, value=DEFAULT_SECONDS, step=0.25, label=L("ui.pace.seconds"),
                             visible=False, elem_id="pg-pace-seconds", scale=2, min_width=180)
         step = gr.Button(L("ui.pace.step_on"), visible=False, variant="primary", elem_id="pg-step-on", scale=1,
-                         min_width=200)
+                         min_width=240)
         final_only_toggle(view_id, "pg-final-only")
         settings = gr.Button(L("ui.presenter.settings"), size="sm", elem_id="pg-settings-toggle", scale=0,
                              min_width=110)
@@ -180,7 +180,7 @@ HEAD = """<script>(function () {
 CSS = """
 /* The pace's row. */
 #pg-pace-row { align-items: flex-end; }
-#pg-step-on { min-height: 2.8em; }
+#pg-step-on { min-height: 2.8em; white-space: nowrap; }
 html:not(.pg-presenter) #pg-settings-toggle { display: none; }
 .pg-final-toggle, #pg-presenter { flex: 0 0 auto !important; width: auto !important; align-self: center; }
 #pg-presenter label { white-space: nowrap; }
