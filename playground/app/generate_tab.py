@@ -390,7 +390,6 @@ class GenerateView:
     run_event: Any  # the click → generate chain: the page hangs the after-run views on it
     run_trace: gr.State  # the finished run's Trace (None while a run starts, or after a failed one)
     settings_for_code: list[Any] = field(default_factory=list)  # api_inputs, then the preset
-    pace: presenter.PaceControls | None = None  # the pace's controls (`presenter`): the page wires their page load
 
 
 def build_generate(demo: gr.Blocks) -> GenerateView:
@@ -442,7 +441,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
                 generate_btn = gr.Button(L("ui.generate"), variant="primary", elem_id="pg-generate")
                 stop_btn = gr.Button(L("ui.stop"), variant="stop", elem_id="pg-stop")
                 link_btn = gr.Button(L("ui.link.make"), size="sm", elem_id="pg-link-make")
-            pace = presenter.build_pace("pg-output")
+            presenter.build_pace("pg-output")
             check_plain = gr.Checkbox(
                 value=False, label=L("ui.check_plain.label"), elem_id="pg-check-plain",
                 info=L("ui.check_plain.info"))
@@ -504,4 +503,4 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
     return GenerateView(prompt=prompt, target=target, assistant=assistant, method=method, dtype=dtype, chat=chat,
                         max_new_tokens=max_new_tokens, preset=preset, params_json=params_json,
                         param_components=param_components, api_inputs=api_inputs, run_event=run_event,
-                        run_trace=run_trace, settings_for_code=[*api_inputs, preset], pace=pace)
+                        run_trace=run_trace, settings_for_code=[*api_inputs, preset])

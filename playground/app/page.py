@@ -68,8 +68,7 @@ def build_ui() -> gr.Blocks:
             presenter_switch = presenter.switch()
             language = language_picker()
         main = build_generate(demo)
-        assert main.pace is not None
-        presenter.wire_load(demo, main.pace, presenter_switch)
+        presenter.wire_load(demo, presenter_switch)
         baselines = gr.State([])  # this session's baseline traces: from runs and from Compare
         with gr.Tabs(elem_id="pg-tabs") as tabs:
             replay = build_replay()

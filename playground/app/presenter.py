@@ -29,7 +29,7 @@ from ..errors import PlaygroundError
 from ..trace import short_repr
 from . import links
 from .guard import PRIVATE, guarded, session_key
-from .language import L, language_of
+from .language import L
 
 MAX_PACES = 1000  # visitors' paces kept (least recently set dropped first): a few hundred bytes each
 
@@ -74,16 +74,10 @@ def step_on(request: gr.Request = None) -> None:  # type: ignore[assignment]
     _pace_for(session_key(request)).step_on()
 
 
-def pace_choices(lang: str) -> list[tuple[str, str]]:
-    return [(t(f"ui.pace.{mode}", lang), mode) for mode in MODES]
-
-
-def localize(request: gr.Request = None) -> tuple[Any, Any]:  # type: ignore[assignment]
-    """On page load: the pace's choices in the visitor's language, and the presenter's switch as the link asks."""
-    lang = language_of(request)
+def restore_view(request: gr.Request = None) -> Any:  # type: ignore[assignment]
+    """On page load: the presenter's switch as the link asks (`links.presenter_view`)."""
     query = dict(request.query_params) if request is not None else {}
-    choices = gr.update(choices=pace_choices(lang)) if lang != "en" else gr.skip()
-    return choices, (True if links.presenter_view(query) else gr.skip())
+    return True if links.presenter_view(query) else gr.skip()
 
 
 def paused_status(step: int, lang: str) -> str:
@@ -128,7 +122,8 @@ def build_pace(view_id: str) -> PaceControls:
     """The row of how a class sees the run (call inside the output column): the pace, "Next step", "Final text only"
     for the token view `view_id`, and the presenter's "Settings" fold button (shown in the presenter's view)."""
     with gr.Row(elem_id="pg-pace-row", equal_height=False):
-        mode = gr.Radio(pace_choices("en"), value=FREE, label=L("ui.pace.label"), info=L("ui.pace.info"),
+        # The choices' names are Gradio's translations (`L`): in the visitor's language from the first paint.
+        mode = gr.Radio([(L(f"ui.pace.{name}"), name) for name in MODES], value=FREE, label=L("ui.pace.label"), info=L("ui.pace.info"),
                         elem_id="pg-pace", scale=3)
         seconds = gr.Slider(MIN_SECONDS, MAX_SECONDS, value=DEFAULT_SECONDS, step=0.25, label=L("ui.pace.seconds"),
                             visible=False, elem_id="pg-pace-seconds", scale=2, min_width=180)
@@ -144,8 +139,8 @@ def build_pace(view_id: str) -> PaceControls:
     return PaceControls(mode=mode, seconds=seconds, step_on=step, settings=settings)
 
 
-def wire_load(demo: gr.Blocks, controls: PaceControls, presenter: gr.Checkbox) -> None:
-    demo.load(guarded(localize), None, [controls.mode, presenter], **PRIVATE)
+def wire_load(demo: gr.Blocks, presenter: gr.Checkbox) -> None:
+    demo.load(guarded(restore_view), None, presenter, **PRIVATE)
 
 
 # Runs in <head>: the presenter's view from the link before the page draws; the switch keeps the address in step
