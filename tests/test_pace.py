@@ -190,3 +190,12 @@ def test_the_pages_handler_shows_each_step_and_waits_for_next_step(tiny_models) 
 
 def _final(outputs: list) -> tuple:
     return outputs[-1]
+
+
+def test_the_replays_speed_control_sets_plays_interval() -> None:
+    from playground.app.replay_tab import replay_speed
+
+    assert replay_speed(3)["value"] == 3.0
+    assert replay_speed(0.01)["value"] == 0.25 and replay_speed(100)["value"] == 10.0  # the control's range
+    with pytest.raises(PlaygroundError):
+        replay_speed("fast")
