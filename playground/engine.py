@@ -44,6 +44,7 @@ from .models import (
     CATALOGUE, HUB_ID_RE, STORE, LoadedModel, ModelStore, Precision, default_device,
     resolve_precision, same_vocabulary,
 )
+from .pace import Pace
 from .request import RunRequest
 from .settings import get_settings
 from .trace import (
@@ -566,6 +567,7 @@ class _Turns:
         self.job = job  # the MCP call the run belongs to, if any: its agent leaving stops the run too
         self.per_turn = per_turn  # the run's hooks on the model, entered at each turn and left at its end
         self.waited_s = 0.0
+        self.paused_s = 0.0  # of which the run stood paused at its visitor's pace (`pause`), reported apart
         self.turns = 0
         self._rng: tuple[torch.Tensor, torch.Tensor | None] | None = None
         self._saved_config: dict[str, Any] = {}
@@ -636,6 +638,27 @@ class _Turns:
                     _pass_baton_locked(self)
         finally:
             _leave_holders(locks)
+
+    def pause(self, wait: Callable[[], bool]) -> tuple[float, float, bool]:
+        """At a boundary between two of the run's steps: end this turn and hand the baton on (other runs step and
+        nothing of this run is on the models), `wait()` for the presenter's pace (`pace.Pace.wait`: no core is held),
+        then queue for the next turn. Returns (seconds paused, seconds then queued again for the baton, whether the wait
+        ended before its limit); the queueing counts as waiting for others (`waited_s`), the pause apart (`paused_s`)."""
+        began = time.perf_counter()
+        self._end_turn()
+        with _BATON:
+            _pass_baton_locked(self)
+        try:
+            ended = wait()
+        finally:
+            paused = time.perf_counter() - began
+            with _BATON:
+                _await_baton_locked(self, first=False)
+            self._begin_turn()
+        queued = time.perf_counter() - began - paused
+        self.paused_s += paused
+        self.waited_s += queued
+        return paused, queued, ended
 
     def between_steps(self) -> float:
         """At a boundary between two of the run's steps: when another run waits, end this turn, let the runs queued
@@ -1075,6 +1098,11 @@ class _Stop(StoppingCriteria):
         # `on_wait` hears the seconds waited; no turn is passed on after the last step (`_last`).
         self.turns: _Turns | None = None
         self.on_wait: Callable[[float], None] = lambda seconds: None
+        self.before_pause: Callable[[torch.Tensor], None] = lambda input_ids: None  # the step reaches its viewer first
+        # A visitor's run at a pace (`pace.Pace`): after each step but the last it waits as the pace asks, outside its
+        # turn (`_Turns.pause`); each pause is bounded by `pause_limit_s` (the run's time limit), else it times out.
+        self.pace: Pace | None = None
+        self.pause_limit_s: float | None = None
         self.max_length: int | None = None
         self.eos_ids: frozenset[int] = frozenset()
 
@@ -1092,6 +1120,9 @@ class _Stop(StoppingCriteria):
             self.gave_way = True
         stop = (self.cancel.is_set() or self.timed_out or self.gave_way
                 or (self.watch is not None and self.watch.tripped()))
+        if not stop and self.pace is not None and self.turns is not None and self.pace.holds() \
+                and not self._last(input_ids):
+            stop = self._pause(input_ids)
         if not stop and self.turns is not None and others_waiting() and not self._last(input_ids):
             waited = self.turns.between_steps()  # the runs waiting take their step now
             if waited:
@@ -1102,6 +1133,26 @@ class _Stop(StoppingCriteria):
                     self.cancel.set()
                 stop = self.cancel.is_set()
         return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
+
+    def _pause(self, input_ids: torch.Tensor) -> bool:
+        """Wait at the pace between two steps (the run's visitor or Stop ends the wait); whether to stop now."""
+        assert self.pace is not None and self.turns is not None
+        pace = self.pace
+
+        def stopped() -> bool:
+            return self.cancel.is_set() or (self.job is not None and self.job.is_set())
+
+        self.before_pause(input_ids)
+        paused, queued, in_time = self.turns.pause(lambda: pace.wait(stopped, self.pause_limit_s))
+        pace.resumed()
+        self.on_wait(paused + queued)  # in no phase and not in the elapsed time
+        if self.deadline is not None:  # the run's time limit bounds its own work, not its pauses
+            self.deadline += paused + queued
+        if not in_time:
+            self.timed_out = True
+        if self.job is not None and self.job.is_set():
+            self.cancel.set()
+        return self.cancel.is_set() or self.timed_out
 
 
 # Raw records waiting for the consumer hold their logits (a few MB a step for a 262k vocabulary). Past this
@@ -1272,6 +1323,8 @@ class _Recorder:
         self.pushed = 0  # step records put on the queue (the worker may be ahead of the consumer)
         self.waited = 0.0  # seconds the run waited between its steps for other runs' steps (`_Turns`)
         self._pending_wait = 0.0  # of which not yet taken out of a phase
+        self._streamer: Any = None  # plain decoding's streamer (`streamer`)
+        self._handed_early = False  # its current step was handed over before a pause (`hand_over_now`)
 
     def note_wait(self, seconds: float) -> None:
         """The run waited `seconds` for other runs' steps: the phase it fell in (the step's `other`; baseline: its
@@ -1399,6 +1452,12 @@ class _Recorder:
                 if not self.seen_prompt:
                     self.seen_prompt = True
                     return
+                if recorder._handed_early:  # handed over before the run paused (`hand_over_now`)
+                    recorder._handed_early = False
+                    return
+                self.decide(value)
+
+            def decide(self, value: torch.Tensor) -> None:
                 recorder._decided = recorder._stamp()
                 tokens = value.reshape(-1).clone()
                 self.total += tokens.shape[0]
@@ -1409,7 +1468,17 @@ class _Recorder:
             def end(self) -> None:
                 pass
 
-        return _StepStreamer()
+        self._streamer = _StepStreamer()
+        return self._streamer
+
+    def hand_over_now(self, input_ids: torch.Tensor) -> None:
+        """The run pauses after this step (`_Stop._pause`): its record must reach the consumer first. Assisted decoding
+        handed it over already (`update_candidate_strategy` runs before the stopping criteria); Transformers' plain
+        loop gives the streamer its token only after them, so the step's token is handed over here, and that put
+        skipped."""
+        if self._streamer is not None and not self._handed_early:
+            self._streamer.decide(input_ids[0, -1:].cpu())
+            self._handed_early = True
 
 
 @contextlib.contextmanager
@@ -1464,6 +1533,7 @@ def _step_starts_at_forward(model: Any, recorder: _Recorder) -> Iterator[None]:
 
 _DONE = object()
 _RESTART = object()  # the run gave way and starts again: its steps so far are void
+_IDLE = object()  # no step came for `LiveRun.idle_s` (the run stands paused, or its step is long)
 
 
 def _handed_over(received: Any) -> list[Any] | tuple[Any]:
@@ -1512,7 +1582,7 @@ def environment(prepared: PreparedRun) -> dict[str, Any]:
 class LiveRun:
     """One generation: iterate to receive `Step`s as they happen; `trace` grows as you go."""
 
-    def __init__(self, prepared: PreparedRun, timeout_s: float | None = None):
+    def __init__(self, prepared: PreparedRun, timeout_s: float | None = None, pace: Pace | None = None):
         self.prepared = prepared
         req = prepared.request
         self.timeout_s = get_settings().run_timeout_s if timeout_s is None else timeout_s
@@ -1526,6 +1596,12 @@ class LiveRun:
         self._recorder: _Recorder | None = None  # the current attempt's
         self._watch = _ScoreWatch()
         self._stop = _Stop(self.cancel, None, self._watch)
+        # A visitor's run at a pace stops after its steps as `pace` asks (`_Stop._pause`); each pause at most the run's
+        # time limit. While it stands paused its consumer hears None every `idle_s` (`__iter__`), so the page's handler
+        # yields and notices a visitor who left.
+        self.pace = self._stop.pace = pace
+        self._stop.pause_limit_s = self.timeout_s or None
+        self.idle_s: float | None = None
         self.gave_way = 0  # times this run gave way to a visitor's run and started again (`run`)
         self._turns: _Turns | None = None  # a run that is not redone takes turns per step with the others like it
         self.trace = Trace(
@@ -1611,6 +1687,7 @@ class LiveRun:
         self._stop.eos_ids = prepared.eos_ids
 
         self._stop.on_wait = recorder.note_wait
+        self._stop.before_pause = recorder.hand_over_now
         try:
             with contextlib.ExitStack() as stack:
                 stack.enter_context(exclusive(prepared, long_job, turns))
@@ -1630,9 +1707,12 @@ class LiveRun:
             self._error = exc
 
     def __iter__(self) -> Iterator[Step]:
+        """The steps as they come (with `idle_s` set, also None after each `idle_s` without one)."""
         if self._thread is not None:
             raise RuntimeError("a LiveRun can be iterated once")
         check_stopped()  # a stopped job starts no further run
+        if self.pace is not None:
+            self.pace.begin_run()
         # A run shown as it comes keeps Transformers' tensors: its first step should not wait for a buffer's pages,
         # and the spare buffer stays free for a run nobody watches started meanwhile (an MCP generate).
         if self.held and torch.device(self.prepared.target.device).type == "cpu":
@@ -1641,6 +1721,9 @@ class LiveRun:
         self._thread.start()
         try:
             for item in self._items():
+                if item is _IDLE:
+                    yield None  # type: ignore[misc]  # only with `idle_s` set: the consumer's chance to yield
+                    continue
                 if item is _RESTART:
                     self._restart_trace()
                     continue
@@ -1691,7 +1774,14 @@ class LiveRun:
         undigested: collections.deque[_Raw] = collections.deque()  # oldest first
         held_bytes = 0
         while True:
-            received = self._queue.get()
+            if self.idle_s is None or self.held:
+                received = self._queue.get()
+            else:
+                try:
+                    received = self._queue.get(timeout=self.idle_s)
+                except queue.Empty:
+                    yield _IDLE
+                    continue
             if received is _DONE:
                 break
             if not self.held:
@@ -1760,6 +1850,7 @@ class LiveRun:
         trace.summarize(self._elapsed)
         if self._turns is not None:
             trace.waited_ms = round(self._turns.waited_s * 1000, 3)
+            trace.paused_ms = round(self._turns.paused_s * 1000, 3)
         if self._watch.tripped():  # also when sampling then failed on the NaN scores: this is why
             trace.finish_reason = "error"
             reason = non_finite_message(self.prepared.target.model.dtype, len(trace.output_ids))

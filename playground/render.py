@@ -114,6 +114,13 @@ CSS = """
 """
 
 
+# "Final text only" (a token view's toggle): the drafts that never reached the output are hidden, so the view reads as
+# the output text; the rest keep their colours. A class on the view's element switches it (`app.presenter`).
+FINAL_HIDDEN: tuple[str, ...] = (REJECTED, DISCARDED, UNVERIFIED)
+FINAL_ONLY_CSS = ", ".join(f'.pg-final-only .tok[data-status="{status}"]' for status in FINAL_HIDDEN) + \
+    " { display: none; }\n"
+
+
 def _attr(value: object) -> str:
     """Any value placed inside an HTML attribute, escaped (quotes included)."""
     return html.escape(str(value), quote=True)

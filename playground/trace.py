@@ -243,6 +243,9 @@ class Trace:
     # Time the run waited for other visitors' runs, which take turns with it one step at a time (before its first step
     # and between its steps): in no phase and not in the summary's elapsed_s, so the timings are the run's own work.
     waited_ms: float = 0.0
+    # Time the run stood paused at its visitor's pace (stopped after a step until "Step on", or slowed): as waited_ms,
+    # in no phase and not in elapsed_s.
+    paused_ms: float = 0.0
     steps: list[Step] = field(default_factory=list)
     summary: Summary = field(default_factory=Summary)
     schema_version: int = SCHEMA_VERSION

@@ -31,9 +31,9 @@ from ..methods import METHODS, get_method
 from ..models import CATALOGUE, DEFAULT_TARGET, host_precision_note, hub_reachable
 from ..request import MAX_NEW_TOKENS, RunRequest, default
 from ..settings import get_settings
-from . import links, preload, preset_picker, trace_files
+from . import links, preload, presenter, preset_picker, trace_files
 from .background import in_thread
-from .guard import PRIVATE, guarded
+from .guard import PRIVATE, guarded, session_key
 from .language import L, language_of, with_language
 from .methods_tab import lecture_html
 from .run_request import (CHAT_CHOICES, DEFAULT_METHOD, DTYPES, build_request, collect_params, param_component,
@@ -50,6 +50,11 @@ if TYPE_CHECKING:  # the engine (torch, Transformers) is imported by the handler
 # those tokens back and took that CPU from the model sharing the machine (a local run).
 UPDATE_EVERY_S = 0.04
 CHART_EVERY_S = 1.5
+# A run at a pace (`presenter`) may stand paused: the handler then hears from it every IDLE_S (it shows the step just
+# made and says the run is paused) and yields at least every BEAT_S, so a visitor who left is noticed (Gradio closes
+# the handler at a yield) and the paused run ends.
+IDLE_S = 0.25
+BEAT_S = 1.0
 
 # Every language's example prompts by name (the names differ between languages, so one lookup serves all).
 EXAMPLES: dict[str, str] = {e.name: e.text for lang in LANGUAGES for e in localized_examples(lang)}
@@ -107,8 +112,7 @@ _SESSIONS: dict[str, _Session] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-def _session_key(request: gr.Request | None) -> str:
-    return (getattr(request, "session_hash", None) or "default") if request is not None else "default"
+_session_key = session_key
 
 
 def stop(request: gr.Request = None) -> str:  # type: ignore[assignment]
@@ -204,6 +208,8 @@ def _done_message(live: LiveRun, lang: str = "en") -> tuple[str, str]:
     message = t("status.done", lang, tokens=tn("status.tokens", s.new_tokens, lang),
                 steps=tn("status.steps", s.steps, lang), s=number(s.elapsed_s, lang), reason=reason)
     note = localize(trace.env.get("precision", trace.env.get("dtype", "")), lang)
+    if trace.paused_ms:
+        note += t("status.paused_note", lang, s=number(trace.paused_ms / 1000, lang, ".1f"))
     if trace.lossy:
         lossy = get_method(trace.method).lossy_reason(trace.params, bool(trace.decoding.get("sample")))
         note += t("status.lossy", lang, reason=localize(lossy, lang) or t("status.lossy_default", lang))
@@ -278,7 +284,10 @@ def generate(
             yield (render.empty_tokens(stopped, lang), gr.skip(), gr.skip(), gr.skip(),
                    render.status_html(stopped, "idle"), no_file, None)
             return
-        live = LiveRun(prepared)
+        pace = presenter.pace_of(key)
+        live = LiveRun(prepared, pace=pace)
+        if pace is not None:
+            live.idle_s = IDLE_S
         session.live = live
         status = render.status_html(
             t("status.generating", lang, method=prepared.method.localized(lang).title, target=run_request.target),
@@ -287,20 +296,36 @@ def generate(
         yield (render.empty_tokens(t("render.waiting", lang), lang), gr.skip(), gr.skip(), gr.skip(), status, gr.skip(),
                gr.skip())
         last_update, last_chart = 0.0, time.perf_counter()
+        shown, paused_shown, last_beat = 0, False, last_chart
         with contextlib.closing(iter(live)) as steps:  # closing it (client gone) ends the worker
             for step in steps:
-                stream.add(step)
                 now = time.perf_counter()
+                if step is None:  # the run stands paused (or its step is long): `IDLE_S`
+                    waiting = pace is not None and pace.waiting
+                    if len(stream) > shown or (waiting and not paused_shown):
+                        paused = (presenter.paused_status(len(stream), lang) if waiting
+                                  else status if paused_shown else gr.skip())  # paused, or going on again
+                        shown, paused_shown, last_update, last_beat = len(stream), waiting, now, now
+                        yield (stream.html(), render.stats_html(live.trace.summary, lang=lang), gr.skip(), gr.skip(),
+                               paused, gr.skip(), gr.skip())
+                    elif now - last_beat >= BEAT_S:
+                        last_beat = now
+                        yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+                    continue
+                stream.add(step)
                 if now - last_update < UPDATE_EVERY_S:
                     continue
-                last_update = now
+                last_update = last_beat = now
+                shown = len(stream)
+                resumed = status if paused_shown else gr.skip()  # the paused run goes on
+                paused_shown = False
                 if now - last_chart >= CHART_EVERY_S:
                     last_chart = now
                     fig_a, fig_t = charts.figures(live.trace.steps, lang=lang)
                 else:
                     fig_a = fig_t = gr.skip()
-                yield (stream.html(), render.stats_html(live.trace.summary, lang=lang), fig_a, fig_t, gr.skip(), gr.skip(),
-                       gr.skip())
+                yield (stream.html(), render.stats_html(live.trace.summary, lang=lang), fig_a, fig_t, resumed,
+                       gr.skip(), gr.skip())
         message, note = _done_message(live, lang)
         # The steps' q and p were filled in when generation ended (`LiveRun._figures_later`): the final view has them.
         stream = render.TokenStream(lang)
@@ -374,7 +399,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
     default_method = METHODS[DEFAULT_METHOD]
     model_choices = _target_choices()
     with gr.Row(equal_height=False):
-        with gr.Column(scale=2, min_width=320):
+        with gr.Column(scale=2, min_width=320, elem_id="pg-settings-col"):
             preset = preset_picker.picker(hub_reachable())
             preset_info = gr.HTML("", elem_id="pg-preset-info")
             target = gr.Dropdown(
@@ -416,6 +441,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
                 generate_btn = gr.Button(L("ui.generate"), variant="primary", elem_id="pg-generate")
                 stop_btn = gr.Button(L("ui.stop"), variant="stop", elem_id="pg-stop")
                 link_btn = gr.Button(L("ui.link.make"), size="sm", elem_id="pg-link-make")
+            presenter.build_pace("pg-output")
             check_plain = gr.Checkbox(
                 value=False, label=L("ui.check_plain.label"), elem_id="pg-check-plain",
                 info=L("ui.check_plain.info"))

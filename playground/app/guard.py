@@ -33,6 +33,12 @@ def language_of(request: gr.Request = None) -> str:  # type: ignore[assignment]
     return i18n.choose_language(query.get("lang"), header)
 
 
+def session_key(request: gr.Request | None) -> str:
+    """The visitor's session (Gradio's session hash): what the page's Stop, the pace and "Next step" find the
+    visitor's run by."""
+    return (getattr(request, "session_hash", None) or "default") if request is not None else "default"
+
+
 def refusal(exc: BaseException, lang: str = i18n.DEFAULT_LANGUAGE) -> str:
     """One line for a visitor whose request was refused (in `lang`): our message (cut short), never an exception's
     text."""

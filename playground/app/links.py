@@ -4,6 +4,8 @@ The query uses the API's parameter names (`prompt`, `target`, `assistant`, `meth
 `sample`, `temperature`, `top_p`, `top_k`, `seed`, `chat`, `dtype`, or `preset`). A link's values are untrusted:
 they pass through the same request builder as the API (`run_request.build_request`) and the registry's
 parameter checks before any control is set; a link that fails is not applied and the reason is shown as text.
+Two more travel with a link and set no run: the page's language (``lang``) and its view (``view=presenter``: the
+presenter's view, `presenter_view`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ TO_ADDRESS_JS = """(query) => {
   if (!query || !query.startsWith("?")) return query;
   const lang = new URLSearchParams(window.location.search).get("lang");  // the page's language travels along
   if (lang) query += "&lang=" + encodeURIComponent(lang);
+  if (document.documentElement.classList.contains("pg-presenter")) query += "&view=presenter";  // the view too
   const url = window.location.origin + window.location.pathname + query;
   window.history.replaceState(null, "", url);
   return url;
@@ -59,6 +62,11 @@ def query_for(preset: str | None, prompt: str | None, target: str | None, assist
                   "seed": seed, "chat": chat, "dtype": dtype}
         values = {k: v for k, v in values.items() if v not in ("", None)}
     return "?" + urlencode({k: _text(v) for k, v in values.items()})
+
+
+def presenter_view(query: Mapping[str, str]) -> bool:
+    """Whether a link asks for the presenter's view (``?view=presenter``; any other value is the ordinary view)."""
+    return query.get("view") == "presenter"
 
 
 def _text(value: Any) -> str:

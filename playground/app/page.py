@@ -12,7 +12,7 @@ import gradio as gr
 
 from ..i18n import t
 from ..settings import get_settings
-from . import mcp_tools
+from . import mcp_tools, presenter
 from .after_run import after_run
 from .code_tab import initial_status as code_initial_status
 from .code_tab import build_code
@@ -65,8 +65,10 @@ def build_ui() -> gr.Blocks:
             mcp_tools.register(generate)
         with gr.Row(equal_height=False):
             gr.Markdown(L("ui.header"), elem_id="pg-header", scale=5)
+            presenter_switch = presenter.switch()
             language = language_picker()
         main = build_generate(demo)
+        presenter.wire_load(demo, presenter_switch)
         baselines = gr.State([])  # this session's baseline traces: from runs and from Compare
         with gr.Tabs(elem_id="pg-tabs") as tabs:
             replay = build_replay()

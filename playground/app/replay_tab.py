@@ -21,6 +21,7 @@ from ..errors import PlaygroundError, shorten
 from ..i18n import Message, t, tn
 from ..outside import MAX_INPUT_BYTES, read_bounded
 from ..trace import Trace, TraceFormatError, short_repr, summarize_steps
+from . import presenter
 from .guard import PRIVATE, guarded
 from .language import L, language_of
 from .run_request import MAX_NAME_SHOWN
@@ -105,7 +106,8 @@ def replay_next(trace: Trace | None, value: Any) -> Any:
     return gr.update(value=min(n, step_number(value, n) + 1))
 
 
-PLAY_EVERY_S = 1.0  # one verification step per second: time to read the sentence under the text
+PLAY_EVERY_S = 1.0  # one verification step per second by default: time to read the sentence under the text
+PLAY_SECONDS = (0.25, 10.0)  # the speed control's range (seconds per step)
 PLAY, PAUSE = t("ui.replay.play"), t("ui.replay.pause")  # the button's two names (English; the page's: `L`)
 
 
@@ -131,6 +133,14 @@ def replay_tick(trace: Trace | None, value: Any, playing: bool,
     if step >= n:
         return gr.update(value=step), gr.update(active=False), play, False
     return gr.update(value=step), gr.skip(), gr.skip(), True
+
+
+def replay_speed(seconds: Any) -> Any:
+    """The speed control: Play's timer ticks every `seconds` (clamped to PLAY_SECONDS), also while it plays."""
+    low, high = PLAY_SECONDS
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+        raise PlaygroundError.keyed("error.pace.seconds", got=short_repr(seconds, MAX_NAME_SHOWN), low=low, high=high)
+    return gr.update(value=min(high, max(low, float(seconds))))
 
 
 def replay_load(trace: Trace | None, source: str, lang: str = "en") -> tuple[Any, ...]:
@@ -234,8 +244,11 @@ def build_replay() -> ReplayTab:
             replay_prev_btn = gr.Button(L("ui.replay.prev"), size="sm", elem_id="pg-replay-prev")
             replay_next_btn = gr.Button(L("ui.replay.next"), size="sm", elem_id="pg-replay-next")
             replay_play_btn = gr.Button(L("ui.replay.play"), size="sm", variant="primary", elem_id="pg-replay-play")
+            replay_seconds = gr.Slider(*PLAY_SECONDS, value=PLAY_EVERY_S, step=0.25, label=L("ui.replay.speed"),
+                                       elem_id="pg-replay-speed", min_width=200)
         replay_timer = gr.Timer(PLAY_EVERY_S, active=False)
         replay_detail = gr.HTML("", elem_id="pg-replay-step")
+        presenter.final_only_toggle("pg-replay-output", "pg-replay-final-only")
         with gr.Row(equal_height=False):
             replay_tokens = gr.HTML(replay_view(None, 1)[0], elem_id="pg-replay-output", max_height=420,
                                     js_on_load=microscope_view.PICK_JS, scale=3, min_width=320)
@@ -258,6 +271,7 @@ def build_replay() -> ReplayTab:
     play_outputs = [replay_slider, replay_timer, replay_play_btn, replay_playing]
     replay_play_btn.click(guarded(replay_play), [replay_trace, replay_slider, replay_playing], play_outputs, **PRIVATE)
     replay_timer.tick(guarded(replay_tick), [replay_trace, replay_slider, replay_playing], play_outputs, **PRIVATE)
+    replay_seconds.change(guarded(replay_speed), replay_seconds, replay_timer, **PRIVATE)
     replay_last_btn.click(replay_last, last_run, replay_outputs, **PRIVATE)
     replay_tokens.click(guarded(replay_open_token), replay_trace, replay_panel, **PRIVATE)
     # In the queue: parsing and checking a trace of up to MAX_TRACE_BYTES is the heaviest thing a click here does.

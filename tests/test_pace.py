@@ -1,0 +1,201 @@
+"""A pace a class can follow (`playground.pace`, `engine._Stop._pause`): a run at the "step" pace stops after each
+verification step until the presenter steps on, gives its turn to other visitors' runs meanwhile, and gives the
+tokens an unpaused run gives; its pauses are in no phase (setup + phases = elapsed) and reported apart (paused_ms).
+
+Real tiny models through the real engine; no timings asserted (the waits below only give a wrongly running worker
+the chance to show itself).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from playground.app import generate_tab, presenter
+from playground.engine import LiveRun, RunRequest, prepare
+from playground.errors import PlaygroundError
+from playground.pace import FREE, SLOW, STEP, Pace
+from playground.trace import check_invariants
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+WAIT_S = 120  # a hang fails the test instead of holding the suite
+SETTLE_S = 0.3  # a worker that did not stop would take a further step of a tiny model meanwhile
+HOLD_S = 2.0  # one pause held this long: were it counted in a phase, that step would take longer than it
+PROMPT = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,"
+
+
+def _request(models: dict[str, str], method: str = "speculative", tokens: int = 24, **more: Any) -> RunRequest:
+    kw: dict[str, Any] = dict(target=models["target"], prompt=PROMPT, method=method, dtype="float32",
+                              max_new_tokens=tokens)
+    if method == "speculative":
+        kw.update(assistant=models["noisy"], params={"num_assistant_tokens": 3})
+    return RunRequest(**{**kw, **more})
+
+
+class Consumer:
+    """Iterates a LiveRun in its own thread, as the page's handler does."""
+
+    def __init__(self, live: LiveRun) -> None:
+        self.live = live
+        self.steps = 0
+        self.error: BaseException | None = None
+
+        def consume() -> None:
+            try:
+                for step in live:
+                    if step is not None:
+                        self.steps += 1
+            except BaseException as exc:  # noqa: BLE001  (reported by the test)
+                self.error = exc
+
+        self.thread = threading.Thread(target=consume, daemon=True)
+        self.thread.start()
+
+    def join(self) -> Any:
+        self.thread.join(WAIT_S)
+        assert not self.thread.is_alive(), "the run did not end"
+        if self.error is not None:
+            raise self.error
+        return self.live.trace
+
+
+def _until(condition: Any, what: str) -> None:
+    began = time.monotonic()
+    while not condition():
+        assert time.monotonic() - began < WAIT_S, f"never: {what}"
+        time.sleep(0.005)
+
+
+def _paused_after(live: LiveRun, pace: Pace, steps: int) -> None:
+    """The run stands paused after exactly `steps` steps, and stays so."""
+    _until(lambda: pace.waiting and live.generated_steps >= steps, f"paused after {steps} steps")
+    time.sleep(SETTLE_S)
+    assert live.generated_steps == steps, "no further step without a press of Step on"
+    assert pace.waiting
+
+
+def _assert_tiles(trace: Any) -> None:
+    check_invariants(trace)
+    phases = trace.setup_ms + sum(s.draft_ms + s.verify_ms + s.other_ms for s in trace.steps)
+    assert phases == pytest.approx(trace.summary.elapsed_s * 1000, rel=0.02), "the phases tile the elapsed time"
+
+
+@pytest.mark.parametrize("method", ["speculative", "baseline"])
+def test_a_run_at_the_step_pace_stops_after_each_step_until_stepped_on(store, tiny_models, method) -> None:
+    alone = LiveRun(prepare(_request(tiny_models, method), store)).run()
+    assert len(alone.steps) > 4
+    pace = Pace(STEP)
+    live = LiveRun(prepare(_request(tiny_models, method), store), pace=pace)
+    consumer = Consumer(live)
+    _paused_after(live, pace, 1)
+    time.sleep(HOLD_S)  # the class looks at the first step a while
+    for n in range(1, 4):  # one step per press
+        _paused_after(live, pace, n)
+        pace.step_on()
+    _paused_after(live, pace, 4)
+    pace.set(FREE)  # the rest as fast as it goes
+    trace = consumer.join()
+    assert trace.output_ids == alone.output_ids, "the tokens of an unpaused run"
+    assert trace.finish_reason == alone.finish_reason == "length"
+    assert pace.pauses == 4 and not pace.waiting
+    _assert_tiles(trace)
+    assert trace.paused_ms >= HOLD_S * 1000 + 4 * SETTLE_S * 1000, "the pauses are reported apart"
+    assert trace.steps[0].time_ms < HOLD_S * 1000, "the first pause is in none of the first step's phases"
+
+
+def test_a_paused_run_gives_way_to_another_visitors_run(store, tiny_models) -> None:
+    pace = Pace(STEP)
+    paused = LiveRun(prepare(_request(tiny_models), store), pace=pace)
+    consumer = Consumer(paused)
+    _paused_after(paused, pace, 1)
+    other = LiveRun(prepare(_request(tiny_models, "baseline", tokens=8), store))
+    other_consumer = Consumer(other)
+    other_trace = other_consumer.join()  # while the first run stands paused, on the same models
+    assert other_trace.summary.new_tokens == 8 and other_trace.waited_ms == pytest.approx(0, abs=50)
+    assert paused.generated_steps == 1 and pace.waiting
+    pace.set(FREE)
+    consumer.join()
+
+
+def test_stop_or_a_visitor_who_leaves_ends_a_paused_run(store, tiny_models) -> None:
+    pace = Pace(STEP)
+    live = LiveRun(prepare(_request(tiny_models), store), pace=pace)
+    consumer = Consumer(live)
+    _paused_after(live, pace, 1)
+    pace.step_on()
+    _paused_after(live, pace, 2)
+    live.stop()
+    trace = consumer.join()
+    assert trace.finish_reason == "stopped" and len(trace.steps) == 2
+
+    # The page's handler hears None while the run stands paused (`idle_s`) and closes the iteration when its visitor
+    # left: the worker ends without a further step.
+    pace = Pace(STEP)
+    live = LiveRun(prepare(_request(tiny_models), store), pace=pace)
+    live.idle_s = 0.05
+    items = iter(live)
+    seen = [next(items)]
+    while seen[-1] is not None:  # the first step, then the idle beats of the pause
+        seen.append(next(items))
+    items.close()
+    assert not live.running and live.generated_steps == 1 and live.cancel.is_set()
+
+
+def test_a_pause_is_bounded_by_the_runs_time_limit(store, tiny_models) -> None:
+    live = LiveRun(prepare(_request(tiny_models), store), timeout_s=0.5, pace=Pace(STEP))
+    trace = Consumer(live).join()
+    assert trace.finish_reason == "timeout" and len(trace.steps) == 1
+
+
+def test_a_slowed_run_gives_the_same_tokens_and_reports_its_pauses_apart(store, tiny_models) -> None:
+    alone = LiveRun(prepare(_request(tiny_models, tokens=8), store)).run()
+    pace = Pace(SLOW, 0.25)
+    trace = Consumer(LiveRun(prepare(_request(tiny_models, tokens=8), store), pace=pace)).join()
+    assert trace.output_ids == alone.output_ids
+    assert pace.pauses == len(trace.steps) - 1 and trace.paused_ms > 0
+    _assert_tiles(trace)
+
+
+def test_the_pages_handler_shows_each_step_and_waits_for_next_step(tiny_models) -> None:
+    """The page's own handler (`generate_tab.generate`) with the visitor's pace set by the page's handlers: each step
+    is on the page with the status "Paused after step n" before the run goes on, and only "Next step" moves it."""
+    prompt, kw = "The quick brown fox", dict(target=tiny_models["target"], method="baseline", max_new_tokens=6,
+                                             dtype="float32")
+    alone = _final(list(generate_tab.generate(prompt, **kw, request=SimpleNamespace(session_hash="unpaced"))))
+    request = SimpleNamespace(session_hash="paced")
+    presenter.set_pace(STEP, 2.0, request)
+    shown_at_pauses = []
+    outputs = []
+    for out in generate_tab.generate(prompt, **kw, request=request):
+        outputs.append(out)
+        if isinstance(out[4], str) and "Paused after step" in out[4]:
+            shown_at_pauses.append(out[0].count('class="tok"'))
+            presenter.step_on(request)
+    final = _final(outputs)
+    assert shown_at_pauses == [1, 2, 3, 4, 5], "one pause after each step but the last, its token on the page"
+    assert final[0] == alone[0], "the tokens of the unpaced run"
+    assert 'data-kind="done"' in final[4] and "at the presenter&#x27;s pace" in final[4]
+    assert final[6].paused_ms > 0 and alone[6].paused_ms == 0
+    presenter.set_pace(FREE, 2.0, request)
+    with pytest.raises(PlaygroundError):
+        presenter.set_pace("fast", 2.0, request)
+    with pytest.raises(PlaygroundError):
+        presenter.set_pace(SLOW, "2", request)
+
+
+def _final(outputs: list) -> tuple:
+    return outputs[-1]
+
+
+def test_the_replays_speed_control_sets_plays_interval() -> None:
+    from playground.app.replay_tab import replay_speed
+
+    assert replay_speed(3)["value"] == 3.0
+    assert replay_speed(0.01)["value"] == 0.25 and replay_speed(100)["value"] == 10.0  # the control's range
+    with pytest.raises(PlaygroundError):
+        replay_speed("fast")
