@@ -23,7 +23,7 @@ from typing import Any
 import gradio as gr
 
 from .. import render
-from ..i18n import number, t
+from ..i18n import Number, number, t
 from ..pace import DEFAULT_SECONDS, FREE, MAX_SECONDS, MIN_SECONDS, MODES, SLOW, Pace
 from ..errors import PlaygroundError
 from ..trace import short_repr
@@ -56,7 +56,7 @@ def _pace_for(key: str) -> Pace:
 
 def _seconds(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value == value:
-        raise PlaygroundError.keyed("error.pace.seconds", got=short_repr(value, 40), low=MIN_SECONDS, high=MAX_SECONDS)
+        raise PlaygroundError.keyed("error.pace.seconds", got=short_repr(value, 40), lo=Number(MIN_SECONDS, "g"), hi=Number(MAX_SECONDS, "g"))
     return float(value)
 
 

@@ -18,7 +18,7 @@ from gradio import utils as gradio_utils
 
 from .. import charts, microscope_view, render
 from ..errors import PlaygroundError, shorten
-from ..i18n import Message, t, tn
+from ..i18n import Message, Number, t, tn
 from ..outside import MAX_INPUT_BYTES, read_bounded
 from ..trace import Trace, TraceFormatError, short_repr, summarize_steps
 from . import presenter
@@ -139,7 +139,7 @@ def replay_speed(seconds: Any) -> Any:
     """The speed control: Play's timer ticks every `seconds` (clamped to PLAY_SECONDS), also while it plays."""
     low, high = PLAY_SECONDS
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
-        raise PlaygroundError.keyed("error.pace.seconds", got=short_repr(seconds, MAX_NAME_SHOWN), low=low, high=high)
+        raise PlaygroundError.keyed("error.pace.seconds", got=short_repr(seconds, MAX_NAME_SHOWN), lo=Number(low, "g"), hi=Number(high, "g"))
     return gr.update(value=min(high, max(low, float(seconds))))
 
 
