@@ -16,7 +16,7 @@ from .. import microscope_view, render
 from ..i18n import LANGUAGES, t
 from ..models import DEFAULT_TARGET, gc_paused
 from ..settings import get_settings
-from . import language, mcp_tools
+from . import access, language, mcp_tools
 from .head_start import configure_logging
 from .page import build_ui
 from .preload import PRELOAD
@@ -90,7 +90,8 @@ PAGE_HEAD = """<script>(function () {
 
 def launch_kwargs() -> dict[str, Any]:
     """What `launch()` needs besides the server address: styles, title and the upload limit."""
-    return {"css": render.CSS + microscope_view.CSS + PAGE_CSS + language.CSS, "head": language.HEAD + PAGE_HEAD, "i18n": language.L, "theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate"),
+    return {"css": render.CSS + microscope_view.CSS + PAGE_CSS + language.CSS + access.CSS,
+            "head": language.HEAD + PAGE_HEAD + access.HEAD, "i18n": language.L, "theme": access.theme(),
             # The only upload is a trace file: refuse anything larger before it reaches the disk.
             "max_file_size": MAX_TRACE_BYTES}
 
