@@ -112,6 +112,8 @@ def test_keyboard_alone_reaches_generate_runs_and_every_tab(page: Any, app_url: 
                       24, False, 1.0, 1.0, 0, 0, "auto", "float32")
     load(page, f"{app_url}{query}&lang=en")
     page.wait_for_function("p => document.querySelector('#pg-prompt textarea').value === p", arg=PROMPT)
+    # The link replaced the default example's prompt: the example picker no longer names it.
+    page.wait_for_function("() => !document.querySelector('#pg-examples input:checked')", timeout=10_000)
     page.evaluate("() => { window.pgSamePage = true; }")  # gone if anything reloads the page
     # From the top: the language picker first; passing it by Tab reloads nothing.
     order = tab_until(page, lambda a: a["id"] == "pg-generate")
