@@ -259,25 +259,52 @@ def run_tables_html(trace: Trace | None, lang: str = DEFAULT_LANGUAGE) -> str:
 # (the handler reads it from `gr.EventData`). The listener sits on the component's element, which outlives the
 # re-rendered tokens inside it.
 PICK_JS = """
+const TOKENS = '.tok[role=button]';
 function pick(e) {
-  const tok = e.target.closest('.tok[data-pos]');
+  const tok = e.target.closest(TOKENS);
   if (!tok) return;
-  if (e.type === 'keydown') { if (e.key !== 'Enter' && e.key !== ' ') return; e.preventDefault(); }
+  if (e.type === 'keydown') {
+    const all = Array.from(element.querySelectorAll(TOKENS)), at = all.indexOf(tok);
+    const rtl = getComputedStyle(tok).direction === 'rtl';
+    const moves = {ArrowDown: 1, ArrowUp: -1, ArrowRight: rtl ? -1 : 1, ArrowLeft: rtl ? 1 : -1,
+                   Home: -at, End: all.length - 1 - at};
+    if (e.key in moves) {
+      const next = all[Math.max(0, Math.min(all.length - 1, at + moves[e.key]))];
+      e.preventDefault(); all.forEach(el => el.setAttribute('tabindex', el === next ? '0' : '-1')); next.focus();
+      return;
+    }
+    if (e.key !== 'Enter' && e.key !== ' ') return;
+    e.preventDefault();
+  }
   element.querySelectorAll('.tok[data-open]').forEach(el => el.removeAttribute('data-open'));
   tok.setAttribute('data-open', 'true');
-  trigger('click', {step: Number(tok.dataset.step), pos: Number(tok.dataset.pos)});
+  element.querySelectorAll(TOKENS + '[tabindex="0"]').forEach(el => { if (el !== tok) el.setAttribute('tabindex', '-1'); });
+  tok.setAttribute('tabindex', '0');
+  const data = {step: Number(tok.dataset.step)};
+  if (tok.dataset.pos !== undefined) { data.pos = Number(tok.dataset.pos); } else { data.draft = Number(tok.dataset.draft); }
+  trigger('click', data);
 }
+// One tab stop for the whole output: the open token, else the first (the server renders every token with tabindex -1,
+// and an update replaces the tokens or, diffed, sets their attributes back).
+function oneStop() {
+  const all = element.querySelectorAll(TOKENS);
+  if (!all.length || element.querySelector(TOKENS + '[tabindex="0"]')) return;
+  (element.querySelector('.tok[data-open]') || all[0]).setAttribute('tabindex', '0');
+}
+new MutationObserver(oneStop).observe(element, {childList: true, subtree: true, attributes: true,
+                                                attributeFilter: ['tabindex']});
+oneStop();
 element.addEventListener('click', pick);
 element.addEventListener('keydown', pick);
 """
 
 CSS = """
-.tok[data-pos] { cursor: pointer; }
-.tok[data-pos]:focus-visible, .tok[data-open] { outline: 2px solid #0072B2; outline-offset: 1px; }
+.tok[role=button] { cursor: pointer; }
+.tok[data-open] { outline: 2px solid #0072B2; outline-offset: 1px; }
 .pg-micro { font-size: 14px; border: 1px solid rgba(128,128,128,.35); border-radius: 8px; padding: 8px 10px; }
 .pg-micro-head { margin: 0 0 6px; font-weight: 600; }
-.pg-micro-tok { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; white-space: pre;
-  background: rgba(128,128,128,.15); border-radius: 3px; padding: 0 2px; }
+.pg-micro-tok { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; white-space: pre-wrap;
+  overflow-wrap: anywhere; min-width: 0; background: rgba(128,128,128,.15); border-radius: 3px; padding: 0 2px; }
 .pg-micro-dists { display: grid; grid-template-columns: repeat(auto-fit, minmax(210px, 1fr)); gap: 8px; }
 .pg-micro-dist h4 { margin: 0 0 4px; font-size: 12.5px; font-weight: 600; opacity: .85; }
 .pg-micro-dist ol { list-style: none; margin: 0; padding: 0; }
@@ -309,8 +336,38 @@ def panel_for_click(trace: Trace | None, data: object, lang: str = DEFAULT_LANGU
     """The panel for a click's data as a client sent it ({"step": n, "pos": i}); anything else gets a sentence."""
     step = data.get("step") if isinstance(data, dict) else None
     pos = data.get("pos") if isinstance(data, dict) else None
+    draft = data.get("draft") if isinstance(data, dict) else None
     if trace is None:
         return empty_panel(t("micro.no_run", lang), lang)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (step, pos)):
+    if pos is None and _is_int(step) and _is_int(draft):
+        return never_judged_panel(trace, step, draft, lang)  # type: ignore[arg-type]
+    if not all(_is_int(v) for v in (step, pos)):
         return empty_panel(t("micro.no_such_token", lang), lang)
     return panel_html(trace, step, pos, lang)  # type: ignore[arg-type]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def never_judged_panel(trace: Trace, step_index: int, draft: int, lang: str = DEFAULT_LANGUAGE) -> str:
+    """The panel for a draft no rule decided (discarded after a refusal, or unverified past the run's end): why there
+    is nothing to show, and its q where the drafter gave one, rather than the previous token's panel left in place."""
+    found = _find_step(trace, step_index)
+    step = found[1] if found is not None else None
+    if step is None or not 0 <= draft < len(step.drafted):
+        return empty_panel(t("micro.no_such_token", lang), lang)
+    status = next((st for _, _, st, i in step.token_statuses() if i == draft and st in ("discarded", "unverified")),
+                  None)
+    if status is None:  # a judged draft: its panel, not this one
+        return empty_panel(t("micro.no_such_token", lang), lang)
+    texts = step.drafted_text or [""] * len(step.drafted)
+    ltr = lambda n: f'<bdi dir="ltr">{n}</bdi>'  # noqa: E731
+    why = _t_html(f"micro.never_judged.{status}", lang, n=ltr(step.index + 1), i=ltr(draft + 1),
+                  k=ltr(len(step.drafted)), j=ltr(step.accepted + 1), token=_token(texts[draft]))
+    parts = [f'<p class="pg-micro-head">{why}</p>']
+    q = step.q[draft] if step.q is not None and draft < len(step.q) else None
+    if q is not None:
+        parts.append(f'<p class="pg-micro-known">{_t_html("micro.never_judged.q", lang, q=_num(q, lang))}</p>')
+    return (f'<div class="pg-micro" data-testid="pg-micro" data-step="{step.index}" data-draft="{draft}" '
+            f'data-outcome="{status}">{"".join(parts)}</div>')

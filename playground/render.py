@@ -71,7 +71,7 @@ CSS = """
   text-align: start;
   font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; padding: 10px 12px;
   border-radius: 8px; border: 1px solid rgba(128,128,128,.35); min-height: 7em; }
-.pg-tokens .pg-empty { opacity: .6; font-style: italic; font-family: var(--font, sans-serif); }
+.pg-tokens .pg-empty { opacity: .8; font-style: italic; font-family: var(--font, sans-serif); }
 .pg-step { border-radius: 3px; }
 .pg-step:hover { outline: 1px solid rgba(128,128,128,.8); outline-offset: 1px; }
 .tok { border-radius: 3px; padding: 0 1px; }
@@ -79,34 +79,34 @@ CSS = """
 .tok[data-status="rejected"] { background: rgba(213,94,0,.22); text-decoration: line-through;
   text-decoration-color: #D55E00; text-decoration-thickness: 2px; opacity: .8; }
 .tok[data-status="discarded"] { background: rgba(240,228,66,.22); text-decoration: line-through dotted;
-  text-decoration-color: #B8A800; text-decoration-thickness: 2px; opacity: .65; }
+  text-decoration-color: #B8A800; text-decoration-thickness: 2px; opacity: .8; }
 .tok[data-status="correction"] { background: rgba(0,114,178,.24); text-decoration: underline;
   text-decoration-color: #3d9ae0; text-decoration-thickness: 3px; text-underline-offset: 3px; }
 .tok[data-status="bonus"] { background: rgba(204,121,167,.32); box-shadow: inset 0 0 0 1px rgba(204,121,167,.95); }
 .tok[data-status="bonus"]::after { content: "★"; font-size: .7em; vertical-align: super; line-height: 0;
   color: #CC79A7; margin-inline-start: 1px; user-select: none; }
 .tok[data-status="target"] { }
-.tok[data-status="unverified"] { outline: 1px dashed #E69F00; outline-offset: -1px; font-style: italic; opacity: .7; }
+.tok[data-status="unverified"] { outline: 1px dashed #E69F00; outline-offset: -1px; font-style: italic; opacity: .8; }
 .tok .ws { opacity: .65; }
 .pg-legend { display: flex; flex-wrap: wrap; gap: 6px 16px; font-size: 13px; margin: 2px 0 6px; align-items: center; }
 .pg-legend .pg-key { display: inline-flex; gap: 6px; align-items: center; }
 .pg-legend .tok { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
-.pg-legend .pg-hint { opacity: .7; }
+.pg-legend .pg-hint { opacity: .8; }
 .pg-stats { display: grid; grid-template-columns: repeat(6, minmax(0, 1fr)); gap: 8px; }
 @media (max-width: 900px) { .pg-stats { grid-template-columns: repeat(3, minmax(0, 1fr)); } }
-.pg-stats.pg-stats-empty { display: block; font-size: 13px; opacity: .6; font-style: italic; }
+.pg-stats.pg-stats-empty { display: block; font-size: 13px; opacity: .8; font-style: italic; }
 .pg-plain-check { font-size: 13.5px; margin-top: 6px; padding: 4px 10px; border-radius: 8px;
   border: 1px solid rgba(128,128,128,.35); }
 .pg-plain-check[data-identical="true"] { border-color: rgba(0,158,115,.7); }
 .pg-plain-check[data-identical="false"] { border-color: rgba(213,94,0,.7); }
 .pg-stat { border: 1px solid rgba(128,128,128,.35); border-radius: 8px; padding: 6px 10px; }
 .pg-stat .pg-value { font-size: 22px; font-weight: 600; font-variant-numeric: tabular-nums; line-height: 1.2; }
-.pg-stat .pg-label { font-size: 12px; opacity: .75; }
+.pg-stat .pg-label { font-size: 12px; opacity: .8; }
 .pg-status { font-size: 14px; padding: 6px 10px; border-radius: 8px; border: 1px solid rgba(128,128,128,.35); }
 .pg-status[data-kind="running"] { border-color: rgba(0,114,178,.7); }
 .pg-status[data-kind="done"] { border-color: rgba(0,158,115,.7); }
 .pg-status[data-kind="error"] { border: 2px solid #D55E00; background: rgba(213,94,0,.12); font-weight: 500; }
-.pg-status .pg-note { opacity: .75; }
+.pg-status .pg-note { opacity: .8; }
 .pg-spin { display: inline-block; width: .8em; height: .8em; margin-right: .45em; vertical-align: -0.05em;
   border: 2px solid rgba(0,114,178,.35); border-top-color: #0072B2; border-radius: 50%;
   animation: pg-spin 1s steps(8) infinite; }
@@ -143,6 +143,13 @@ def _visible(text: str, status: str) -> str:
     return escaped
 
 
+def _spoken(text: str) -> str:
+    """A token's text as a screen reader gets it: whitespace named by the symbols the page shows for it."""
+    if not text.strip():
+        return text.replace("\n", "↵").replace("\t", "⇥").replace(" ", "␣") or "∅"
+    return text
+
+
 def token_span(step: Step, tok_id: int, text: str, status: str, draft_index: int | None,
                lang: str = DEFAULT_LANGUAGE, pos: int | None = None) -> str:
     """One token as a span with its status, step and (where known) q and p; the tooltip in `lang`.
@@ -152,8 +159,16 @@ def token_span(step: Step, tok_id: int, text: str, status: str, draft_index: int
     """
     attrs = [f'data-status="{_attr(status)}"', f'data-step="{_attr(step.index)}"', f'data-id="{_attr(tok_id)}"']
     if pos is not None:
-        attrs += [f'data-pos="{_attr(pos)}"', 'tabindex="0"']
-    tip = [t("render.tip.step", lang, step=step.index + 1, what=t(f"render.describe.{status}", lang))]
+        attrs.append(f'data-pos="{_attr(pos)}"')
+    elif draft_index is not None:  # never judged (discarded, unverified): the microscope says why there is no rule
+        attrs.append(f'data-draft="{_attr(draft_index)}"')
+    what = t(f"render.describe.{status}", lang)
+    # Every token opens the microscope: a button whose name is its text and its fate, in the page's language (a
+    # screen reader tells the fates apart without the colours); one tab stop for the whole output, arrows between
+    # tokens (microscope_view.PICK_JS gives the first or the open token tabindex 0).
+    attrs += ['role="button"', 'tabindex="-1"',
+              f'aria-label="{_attr(t("render.aria.token", lang, text=_spoken(text), what=what))}"']
+    tip = [t("render.tip.step", lang, step=step.index + 1, what=what)]
     if draft_index is not None:
         tip[0] += f" {draft_index + 1}/{len(step.drafted)}"
         if status == DISCARDED:
@@ -571,14 +586,14 @@ CSS += """
 .pg-phase { flex: 1 1 200px; border: 1px solid rgba(128,128,128,.35); border-radius: 8px; padding: 6px 8px; }
 .pg-phase-title { font-size: 12px; font-weight: 600; opacity: .85; margin-bottom: 4px; text-transform: uppercase;
   letter-spacing: .03em; }
-.pg-phase-cost { font-weight: 400; opacity: .75; text-transform: none; }
-.pg-arrow { align-self: center; font-size: 20px; opacity: .6; }
+.pg-phase-cost { font-weight: 400; opacity: .8; text-transform: none; }
+.pg-arrow { align-self: center; font-size: 20px; opacity: .8; }
 .pg-chips { display: flex; flex-wrap: wrap; gap: 4px 6px; }
 .pg-chip { display: inline-flex; flex-direction: column; align-items: center; }
 .pg-chip .tok { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; white-space: pre; }
 .pg-chip .tok[data-status="draft"] { background: rgba(128,128,128,.18); }
-.pg-chip-sub { font-size: 10.5px; opacity: .75; font-variant-numeric: tabular-nums; }
-.pg-none { opacity: .6; font-style: italic; }
+.pg-chip-sub { font-size: 10.5px; opacity: .8; font-variant-numeric: tabular-nums; }
+.pg-none { opacity: .8; font-style: italic; }
 .pg-race { display: flex; flex-direction: column; gap: 8px; }
 .pg-clock { font-size: 14px; font-variant-numeric: tabular-nums; }
 .pg-lanes { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 10px; }

@@ -99,6 +99,14 @@ def on_example(name: str | None) -> Any:  # any language's example name
     return EXAMPLES.get(name or "", gr.skip())
 
 
+def example_after_prompt(prompt: Any, name: Any) -> Any:
+    """The example picker once the prompt changed: cleared when the prompt is no longer its example's text (a guide
+    example, a shared link or an edit replaced it), so the page never names an example it is not showing."""
+    if not name or (isinstance(name, str) and EXAMPLES.get(name) == prompt):
+        return gr.skip()
+    return None
+
+
 # --------------------------------------------------------------------------- sessions (for Stop)
 
 
@@ -470,6 +478,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
                   [method_summary, lecture, assistant, *param_components], **PRIVATE)
     sample.change(guarded(on_sample_change), sample, [temperature, top_p, top_k], **PRIVATE)
     examples.change(guarded(on_example), examples, prompt, **PRIVATE)
+    prompt.change(guarded(example_after_prompt), [prompt, examples], examples, **PRIVATE)
     api_inputs = [prompt, target, assistant, method, params_json, max_new_tokens, sample, temperature, top_p,
                   top_k, seed, chat, dtype]
     controls = [target, assistant, method, sample, temperature, top_p, top_k, seed, chat, max_new_tokens]

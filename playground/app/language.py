@@ -9,7 +9,8 @@ Two halves, one choice:
   supported language, else the browser's ``Accept-Language``. Gradio forwards the page's query to every event, so
   each handler sees the same choice.
 - The picker (`picker`) reloads the page with ``?lang=<code>`` (keeping the rest of the query, a shared link's
-  settings included). Gradio's `I18n` takes the browser's language and cannot be switched from the server; its own
+  settings included) on a choice of another language only (a click, or arrows and Enter; not the Tab that passes
+  it), and the reloaded page puts the focus back on the picker (`PICK_JS`, `HEAD`). Gradio's `I18n` takes the browser's language and cannot be switched from the server; its own
   Settings → Language switches it in the browser through the frontend's `changeLocale`. `HEAD` (which Gradio adds
   to the page once it has started) calls that same function when ``?lang=`` names another language than the one
   Gradio chose, so labels and server text agree; and it keeps ``<html dir>`` in step with ``<html lang>`` (Gradio
@@ -65,12 +66,45 @@ HEAD = """<script>(function () {
   }
   new MutationObserver(follow).observe(root, {attributes: true, attributeFilter: ["lang"]});
   follow();
-})();</script>""" % {"supported": json.dumps(list(i18n.LANGUAGES)), "rtl": json.dumps(sorted(i18n.RTL))}
+  // The picker: the language it holds when it gets the focus (PICK_JS reloads only for another one), and after the
+  // picker's own reload the focus back on it, once it shows the page's language (so a Tab away changes nothing).
+  var names = %(names)s;
+  function pickerInput() { return document.querySelector("#pg-language input[role=combobox]"); }
+  function held(input) { for (var c in names) { if (names[c] === input.value) { return c; } } return undefined; }
+  document.addEventListener("focusin", function (event) {
+    var input = pickerInput();
+    if (input && event.target === input) { window.pgLanguageAtFocus = held(input); }
+  });
+  var back = false;
+  try { back = sessionStorage.getItem("pgFocusLanguage") === "1"; sessionStorage.removeItem("pgFocusLanguage"); } catch (e) {}
+  if (back) {
+    var tries = 0, timer = setInterval(function () {
+      var input = pickerInput();
+      if (++tries > 300) { clearInterval(timer); return; }
+      if (!input || !asked || held(input) !== asked) { return; }
+      clearInterval(timer);
+      input.focus();
+      // Gradio opens the list on focus: closed again, as it is for a visitor who tabbed here (ArrowDown opens it).
+      setTimeout(function () { input.dispatchEvent(new KeyboardEvent("keydown", {key: "Escape", bubbles: true})); }, 50);
+    }, 100);
+  }
+})();</script>""" % {"supported": json.dumps(list(i18n.LANGUAGES)), "rtl": json.dumps(sorted(i18n.RTL)),
+                     "names": json.dumps(i18n.LANGUAGES, ensure_ascii=False)}
 
-# The picker's change: the same page with ?lang=<code>, the rest of its query kept.
-PICK_JS = """(code) => { const url = new URL(window.location.href); url.searchParams.set("lang", code);
+# The picker's choice: the same page with ?lang=<code>, the rest of its query kept. Gradio 6's dropdown fires `input`
+# on every blur too, with the value it holds: Tab through the picker must not reload the page (it put the focus back
+# at the top, and keyboard visitors never got past the picker). So only a choice that differs from the language the
+# picker held when it got the focus (`pgLanguageAtFocus`, kept by `HEAD`) and from the page's own reloads: a click,
+# or arrows and Enter. After that reload the focus comes back to the picker (`pgFocusLanguage`, see `HEAD`).
+PICK_JS = """(code) => {
+  const held = window.pgLanguageAtFocus, url = new URL(window.location.href);
+  const shown = (document.documentElement.lang || "").split(/[-_]/)[0].toLowerCase();
+  if (code === held || (held === undefined && code === shown)) { return code; }
+  url.searchParams.set("lang", code);
   if (window.pgLanguageLeaving !== url.toString()) {  // once: a second event must not abort the first load
-    window.pgLanguageLeaving = url.toString(); window.location.assign(url.toString()); }
+    window.pgLanguageLeaving = url.toString();
+    try { sessionStorage.setItem("pgFocusLanguage", "1"); } catch (e) {}
+    window.location.assign(url.toString()); }
   return code; }"""
 
 # Right to left: Gradio marks every block dir="ltr"; the page's direction wins, except where left to right is the

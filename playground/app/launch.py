@@ -10,13 +10,12 @@ import json
 import os
 from typing import Any
 
-import gradio as gr
 
 from .. import microscope_view, render
 from ..i18n import LANGUAGES, t
 from ..models import DEFAULT_TARGET, gc_paused
 from ..settings import get_settings
-from . import gate, language, mcp_tools, presenter
+from . import access, gate, language, mcp_tools, presenter
 from .head_start import configure_logging
 from .page import build_ui
 from .preload import PRELOAD
@@ -90,8 +89,8 @@ PAGE_HEAD = """<script>(function () {
 
 def launch_kwargs() -> dict[str, Any]:
     """What `launch()` needs besides the server address: styles, title and the upload limit."""
-    return {"css": render.CSS + microscope_view.CSS + PAGE_CSS + language.CSS + presenter.CSS,
-            "head": language.HEAD + PAGE_HEAD + presenter.HEAD, "i18n": language.L, "theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate"),
+    return {"css": render.CSS + microscope_view.CSS + PAGE_CSS + language.CSS + access.CSS + presenter.CSS,
+            "head": language.HEAD + PAGE_HEAD + access.HEAD + presenter.HEAD, "i18n": language.L, "theme": access.theme(),
             # The only upload is a trace file: refuse anything larger before it reaches the disk.
             "max_file_size": MAX_TRACE_BYTES,
             # In front of Gradio's routes: bounded URLs and bodies, our answer where Gradio's is a 500, and an end to

@@ -1,0 +1,304 @@
+"""A page everyone can use, in a real headless Chromium: axe-core (the copy pip installs with axe-playwright-python)
+on every tab in English, Russian and Arabic, light and dark; the page driven by the keyboard alone from its top;
+the language picker changed from the keyboard without trapping the focus; a visible focus ring on every kind of
+control; a slider filled from the right on the Arabic page.
+
+One app for the module (PLAYGROUND_PRELOAD=0: the run uses the tiny models, set by the page's own shareable link),
+one Chromium, one page per test reused across languages and themes. Screenshots go to artifacts/. Tests assert
+behaviour, never timings.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator
+
+import pytest
+from appserver import ARTIFACTS, app_url_fixture, browser_fixture, needs_chromium
+
+from playground import i18n
+from playground.app.access import FOCUS_DARK, FOCUS_LIGHT
+from playground.app.links import query_for
+from playground.app.page import TABS
+
+pytestmark = [pytest.mark.browser, pytest.mark.server, needs_chromium]
+
+PROMPT = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three, four,"
+RUN_TIMEOUT_MS = 300_000
+SERIOUS = ("serious", "critical")
+MAX_TABS = 120  # Tab presses from the top to the last tab's button (about 45 today)
+
+browser = browser_fixture()
+app_url = app_url_fixture("a11y-test-server.log", {"PLAYGROUND_PRELOAD": "0"})
+
+
+@pytest.fixture(scope="module")
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(60_000)
+    try:
+        yield pg
+    finally:
+        context.close()
+
+
+def load(page: Any, url: str) -> None:
+    page.goto(url)
+    page.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value")
+    page.wait_for_timeout(500)  # the load events' last updates (labels, the tabs' texts)
+
+
+ACTIVE = """() => { const e = document.activeElement;
+  if (!e || e === document.body) return {tag: 'BODY', block: '', id: ''};
+  const block = e.closest('[id^="pg-"]');
+  return {tag: e.tagName, id: e.id || '', block: block ? block.id : '', role: e.getAttribute('role') || '',
+          type: e.type || '', status: e.dataset ? (e.dataset.status || '') : ''}; }"""
+
+
+def active(page: Any) -> dict[str, str]:
+    return page.evaluate(ACTIVE)
+
+
+def tab_until(page: Any, found: Any, limit: int = MAX_TABS, key: str = "Tab") -> list[dict[str, str]]:
+    """Press `key` until `found(active element)` holds; the elements passed on the way (the last one found)."""
+    passed = []
+    for _ in range(limit):
+        page.keyboard.press(key)
+        now = active(page)
+        passed.append(now)
+        if found(now):
+            return passed
+    raise AssertionError(f"not reached after {limit} presses of {key}: {passed[-12:]}")
+
+
+# --------------------------------------------------------------------------- axe-core
+
+
+def axe_serious(page: Any) -> list[str]:
+    """axe-core's serious and critical violations of the page as it is now: 'rule (n nodes: first targets)'."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page)
+    return [f"{v['id']} ({len(v['nodes'])}: {[n['target'] for n in v['nodes'][:3]]})"
+            for v in results.response["violations"] if v["impact"] in SERIOUS]
+
+
+@pytest.mark.parametrize("lang", ["en", "ru", "ar"])
+def test_axe_finds_nothing_serious_on_any_tab(page: Any, app_url: str, lang: str) -> None:
+    found = {}
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        load(page, f"{app_url}?lang={lang}")
+        assert page.evaluate("() => document.body.classList.contains('dark') || "
+                             "!!document.querySelector('.gradio-container.dark, .dark')") == (scheme == "dark")
+        for tab in TABS:
+            page.click(f"#pg-tab-{tab}-button")
+            page.wait_for_selector(f"#pg-tab-{tab}", state="visible")
+            page.wait_for_timeout(300)
+            violations = axe_serious(page)
+            if violations:
+                found[f"{lang}/{scheme}/{tab}"] = violations
+    page.emulate_media(color_scheme="light")
+    assert not found, found
+
+
+# --------------------------------------------------------------------------- the keyboard alone
+
+
+def test_keyboard_alone_reaches_generate_runs_and_every_tab(page: Any, app_url: str,
+                                                           tiny_models: dict[str, str]) -> None:
+    query = query_for(None, PROMPT, tiny_models["target"], None, "prompt_lookup", {"prompt_lookup_num_tokens": 10},
+                      24, False, 1.0, 1.0, 0, 0, "auto", "float32")
+    load(page, f"{app_url}{query}&lang=en")
+    page.wait_for_function("p => document.querySelector('#pg-prompt textarea').value === p", arg=PROMPT)
+    # The link replaced the default example's prompt: the example picker no longer names it.
+    page.wait_for_function("() => !document.querySelector('#pg-examples input:checked')", timeout=10_000)
+    page.evaluate("() => { window.pgSamePage = true; }")  # gone if anything reloads the page
+    # From the top: the language picker first; passing it by Tab reloads nothing.
+    order = tab_until(page, lambda a: a["id"] == "pg-generate")
+    assert order[0]["block"] == "pg-language", order[:3]
+    assert page.evaluate("() => window.pgSamePage === true")
+    assert all(a["tag"] != "BODY" for a in order), order  # the focus never fell back to the page's top
+    blocks = [a["block"] for a in order]
+    for elem_id in ("pg-preset", "pg-target", "pg-method", "pg-dtype", "pg-max-new-tokens", "pg-prompt",
+                    "pg-examples"):
+        assert elem_id in blocks, (elem_id, blocks)
+    assert blocks.index("pg-language") < blocks.index("pg-target") < blocks.index("pg-prompt")  # the page's order
+    # Shift+Tab goes back the same way.
+    page.keyboard.press("Shift+Tab")
+    assert active(page)["block"] == order[-2]["block"]
+    page.keyboard.press("Tab")
+    assert active(page)["id"] == "pg-generate"
+
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#pg-status-box [data-kind=done], #pg-status-box [data-kind=error]", timeout=RUN_TIMEOUT_MS)
+    assert page.get_attribute("#pg-status-box [data-testid=pg-status]", "data-kind") == "done", \
+        page.inner_text("#pg-status-box")
+    tokens = page.eval_on_selector_all("#pg-output .tok", "els => els.map(e => [e.getAttribute('tabindex'), "
+                                       "e.getAttribute('role'), e.getAttribute('aria-label'), e.dataset.status])")
+    assert tokens and all(role == "button" for _, role, _, _ in tokens)
+    assert [tabindex for tabindex, *_ in tokens].count("0") == 1  # the output is one stop in the Tab order
+    for _, _, label, status in tokens:  # the fate in words, for a screen reader
+        assert label.endswith(": " + i18n.t(f"render.describe.{status}", "en")), label
+
+    # On to the output: the arrows walk its tokens, Enter opens one in the microscope.
+    tab_until(page, lambda a: a["block"] == "pg-output" and a["role"] == "button")
+    assert page.evaluate("() => Array.from(document.querySelectorAll('#pg-output .tok')).indexOf("
+                         "document.activeElement)") == 0
+    judged = page.evaluate("() => Array.from(document.querySelectorAll('#pg-output .tok'))"
+                           ".findIndex(e => e.dataset.pos !== undefined)")
+    never = page.evaluate("""() => Array.from(document.querySelectorAll('#pg-output .tok'))
+      .findIndex(e => e.dataset.status === 'discarded' || e.dataset.status === 'unverified')""")
+    # The tiny target refuses most of prompt lookup's 10-token drafts: the run has both kinds.
+    assert judged >= 0 and never >= 0, tokens
+    for _ in range(judged):
+        page.keyboard.press("ArrowRight")
+    step, pos = page.evaluate("() => [document.activeElement.dataset.step, document.activeElement.dataset.pos]")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(f'#pg-micro-box [data-testid=pg-micro][data-step="{step}"][data-pos="{pos}"]')
+    # A draft never judged: Space opens it and the panel says why there is no rule for it, instead of keeping the
+    # previous token's panel.
+    page.keyboard.press("Home")
+    for _ in range(never):
+        page.keyboard.press("ArrowRight")
+    status = page.evaluate("() => document.activeElement.dataset.status")
+    page.keyboard.press("Space")
+    panel = page.locator(f"#pg-micro-box [data-testid=pg-micro][data-outcome={status}]")
+    panel.wait_for()
+    assert "was never judged" in panel.inner_text()
+    violations = axe_serious(page)  # the page with a run's tokens and an open panel
+    assert not violations, violations
+
+    # Every tab, in order, by Tab and Enter.
+    for tab in TABS:
+        tab_until(page, lambda a, tab=tab: a["id"] == f"pg-tab-{tab}-button")
+        page.keyboard.press("Enter")
+        page.wait_for_selector(f"#pg-tab-{tab}", state="visible")
+        assert page.get_attribute(f"#pg-tab-{tab}-button", "aria-selected") == "true"
+    assert page.evaluate("() => window.pgSamePage === true")
+
+
+def test_language_picker_changes_only_on_a_choice_and_keeps_the_focus(page: Any, app_url: str) -> None:
+    load(page, f"{app_url}?lang=en")
+    page.evaluate("() => { window.pgSamePage = true; }")
+    page.keyboard.press("Tab")
+    assert active(page)["block"] == "pg-language"
+    page.keyboard.press("Tab")  # passing it changes nothing
+    assert active(page)["block"] == "pg-preset" and page.evaluate("() => window.pgSamePage === true")
+    page.keyboard.press("Shift+Tab")
+    assert active(page)["block"] == "pg-language"
+    # Arrows and Enter: a deliberate choice reloads the page in that language, the focus back on the picker. (The
+    # list opens when the picker gets the focus, its current language highlighted.)
+    page.wait_for_selector("#pg-language [role=listbox] [role=option]")
+    options = page.eval_on_selector_all("#pg-language [role=option]",
+                                        "els => els.map(e => [e.getAttribute('aria-label'), e.classList.contains('active')])")
+    at = [active for _, active in options].index(True)
+    for _ in range(([name for name, _ in options].index(i18n.LANGUAGES["ru"]) - at) % len(options)):
+        page.keyboard.press("ArrowDown")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    page.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value")
+    assert "lang=ru" in page.url
+    page.wait_for_function("() => { const e = document.activeElement; return !!e && !!e.closest('#pg-language'); }",
+                           timeout=20_000)
+    assert page.input_value("#pg-language input") == i18n.LANGUAGES["ru"]
+    page.evaluate("() => { window.pgSamePage = true; }")
+    page.keyboard.press("Tab")
+    assert active(page)["block"] == "pg-preset"
+    page.wait_for_timeout(500)
+    assert page.evaluate("() => window.pgSamePage === true") and "lang=ru" in page.url
+
+
+# --------------------------------------------------------------------------- what the eye sees
+
+
+def _luminance(rgb: tuple[float, ...]) -> float:
+    def channel(c: float) -> float:
+        c = c / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (channel(c) for c in rgb[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def rgb(css: str) -> tuple[float, ...]:
+    return tuple(float(x) for x in re.findall(r"[\d.]+", css)[:3])
+
+
+# The element that draws the ring: a radio's or checkbox's label, anything else itself.
+RING = """() => { const f = document.activeElement;
+  const e = /^(radio|checkbox)$/.test(f.type) ? f.closest('label') : f, cs = getComputedStyle(e);
+  let bg = 'rgba(0, 0, 0, 0)', el = e.parentElement;
+  while (el && /rgba\\(.*, 0\\)|transparent/.test(bg)) { bg = getComputedStyle(el).backgroundColor; el = el.parentElement; }
+  if (/rgba\\(.*, 0\\)|transparent/.test(bg)) bg = getComputedStyle(document.body).backgroundColor;
+  return {style: cs.outlineStyle, width: parseFloat(cs.outlineWidth), color: cs.outlineColor, background: bg}; }"""
+
+# One control of each kind, reached by Tab (the ring is :focus-visible's, which a click on a button does not show).
+KINDS = {"combobox": "#pg-language input", "range": "#pg-max-new-tokens input[type=range]",
+         "radio": "#pg-dtype input[type=radio]", "textarea": "#pg-prompt textarea", "button": "#pg-generate",
+         "checkbox": "#pg-check-plain input", "tab": "#pg-tab-theory-button"}
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_every_kind_of_control_shows_a_focus_ring(page: Any, app_url: str, scheme: str) -> None:
+    page.emulate_media(color_scheme=scheme)
+    try:
+        load(page, f"{app_url}?lang=en")
+        expected = rgb({"light": "rgb(29, 78, 216)", "dark": "rgb(147, 197, 253)"}[scheme])
+        assert (FOCUS_LIGHT, FOCUS_DARK) == ("#1d4ed8", "#93c5fd")
+        for kind, selector in KINDS.items():
+            page.evaluate("s => document.querySelector(s).scrollIntoView({block: 'center'})", selector)
+            # Focus the control before it, then Tab: a keyboard focus, as a visitor's.
+            page.evaluate("""s => { const all = Array.from(document.querySelectorAll('button, input, textarea, a[href], '
+                + '[tabindex]')).filter(e => e.tabIndex >= 0 && e.offsetParent);
+              const i = all.indexOf(document.querySelector(s)); (all[i - 1] || document.body).focus(); }""", selector)
+            page.keyboard.press("Tab")
+            assert page.evaluate("s => document.activeElement === document.querySelector(s)", selector), kind
+            page.wait_for_timeout(400)  # Gradio's labels ease their colours in
+            ring = page.evaluate(RING)
+            assert ring["style"] == "solid" and ring["width"] >= 3, (kind, ring)
+            assert rgb(ring["color"]) == expected, (kind, ring)
+            assert contrast(rgb(ring["color"]), rgb(ring["background"])) >= 3, (kind, ring)
+            if kind in ("radio", "range", "tab"):
+                page.screenshot(path=str(ARTIFACTS / f"a11y-focus-{kind}-{scheme}.png"),
+                                clip=_around(page, selector))
+    finally:
+        page.emulate_media(color_scheme="light")
+
+
+def _around(page: Any, selector: str) -> dict[str, float]:
+    box = page.locator(selector).first.bounding_box()
+    return {"x": max(0, box["x"] - 160), "y": max(0, box["y"] - 60), "width": box["width"] + 320,
+            "height": box["height"] + 120}
+
+
+def test_arabic_sliders_fill_from_the_right(page: Any, app_url: str) -> None:
+    """On the right-to-left page a slider's coloured part runs from the right edge to the thumb (as its scale does)."""
+    for lang in ("en", "ar"):
+        load(page, f"{app_url}?lang={lang}")
+        slider = page.locator("#pg-max-new-tokens input[type=range]")
+        slider.scroll_into_view_if_needed()
+        path = ARTIFACTS / f"a11y-slider-{lang}.png"
+        box = slider.bounding_box()
+        page.screenshot(path=str(path), clip={"x": box["x"] - 40, "y": box["y"] - 50, "width": box["width"] + 80,
+                                              "height": box["height"] + 70})
+        shot = slider.screenshot()
+        from io import BytesIO
+
+        from PIL import Image
+
+        image = Image.open(BytesIO(shot)).convert("RGB")
+        w, h = image.size
+        row = [image.getpixel((x, h // 2)) for x in range(w)]
+        blue = [x for x, (r, g, b) in enumerate(row) if b > 180 and r < 120]  # the fill (blue-500/600)
+        assert blue, f"no fill found in {path}"
+        # The default (64 of 512 tokens) fills about an eighth: at the left in English, at the right in Arabic.
+        if lang == "ar":
+            assert min(blue) > w / 2 and max(blue) > w * 0.9, (min(blue), max(blue), w)
+        else:
+            assert max(blue) < w / 2 and min(blue) < w * 0.1, (min(blue), max(blue), w)
