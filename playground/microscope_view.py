@@ -363,8 +363,8 @@ def never_judged_panel(trace: Trace, step_index: int, draft: int, lang: str = DE
         return empty_panel(t("micro.no_such_token", lang), lang)
     texts = step.drafted_text or [""] * len(step.drafted)
     ltr = lambda n: f'<bdi dir="ltr">{n}</bdi>'  # noqa: E731
-    why = _t_html(f"micro.never_judged.{status}", lang, n=ltr(step.index + 1), i=ltr(draft + 1),
-                  k=ltr(len(step.drafted)), j=ltr(step.accepted + 1), token=_token(texts[draft]))
+    why = _t_html(f"micro.never_judged.{status}", lang, step=ltr(step.index + 1), i=ltr(draft + 1),
+                  k=ltr(len(step.drafted)), index=ltr(step.accepted + 1), token=_token(texts[draft]))
     parts = [f'<p class="pg-micro-head">{why}</p>']
     q = step.q[draft] if step.q is not None and draft < len(step.q) else None
     if q is not None:
