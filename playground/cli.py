@@ -167,10 +167,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     """Convert bundled models now (and keep the copy in the dtype `--dtype` picks), so later starts load them."""
-    from .models import bundled_entry, ensure_converted, ensure_dtype_copy, resolve_precision
+    from .models import SPEED_MODEL, bundled_entry, ensure_converted, ensure_dtype_copy, ensure_measured, \
+        resolve_precision
 
     progress = _loading_progress(args)
     try:
+        if args.dtype == "auto" and SPEED_MODEL in [bundled_entry(spec).key for spec in args.models]:
+            ensure_measured(progress)  # what `auto` decides by, measured with the conversion (once per machine)
         precision = resolve_precision(args.dtype)
         for spec in args.models:
             directory = ensure_converted(bundled_entry(spec), progress)

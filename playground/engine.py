@@ -42,7 +42,7 @@ from .i18n import DEFAULT_LANGUAGE, Message, t
 from .methods import EmptyDraft, Method, MethodError, ModelFacts, get_method, prompt_lookup_match
 from .models import (
     CATALOGUE, HUB_ID_RE, STORE, LoadedModel, ModelStore, Precision, default_device,
-    resolve_precision, same_vocabulary,
+    SPEED_MODEL, ensure_measured, resolve_precision, same_vocabulary,
 )
 from .request import RunRequest
 from .settings import get_settings
@@ -284,6 +284,8 @@ def prepare(
         raise RunError.keyed("error.needs_assistant", method=method.title_message())
     if not method.needs_assistant and req.assistant:
         req = req.but(assistant=None)
+    if req.dtype == "auto" and SPEED_MODEL in (req.target, req.assistant):
+        ensure_measured(progress)  # once per machine: `auto` on a CPU with native bfloat16 decides by it
     precision = resolve_precision(req.dtype)
     target = store.get(req.target, precision, progress)
     assistant: LoadedModel | None = None

@@ -448,6 +448,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
                   top_k, seed, chat, dtype]
     controls = [target, assistant, method, sample, temperature, top_p, top_k, seed, chat, max_new_tokens]
     applied_preset = preset_picker.wire(preset, preset_info, controls, prompt, param_components, list(specs))
+    preset_picker.wire_precision(applied_preset, dtype)
     links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components)
     outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file, run_trace]
     run_event = generate_btn.click(guarded(with_language(on_generate_click)), [method, *param_components],
