@@ -222,24 +222,54 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_code(args: argparse.Namespace) -> int:
-    """Print the Python script that reproduces a saved trace (its models are loaded to resolve the call)."""
+def _script(trace, path: Path, doing: str) -> str | None:  # type: ignore[no-untyped-def]
+    """The script that reproduces a saved trace (its models are loaded to resolve the call), or None after a
+    one-line error on stderr."""
     from transformers.utils import logging as hf_logging
 
     from .engine import user_message
     from .snippet import script_for_trace
 
-    trace = _load_trace(args.trace)
-    if trace is None:
-        return 2
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
     try:
-        script = script_for_trace(trace)
+        return script_for_trace(trace)
     except Exception as exc:  # one line for the user, whatever failed
-        print(f"error: cannot show the code for {args.trace}: {user_message(exc)}", file=sys.stderr)
+        print(f"error: cannot {doing} for {path}: {user_message(exc)}", file=sys.stderr)
+        return None
+
+
+def cmd_code(args: argparse.Namespace) -> int:
+    """Print the Python script that reproduces a saved trace (its models are loaded to resolve the call)."""
+    trace = _load_trace(args.trace)
+    if trace is None:
+        return 2
+    script = _script(trace, args.trace, "show the code")
+    if script is None:
         return 2
     print(script, end="")
+    return 0
+
+
+def cmd_handout(args: argparse.Namespace) -> int:
+    """Write a saved trace's printable handout (self-contained HTML) in --lang; print where it went."""
+    from .handout import handout_html
+
+    trace = _load_trace(args.trace)
+    if trace is None:
+        return 2
+    script = None
+    if args.script:  # the reproducing script needs the run's models (loaded to resolve the call)
+        script = _script(trace, args.trace, "make the script")
+        if script is None:
+            return 2
+    out = args.out or args.trace.with_name(f"{args.trace.stem}-handout-{args.lang}.html")
+    try:
+        out.write_text(handout_html(trace, args.lang, script), encoding="utf-8")
+    except OSError as exc:
+        print(f"error: cannot write {out}: {exc.strerror}", file=sys.stderr)
+        return 2
+    print(out)
     return 0
 
 
@@ -261,6 +291,16 @@ def build_parser() -> argparse.ArgumentParser:
     code_parser = sub.add_parser("code", help="print the Python script that reproduces a saved trace")
     code_parser.add_argument("trace", type=Path)
     code_parser.set_defaults(func=cmd_code)
+    handout_parser = sub.add_parser("handout", help="write a printable handout of a saved trace (self-contained HTML: "
+                                                    "legend, the acceptance rule with its numbers, one annotated step, "
+                                                    "the generate() call)")
+    handout_parser.add_argument("trace", type=Path)
+    handout_parser.add_argument("--lang", default="en", choices=list(LANGUAGES), help="the handout's language")
+    handout_parser.add_argument("--out", type=Path, default=None, metavar="PATH",
+                                help="where to write it (default: beside the trace, TRACE-handout-LANG.html)")
+    handout_parser.add_argument("--script", action="store_true",
+                                help="include the full reproducing script (loads the run's models), not just the call")
+    handout_parser.set_defaults(func=cmd_handout)
     bench_parser = sub.add_parser("bench", help="benchmark drafting methods against baseline (CSV, JSON, HTML report)")
     add_bench_arguments(bench_parser)
     bench_parser.set_defaults(func=cmd_bench)
