@@ -45,6 +45,7 @@ body.pg-handout { font-family: system-ui, -apple-system, "Segoe UI", sans-serif;
 .pg-handout pre { white-space: pre-wrap; word-break: break-word; font-size: 12px; border: 1px solid #ccc;
   border-radius: 4px; padding: .5em .7em; direction: ltr; text-align: left; }
 .pg-handout .pg-print-hint { color: #555; font-size: .9em; }
+.pg-handout .pg-tokens { min-height: 0; max-height: none; overflow: visible; }
 .pg-handout .pg-stats { display: flex; flex-wrap: wrap; gap: 4px 16px; }
 .pg-handout section { break-inside: avoid; page-break-inside: avoid; }
 @page { margin: 14mm; }
