@@ -1866,7 +1866,9 @@ class LiveRun:
             emitted=emitted, unverified=unverified, drafted_text=drafted_text, emitted_text=emitted_text,
             draft_ms=round(raw.draft_ms, 3), verify_ms=round(raw.verify_ms, 3),
             no_draft_reason=no_draft_reason, lookup_source=source, lookup_text=source_text,
-            draws=raw.draws.float().tolist()[:len(drafted)] if raw.draws is not None and drafted else None,
+            # One draw per drafted token (Transformers draws `candidate_length` of them); anything else is not kept.
+            draws=(raw.draws.float().tolist() if raw.draws is not None and drafted
+                   and raw.draws.numel() == len(drafted) else None),
         )
 
     def _fill_figures(self, raw: _Raw, step: Step) -> None:
