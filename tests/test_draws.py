@@ -148,3 +148,17 @@ def _one_step_trace(step: Step):  # a one-step trace for the panel
     return Trace(method="speculative", target="t", assistant="a", params={}, prompt="x", chat=False, lossy=False,
                  env={}, output_ids=list(step.emitted), output_text="ac", steps=[step],
                  decoding={"sample": True})
+
+
+def test_self_speculation_records_its_draws_too(store, tiny_models) -> None:
+    """Early exit drafts with logits, so Transformers judges its drafts by the same draw: recorded, and deciding."""
+    trace = LiveRun(prepare(RunRequest(
+        prompt=PROMPT, target=tiny_models["target"], method="early_exit",
+        params={"assistant_early_exit": 2, "num_assistant_tokens": 3, "assistant_confidence_threshold": 0.0},
+        max_new_tokens=16, sample=True, temperature=1.0, top_k=0, seed=0, dtype="float32", chat=False),
+        store)).run()
+    judged = [(step, i) for step in trace.steps if step.drafted for i in range(step.judged_drafts)]
+    assert judged and all(step.draws is not None for step, _ in judged)
+    for step, i in judged:
+        ratio = step.p[i] / step.q[i]
+        assert (step.draws[i] <= ratio * (1 + TOLERANCE)) if i < step.accepted else (step.draws[i] > ratio * (1 - TOLERANCE))
