@@ -8,7 +8,8 @@ Usage:
     python tests/precision_bench.py --rounds 5 --tokens 32
     python tests/precision_bench.py --keep          # ... and keep this measurement for `auto` (replacing the kept one)
 
-The fastest of the rounds counts for each precision (another process's load only ever slows a round).
+The fastest of the rounds counts for each precision (another process's load only ever slows a round). `auto` keeps
+a measurement only when the machine was not busy (load average at most the core count) before and after it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from playground.models import (  # noqa: E402
     measure_speed,
 )
 from playground.models.hardware import _cpu_bf16_flags  # noqa: E402
+from playground.models.speed import machine_busy  # noqa: E402
 from playground.precision import BF16_FASTER_BY, auto_reason  # noqa: E402
 
 
@@ -42,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
           f"native bfloat16: {', '.join(flags) or 'none'}")
     kept = kept_measurement()
     print(f"auto now: {auto_reason('cpu', flags, measured=kept)[1]}")
+    busy_before = machine_busy()
     measured = measure_speed(SPEED_MODEL, args.tokens, args.rounds)
+    busy = busy_before or machine_busy()
+    print(f"load average {os.getloadavg()[0]:.1f} on {machine['cores']} cores: "
+          + ("busy (auto would not keep a measurement made now)" if busy else "quiet enough to keep"))
     print(f"{SPEED_MODEL}, plain greedy decoding, {args.tokens} new tokens, best of {args.rounds} rounds:")
     print(f"  float32   {measured.float32_tps:7.2f} tokens/s")
     print(f"  bfloat16  {measured.bfloat16_tps:7.2f} tokens/s   ({measured.ratio:.2f}x float32; auto asks for "

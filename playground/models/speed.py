@@ -10,6 +10,7 @@ decoding for nothing. The rule that reads the figures is pure (`precision.measur
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from ..precision import SpeedMeasurement, precision_for
 from .cache import keep_speed, one_process_at_a_time
 from .catalogue import bundled_entry
 from .gguf_convert import ensure_converted
+from . import hardware
 from .hardware import SPEED_MODEL, _cpu_bf16_flags, host_device, kept_measurement, machine_identity
 from .loaded import Progress, _no_progress
 from .loading import load_model
@@ -28,6 +30,14 @@ SPEED_PROMPT = "The capital of France is"
 SPEED_TOKENS = 16  # new tokens per timed decode: a few seconds for both precisions on two cores
 SPEED_ROUNDS = 3  # timed decodes per precision, interleaved; the fastest of each counts (others' load only slows)
 _measuring = threading.Lock()
+def machine_busy() -> bool:
+    """Whether other work was using the cores (load average over the last minute above their count)."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average (Windows): nothing to go by
+        return False
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return load > cores
 
 
 def _decode_s(loaded: Any, input_ids: Any, new_tokens: int) -> float:
@@ -61,7 +71,8 @@ def measure_speed(spec: str = SPEED_MODEL, new_tokens: int = SPEED_TOKENS, round
 
 def ensure_measured(progress: Progress | None = None) -> SpeedMeasurement | None:
     """This machine's kept measurement, made now if there is none (once: one thread and one process at a time, the
-    others waiting for it); None where `auto` needs none (no native bfloat16 on the CPU, or not a CPU host)."""
+    others waiting for it; kept only when the machine was not busy before and after, else used by this process
+    alone); None where `auto` needs none (no native bfloat16 on the CPU, or not a CPU host)."""
     if host_device() != "cpu" or not _cpu_bf16_flags():
         return None
     kept = kept_measurement()
@@ -74,8 +85,12 @@ def ensure_measured(progress: Progress | None = None) -> SpeedMeasurement | None
         if kept is not None:
             return kept
         report(Message.keyed("load.measuring_precision"))
+        busy = machine_busy()
         measured = measure_speed(progress=report)
-        keep_speed(directory, machine_identity(), dataclasses.asdict(measured))
+        if busy or machine_busy():  # its figures say more about the other work than about the precisions
+            hardware._measured_here = measured  # this process decides by it; the next one measures again
+        else:
+            keep_speed(directory, machine_identity(), dataclasses.asdict(measured))
     return measured
 
 
