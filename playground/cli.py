@@ -171,10 +171,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     """Convert bundled models now (and keep the copy in the dtype `--dtype` picks), so later starts load them."""
-    from .models import bundled_entry, ensure_converted, ensure_dtype_copy, resolve_precision
+    from .models import SPEED_MODEL, bundled_entry, ensure_converted, ensure_dtype_copy, ensure_measured, \
+        resolve_precision
 
     progress = _loading_progress(args)
     try:
+        if args.dtype == "auto" and SPEED_MODEL in [bundled_entry(spec).key for spec in args.models]:
+            ensure_measured(progress)  # what `auto` decides by, measured with the conversion (once per machine)
         precision = resolve_precision(args.dtype)
         for spec in args.models:
             directory = ensure_converted(bundled_entry(spec), progress)
@@ -232,24 +235,54 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_code(args: argparse.Namespace) -> int:
-    """Print the Python script that reproduces a saved trace (its models are loaded to resolve the call)."""
+def _script(trace, path: Path, doing: str) -> str | None:  # type: ignore[no-untyped-def]
+    """The script that reproduces a saved trace (its models are loaded to resolve the call), or None after a
+    one-line error on stderr."""
     from transformers.utils import logging as hf_logging
 
     from .engine import user_message
     from .snippet import script_for_trace
 
-    trace = _load_trace(args.trace)
-    if trace is None:
-        return 2
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
     try:
-        script = script_for_trace(trace)
+        return script_for_trace(trace)
     except Exception as exc:  # one line for the user, whatever failed
-        _print_safe(f"error: cannot show the code for {args.trace}: {user_message(exc)}", file=sys.stderr)
+        _print_safe(f"error: cannot {doing} for {path}: {user_message(exc)}", file=sys.stderr)
+        return None
+
+
+def cmd_code(args: argparse.Namespace) -> int:
+    """Print the Python script that reproduces a saved trace (its models are loaded to resolve the call)."""
+    trace = _load_trace(args.trace)
+    if trace is None:
+        return 2
+    script = _script(trace, args.trace, "show the code")
+    if script is None:
         return 2
     _print_safe(script, end="")
+    return 0
+
+
+def cmd_handout(args: argparse.Namespace) -> int:
+    """Write a saved trace's printable handout (self-contained HTML) in --lang; print where it went."""
+    from .handout import handout_html
+
+    trace = _load_trace(args.trace)
+    if trace is None:
+        return 2
+    script = None
+    if args.script:  # the reproducing script needs the run's models (loaded to resolve the call)
+        script = _script(trace, args.trace, "make the script")
+        if script is None:
+            return 2
+    out = args.out or args.trace.with_name(f"{args.trace.stem}-handout-{args.lang}.html")
+    try:
+        out.write_text(handout_html(trace, args.lang, script), encoding="utf-8")
+    except OSError as exc:
+        print(f"error: cannot write {out}: {exc.strerror}", file=sys.stderr)
+        return 2
+    print(out)
     return 0
 
 
@@ -271,6 +304,16 @@ def build_parser() -> argparse.ArgumentParser:
     code_parser = sub.add_parser("code", help="print the Python script that reproduces a saved trace")
     code_parser.add_argument("trace", type=Path)
     code_parser.set_defaults(func=cmd_code)
+    handout_parser = sub.add_parser("handout", help="write a printable handout of a saved trace (self-contained HTML: "
+                                                    "legend, the acceptance rule with its numbers, one annotated step, "
+                                                    "the generate() call)")
+    handout_parser.add_argument("trace", type=Path)
+    handout_parser.add_argument("--lang", default="en", choices=list(LANGUAGES), help="the handout's language")
+    handout_parser.add_argument("--out", type=Path, default=None, metavar="PATH",
+                                help="where to write it (default: beside the trace, TRACE-handout-LANG.html)")
+    handout_parser.add_argument("--script", action="store_true",
+                                help="include the full reproducing script (loads the run's models), not just the call")
+    handout_parser.set_defaults(func=cmd_handout)
     bench_parser = sub.add_parser("bench", help="benchmark drafting methods against baseline (CSV, JSON, HTML report)")
     add_bench_arguments(bench_parser)
     bench_parser.set_defaults(func=cmd_bench)

@@ -37,12 +37,13 @@ import transformers
 from transformers import LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
+from . import draw_tap
 from .errors import PlaygroundError, localized_message
 from .i18n import DEFAULT_LANGUAGE, Message, t
 from .methods import EmptyDraft, Method, MethodError, ModelFacts, get_method, prompt_lookup_match
 from .models import (
     CATALOGUE, HUB_ID_RE, STORE, LoadedModel, ModelStore, Precision, default_device,
-    resolve_precision, same_vocabulary,
+    SPEED_MODEL, ensure_measured, resolve_precision, same_vocabulary,
 )
 from .pace import Pace
 from .request import RunRequest
@@ -285,6 +286,8 @@ def prepare(
         raise RunError.keyed("error.needs_assistant", method=method.title_message())
     if not method.needs_assistant and req.assistant:
         req = req.but(assistant=None)
+    if req.dtype == "auto" and SPEED_MODEL in (req.target, req.assistant):
+        ensure_measured(progress)  # once per machine: `auto` on a CPU with native bfloat16 decides by it
     precision = resolve_precision(req.dtype)
     target = store.get(req.target, precision, progress)
     assistant: LoadedModel | None = None
@@ -767,6 +770,7 @@ class _Raw:
     verify_ms: float
     q_logits: torch.Tensor | None  # draft logits, one row per drafted token
     p_logits: torch.Tensor | None  # the target's processed logits, rows aligned with the drafts
+    draws: torch.Tensor | None = None  # speculative sampling's random draws r, one per drafted token (`draw_tap`)
     # What `_digest` makes of the logits: the drafted tokens' q and p, the microscope's top-k lists without texts
     # (by the consumer, or by the worker when the consumer fell far behind; see _Recorder).
     q: list[float] | None = None
@@ -1319,6 +1323,7 @@ class _Recorder:
         self._draft_ms = 0.0
         self._draft: torch.Tensor | None = None
         self._q: torch.Tensor | None = None
+        self._draws: torch.Tensor | None = None  # this step's r, handed over by `draw_tap` (sampling with q only)
         self._cur_len = 0
         self.pushed = 0  # step records put on the queue (the worker may be ahead of the consumer)
         self.waited = 0.0  # seconds the run waited between its steps for other runs' steps (`_Turns`)
@@ -1400,6 +1405,10 @@ class _Recorder:
         self._step_start = now
         return now
 
+    def take_draws(self, draws: torch.Tensor) -> None:
+        """The random draws r `_speculative_sampling` compared with p/q in this step (`draw_tap.observing`)."""
+        self._draws = draws
+
     def finish(self) -> float:
         """`generate()` returned: close the last step's `other` phase (or the setup, if no step ran)."""
         now = self._stamp()
@@ -1428,8 +1437,8 @@ class _Recorder:
         def observed_update(input_ids: torch.Tensor, scores: torch.Tensor, num_matches: int) -> Any:
             self._decided = self._stamp()
             self.push(_Raw(self._draft, input_ids[0, self._cur_len:].clone(), input_ids.shape[1], self._draft_ms,
-                           (self._decided - self._draft_end) * 1000, self._q, scores[0]))
-            self._draft = self._q = None
+                           (self._decided - self._draft_end) * 1000, self._q, scores[0], self._draws))
+            self._draft = self._q = self._draws = None
             return update(input_ids, scores, num_matches)
 
         generator.get_candidates = timed_get_candidates
@@ -1674,7 +1683,10 @@ class LiveRun:
         def hooks() -> list[contextlib.AbstractContextManager[Any]]:
             patch = (_step_starts_at_forward(model, recorder) if prepared.method.observed_by == "streamer"
                      else _instrumented(model, recorder))
-            return [self._watch.watching(model), patch]
+            managers = [self._watch.watching(model), patch]
+            if prepared.request.sample and prepared.method.observed_by != "streamer":
+                managers.append(draw_tap.observing(recorder.take_draws))  # the random draw r of each step
+            return managers
 
         # A run redone when it gives way (a long job's `run`) holds its models for the whole attempt; any other run
         # (a visitor's own, an MCP generate) takes turns per step with the others, its hooks on the model per turn.
@@ -1945,6 +1957,9 @@ class LiveRun:
             emitted=emitted, unverified=unverified, drafted_text=drafted_text, emitted_text=emitted_text,
             draft_ms=round(raw.draft_ms, 3), verify_ms=round(raw.verify_ms, 3),
             no_draft_reason=no_draft_reason, lookup_source=source, lookup_text=source_text,
+            # One draw per drafted token (Transformers draws `candidate_length` of them); anything else is not kept.
+            draws=(raw.draws.float().tolist() if raw.draws is not None and drafted
+                   and raw.draws.numel() == len(drafted) else None),
         )
 
     def _fill_figures(self, raw: _Raw, step: Step) -> None:

@@ -140,6 +140,28 @@ class Number(str):
         return number(self.value, lang, self.spec)
 
 
+class Listed(str):
+    """A list of names among a `Message`'s fields (e.g. a CPU's features): as a `str` the English list, and in the
+    page's language joined by that language's own list pattern (CLDR's, via Babel), never by English words."""
+
+    items: tuple[str, ...]
+
+    def __new__(cls, items: "tuple[str, ...] | list[str]") -> "Listed":
+        made = super().__new__(cls, list_of(items, DEFAULT_LANGUAGE))
+        made.items = tuple(items)
+        return made
+
+    def localized(self, lang: str = DEFAULT_LANGUAGE) -> str:
+        return list_of(self.items, lang)
+
+
+def list_of(items: "tuple[str, ...] | list[str]", lang: str = DEFAULT_LANGUAGE) -> str:
+    """Names joined as `lang` writes a list ("A and B" in English, «A и B», «A وB»): CLDR's pattern via Babel."""
+    from babel.lists import format_list
+
+    return format_list(list(items), locale=normalize(lang)) if items else ""
+
+
 @lru_cache(maxsize=None)
 def catalogue(lang: str) -> Mapping[str, Any]:
     """The strings of one language (notes dropped); empty for an unknown code."""
@@ -235,7 +257,7 @@ class Message(str):
 def localize(text: Any, lang: str = DEFAULT_LANGUAGE) -> Any:
     """A `Message` (or one of our errors, `errors.PlaygroundError`) in `lang`; any other value as it is (text
     that carries no key stays as written)."""
-    if isinstance(text, (Message, Number)) or (isinstance(text, Exception) and callable(getattr(text, "localized", None))):
+    if isinstance(text, (Message, Number, Listed)) or (isinstance(text, Exception) and callable(getattr(text, "localized", None))):
         return text.localized(lang)
     return text
 

@@ -12,8 +12,8 @@ The rules (Transformers 5.24):
 - greedy: the draft is kept while it equals the target's top choice (ensemble verification: the top of
   v = w·p + (1−w)·q); the first token that differs is replaced by that top choice; after a fully kept draft the
   target's top choice at the next row is the bonus (ensemble too: the bonus row uses p alone).
-- sampling with draft probabilities: the draft is accepted with probability min(1, p/q) (ensemble: min(1, v/q));
-  at the first refusal the correction is drawn from max(0, p − q) normalised (ensemble: the same distribution,
+- sampling with draft probabilities: the draft is accepted with probability min(1, p/q) (ensemble: min(1, v/q)):
+  kept when the uniform draw r (recorded in schema 4, `Step.draws`) is at most p/q; at the first refusal the correction is drawn from max(0, p − q) normalised (ensemble: the same distribution,
   since max(0, v − q) = w·max(0, p − q)); after a fully accepted draft the bonus is drawn from p.
 - sampling without draft probabilities (prompt lookup, universal decoding's greedy drafter): the target draws
   its own token from p at every position and the draft is kept while the draws equal it: a draft survives with
@@ -60,6 +60,7 @@ class Verdict:
     # choice as the correction and the bonus); None under sampling, where a draw decided, and where not recorded.
     consistent: bool | None = None
     source: list[int] | None = None  # prompt lookup: [start, end) of the n-gram the draft was copied after
+    draw: float | None = None  # speculative sampling: the random draw r compared with the acceptance (schema 4)
 
 
 def number(x: float | None, lang: str = DEFAULT_LANGUAGE) -> str:
@@ -182,16 +183,19 @@ def explain(step: Step, i: int, decoding: dict[str, Any]) -> Verdict:
             says(Message.keyed("microscope.match.refused", draft=draft, p=number(p), token=token,
                                p_token=number(p_chosen)))
         return verdict
+    verdict.draw = step.draws[i] if step.draws is not None and i < len(step.draws) else None
     if rule == SAMPLING_ENSEMBLE:
         verdict.acceptance = min(1.0, v / q) if v is not None and q else None
         alone = min(1.0, p / q) if p is not None and q else None
         key = "microscope.ensemble.sampling.kept" if outcome == KEPT else "microscope.ensemble.sampling.refused"
         says(Message.keyed(key, draft=draft, v=number(v), q=number(q), a=number(verdict.acceptance)))
+        says(_draw_message(verdict))
         says(Message.keyed("microscope.ensemble.sampling.p_alone", p=number(p), q=number(q), a=number(alone)))
     else:
         verdict.acceptance = min(1.0, p / q) if p is not None and q else None
         key = "microscope.sampling.kept" if outcome == KEPT else "microscope.sampling.refused"
         says(Message.keyed(key, draft=draft, p=number(p), q=number(q), a=number(verdict.acceptance)))
+        says(_draw_message(verdict))
     if outcome == REFUSED:
         r = position.residual_emitted if position.residual_emitted is not None else _prob_of(position.residual, chosen)
         if r is None:
@@ -199,6 +203,22 @@ def explain(step: Step, i: int, decoding: dict[str, Any]) -> Verdict:
         else:
             says(Message.keyed("microscope.sampling.correction", token=token, r=number(r)))
     return verdict
+
+
+def _draw_message(verdict: Verdict) -> Message:
+    """Why the draw kept or refused the draft: "kept because r ≤ a" / "refused because r > a" with the recorded r;
+    where the chance a is 1, kept whatever the draw; a trace without draws says r is not recorded."""
+    r, a = verdict.draw, verdict.acceptance
+    if a is not None and a >= 1.0 and verdict.outcome == KEPT:
+        return (Message.keyed("microscope.draw.always", r=number(r)) if r is not None
+                else Message.keyed("microscope.draw.always_unrecorded"))
+    if r is None or a is None:
+        return Message.keyed("microscope.draw.unrecorded", a=number(a))
+    written_r, written_a = number(r), number(a)
+    if str(written_r) == str(written_a):  # too close for three decimals: enough digits to tell them apart
+        written_r, written_a = Number(r, ".6f"), Number(a, ".6f")
+    key = "microscope.draw.kept" if verdict.outcome == KEPT else "microscope.draw.refused"
+    return Message.keyed(key, r=written_r, a=written_a)
 
 
 def _top_text(entry: Ranked, step: Step, i: int) -> str:

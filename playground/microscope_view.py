@@ -37,7 +37,8 @@ def _t_html(key: str, lang: str, **fields: str) -> str:
 
 # A formula or number inside a sentence: numbers, one-letter variables, min / max and the signs between them.
 _FORMULA = re.compile(
-    r"(?:(?:(?<![\w])(?:min|max|[A-Za-z])(?![\w])|(?<![\w])\d[\d.]*(?:[eE]\u200e?[+-]?\d+)?(?![\w])|[()/,=·−+*-])[ ]?)+")
+    r"(?:(?:(?<![\w])(?:min|max|[A-Za-z])(?![\w])|(?<![\w])\d[\d.]*(?:[eE]\u200e?[+-]?\d+)?(?![\w])"
+    r"|[()/,=·−+*≤-]|&gt;|&lt;)[ ]?)+")
 
 
 def _isolate_numbers(escaped: str) -> str:
@@ -99,6 +100,21 @@ def _recorded_figures(step: Step, pos: int, lang: str) -> str:
         if values is not None and pos < len(values) and pos <= step.accepted:
             figures.append(f"{name} = {_num(values[pos], lang)}")
     return f'<p class="pg-micro-known">{" · ".join(figures)}</p>' if figures else ""
+
+
+def _draw_html(verdict: microscope.Verdict) -> str:
+    """Speculative sampling's draw on the unit line, left to right in every language: the stretch [0, a] where a
+    draft is kept (a = min(1, p/q)) and a mark at the recorded r (the rule's sentence says it in words; this is its
+    picture, hidden from screen readers). Empty where no draw decided or none was recorded."""
+    r, a = verdict.draw, verdict.acceptance
+    if r is None or a is None:
+        return ""
+    kept = "true" if verdict.outcome == microscope.KEPT else "false"
+    return (f'<div class="pg-micro-draw" data-testid="pg-micro-draw" data-r="{r:.6f}" data-a="{a:.6f}" '
+            f'data-kept="{kept}" dir="ltr" aria-hidden="true"><span class="pg-micro-draw-keep" '
+            f'style="width:{min(a, 1.0) * 100:.2f}%"></span><span class="pg-micro-draw-mark" '
+            f'style="width:{r * 100:.2f}%"></span><span class="pg-micro-draw-end">0</span>'
+            f'<span class="pg-micro-draw-end pg-micro-draw-one">1</span></div>')
 
 
 def _common_suffix(a: str, b: str) -> int:
@@ -194,6 +210,7 @@ def panel_html(trace: Trace | None, step_index: int, pos: int, lang: str = DEFAU
     missing = "" if verdict.recorded else ' data-recorded="false"'
     parts.append(f'<h4 class="pg-micro-rule-title">{html.escape(t("microscope.rule", lang))}</h4>'
                  f'<ul class="pg-micro-rule" data-testid="pg-micro-rule"{missing}>{lines}</ul>')
+    parts.append(_draw_html(verdict))
     if not verdict.recorded:
         parts.append(_recorded_figures(step, pos, lang))
     if verdict.source is not None:
@@ -320,6 +337,12 @@ CSS = """
 .pg-num { font-variant-numeric: tabular-nums; }
 .pg-micro-mark { font-size: 11px; opacity: .85; }
 .pg-micro-outside, .pg-micro-missing, .pg-micro-known { margin: 4px 0; font-size: 13px; }
+.pg-micro-draw { position: relative; height: 14px; margin: 6px 1.5em 14px; border-radius: 3px;
+  background: rgba(213,94,0,.25); }
+.pg-micro-draw-keep { position: absolute; inset-block: 0; left: 0; background: rgba(0,158,115,.55); border-radius: 3px; }
+.pg-micro-draw-mark { position: absolute; top: -3px; left: 0; height: 20px; border-right: 2px solid currentColor; }
+.pg-micro-draw-end { position: absolute; top: 15px; left: 0; font-size: 11px; opacity: .8; }
+.pg-micro-draw-one { left: auto; right: 0; }
 .pg-micro-rule-title { margin: 8px 0 0; font-size: 12.5px; font-weight: 600; opacity: .85; }
 .pg-micro-rule { margin: 2px 0 0; padding-inline-start: 1.2em; line-height: 1.5; }
 .pg-micro-context { white-space: pre-wrap; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;

@@ -46,6 +46,8 @@ class StandIn:
     assistant: str | None
     shows: str
     misses: str
+    # The precision the stand-in runs in where `shows` promises what that precision does ("auto": none promised).
+    dtype: str = "auto"
 
 
 # One stand-in per method: the bundled Gemma 3 270M (a base model) and SmolLM2 135M Instruct (another tokenizer).
@@ -55,7 +57,8 @@ STAND_INS: dict[str, StandIn] = {
         shows="the draft → verify → accept loop and the exact generate() call; Gemma drafts for itself, so in "
               "float32 greedy decoding every draft is accepted (a sanity check; under sampling Transformers warps "
               "the draft's probabilities twice, so some drafts are refused)",
-        misses="a real assistant's acceptance rate and any speedup: no smaller model shares Gemma's tokenizer offline"),
+        misses="a real assistant's acceptance rate and any speedup: no smaller model shares Gemma's tokenizer offline",
+        dtype="float32"),  # what `shows` promises holds in float32; bfloat16's batched verification can flip a near-tie
     "prompt_lookup": StandIn(
         DEFAULT_TARGET, None,
         shows="the method exactly as the guide calls it, n-grams copied from the prompt",
@@ -111,6 +114,9 @@ class Preset:
     playground_sets: tuple[str, ...] = ()
     note: str = ""
     stand_in_for: str | None = None  # for an offline stand-in: the guide preset it stands in for
+    # The precision it runs in when the caller leaves it to the playground ("auto" or unset; an explicit choice
+    # stands): a preset whose note promises float32's behaviour runs in float32.
+    dtype: str = "auto"
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -193,8 +199,10 @@ class Preset:
             "target": self.target, "assistant": self.assistant, "method": self.method, "params": dict(self.params),
             "max_new_tokens": self.max_new_tokens, "sample": self.sample, "temperature": self.temperature,
             "top_p": 1.0, "top_k": self.top_k, "seed": 0, "chat": self.chat, "system": self.system,
-            "chat_template_kwargs": dict(self.chat_template_kwargs),
+            "chat_template_kwargs": dict(self.chat_template_kwargs), "dtype": self.dtype,
         }
+        if overrides.get("dtype") in (None, "auto"):  # left to the playground: the preset's own precision
+            overrides.pop("dtype", None)
         return {**fields, **overrides}
 
     def request(self, prompt: str | None = None, **overrides: Any) -> RunRequest:
@@ -208,7 +216,7 @@ class Preset:
         assert stand_in.target is not None, f"{self.method} has no offline stand-in"
         return replace(self, name=self.name + OFFLINE_SUFFIX, title=t("preset.offline_title", title=self.title),
                        target=stand_in.target, assistant=stand_in.assistant, device_map_auto=False,
-                       note=self.stand_in_text(), stand_in_for=self.name)
+                       note=self.stand_in_text(), stand_in_for=self.name, dtype=stand_in.dtype)
 
 
 _DRAFT_DEFAULTS = dict(TRANSFORMERS_DRAFT_DEFAULTS)

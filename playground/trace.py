@@ -21,11 +21,12 @@ from .i18n import Message
 from .outside import read_bounded
 from .settings import MICROSCOPE_MAX_TOP_K, get_settings
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Version 1 lacked `other_ms`, `setup_ms` and `discarded` (its `rejected` held every draft after the first
 # refused one); it still loads, converted by `_upgrade_v1`. Version 2 lacked the step microscope's distributions
-# (`Step.dists`, `Step.lookup_source`); it loads as it is, with `dists = None` on every step.
-READABLE_VERSIONS = (1, 2, 3)
+# (`Step.dists`, `Step.lookup_source`); it loads as it is, with `dists = None` on every step. Version 3 lacked
+# speculative sampling's random draws (`Step.draws`); it loads as it is, with `draws = None`.
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 # A trace file is untrusted input (a visitor can upload anything, a teacher opens a student's file):
 # `Trace.from_dict` checks every field against its annotation and these bounds before anything renders it.
@@ -47,7 +48,7 @@ MAX_MAPPING_DEPTH = 4  # nesting of the free-form objects (params, decoding, env
 MAX_MAPPING_ITEMS = 1_000  # keys and items in one free-form object, nested ones included
 # fields (or lists) of values in [0, 1]
 PROBABILITIES = frozenset({"q", "p", "mixture", "acceptance_rate", "prob", "p_drafted", "q_drafted", "v_drafted",
-                           "p_emitted", "residual_emitted"})
+                           "p_emitted", "residual_emitted", "draws"})
 TOKEN_ID_FIELDS = frozenset({"id"})  # integer fields holding a token id (other integers are counts)
 LOOKUP_CONTEXT_CHARS = 160  # of the context kept on each side of prompt lookup's source (`Step.lookup_text`)
 POSITION_LISTS = frozenset({"lookup_source"})  # lists of integers holding positions in the context, not token ids
@@ -151,6 +152,10 @@ class Step:
     # LOOKUP_CONTEXT_CHARS before, the n-gram, the tokens copied after it, up to LOOKUP_CONTEXT_CHARS after].
     # None where there is no source, and in traces recorded before it was added.
     lookup_text: list[str] | None = None
+    # Speculative sampling (schema 4): the uniform draw r in [0, 1) Transformers' `_speculative_sampling` compared
+    # with p/q (ensemble: v/q) for each drafted token, as it drew it (`draw_tap`); draft i was kept while
+    # r_i <= that ratio. None without that rule (greedy, no q) and in older traces.
+    draws: list[float] | None = None
 
     @property
     def draft_len(self) -> int:
@@ -611,7 +616,7 @@ def check_invariants(trace: Trace) -> None:
                 raise TraceFormatError.keyed("error.trace.step.time", i=i, name=name)
         if len(s.emitted) == s.accepted and i != len(trace.steps) - 1 and s.emitted:
             raise TraceFormatError.keyed("error.trace.step.cut_short", i=i)
-        for name in ("q", "p", "mixture"):
+        for name in ("q", "p", "mixture", "draws"):
             values = getattr(s, name)
             if values is not None and (
                 len(values) != len(s.drafted) or any(not isinstance(v, (int, float)) or math.isnan(v) for v in values)

@@ -169,10 +169,17 @@ def test_settings_doc_covers_every_setting() -> None:
 # --------------------------------------------------------------------------- dtype
 
 
+def _auto_here() -> str:
+    """What `auto` picks on this CPU: bfloat16 only with native support and a kept measurement that found it faster
+    (tests/test_precision_auto.py tests the rule itself)."""
+    flags = models.hardware._cpu_bf16_flags()
+    return auto_reason("cpu", flags, measured=models.kept_measurement() if flags else None)[0]
+
+
 def test_resolve_dtype() -> None:
-    native_bf16 = bool(models.hardware._cpu_bf16_flags())
-    assert resolve_dtype("auto") == (torch.bfloat16 if native_bf16 else torch.float32)
-    assert describe_precision().startswith("bfloat16: CPU has" if native_bf16 else "float32:")
+    auto = _auto_here()
+    assert resolve_dtype("auto") == getattr(torch, auto)
+    assert describe_precision().startswith(f"{auto}:")
     assert resolve_dtype("float32") == torch.float32
     assert resolve_dtype("bfloat16") == torch.bfloat16
     assert resolve_dtype("float16", "cpu") == torch.float16
@@ -181,21 +188,16 @@ def test_resolve_dtype() -> None:
         resolve_dtype("fp8")
 
 
-def test_avx512_bf16_machine_picks_bfloat16() -> None:
-    if "avx512_bf16" not in Path("/proc/cpuinfo").read_text():
-        pytest.skip("CPU without AVX512-BF16")
-    assert resolve_dtype("auto", "cpu") == torch.bfloat16
-    assert "AVX512-BF16" in describe_precision("auto", "cpu")
-
-
 def test_precision_record_on_this_cpu() -> None:
-    """`auto` follows this CPU's bfloat16 flags (AVX512-BF16 or AMX-BF16); the record is resolved once, frozen,
-    and its sentence is the one `describe_precision` gives."""
+    """`auto` follows this CPU's bfloat16 flags (AVX512-BF16 or AMX-BF16) and the measurement kept for it; the
+    record is resolved once, frozen, and its sentence is the one `describe_precision` gives."""
     flags = models.hardware._cpu_bf16_flags()
     record = resolve_precision("auto", "cpu")
     if flags:
-        assert record == Precision("auto", "bfloat16", "cpu", f"bfloat16: CPU has {' and '.join(flags)}")
-        assert record.reduced
+        measured = models.kept_measurement()
+        assert record == precision_for("auto", "cpu", flags, measured=measured)
+        assert record.reduced == (record.dtype == "bfloat16")
+        assert (record.dtype == "bfloat16") == (measured is not None and measured.ratio >= 1.2)
     else:
         assert record == Precision("auto", "float32", "cpu",
                                    "float32: CPU has no native bfloat16 (AVX512-BF16 or AMX-BF16)")

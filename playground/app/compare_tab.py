@@ -20,7 +20,7 @@ from .. import bench, render, theory
 from ..timeline import race_timeline
 from ..errors import PlaygroundError
 from ..gpu import gpu
-from ..i18n import DEFAULT_LANGUAGE, localize, number, t, tn
+from ..i18n import DEFAULT_LANGUAGE, list_of, localize, number, t, tn
 from ..report_html import fmt
 from ..methods import METHODS, REFERENCE, get_method, is_reference
 from ..request import MAX_NEW_TOKENS
@@ -130,7 +130,7 @@ def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str,
 
         is_method = not is_reference(row.method)
         cells = [
-            f"<b>{fmt(speed, '.2f', '×', lang)}</b>",
+            f"<b>{fmt(speed, '.2f', '×', lang)}</b>{noise_mark(a, lang)}",
             fmt(_figure(a, "tokens_per_s"), ".1f", lang=lang),
             fmt(_figure(a, "alpha"), ".0%", lang=lang),
             fmt(_figure(a, "tokens_per_step"), ".2f", lang=lang),
@@ -159,8 +159,40 @@ def compare_verdict(result: bench.CompareResult, lang: str = DEFAULT_LANGUAGE) -
         return t("compare.verdict.none", lang)
     best = max(rows, key=lambda a: a.speedup)
     if best.speedup >= 1.05:
-        return t("compare.verdict.fastest", lang, label=best.label, x=number(best.speedup, lang))
-    return t("compare.verdict.no_win", lang, label=best.label, x=number(best.speedup, lang))
+        verdict = t("compare.verdict.fastest", lang, label=best.label, x=number(best.speedup, lang))
+    else:
+        verdict = t("compare.verdict.no_win", lang, label=best.label, x=number(best.speedup, lang))
+    note = noise_note(rows, lang)
+    return f"{verdict} {note}" if note else verdict
+
+
+def noise_reasons_text(agg: bench.Aggregate, lang: str = DEFAULT_LANGUAGE) -> str:
+    """Why an aggregate's speedup is noise (`bench.noise_reasons`), as one list in `lang`; empty when settled."""
+    words = {
+        "few_repeats": lambda: tn("compare.noise.few_repeats", agg.repeats, lang, min=bench.SETTLED_REPEATS),
+        "few_tokens": lambda: tn("compare.noise.few_tokens", agg.run_tokens, lang, min=bench.SETTLED_TOKENS),
+        "wide": lambda: t("compare.noise.wide", lang, lo=number(agg.speedup_interval[0], lang),  # type: ignore[index]
+                          hi=number(agg.speedup_interval[1], lang)),  # type: ignore[index]
+    }
+    return list_of([words[reason]() for reason in agg.noise if reason in words], lang)
+
+
+def noise_note(aggs: Sequence[bench.Aggregate], lang: str = DEFAULT_LANGUAGE) -> str:
+    """The status's sentence where any shown speedup is noise: what marks it in the table, and why (the reasons of
+    the first such method; a Compare's methods share its repeats and tokens)."""
+    noisy = [a for a in aggs if a.noise and not a.is_baseline]
+    if not noisy:
+        return ""
+    return t("compare.noise.verdict", lang, mark=t("compare.noise.mark", lang), reasons=noise_reasons_text(noisy[0], lang))
+
+
+def noise_mark(agg: bench.Aggregate | None, lang: str = DEFAULT_LANGUAGE) -> str:
+    """The table's mark beside a speedup that is noise (its reasons on hover; the status says them); empty else."""
+    if agg is None or not agg.noise or agg.is_baseline:
+        return ""
+    reasons = html.escape(noise_reasons_text(agg, lang))
+    return (f' <small class="pg-noise" data-testid="pg-noise" data-noise="{" ".join(agg.noise)}" title="{reasons}">'
+            f'({html.escape(t("compare.noise.mark", lang))})</small>')
 
 
 def diagnoses_html(result: bench.CompareResult, lang: str = DEFAULT_LANGUAGE) -> str:

@@ -31,7 +31,7 @@ from ..methods import METHODS, get_method
 from ..models import CATALOGUE, DEFAULT_TARGET, host_precision_note, hub_reachable
 from ..request import MAX_NEW_TOKENS, RunRequest, default
 from ..settings import get_settings
-from . import links, preload, presenter, preset_picker, trace_files
+from . import handout_button, links, preload, presenter, preset_picker, trace_files
 from .background import in_thread
 from .guard import PRIVATE, guarded, session_key
 from .language import L, language_of, with_language
@@ -471,6 +471,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
                 timing_plot = gr.Plot(charts.timing_figure([]), show_label=False, elem_id="pg-chart-timing")
             trace_file = gr.DownloadButton(L("ui.download"), value=None, visible=False,
                                            elem_id="pg-download", size="sm")
+            handout_file = handout_button.button()
     run_trace = gr.State(None)
     run_started = gr.State(False)  # set by the first click: from then on the status box is the run's
 
@@ -483,6 +484,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
                   top_k, seed, chat, dtype]
     controls = [target, assistant, method, sample, temperature, top_p, top_k, seed, chat, max_new_tokens]
     applied_preset = preset_picker.wire(preset, preset_info, controls, prompt, param_components, list(specs))
+    preset_picker.wire_precision(applied_preset, dtype)
     links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components)
     outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file, run_trace]
     run_event = generate_btn.click(guarded(with_language(on_generate_click)), [method, *param_components],
@@ -497,6 +499,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
     stop_btn.click(stop, None, status, **PRIVATE)
     tokens.click(guarded(open_token), run_trace, micro_panel, **PRIVATE)
     run_event.then(guarded(after_run_tables), run_trace, [run_tables, micro_panel], **PRIVATE)
+    handout_button.wire(generate_btn, run_event, run_trace, handout_file)
 
     timer = gr.Timer(1.0, active=preload.PRELOAD.running)
     timer.tick(guarded(preload.poll_preload), run_started, [status, timer], **PRIVATE)

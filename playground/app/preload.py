@@ -17,7 +17,7 @@ import gradio as gr
 from .. import render
 from ..errors import PlaygroundError
 from ..i18n import Message, localize, number, t
-from ..models import CATALOGUE, DEFAULT_TARGET, STORE, ensure_converted, gc_paused
+from ..models import CATALOGUE, DEFAULT_TARGET, SPEED_MODEL, STORE, ensure_converted, ensure_measured, gc_paused
 from ..request import DEFAULT_METHOD, new_request
 from .language import language_of
 
@@ -54,6 +54,8 @@ class Preload:
                     from ..engine import user_message
 
                 self.message = Message.keyed("load.preload.loading", target=target)
+                if dtype == "auto" and target == SPEED_MODEL:
+                    ensure_measured(self._report)  # `auto` decides by it (once per machine, kept in the cache)
                 STORE.get(target, dtype, self._report)
                 loaded = time.perf_counter()
                 self.message = Message.keyed("load.preload.warming", target=target)

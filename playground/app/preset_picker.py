@@ -129,6 +129,22 @@ def wire(picker: gr.Dropdown, info: gr.HTML, controls: list[Any], prompt: gr.Tex
     return applied
 
 
+def precision_of(name: Any, current: Any) -> Any:
+    """The precision control once an example is applied: the example's own precision where it sets one and the
+    control is left to the playground ("auto"), so the page shows what the run will use; otherwise unchanged (an
+    explicit choice stands, as it does in the request: `Preset.request_fields`)."""
+    preset = PRESETS.get(name) if isinstance(name, str) else None
+    if preset is None or preset.dtype == "auto" or current != "auto":
+        return gr.skip()
+    return gr.update(value=preset.dtype)
+
+
+def wire_precision(applied: gr.State, dtype: Any) -> None:
+    """Show an applied example's own precision in the precision control (its own event: the picker's handlers keep
+    their outputs)."""
+    applied.change(guarded(precision_of), [applied, dtype], dtype, **PRIVATE)
+
+
 def picker(online: bool) -> gr.Dropdown:
     return gr.Dropdown(choices=choices(online), value=None, label=L("ui.preset.label"), elem_id="pg-preset",
                        info=L("ui.preset.info"))

@@ -54,6 +54,19 @@ def save_trace(trace: Trace, key: str) -> str:
     return str(path)
 
 
+def save_handout(page: str, method: str, key: str) -> str:
+    """Write a run's handout (`playground.handout`) beside the session's trace file, replacing the previous one;
+    swept with it. The path is the server's own, as `save_trace`'s is."""
+    with _TRACE_FILES_LOCK:
+        folder = trace_root() / _TRACE_FOLDERS.setdefault(key, secrets.token_hex(16))
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob("handout-*.html"):
+            old.unlink(missing_ok=True)
+        path = folder / f"handout-{get_method(method).name}-{time.strftime('%Y%m%d-%H%M%S')}.html"
+        path.write_text(page, encoding="utf-8")
+    return str(path)
+
+
 def drop_session_trace(key: str) -> None:
     """A new run starts: the session's previous trace file goes (its Download button is hidden now)."""
     with _TRACE_FILES_LOCK:

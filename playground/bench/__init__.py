@@ -21,7 +21,8 @@ The command line is `python -m playground bench` (`cli.py`); the page's Compare 
 call the same functions.
 """
 
-from .aggregation import ALL, Aggregate, aggregate, in_category, predict
+from .aggregation import (ALL, SETTLED_REPEATS, SETTLED_TOKENS, SETTLED_WIDTH, Aggregate, aggregate, bootstrap_interval,
+                          in_category, noise_reasons, predict)
 from .figures import compare_figures, figures
 from .lossless import (Divergence, LosslessCheck, PlainCheck, check_against_plain, check_lossless,
                        divergence_margin)
@@ -33,7 +34,8 @@ from .rows import CSV_COLUMNS, BenchRow, Measurement, build_row
 from .specs import BenchError, MethodSpec, make_spec, parse_methods
 
 __all__ = [
-    "ALL", "Aggregate", "aggregate", "in_category", "predict", "compare_figures", "figures", "Divergence",
+    "ALL", "Aggregate", "aggregate", "in_category", "predict", "SETTLED_REPEATS", "SETTLED_TOKENS", "SETTLED_WIDTH",
+    "bootstrap_interval", "noise_reasons", "compare_figures", "figures", "Divergence",
     "LosslessCheck", "PlainCheck", "check_against_plain", "check_lossless", "divergence_margin", "BenchResult",
     "CompareResult", "Progress", "compare_on_prompt", "prepare_specs", "run_bench", "load_result", "results_table", "write_csv",
     "write_outputs", "EXAMPLE_PROMPTS", "SPEC_BENCH_FILE", "SPEC_BENCH_NAME", "BenchPrompt", "load_prompts",

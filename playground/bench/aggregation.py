@@ -5,11 +5,19 @@ where both ran; acceptance_rate = Σ accepted / Σ verified drafts (the share ke
 drafts (Leviathan et al.'s α, the formulas' input, as in `theory.estimate`); τ = Σ tokens / Σ steps; per-step draft and
 verify ms = Σ ms / Σ steps; acceptance by position pooled over prompts; α, γ, c, v pooled (γ weighted by
 drafting steps, c by drafted tokens, v by drafting steps) and fed to the same formulas as a single run.
+
+When a speedup is noise (`noise_reasons`): the speedup of each repeat is paired with baseline's run of the same
+repeat, so the repeats' spread is the figure's own evidence. A figure is not one to quote when there are fewer than
+SETTLED_REPEATS repeats (one or two runs give no spread, and one disturbance decides them: Compare with 16 tokens and
+one repeat once reported 12.02×), when a run is shorter than SETTLED_TOKENS new tokens (its time is a few forwards,
+where a pause of the machine's other work weighs as much as the method), or when the 95 % bootstrap interval of the
+repeats' median speedup is wider than SETTLED_WIDTH of the median (the repeats disagree).
 """
 
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -19,6 +27,12 @@ from .rows import BenchRow, median, read_record
 from .specs import BenchError
 
 ALL = "all"  # the category of a label's figures over every category
+
+SETTLED_REPEATS = 3  # repeats before a speedup has a spread to judge it by
+SETTLED_TOKENS = 32  # new tokens per run before one run's time outweighs a pause of the machine's other work
+SETTLED_WIDTH = 0.25  # the widest 95 % bootstrap interval of the median speedup, as a share of the median
+BOOTSTRAP_RESAMPLES = 2000
+NOISE_REASONS = ("few_repeats", "few_tokens", "wide")  # `Aggregate.noise`'s words, in this order
 
 
 @dataclass
@@ -65,6 +79,10 @@ class Aggregate:
     lossless_mismatches: int = 0
     lossless_errors: int = 0  # mismatches in float32
     explanation: str = ""  # why measured and predicted differ (theory.explain_gap)
+    repeats: int = 0  # the fewest repeats of a prompt pooled here
+    run_tokens: int = 0  # the fewest new tokens of one run pooled here
+    speedup_interval: list[float] | None = None  # 95 % bootstrap interval of the repeats' median speedup
+    noise: list[str] = field(default_factory=list)  # why `speedup` is noise (NOISE_REASONS); empty: settled
 
     @property
     def is_baseline(self) -> bool:
@@ -171,12 +189,43 @@ def _aggregate_group(label: str, category: str, group: list[BenchRow],
     for name, value in predict(method, agg.alpha, agg.gamma, agg.c, step_rest, agg.empty_draft_fraction or 0.0,
                                agg.empty_cost, agg.prefill_share, agg.prefill_ratio).items():
         setattr(agg, name, value)
+    agg.repeats = min(r.repeats for r in group)
+    agg.run_tokens = min(r.new_tokens or 0 for r in group)
+    if agg.speedup is not None and not is_reference(method):
+        speedups = [x for r, _ in paired for x in (r.speedups or [])]
+        agg.speedup_interval = bootstrap_interval(speedups)
+        agg.noise = noise_reasons(agg.repeats, agg.run_tokens, agg.speedup_interval, median(speedups))
     mism = [r for r in group if r.lossless_ok is False]
     agg.lossless_mismatches = len(mism)
     agg.lossless_errors = sum(1 for r in mism if r.lossless_severity == "error")
     agg.explanation = theory.explain_gap(agg.to_dict()) if not is_reference(method) else ""
     agg.check_invariants()
     return agg
+
+
+def bootstrap_interval(values: list[float], resamples: int = BOOTSTRAP_RESAMPLES,
+                       seed: int = 0) -> list[float] | None:
+    """The 95 % percentile-bootstrap interval of the median of `values` (a fixed seed: the same figures give the same
+    interval); None for fewer than two values, where there is no spread to resample."""
+    if len(values) < 2:
+        return None
+    rng = random.Random(seed)
+    medians = sorted(median(rng.choices(values, k=len(values))) or 0.0 for _ in range(resamples))
+    return [medians[int(0.025 * (resamples - 1))], medians[int(0.975 * (resamples - 1))]]
+
+
+def noise_reasons(repeats: int, run_tokens: int, interval: list[float] | None,
+                  centre: float | None) -> list[str]:
+    """Why a speedup is noise rather than a figure to quote (empty: settled): too few repeats, too short runs, or
+    repeats that disagree (see the module's docstring). Pure: the figures are arguments."""
+    reasons = []
+    if repeats < SETTLED_REPEATS:
+        reasons.append("few_repeats")
+    if run_tokens < SETTLED_TOKENS:
+        reasons.append("few_tokens")
+    if interval is not None and centre and (interval[1] - interval[0]) / centre > SETTLED_WIDTH:
+        reasons.append("wide")
+    return reasons
 
 
 def predict(method: str, alpha: float | None, gamma: float | None, c: float | None, v: float | None,

@@ -95,6 +95,7 @@ class BenchRow:
     drafted_tokens_total: int | None = None
     position_counts: list[list[int]] = field(default_factory=list)  # per draft position: (reached, kept, judged)
     overhead_ratios: list[float] | None = None  # instrumented / plain time, one per repeat
+    speedups: list[float] | None = None  # the speedup of each repeat over baseline's run of the same repeat
     divergence: Divergence | None = None
     lossless_severity: str | None = None  # one of lossless.SEVERITIES; None for baseline and unchecked rows
 
@@ -196,6 +197,8 @@ def build_row(spec: MethodSpec, prompt: BenchPrompt, m: Measurement, base: Measu
     row.setup_ms = median(t.setup_ms for t in m.traces)
     ests = [theory.estimate(t, b) for t, b in zip(m.traces, base.traces)] or [theory.estimate(t0)]
     row.speedup = 1.0 if is_baseline else median(e.measured_speedup for e in ests)
+    if not is_baseline and base.traces:
+        row.speedups = [e.measured_speedup for e in ests if e.measured_speedup is not None]
     row.theoretical_speedup = median(e.theoretical_speedup for e in ests)
     row.refined_speedup = median(e.refined_speedup for e in ests)
     row.gamma = ests[0].gamma

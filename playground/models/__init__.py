@@ -8,15 +8,17 @@ server (which imports this package for the catalogue) answers while the start-up
 Its modules, each importing only those listed before it:
   loaded        what every module shares: the loaded model, the one-line load error, progress lines
   catalogue     the models offered by name, the defaults
-  hardware      the device and its precision facts; a dtype choice resolved for a run
   sources       where a model comes from (bundled, local folder, Hub), the Hub probe, load errors in one line
   gc_pause      the garbage collector paused while imports, a conversion or a load allocate in bulk
-  cache         the conversion and dtype copies on disk, and the lock that lets one process at a time write them
+  cache         the conversion, dtype copies and precision measurement on disk, and the lock that lets one process
+                at a time write them
+  hardware      the device and its precision facts (the kept measurement among them); a dtype choice resolved for a run
   gguf_patches  the patches that make Transformers read a GGUF once (the Transformers release they were written for)
   gguf_convert  a bundled GGUF fetched and converted once into safetensors
   placement     the bytes a model needs and where on the devices it goes
   loading       a model and its tokenizer loaded for generation
   store         loaded models shared within a memory budget
+  speed         `auto`'s measurement: plain decoding in float32 and bfloat16 timed once, kept with the conversion
 
 Callers import the public names from here (`from .models import STORE`). A name with a leading underscore belongs to
 the package: its modules share it, and a test reads or patches it in the module that owns it.
@@ -24,7 +26,8 @@ the package: its modules share it, and a test reads or patches it in the module 
 
 from ..precision import Precision
 from .cache import (
-    converted_dir, dtype_copy_dir, ensure_dtype_copy, one_process_at_a_time, valid_dtype_copy, write_dtype_copy,
+    converted_dir, dtype_copy_dir, ensure_dtype_copy, keep_speed, one_process_at_a_time, read_kept_speed, speed_file,
+    valid_dtype_copy, write_dtype_copy,
 )
 from .catalogue import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, GgufSource, ModelEntry, bundled_entry
 from .gc_pause import gc_paused
@@ -34,11 +37,12 @@ from .gguf_patches import (
     lean_metadata_of,
 )
 from .hardware import (
-    as_precision, default_device, describe_precision, host_device, host_precision_note, resolve_dtype,
-    resolve_precision,
+    SPEED_MODEL, as_precision, default_device, describe_precision, host_device, host_precision_note,
+    kept_measurement, machine_identity, resolve_dtype, resolve_precision,
 )
 from .loaded import LoadedModel, ModelLoadError, Progress, same_vocabulary
 from .loading import import_modeling, load_model, load_saved_tokenizer
 from .placement import DEVICE_HEADROOM, choose_device_map, estimate_param_bytes
 from .sources import HUB_ID_RE, HUB_PROBE, MAX_HUB_ID_CHARS, HubProbe, hub_reachable
+from .speed import ensure_measured, measure_speed
 from .store import STORE, ModelStore, store_key

@@ -1,6 +1,7 @@
 """The model cache on disk: where a bundled model's conversion and its copies in other dtypes live and when each is
-valid (its marker), and the cross-process lock under which one process at a time writes either, the others waiting
-and relaying its progress (`one_process_at_a_time`).
+valid (its marker), the precision measurement kept with a conversion (`keep_speed`), and the cross-process lock
+under which one process at a time writes any of them, the others waiting and relaying its progress
+(`one_process_at_a_time`).
 """
 
 from __future__ import annotations
@@ -142,10 +143,7 @@ def dtype_copy_dir(directory: Path, dtype_name: str) -> Path:
 
 
 def _read_marker(directory: Path) -> Any:
-    try:
-        return json.loads((directory / _MARKER).read_text())
-    except (OSError, ValueError):
-        return None
+    return _read_marker_file(directory / _MARKER)
 
 
 def valid_dtype_copy(directory: Path, dtype_name: str) -> Path | None:
@@ -222,3 +220,41 @@ def write_dtype_copy(directory: Path, dtype_name: str) -> Path:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return copy_dir
+
+
+# `auto`'s measurement of bfloat16 against float32 on this machine (`models.speed`), kept inside the conversion it was
+# measured on: a new conversion starts without one, and a cache moved to another machine (another CPU, core count or
+# torch) is measured again there.
+_SPEED = "precision_speed.json"
+
+
+def speed_file(directory: Path) -> Path:
+    """Where a conversion keeps the precision measurement made with it."""
+    return directory / _SPEED
+
+
+def read_kept_speed(directory: Path, machine: dict[str, Any]) -> dict[str, Any] | None:
+    """The figures kept by `keep_speed` for this very conversion and machine; None where there are none (or they were
+    measured on another conversion or machine, or the file is not ours)."""
+    kept = _read_marker_file(speed_file(directory))
+    source = _read_marker(directory)
+    if (not isinstance(kept, dict) or source is None or kept.get("source") != source
+            or kept.get("machine") != machine or not isinstance(kept.get("figures"), dict)):
+        return None
+    return kept["figures"]
+
+
+def keep_speed(directory: Path, machine: dict[str, Any], figures: dict[str, Any]) -> None:
+    """Keep a measurement with the conversion it was made on (written whole, then renamed into place)."""
+    data = {"source": _read_marker(directory), "machine": machine, "figures": figures}
+    path = speed_file(directory)
+    partial = path.with_name(f"{path.name}.{os.getpid()}")
+    partial.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(partial, path)
+
+
+def _read_marker_file(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

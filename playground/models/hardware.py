@@ -1,18 +1,28 @@
 """The hardware's precision facts: the device runs use (found without torch where the page asks), whether its CPU
-or GPU computes bfloat16 natively, and the one place a dtype choice is resolved into a run's `Precision` record.
+or GPU computes bfloat16 natively, this machine's kept measurement of bfloat16 against float32 (`models.speed` makes
+it), and the one place a dtype choice is resolved into a run's `Precision` record.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.metadata
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
 
-from ..precision import Precision, auto_reason, check_choice, precision_for
+from ..precision import Precision, SpeedMeasurement, auto_reason, check_choice, precision_for
+from .cache import converted_dir, read_kept_speed
+from .catalogue import DEFAULT_TARGET, bundled_entry
+
+SPEED_MODEL = DEFAULT_TARGET  # the model `auto`'s measurement decodes with: bundled, so every machine has it
+# A measurement this process made while the machine was busy (`speed.ensure_measured`): not kept on disk, so the next
+# process measures again, but this one decides by it rather than measuring at every run.
+_measured_here: SpeedMeasurement | None = None
 
 
 @functools.cache
@@ -30,6 +40,40 @@ def _cpu_bf16_flags() -> tuple[str, ...]:
     return tuple(label for flag, label in names.items() if flag in flags)
 
 
+@functools.cache
+def _cpu_name() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return ""
+    return next((line.partition(":")[2].strip() for line in text.splitlines() if line.startswith("model name")), "")
+
+
+def machine_identity() -> dict[str, Any]:
+    """What a kept measurement was measured on (read without torch): a cache moved to another CPU, core count or torch
+    release is measured again there."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = ""
+    return {"cpu": _cpu_name(), "bf16": list(_cpu_bf16_flags()), "cores": cores, "torch": torch_version}
+
+
+def kept_measurement(spec: str = SPEED_MODEL) -> SpeedMeasurement | None:
+    """This machine's measurement of bfloat16 against float32, as kept with `spec`'s conversion (else the one this
+    process made while the machine was busy); None where there is none (a file read: the page asks before any run)."""
+    figures = read_kept_speed(converted_dir(bundled_entry(spec).key), machine_identity())
+    if figures is None:
+        return _measured_here
+    try:
+        measured = SpeedMeasurement(float(figures["float32_tps"]), float(figures["bfloat16_tps"]),  # type: ignore[index]
+                                    int(figures["new_tokens"]), str(figures["model"]))  # type: ignore[index]
+    except (TypeError, KeyError, ValueError):
+        return None
+    return measured if measured.float32_tps > 0 and measured.bfloat16_tps > 0 else None
+
+
 def _cuda_bf16() -> bool:
     import torch
 
@@ -42,8 +86,9 @@ def resolve_precision(choice: str = "auto", device: str | None = None) -> Precis
     check_choice(choice)
     if choice != "auto":
         return precision_for(choice, device)
-    return precision_for(choice, device, _cpu_bf16_flags() if device == "cpu" else (),
-                         _cuda_bf16() if device.startswith("cuda") else None)
+    flags = _cpu_bf16_flags() if device == "cpu" else ()
+    return precision_for(choice, device, flags, _cuda_bf16() if device.startswith("cuda") else None,
+                         kept_measurement() if flags else None)
 
 
 def as_precision(dtype: str | Precision) -> Precision:
@@ -58,7 +103,7 @@ def resolve_dtype(name: str, device: str = "cpu") -> torch.dtype:
 
 
 def describe_precision(name: str = "auto", device: str = "cpu") -> str:
-    """Why a dtype was picked, for the UI, e.g. "bfloat16: CPU has AVX512-BF16"."""
+    """Why a dtype was picked, for the UI, e.g. "bfloat16: measured 1.9× faster than float32 on this CPU (…)"."""
     return resolve_precision(name, device).reason
 
 
@@ -81,7 +126,8 @@ def host_precision_note() -> str:
     (or, before torch is imported, that it is checked when a run starts) on a GPU host; never the CPU's there."""
     device = host_device()
     if device == "cpu":
-        return auto_reason(device, _cpu_bf16_flags())[1]
+        flags = _cpu_bf16_flags()
+        return auto_reason(device, flags, measured=kept_measurement() if flags else None)[1]
     from .. import gpu
 
     known = "torch" in sys.modules and not gpu.available()  # ZeroGPU: CUDA must not be touched outside a run

@@ -1,0 +1,99 @@
+"""`auto`'s measurement on a CPU with native bfloat16: plain greedy decoding of the bundled model timed in float32 and
+in bfloat16, once per machine and conversion, kept with the conversion (`cache.keep_speed`) and read back by
+`hardware.kept_measurement` for every later run and page.
+
+Why measure: AVX512-BF16 or AMX-BF16 on a CPU makes bfloat16 matmuls native, yet on some such machines bfloat16
+decodes no faster than float32 (19.6 vs 18.6 tokens/s, measured), and then costs float32's agreement with plain
+decoding for nothing. The rule that reads the figures is pure (`precision.measured_choice`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..i18n import Message
+from ..precision import SpeedMeasurement, precision_for
+from .cache import keep_speed, one_process_at_a_time
+from .catalogue import bundled_entry
+from .gguf_convert import ensure_converted
+from . import hardware
+from .hardware import SPEED_MODEL, _cpu_bf16_flags, host_device, kept_measurement, machine_identity
+from .loaded import Progress, _no_progress
+from .loading import load_model
+
+SPEED_PROMPT = "The capital of France is"
+SPEED_TOKENS = 16  # new tokens per timed decode: a few seconds for both precisions on two cores
+SPEED_ROUNDS = 3  # timed decodes per precision, interleaved; the fastest of each counts (others' load only slows)
+_measuring = threading.Lock()
+def machine_busy() -> bool:
+    """Whether other work was using the cores (load average over the last minute above their count)."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average (Windows): nothing to go by
+        return False
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return load > cores
+
+
+def _decode_s(loaded: Any, input_ids: Any, new_tokens: int) -> float:
+    """Seconds one plain greedy `generate()` of exactly `new_tokens` tokens takes."""
+    import torch
+
+    with torch.inference_mode():
+        started = time.perf_counter()
+        loaded.model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+                              max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                              pad_token_id=loaded.tokenizer.eos_token_id)
+        return time.perf_counter() - started
+
+
+def measure_speed(spec: str = SPEED_MODEL, new_tokens: int = SPEED_TOKENS, rounds: int = SPEED_ROUNDS,
+                  progress: Progress | None = None) -> SpeedMeasurement:
+    """Plain greedy decoding's tokens per second in float32 and in bfloat16 on this CPU: both loaded, each warmed up,
+    then `rounds` timed decodes of `new_tokens` tokens taken in turn; the fastest of each precision counts."""
+    report = progress or _no_progress
+    models = {dtype: load_model(spec, precision_for(dtype, "cpu"), report) for dtype in ("float32", "bfloat16")}
+    input_ids = models["float32"].tokenizer(SPEED_PROMPT, return_tensors="pt").input_ids
+    for loaded in models.values():
+        _decode_s(loaded, input_ids, 2)
+    best = {dtype: float("inf") for dtype in models}
+    for _ in range(rounds):
+        for dtype, loaded in models.items():
+            best[dtype] = min(best[dtype], _decode_s(loaded, input_ids, new_tokens))
+    return SpeedMeasurement(float32_tps=round(new_tokens / best["float32"], 2),
+                            bfloat16_tps=round(new_tokens / best["bfloat16"], 2), new_tokens=new_tokens, model=spec)
+
+
+def ensure_measured(progress: Progress | None = None) -> SpeedMeasurement | None:
+    """This machine's kept measurement, made now if there is none (once: one thread and one process at a time, the
+    others waiting for it; kept only when the machine was not busy before and after, else used by this process
+    alone); None where `auto` needs none (no native bfloat16 on the CPU, or not a CPU host)."""
+    if host_device() != "cpu" or not _cpu_bf16_flags():
+        return None
+    kept = kept_measurement()
+    if kept is not None:
+        return kept
+    report = progress or _no_progress
+    directory = ensure_converted(bundled_entry(SPEED_MODEL), report)
+    with _measuring, one_process_at_a_time(_speed_work(directory), f"{directory.name} (speed)", report) as report:
+        kept = kept_measurement()  # another process may have measured meanwhile
+        if kept is not None:
+            return kept
+        report(Message.keyed("load.measuring_precision"))
+        busy = machine_busy()
+        measured = measure_speed(progress=report)
+        if busy or machine_busy():  # its figures say more about the other work than about the precisions
+            hardware._measured_here = measured  # this process decides by it; the next one measures again
+        else:
+            keep_speed(directory, machine_identity(), dataclasses.asdict(measured))
+    return measured
+
+
+def _speed_work(directory: Path) -> Path:
+    """The name the measurement's cross-process lock goes by (beside the conversion's)."""
+    return directory.with_name(f"{directory.name}.speed")
