@@ -9,7 +9,8 @@ Usage:
     python tests/precision_bench.py --keep          # ... and keep this measurement for `auto` (replacing the kept one)
 
 The fastest of the rounds counts for each precision (another process's load only ever slows a round). `auto` keeps
-a measurement only when the machine was not busy (load average at most the core count) before and after it.
+the first measurement it makes, busy machine or not; this script says how busy the machine was (measure on a quiet
+one, and `--keep` it, to replace a measurement made under load).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     measured = measure_speed(SPEED_MODEL, args.tokens, args.rounds)
     busy = busy_before or machine_busy()
     print(f"load average {os.getloadavg()[0]:.1f} on {machine['cores']} cores: "
-          + ("busy (auto would not keep a measurement made now)" if busy else "quiet enough to keep"))
+          + ("busy: these figures say as much about the other work as about the precisions" if busy else "quiet"))
     print(f"{SPEED_MODEL}, plain greedy decoding, {args.tokens} new tokens, best of {args.rounds} rounds:")
     print(f"  float32   {measured.float32_tps:7.2f} tokens/s")
     print(f"  bfloat16  {measured.bfloat16_tps:7.2f} tokens/s   ({measured.ratio:.2f}x float32; auto asks for "

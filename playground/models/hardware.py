@@ -20,9 +20,6 @@ from .cache import converted_dir, read_kept_speed
 from .catalogue import DEFAULT_TARGET, bundled_entry
 
 SPEED_MODEL = DEFAULT_TARGET  # the model `auto`'s measurement decodes with: bundled, so every machine has it
-# A measurement this process made while the machine was busy (`speed.ensure_measured`): not kept on disk, so the next
-# process measures again, but this one decides by it rather than measuring at every run.
-_measured_here: SpeedMeasurement | None = None
 
 
 @functools.cache
@@ -61,11 +58,11 @@ def machine_identity() -> dict[str, Any]:
 
 
 def kept_measurement(spec: str = SPEED_MODEL) -> SpeedMeasurement | None:
-    """This machine's measurement of bfloat16 against float32, as kept with `spec`'s conversion (else the one this
-    process made while the machine was busy); None where there is none (a file read: the page asks before any run)."""
+    """This machine's measurement of bfloat16 against float32, as kept with `spec`'s conversion; None where there is
+    none (a file read: the page asks before any run)."""
     figures = read_kept_speed(converted_dir(bundled_entry(spec).key), machine_identity())
     if figures is None:
-        return _measured_here
+        return None
     try:
         measured = SpeedMeasurement(float(figures["float32_tps"]), float(figures["bfloat16_tps"]),  # type: ignore[index]
                                     int(figures["new_tokens"]), str(figures["model"]))  # type: ignore[index]

@@ -21,7 +21,6 @@ from ..precision import SpeedMeasurement, precision_for
 from .cache import keep_speed, one_process_at_a_time
 from .catalogue import bundled_entry
 from .gguf_convert import ensure_converted
-from . import hardware
 from .hardware import SPEED_MODEL, _cpu_bf16_flags, host_device, kept_measurement, machine_identity
 from .loaded import Progress, _no_progress
 from .loading import load_model
@@ -71,8 +70,7 @@ def measure_speed(spec: str = SPEED_MODEL, new_tokens: int = SPEED_TOKENS, round
 
 def ensure_measured(progress: Progress | None = None) -> SpeedMeasurement | None:
     """This machine's kept measurement, made now if there is none (once: one thread and one process at a time, the
-    others waiting for it; kept only when the machine was not busy before and after, else used by this process
-    alone); None where `auto` needs none (no native bfloat16 on the CPU, or not a CPU host)."""
+    others waiting for it); None where `auto` needs none (no native bfloat16 on the CPU, or not a CPU host)."""
     if host_device() != "cpu" or not _cpu_bf16_flags():
         return None
     kept = kept_measurement()
@@ -85,12 +83,11 @@ def ensure_measured(progress: Progress | None = None) -> SpeedMeasurement | None
         if kept is not None:
             return kept
         report(Message.keyed("load.measuring_precision"))
-        busy = machine_busy()
+        # Kept whatever the machine's load: measuring again in every process of a busy machine (a test suite, a
+        # Space's restarts) would cost each of them a minute. Each precision's fastest round counts, which others'
+        # work only slows, and the note shows the figures `auto` decided by.
         measured = measure_speed(progress=report)
-        if busy or machine_busy():  # its figures say more about the other work than about the precisions
-            hardware._measured_here = measured  # this process decides by it; the next one measures again
-        else:
-            keep_speed(directory, machine_identity(), dataclasses.asdict(measured))
+        keep_speed(directory, machine_identity(), dataclasses.asdict(measured))
     return measured
 
 
