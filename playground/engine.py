@@ -41,10 +41,10 @@ from .errors import PlaygroundError, localized_message
 from .i18n import DEFAULT_LANGUAGE, Message, t
 from .methods import EmptyDraft, Method, MethodError, ModelFacts, get_method, prompt_lookup_match
 from .models import (
-    CATALOGUE, HUB_ID_RE, STORE, LoadedModel, ModelStore, Precision, default_device,
-    resolve_precision, same_vocabulary,
+    CATALOGUE, HUB_ID_RE, STORE, LoadedModel, ModelStore, Precision, default_device, resolve_precision,
+    same_vocabulary,
 )
-from .request import RunRequest
+from .request import RunRequest, method_for
 from .settings import get_settings
 from .trace import (
     LOOKUP_CONTEXT_CHARS, Position, Ranked, Step, StepTotals, Trace, TraceFormatError, classify_step,
@@ -279,7 +279,7 @@ def prepare(
     validate_request(req)
     _check_chat_options(req.system, req.chat_template_kwargs)
     method = get_method(req.method)
-    params = method.resolve_params(req.params)
+    params = method_for(req.method, req.target).resolve_params(req.params)  # names and values checked before loading
     if method.needs_assistant and not req.assistant:
         raise RunError.keyed("error.needs_assistant", method=method.title_message())
     if not method.needs_assistant and req.assistant:
@@ -296,6 +296,9 @@ def prepare(
             adaptations = (ID_ORDERED_VOCABULARY, PRUNED_BEFORE_SEEDING)
         else:
             assistant = store.get(req.assistant, precision, progress)
+    # Defaults again with the loaded target's layers: a default past its last layer is clamped; a value the
+    # request gives is checked against them by `validate`.
+    params = method_for(req.method, req.target, target.num_layers).resolve_params(req.params)
     method.validate(model_facts(target, assistant, req.sample), params)
 
     chat = _chat_default(req.target, target) if req.chat is None else bool(req.chat)
