@@ -69,7 +69,7 @@ def build_ui() -> gr.Blocks:
         main = build_generate(demo)
         baselines = gr.State([])  # this session's baseline traces: from runs and from Compare
         with gr.Tabs(elem_id="pg-tabs") as tabs:
-            replay = build_replay()
+            replay = build_replay(demo)
             theory = build_theory()
             compare_boxes = build_compare([main.prompt, main.target, main.assistant, main.method, main.dtype,
                                            main.chat], main.param_components, baselines)
