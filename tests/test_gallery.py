@@ -36,7 +36,8 @@ def test_each_recording_is_a_valid_trace_of_its_request(recording):
     request = recording.request()
     assert (trace.method, trace.target, trace.assistant) == (request.method, request.target, request.assistant)
     assert trace.prompt == request.prompt and trace.chat is False  # a base model: the raw prompt
-    assert trace.decoding["sample"] is request.sample and trace.env["dtype"] == gallery.RECORDED_DTYPE
+    assert {k: v for k, v in trace.decoding.items() if k != "recorded_top_k"} == request.decoding()
+    assert trace.env["dtype"] == gallery.RECORDED_DTYPE
     # Recorded with the parameters a run of these settings takes today (the target's own defaults included).
     assert trace.params == method_for(request.method, request.target).resolve_params(request.params)
     assert trace.summary.new_tokens == len(trace.output_ids) > 0
