@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# A recording must run to its end: the page's run time limit (300 s) cut two of the first recordings on a busy machine.
+os.environ.setdefault("PLAYGROUND_RUN_TIMEOUT_S", "3600")
 
 from playground.engine import run  # noqa: E402
 from playground.gallery import GALLERY, GALLERY_DIR, RECORDED_DTYPE, RECORDED_TOKENS, get_recording  # noqa: E402
