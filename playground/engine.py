@@ -46,7 +46,7 @@ from .models import (
     SPEED_MODEL, ensure_measured, resolve_precision, same_vocabulary,
 )
 from .pace import Pace
-from .request import RunRequest
+from .request import RunRequest, method_for
 from .settings import get_settings
 from .trace import (
     LOOKUP_CONTEXT_CHARS, Position, Ranked, Step, StepTotals, Trace, TraceFormatError, classify_step,
@@ -281,7 +281,7 @@ def prepare(
     validate_request(req)
     _check_chat_options(req.system, req.chat_template_kwargs)
     method = get_method(req.method)
-    params = method.resolve_params(req.params)
+    params = method_for(req.method, req.target).resolve_params(req.params)  # names and values checked before loading
     if method.needs_assistant and not req.assistant:
         raise RunError.keyed("error.needs_assistant", method=method.title_message())
     if not method.needs_assistant and req.assistant:
@@ -300,6 +300,9 @@ def prepare(
             adaptations = (ID_ORDERED_VOCABULARY, PRUNED_BEFORE_SEEDING)
         else:
             assistant = store.get(req.assistant, precision, progress)
+    # Defaults again with the loaded target's layers: a default past its last layer is clamped; a value the
+    # request gives is checked against them by `validate`.
+    params = method_for(req.method, req.target, target.num_layers).resolve_params(req.params)
     method.validate(model_facts(target, assistant, req.sample), params)
 
     chat = _chat_default(req.target, target) if req.chat is None else bool(req.chat)

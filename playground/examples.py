@@ -7,6 +7,7 @@ what decides whether drafting pays.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .i18n import DEFAULT_LANGUAGE, t
@@ -17,6 +18,10 @@ class Example:
     name: str  # shown in the page
     category: str  # Spec-Bench-style category for the benchmark
     text: str
+    # Where the bundled model cannot do this task in a language: (language, what it does instead and what to try), in
+    # English here and `example.<id>.weak.<language>` in the locales; shown under the examples on that language's page.
+    weak_in: tuple[tuple[str, str], ...] = ()
+    note: str = ""  # the localized example's note: this language's entry of `weak_in`, translated ("" where none)
 
     @property
     def question_id(self) -> str:
@@ -24,45 +29,60 @@ class Example:
 
     def localized(self, lang: str = DEFAULT_LANGUAGE) -> "Example":
         """The same task written in `lang` (name and prompt); the benchmark keeps the English set."""
-        if lang == DEFAULT_LANGUAGE:
-            return self
         key = f"example.{self.question_id}"
-        return Example(t(f"{key}.name", lang, default=self.name), self.category, t(f"{key}.text", lang, default=self.text))
+        weak = dict(self.weak_in)
+        note = t(f"{key}.weak.{lang}", lang, default=weak[lang]) if lang in weak else ""
+        if lang == DEFAULT_LANGUAGE:
+            return dataclasses.replace(self, note=note)
+        return Example(t(f"{key}.name", lang, default=self.name), self.category, t(f"{key}.text", lang, default=self.text),
+                       self.weak_in, note)
 
 
 EXAMPLES: tuple[Example, ...] = (
+    # The rename's first line is given: a base model carries a pattern on, it does not follow instructions. Prompt
+    # lookup copies the old lines and the target refuses the copied `total` where `subtotal` goes.
     Example("Edit code", "code", (
-        "Rename the variable `total` to `subtotal` in this function.\n\n"
         "def cart_total(items):\n"
         "    total = 0\n"
         "    for item in items:\n"
         "        total += item.price * item.quantity\n"
         "    return total\n\n"
+        "# The same function with `total` renamed to `subtotal`:\n"
         "def cart_total(items):\n"
+        "    subtotal = 0\n"
     )),
+    # Asked for one sentence, the bundled model copies the article; notes it fills from the article.
     Example("Summarise", "summarization", (
         "Article: The city council approved a plan on Tuesday to turn the old railway station into a public "
         "library. The library will open in 2026 and will include a children's reading room, a café and a rooftop "
         "garden. The project will cost 12 million euros, paid for by the city and a national culture fund.\n\n"
-        "Summary in one sentence:"
+        "Summary in notes:\n- What: a public library in the old railway station\n- Opens:"
     )),
     Example("Answer from a passage", "rag", (
         "Passage: The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is "
         "named after the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889. "
         "It is 330 metres tall.\n\n"
-        "Question: Who designed and built the Eiffel Tower, and when?\n"
+        "Question: Who is the Eiffel Tower named after?\n"
         "Answer:"
     )),
+    # Into English: the bundled model translates into English far better than out of it.
     Example("Translate", "translation", (
-        "English: Good morning, how are you?\nFrench: Bonjour, comment allez-vous ?\n\n"
-        "English: The cat is sleeping on the sofa.\nFrench:"
+        "French: Merci beaucoup.\nEnglish: Thank you very much.\n\n"
+        "French: Bonjour.\nEnglish: Good morning.\n\n"
+        "French: Où est la gare ?\nEnglish:"
     )),
-    Example("Free writing", "writing", "Once upon a time, in a small village at the edge of a great forest, there lived"),
+    Example("Free writing", "writing", "Once upon a time, in a small village at the edge of a great forest, there lived",
+            weak_in=(("ar", "The bundled Gemma 3 270M writes little coherent Arabic on its own: the story soon repeats "
+                            "a phrase. It does better where there is text to carry on or copy: try “Translate” (into "
+                            "English), “Answer from a passage” or “Repeat a list”."),)),
     Example("Repeat a list", "repetition", (
         "Monday, Tuesday, Wednesday, Thursday, Friday, Saturday, Sunday. Monday, Tuesday, Wednesday, Thursday, "
         "Friday, Saturday, Sunday. Monday, Tuesday,"
     )),
-    Example("Short fact", "qa", "The capital of France is"),
+    # A pattern to carry on: asked alone ("The capital of France is"), the model circles ("the capital of ...").
+    Example("Short fact", "qa", (
+        "The capital of Italy is Rome.\nThe capital of Japan is Tokyo.\nThe capital of France is"
+    )),
 )
 
 BY_NAME: dict[str, Example] = {e.name: e for e in EXAMPLES}

@@ -50,6 +50,24 @@ class Param:
     # Transformers reads draft length from (passed to generate() these are silently ignored).
     where: Literal["generate", "draft_config"] = "generate"
     off_value: Any = None  # a value meaning "feature off" (not passed on at all)
+    # True where the range's top is the target's layer count − 1 (early exit's layer): `maximum` is only the bound
+    # for a target whose layers are unknown; the control, the default and the engine's check use the target's.
+    below_target_layers: bool = False
+
+    def top(self, layers: int | None) -> float | None:
+        """The range's top for a target of `layers` layers (None: not known before it loads)."""
+        if self.below_target_layers and layers is not None:
+            return float(layers - 1) if self.maximum is None else min(self.maximum, layers - 1)
+        return self.maximum
+
+    def for_target(self, layers: int | None, default: Any = None) -> "Param":
+        """This parameter for one target: its range's top from the target's layers, its default the target's own
+        (`default`, from the model catalogue; None: the registry's), clamped into the range."""
+        top = self.top(layers)
+        value = self.default if default is None else self.coerce(default)
+        if top is not None and self.kind != "choice" and value != self.off_value:
+            value = type(value)(min(max(value, self.minimum if self.minimum is not None else value), top))
+        return dataclasses.replace(self, maximum=top, default=value)
 
     def localized(self, lang: str = DEFAULT_LANGUAGE) -> "Param":
         """This parameter with its label and help in `lang` (its name stays the `generate()` name)."""
@@ -295,6 +313,13 @@ class Method:
 
     def defaults(self) -> dict[str, Any]:
         return {p.name: p.default for p in self.params}
+
+    def for_target(self, layers: int | None, defaults: dict[str, Any] | None = None) -> "Method":
+        """This method for one target: each parameter's range bounded by the target's `layers` (None: unknown) and
+        its default the target's own where the model catalogue names one (`defaults`, `models.method_defaults`),
+        clamped into that range. What the page's controls show and what a run that leaves a parameter out uses."""
+        own = defaults or {}
+        return dataclasses.replace(self, params=tuple(p.for_target(layers, own.get(p.name)) for p in self.params))
 
     def resolve_params(self, given: dict[str, Any] | None) -> dict[str, Any]:
         """Defaults overlaid with validated user values; unknown names are refused."""
@@ -621,7 +646,10 @@ _register(Method(
         "tests/test_method_sampling.py::test_three_token_drafts_follow_the_target_distribution[early_exit-kw2-500-True]",
     ))),
     params=(
+        # 4 is the guide's layer for LayerSkip Llama 3.2 1B; the catalogue names each known model's own (where its
+        # drafts are sometimes right), and the page bounds the control by the loaded target's layers.
         Param("assistant_early_exit", "Exit after layer", "int", 4, minimum=1, maximum=256, step=1,
+              below_target_layers=True,
               help="Number of the target's layers used for drafting (1 … layers − 1)."),
     ) + DRAFT_LENGTH + (ENSEMBLE,),
     draft_logits="always",

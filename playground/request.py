@@ -12,8 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .methods import REFERENCE
-from .models import DEFAULT_TARGET
+from .methods import REFERENCE, Method, get_method
+from .models import DEFAULT_TARGET, known_layers, method_defaults
 
 Surface = Literal["run", "page", "compare", "bench", "bench_warm_up", "guide", "preload_warm_up"]
 
@@ -75,3 +75,11 @@ def new_request(prompt: str, *, surface: Surface = "run", **fields: Any) -> RunR
         fields["max_new_tokens"] = MAX_NEW_TOKENS[surface]
     return RunRequest(prompt=prompt, **fields)
 
+
+
+def method_for(method: str, target: str | None, layers: int | None = None) -> Method:
+    """The method as a run on `target` sees it: each parameter's default the target's own where the model catalogue
+    names one, bounded (and the default clamped) by the target's layers: `layers` once it is loaded, else the
+    catalogue's count. A parameter a request leaves out takes this default, on every surface."""
+    return get_method(method).for_target(layers if layers is not None else known_layers(target),
+                                         method_defaults(target, method))

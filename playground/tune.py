@@ -63,7 +63,7 @@ from .engine import (LiveRun, RunError, RunRequest, check_stopped, give_way, in_
                      redone_after_giving_way, turn)
 from .i18n import Message
 from .methods import METHODS, REFERENCE, Method, ensemble_weight, get_method, prompt_lookup_match
-from .models import STORE, ModelStore
+from .models import STORE, ModelStore, method_defaults
 from .trace import Step, acceptance_by_position, classify_step, summarize_steps
 
 Progress = Callable[[str], None]
@@ -815,8 +815,11 @@ class TuneRequest:
     calibration_repeats: int = 3
 
     def settings(self) -> list[Setting]:
+        # The target's own defaults (the catalogue's, e.g. early exit's layer) stand where the run leaves them out,
+        # as they do in a run of the playground.
+        fixed = {**method_defaults(self.run.target, self.run.method), **self.run.params}
         return sweep_settings(self.run.method, self.max_draft, ngram_sizes=self.ngram_sizes,
-                              schedules=self.schedules, thresholds=self.thresholds, fixed=self.run.params)
+                              schedules=self.schedules, thresholds=self.thresholds, fixed=fixed)
 
 
 def _check(request: TuneRequest) -> None:

@@ -32,6 +32,8 @@ def registry_english() -> dict[str, str]:
     for example in EXAMPLES:
         out[f"example.{example.question_id}.name"] = example.name
         out[f"example.{example.question_id}.text"] = example.text
+        for lang, note in example.weak_in:  # where the bundled model cannot do the task in that language
+            out[f"example.{example.question_id}.weak.{lang}"] = note
     return out
 
 

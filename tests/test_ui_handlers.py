@@ -15,6 +15,7 @@ import pytest
 
 from playground import render
 from playground.app import generate_tab, page, preload, run_request, trace_files
+from playground.request import method_for
 from playground.methods import METHODS
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from playground.trace import Trace
@@ -75,7 +76,7 @@ def test_method_change_shows_exactly_the_methods_params() -> None:
         assert shown == {p.name for p in method.params}, method.name
         for name, update in zip(names, params):
             if update["visible"]:
-                p = method.param(name)
+                p = method_for(method.name, DEFAULT_TARGET).param(name)  # bounded by the target's layers
                 assert update["label"] == p.label
                 if p.kind != "choice":
                     assert (update["minimum"], update["maximum"]) == (p.minimum, p.maximum)

@@ -29,7 +29,7 @@ from ..i18n import DEFAULT_LANGUAGE, LANGUAGES, localize, number, t, tn
 from ..gpu import gpu
 from ..methods import METHODS, get_method
 from ..models import CATALOGUE, DEFAULT_TARGET, host_precision_note, hub_reachable
-from ..request import MAX_NEW_TOKENS, RunRequest, default
+from ..request import MAX_NEW_TOKENS, RunRequest, default, method_for
 from ..settings import get_settings
 from . import handout_button, links, preload, presenter, preset_picker, trace_files
 from .background import in_thread
@@ -37,7 +37,8 @@ from .guard import PRIVATE, guarded, session_key
 from .language import L, language_of, with_language
 from .methods_tab import lecture_html
 from .run_request import (CHAT_CHOICES, DEFAULT_METHOD, DTYPES, build_request, collect_params, param_component,
-                      param_specs, param_update, parse_flag, suggest_assistant)
+                      on_target_change, on_target_pick, param_specs, param_update, parse_flag, suggest_assistant,
+                      target_param_specs)
 
 if TYPE_CHECKING:  # the engine (torch, Transformers) is imported by the handlers, when they run
     from ..engine import LiveRun
@@ -58,6 +59,7 @@ BEAT_S = 1.0
 
 # Every language's example prompts by name (the names differ between languages, so one lookup serves all).
 EXAMPLES: dict[str, str] = {e.name: e.text for lang in LANGUAGES for e in localized_examples(lang)}
+EXAMPLE_NOTES: dict[str, str] = {e.name: e.note for lang in LANGUAGES for e in localized_examples(lang)}
 DEFAULT_EXAMPLE = "Edit code"
 
 
@@ -72,7 +74,7 @@ def on_method_change(method_name: str, target: str | None, assistant: str | None
                      request: gr.Request = None) -> list[Any]:  # type: ignore[assignment]
     """Explanation, assistant field and parameter controls for the chosen method (in the visitor's language)."""
     lang = language_of(request)
-    method = get_method(method_name).localized(lang)
+    method = method_for(method_name, target).localized(lang)  # the controls bounded by the target's layers
     by_name = {p.name: p for p in method.params}
     updates: list[Any] = [method.summary, lecture_html(method, lang)]
     if method.needs_assistant:
@@ -105,6 +107,13 @@ def example_after_prompt(prompt: Any, name: Any) -> Any:
     if not name or (isinstance(name, str) and EXAMPLES.get(name) == prompt):
         return gr.skip()
     return None
+
+
+def example_note_html(name: str | None) -> str:
+    """Under the examples: where the bundled model cannot do the picked task in this language, what it does instead
+    and what to try (empty where it does the task)."""
+    note = EXAMPLE_NOTES.get(name or "", "")
+    return f'<p class="pg-example-note" role="note">{html.escape(note)}</p>' if note else ""
 
 
 # --------------------------------------------------------------------------- sessions (for Stop)
@@ -403,7 +412,7 @@ class GenerateView:
 def build_generate(demo: gr.Blocks) -> GenerateView:
     """The settings column and the output column, with their events (call inside the page's `gr.Blocks`)."""
     settings = get_settings()
-    specs = param_specs()
+    specs = target_param_specs(DEFAULT_TARGET)  # the controls as a run on the default target sees them
     default_method = METHODS[DEFAULT_METHOD]
     model_choices = _target_choices()
     with gr.Row(equal_height=False):
@@ -445,6 +454,7 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
             prompt = gr.Textbox(value=None, label=L("ui.prompt.label"), lines=7, max_lines=20, elem_id="pg-prompt",
                                 placeholder=L("ui.prompt.placeholder"))
             examples = gr.Radio(example_names("en"), value=None, label=L("ui.examples"), elem_id="pg-examples")
+            example_note = gr.HTML("", elem_id="pg-example-note")
             with gr.Row():
                 generate_btn = gr.Button(L("ui.generate"), variant="primary", elem_id="pg-generate")
                 stop_btn = gr.Button(L("ui.stop"), variant="stop", elem_id="pg-stop")
@@ -477,9 +487,14 @@ def build_generate(demo: gr.Blocks) -> GenerateView:
 
     method.change(guarded(on_method_change), [method, target, assistant],
                   [method_summary, lecture, assistant, *param_components], **PRIVATE)
+    # The controls that depend on the target (early exit's layer): its range always, its own default when the
+    # visitor picks it (a link or a guide example sets its own values, which a change keeps).
+    target.change(guarded(on_target_change), [target, *param_components], param_components, **PRIVATE)
+    target.input(guarded(on_target_pick), target, param_components, **PRIVATE)
     sample.change(guarded(on_sample_change), sample, [temperature, top_p, top_k], **PRIVATE)
     examples.change(guarded(on_example), examples, prompt, **PRIVATE)
     prompt.change(guarded(example_after_prompt), [prompt, examples], examples, **PRIVATE)
+    examples.change(guarded(example_note_html), examples, example_note, **PRIVATE)
     api_inputs = [prompt, target, assistant, method, params_json, max_new_tokens, sample, temperature, top_p,
                   top_k, seed, chat, dtype]
     controls = [target, assistant, method, sample, temperature, top_p, top_k, seed, chat, max_new_tokens]

@@ -21,7 +21,7 @@ from . import preset_picker
 from .guard import PRIVATE, guarded
 from .run_request import DTYPES, build_request, collect_params
 from ..i18n import t
-from ..methods import get_method
+from ..request import method_for
 from ..presets import get_preset
 from ..errors import PlaygroundError
 
@@ -89,7 +89,7 @@ def restore(query: Mapping[str, str], param_names: list[str], lang: str = "en") 
             request = build_request(given.get("prompt", ""), *([None] * 11), given.get("dtype"))
         else:
             request = build_request(given.get("prompt", ""), *(given.get(k) for k in FIELDS[1:]))
-            get_method(request.method).resolve_params(request.params)
+            method_for(request.method, request.target).resolve_params(request.params)
         validate_request(request if request.prompt.strip() else request.but(prompt="…"))
         if request.dtype not in DTYPES:
             raise PlaygroundError.keyed("error.dtype", got=repr(request.dtype), known=", ".join(DTYPES))
@@ -102,7 +102,7 @@ def restore(query: Mapping[str, str], param_names: list[str], lang: str = "en") 
         filled = preset_picker.on_preset(given["preset"], param_names, lang=lang)
         prompt = request.prompt if request.prompt.strip() else filled[12]
         return [*filled[:12], prompt, request.dtype, status, *filled[13:]]
-    values = get_method(request.method).resolve_params(request.params)
+    values = method_for(request.method, request.target).resolve_params(request.params)
     return [
         None, "", request.target, request.assistant, request.method, request.sample, request.temperature,
         request.top_p, request.top_k, request.seed, preset_picker.CHAT_VALUE[request.chat], request.max_new_tokens,

@@ -71,7 +71,7 @@ def build_ui() -> gr.Blocks:
         presenter.wire_load(demo, presenter_switch)
         baselines = gr.State([])  # this session's baseline traces: from runs and from Compare
         with gr.Tabs(elem_id="pg-tabs") as tabs:
-            replay = build_replay()
+            replay = build_replay(demo)
             theory = build_theory()
             compare_boxes = build_compare([main.prompt, main.target, main.assistant, main.method, main.dtype,
                                            main.chat], main.param_components, baselines)

@@ -15,7 +15,7 @@ import gradio as gr
 
 from ..errors import PlaygroundError
 from ..i18n import DEFAULT_LANGUAGE, t
-from ..methods import get_method
+from ..request import method_for
 from ..models import hub_reachable
 from ..presets import GUIDE_URL, PRESETS, Preset, get_preset, runnable
 from .guard import PRIVATE, guarded
@@ -68,7 +68,7 @@ def on_preset(name: str | None, param_names: list[str], online: bool | None = No
     if reason and chosen is requested:  # no stand-in: leave the controls as they are
         return [gr.update(value=None), describe(requested, reason, lang)] + [gr.skip()] * (11 + len(param_names))
     f = chosen.request_fields()
-    values = get_method(chosen.method).resolve_params(f["params"])
+    values = method_for(chosen.method, f["target"]).resolve_params(f["params"])
     return [
         gr.update(value=chosen.name), describe(chosen, reason, lang),
         f["target"], f["assistant"], f["method"], f["sample"], f["temperature"], f["top_p"], f["top_k"], f["seed"],

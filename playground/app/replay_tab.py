@@ -21,7 +21,7 @@ from ..errors import PlaygroundError, shorten
 from ..i18n import Message, Number, t, tn
 from ..outside import MAX_INPUT_BYTES, read_bounded
 from ..trace import Trace, TraceFormatError, short_repr, summarize_steps
-from . import presenter
+from . import gallery_picker, presenter
 from .guard import PRIVATE, guarded
 from .language import L, language_of
 from .run_request import MAX_NAME_SHOWN
@@ -228,9 +228,10 @@ class ReplayTab:
     outputs: list[Any]  # replay_load's: trace state, status, slider, *replay_view, microscope panel
 
 
-def build_replay() -> ReplayTab:
+def build_replay(demo: gr.Blocks) -> ReplayTab:
     """The tab (call inside the page's `gr.Tabs`) and its events."""
     with gr.Tab(L("ui.tab.replay"), id="replay", elem_id="pg-tab-replay"):
+        gallery, gallery_look = gallery_picker.controls()
         with gr.Row():
             with gr.Column(scale=3):
                 replay_status = gr.HTML(replay_load(None, "")[1], elem_id="pg-replay-status")
@@ -277,4 +278,5 @@ def build_replay() -> ReplayTab:
     # In the queue: parsing and checking a trace of up to MAX_TRACE_BYTES is the heaviest thing a click here does.
     replay_upload.upload(on_trace_upload, replay_upload, replay_outputs, api_visibility="private",
                          show_progress="hidden", preprocess=False)
+    gallery_picker.wire(demo, gallery, gallery_look, replay_outputs, replay_load)
     return ReplayTab(last_run=last_run, outputs=replay_outputs)

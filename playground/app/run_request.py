@@ -20,10 +20,10 @@ from .language import L
 from ..errors import PlaygroundError, shorten
 from ..i18n import Message
 from ..methods import METHODS, Method, Param, get_method
-from ..models import CATALOGUE, DEFAULT_UNIVERSAL_ASSISTANT, host_device, hub_reachable
+from ..models import CATALOGUE, DEFAULT_UNIVERSAL_ASSISTANT, host_device, hub_reachable, method_defaults
 from ..precision import dtype_choices
 from ..presets import get_preset
-from ..request import DEFAULT_METHOD, RunRequest, Surface, default, new_request
+from ..request import DEFAULT_METHOD, RunRequest, Surface, default, method_for, new_request
 from ..settings import get_settings
 
 DTYPES = dtype_choices(host_device())  # the precisions a run on this host can use (the page's radio, links)
@@ -43,8 +43,47 @@ def param_specs() -> dict[str, Param]:
     return specs
 
 
+def target_param_specs(target: str | None) -> dict[str, Param]:
+    """`param_specs` as a run on `target` sees them (`request.method_for`): each bounded by the target's layers where
+    the catalogue knows them, with the target's own default where the catalogue names one."""
+    specs: dict[str, Param] = {}
+    for name in METHODS:
+        for p in method_for(name, target).params:
+            specs.setdefault(p.name, p)
+    return specs
+
+
+def _depends_on_target(p: Param, target: str | None) -> bool:
+    """Whether a control's range or default changes with the target (early exit's layer, a catalogue default)."""
+    return p.below_target_layers or any(p.name in method_defaults(target, name) for name in METHODS)
+
+
+def on_target_pick(target: str | None) -> list[Any]:
+    """A target the visitor picked: the controls that depend on it take its range and its own default (early exit's
+    layer where its drafts are sometimes right, bounded by its layers); the others stay as the visitor set them."""
+    specs = target_param_specs(target)
+    return [gr.update(value=p.default, maximum=p.maximum) if _depends_on_target(p, target) else gr.skip()
+            for p in specs.values()]
+
+
+def on_target_change(target: str | None, *values: Any) -> list[Any]:
+    """The target changed (picked, or set by a link or a guide example with its own values): the controls that depend
+    on it take its range, and a value past its top comes down to it; the values a link or an example set stay."""
+    specs = target_param_specs(target)
+    out: list[Any] = []
+    for p, value in zip(specs.values(), values):
+        if not _depends_on_target(p, target):
+            out.append(gr.skip())
+            continue
+        top = p.maximum
+        above = isinstance(value, (int, float)) and top is not None and value > top
+        out.append(gr.update(maximum=top, value=top) if above else gr.update(maximum=top))
+    return out
+
+
 def param_update(p: Param | None) -> dict[str, Any]:
-    """Show a control with this method's definition of the parameter, or hide it."""
+    """Show a control with this method's definition of the parameter (for the chosen target: `request.method_for`),
+    or hide it."""
     if p is None:
         return gr.update(visible=False)
     update: dict[str, Any] = {"visible": True, "label": p.label, "info": p.help}

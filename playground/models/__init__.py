@@ -29,7 +29,10 @@ from .cache import (
     converted_dir, dtype_copy_dir, ensure_dtype_copy, keep_speed, one_process_at_a_time, read_kept_speed, speed_file,
     valid_dtype_copy, write_dtype_copy,
 )
-from .catalogue import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, GgufSource, ModelEntry, bundled_entry
+from .catalogue import (
+    CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, GgufSource, ModelEntry, bundled_entry, known_layers,
+    method_defaults,
+)
 from .gc_pause import gc_paused
 from .gguf_convert import convert_ahead, convert_gguf, ensure_converted
 from .gguf_patches import (

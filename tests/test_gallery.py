@@ -1,0 +1,94 @@
+"""The gallery of recorded runs: every recording is a real, valid trace of what its request asks (the current defaults
+of the bundled models), small enough to ship, titled and explained in every language, and opens in the replay."""
+
+from __future__ import annotations
+
+import json
+
+import gradio as gr
+import pytest
+
+from playground import gallery, i18n
+from playground.app.gallery_picker import localized_choices, look_html, on_gallery_pick
+from playground.app.replay_tab import replay_load
+from playground.errors import PlaygroundError
+from playground.methods import METHODS
+from playground.request import method_for
+from playground.trace import Trace, check_invariants
+
+MAX_GALLERY_BYTES = 600 * 1024  # the whole folder: it ships with every clone
+
+
+class FakeRequest:
+    """What a handler reads of Gradio's request: the visitor's language."""
+
+    def __init__(self, lang: str) -> None:
+        self.query_params = {"lang": lang}
+        self.headers = {}
+        self.session_hash = "test"
+
+
+@pytest.mark.parametrize("recording", gallery.GALLERY, ids=lambda r: r.key)
+def test_each_recording_is_a_valid_trace_of_its_request(recording):
+    data = json.loads(recording.path.read_text(encoding="utf-8"))
+    trace = Trace.from_dict(data)  # every field checked as untrusted input, invariants included
+    check_invariants(trace)
+    request = recording.request()
+    assert (trace.method, trace.target, trace.assistant) == (request.method, request.target, request.assistant)
+    assert trace.prompt == request.prompt and trace.chat is False  # a base model: the raw prompt
+    assert {k: v for k, v in trace.decoding.items() if k != "recorded_top_k"} == request.decoding()
+    assert trace.env["dtype"] == gallery.RECORDED_DTYPE
+    # Recorded with the parameters a run of these settings takes today (the target's own defaults included).
+    assert trace.params == method_for(request.method, request.target).resolve_params(request.params)
+    assert trace.summary.new_tokens == len(trace.output_ids) > 0
+    if METHODS[trace.method].drafts:
+        assert trace.summary.drafted > 0
+        assert any(step.dists for step in trace.steps), "the step microscope needs the top-k distributions"
+
+
+def test_the_gallery_covers_every_offline_method_greedy_and_sampling():
+    kinds = {(r.method, r.sample) for r in gallery.GALLERY}
+    for method in ("speculative", "prompt_lookup", "early_exit", "universal"):
+        assert {(method, False), (method, True)} <= kinds
+    assert ("baseline", False) in kinds
+    assert len({r.key for r in gallery.GALLERY}) == len(gallery.GALLERY)
+
+
+def test_the_gallery_is_small_enough_to_ship():
+    total = sum(r.path.stat().st_size for r in gallery.GALLERY)
+    assert total <= MAX_GALLERY_BYTES, f"{total // 1024} KB"
+    readme = (gallery.GALLERY_DIR / "README.md").read_text(encoding="utf-8")
+    assert "python tests/record_gallery.py" in readme
+    assert all(r.key in readme for r in gallery.GALLERY)
+
+
+@pytest.mark.parametrize("lang", i18n.LANGUAGES)
+def test_every_recording_has_its_title_and_line_in_each_language(lang):
+    strings = i18n.catalogue(lang)
+    for recording in gallery.GALLERY:
+        for part in ("title", "look"):
+            assert strings.get(f"gallery.{recording.key}.{part}"), (lang, recording.key, part)
+    assert [title for title, _ in gallery.choices(lang)] == [strings[f"gallery.{r.key}.title"] for r in gallery.GALLERY]
+
+
+@pytest.mark.parametrize("lang", i18n.LANGUAGES)
+def test_picking_a_recording_opens_it_in_the_replay(lang):
+    request = FakeRequest(lang)
+    for recording in gallery.GALLERY:
+        out = on_gallery_pick(replay_load, recording.key, request)
+        trace = gallery.load(recording.key)
+        expected = replay_load(trace, "", lang)
+        assert len(out) == len(expected) + 1
+        assert out[0] is trace
+        assert out[2]["maximum"] == max(len(trace.steps), 2) and out[2]["value"] == len(trace.steps)
+        assert recording.title(lang) in out[1]  # the status names the recording
+        assert out[3] == expected[3]  # the coloured text of the last step, as a replay of the file draws it
+        assert out[-1] == look_html(recording.key, lang) and recording.look(lang)[:20] in out[-1].replace("&#x27;", "'")
+    assert localized_choices(request)["choices"] == gallery.choices(lang)
+
+
+def test_clearing_the_picker_changes_nothing_and_an_unknown_key_is_refused():
+    assert all(item == gr.skip() for item in on_gallery_pick(replay_load, None))
+    assert all(item == gr.skip() for item in on_gallery_pick(replay_load, ""))
+    with pytest.raises(PlaygroundError, match="baseline-greedy"):
+        on_gallery_pick(replay_load, "../../etc/passwd")
