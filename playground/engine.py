@@ -20,7 +20,6 @@ import collections
 import contextlib
 import dataclasses
 import logging
-import math
 import os
 import platform
 import queue

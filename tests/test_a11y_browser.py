@@ -283,9 +283,8 @@ def test_arabic_sliders_fill_from_the_right(page: Any, app_url: str) -> None:
         load(page, f"{app_url}?lang={lang}")
         slider = page.locator("#pg-max-new-tokens input[type=range]")
         slider.scroll_into_view_if_needed()
-        path = ARTIFACTS / f"a11y-slider-{lang}.png"
         box = slider.bounding_box()
-        page.screenshot(path=str(path), clip={"x": box["x"] - 40, "y": box["y"] - 50, "width": box["width"] + 80,
+        page.screenshot(path=str(ARTIFACTS / f"a11y-slider-{lang}.png"), clip={"x": box["x"] - 40, "y": box["y"] - 50, "width": box["width"] + 80,
                                               "height": box["height"] + 70})
         shot = slider.screenshot()
         from io import BytesIO
@@ -296,7 +295,7 @@ def test_arabic_sliders_fill_from_the_right(page: Any, app_url: str) -> None:
         w, h = image.size
         row = [image.getpixel((x, h // 2)) for x in range(w)]
         blue = [x for x, (r, g, b) in enumerate(row) if b > 180 and r < 120]  # the fill (blue-500/600)
-        assert blue, f"no fill found in {path}"
+        assert blue, f"no fill found in the {lang} slider (artifacts/a11y-slider-{lang}.png)"
         # The default (64 of 512 tokens) fills about an eighth: at the left in English, at the right in Arabic.
         if lang == "ar":
             assert min(blue) > w / 2 and max(blue) > w * 0.9, (min(blue), max(blue), w)
