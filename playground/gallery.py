@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .examples import BY_NAME
-from .i18n import DEFAULT_LANGUAGE, t
+from .i18n import DEFAULT_LANGUAGE, Number, t
 from .models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from .request import RunRequest, new_request
 from .trace import Trace
@@ -53,8 +53,10 @@ class Recording:
         return t(f"gallery.{self.key}.title", lang)
 
     def look(self, lang: str = DEFAULT_LANGUAGE) -> str:
-        """What to look at in this run, in `lang`."""
-        return t(f"gallery.{self.key}.look", lang)
+        """What to look at in this run, in `lang`; its decimals (the temperature, the recording's own tokens per
+        step) are fields the formatter writes in that language."""
+        return t(f"gallery.{self.key}.look", lang, temperature=Number(self.temperature, "g"),
+                 tau=Number(load(self.key).summary.tokens_per_step, ".2f"))
 
 
 # The speculative runs draft with the target itself: offline there is no smaller model with Gemma's tokenizer.

@@ -126,7 +126,7 @@ def _legend(lang: str) -> str:
 def _rule(trace: Trace, lang: str) -> str:
     key = rule_key(trace)
     weight = trace.params.get("assistant_ensemble_weight")
-    text = t(key, lang, w=Number(float(weight), "g").localized(lang) if weight is not None else "")
+    text = t(key, lang, weight=Number(float(weight), "g") if weight is not None else "")
     parts = [f"<p>{_e(text)}</p>"]
     n = run_numbers(trace)
     if n["alpha"] is not None:
@@ -145,7 +145,7 @@ def _step(trace: Trace, lang: str) -> str:
     if chosen is None:
         return ""
     step, why = chosen
-    title = t("handout.step.title", lang, n=step.index + 1, why=t(why, lang))
+    title = t("handout.step.title", lang, step=step.index + 1, why=t(why, lang))
     items = []
     drafted_texts = step.drafted_text or [""] * len(step.drafted)
     emitted_texts = step.emitted_text or [""] * len(step.emitted)
@@ -164,7 +164,7 @@ def _decoding(trace: Trace, lang: str) -> str:
     decoding = trace.decoding
     if decoding.get("sample"):
         return t("handout.decoding.sampling", lang,
-                 temperature=Number(float(decoding.get("temperature", 1.0)), "g").localized(lang))
+                 temperature=Number(float(decoding.get("temperature", 1.0)), "g"))
     return t("handout.decoding.greedy", lang)
 
 
@@ -180,9 +180,11 @@ def handout_html(trace: Trace, lang: str = DEFAULT_LANGUAGE, script: str | None 
     meta += [_decoding(trace, lang), str(trace.env.get("dtype", ""))]
     versions = trace.env.get("transformers", "")
     code = script if script is not None else generate_call(trace)
-    # The note's template escaped first, then its fields put in: `inputs` is code, shown as code.
+    # The note's template escaped first, then its fields put in: the package with its version, and `inputs` (the
+    # call's variable) as code.
+    package = f"Transformers {versions}" if versions else "Transformers"
     code_note = html.escape(t("handout.code.script" if script is not None else "handout.code.call", lang),
-                            quote=False).format(version=_e(versions), inputs="<code>inputs</code>")
+                            quote=False).format(package=_e(package), name="<code>inputs</code>")
     sections = [
         f'<header><h1>{_e(t("handout.title", lang))}</h1>'
         f'<p class="pg-meta">{" · ".join(_e(part) for part in meta if part)}</p>'

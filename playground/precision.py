@@ -81,11 +81,12 @@ class SpeedMeasurement:
 def measured_choice(measured: SpeedMeasurement) -> tuple[str, str]:
     """bfloat16 only where it was measured at least BF16_FASTER_BY times as fast as float32, float32 otherwise;
     with the sentence that says so and gives both speeds (pure)."""
-    speeds = dict(bf16=Number(measured.bfloat16_tps, ".1f"), fp32=Number(measured.float32_tps, ".1f"),
+    speeds = dict(tps=Number(measured.bfloat16_tps, ".1f"), ref=Number(measured.float32_tps, ".1f"),
                   ratio=Number(measured.ratio, ".1f"))
     if measured.ratio >= BF16_FASTER_BY:
         return "bfloat16", Message.keyed("precision.auto.measured_faster", **speeds)
-    return "float32", Message.keyed("precision.auto.measured_slower", need=Number(BF16_FASTER_BY, ".1f"), **speeds)
+    return "float32", Message.keyed("precision.auto.measured_slower", threshold=Number(BF16_FASTER_BY, ".1f"),
+                                    **speeds)
 
 
 def auto_reason(device: str, cpu_flags: tuple[str, ...] = (), gpu_bf16: bool | None = None,

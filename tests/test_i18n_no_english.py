@@ -33,6 +33,9 @@ KEPT_IN_LATIN = {"Transformers", "Hugging", "Face", "LayerSkip", "n-gram", "MTP"
 # A package's name, and the ROC curve Transformers re-fits the confidence threshold with (Russian and Arabic ML texts
 # write "ROC" in Latin), as the draft-length preset's note names them.
 KEPT_IN_LATIN |= {"scikit-learn", "ROC"}
+# An author's surname as the glossary keeps it (glossary.json `leviathan`: Leviathan et al.'s formula, cited in Latin
+# letters as Russian and Arabic technical writing cites foreign authors).
+KEPT_IN_LATIN |= {"Leviathan"}
 # Keys as their caps print them: a keyboard shows "Enter" in every language.
 KEPT_IN_LATIN |= {"Enter", "Tab"}
 # An author's name, cited as Russian and Arabic technical texts cite foreign authors (Leviathan et al.'s formula; the

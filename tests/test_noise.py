@@ -61,7 +61,7 @@ def test_compare_says_a_figure_is_noise(lang: str) -> None:
     verdict = compare_tab.compare_verdict(result, lang)
     table = compare_tab.compare_table_html(result, lang=lang)
     mark = i18n.t("compare.noise.mark", lang)
-    assert i18n.t("compare.noise.verdict", lang, mark=mark, reasons="").split(":")[0] in verdict
+    assert i18n.t("compare.noise.verdict", lang, label=mark, reasons="").split(":")[0] in verdict
     assert i18n.tn("compare.noise.few_repeats", 1, lang, min=bench.SETTLED_REPEATS) in verdict
     assert i18n.tn("compare.noise.few_tokens", 12, lang, min=bench.SETTLED_TOKENS) in verdict
     assert verdict.count(i18n.number(12.0, lang)) == 1  # the figure itself, once

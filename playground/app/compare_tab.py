@@ -183,7 +183,7 @@ def noise_note(aggs: Sequence[bench.Aggregate], lang: str = DEFAULT_LANGUAGE) ->
     noisy = [a for a in aggs if a.noise and not a.is_baseline]
     if not noisy:
         return ""
-    return t("compare.noise.verdict", lang, mark=t("compare.noise.mark", lang), reasons=noise_reasons_text(noisy[0], lang))
+    return t("compare.noise.verdict", lang, label=t("compare.noise.mark", lang), reasons=noise_reasons_text(noisy[0], lang))
 
 
 def noise_mark(agg: bench.Aggregate | None, lang: str = DEFAULT_LANGUAGE) -> str:
