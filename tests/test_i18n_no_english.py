@@ -38,9 +38,6 @@ KEPT_IN_LATIN |= {"scikit-learn", "ROC"}
 KEPT_IN_LATIN |= {"Leviathan"}
 # Keys as their caps print them: a keyboard shows "Enter" in every language.
 KEPT_IN_LATIN |= {"Enter", "Tab"}
-# An author's name, cited as Russian and Arabic technical texts cite foreign authors (Leviathan et al.'s formula; the
-# guide's editions cite no paper, so there is no transliteration of theirs to follow: glossary.json says why).
-KEPT_IN_LATIN |= {"Leviathan"}
 # Formula names the lectures write in their formulas: min(1, p/q).
 FORMULA_NAMES = {"min", "max", "argmax", "softmax"}
 # The language picker's label is written in every language on purpose (anyone can find it).
