@@ -115,9 +115,9 @@ def test_keyboard_alone_reaches_generate_runs_and_every_tab(page: Any, app_url: 
     # The link replaced the default example's prompt: the example picker no longer names it.
     page.wait_for_function("() => !document.querySelector('#pg-examples input:checked')", timeout=10_000)
     page.evaluate("() => { window.pgSamePage = true; }")  # gone if anything reloads the page
-    # From the top: the language picker first; passing it by Tab reloads nothing.
+    # From the top: the presenter's view switch, then the language picker; passing it by Tab reloads nothing.
     order = tab_until(page, lambda a: a["id"] == "pg-generate")
-    assert order[0]["block"] == "pg-language", order[:3]
+    assert [a["block"] for a in order[:2]] == ["pg-presenter", "pg-language"], order[:3]
     assert page.evaluate("() => window.pgSamePage === true")
     assert all(a["tag"] != "BODY" for a in order), order  # the focus never fell back to the page's top
     blocks = [a["block"] for a in order]
@@ -182,6 +182,8 @@ def test_keyboard_alone_reaches_generate_runs_and_every_tab(page: Any, app_url: 
 def test_language_picker_changes_only_on_a_choice_and_keeps_the_focus(page: Any, app_url: str) -> None:
     load(page, f"{app_url}?lang=en")
     page.evaluate("() => { window.pgSamePage = true; }")
+    page.keyboard.press("Tab")
+    assert active(page)["block"] == "pg-presenter"  # the presenter's view switch stands first
     page.keyboard.press("Tab")
     assert active(page)["block"] == "pg-language"
     page.keyboard.press("Tab")  # passing it changes nothing
