@@ -136,6 +136,11 @@ class Number(str):
         made.value, made.spec = value, spec
         return made
 
+    def __getnewargs__(self) -> tuple[float, str]:
+        """What a copy or a pickle is rebuilt from: the number, not its English text (a trace holding a `Message`
+        is deep-copied when it is saved)."""
+        return (self.value, self.spec)
+
     def localized(self, lang: str = DEFAULT_LANGUAGE) -> str:
         return number(self.value, lang, self.spec)
 
@@ -150,6 +155,9 @@ class Listed(str):
         made = super().__new__(cls, list_of(items, DEFAULT_LANGUAGE))
         made.items = tuple(items)
         return made
+
+    def __getnewargs__(self) -> tuple[tuple[str, ...]]:
+        return (self.items,)
 
     def localized(self, lang: str = DEFAULT_LANGUAGE) -> str:
         return list_of(self.items, lang)

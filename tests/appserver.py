@@ -81,13 +81,18 @@ def start_app(port: int, log_path: Path, extra_env: dict[str, str] | None = None
     raise RuntimeError(f"app.py did not answer on {url} within {START_TIMEOUT_S} s; see {log_path}")
 
 
-def raw_request(url: str, request: bytes) -> tuple[int, str]:
+def raw_request(url: str, request: bytes, pause_after: int | None = None) -> tuple[int, str]:
     """(status, body) of one raw HTTP/1.1 request sent as bytes on a socket of its own, read until the server closes
-    it (send `Connection: close`): what httpx will not send, such as an address over 64 KB or a length it lacks."""
+    it (send `Connection: close`): what httpx will not send, such as an address over 64 KB or a length it lacks.
+    `pause_after`: send that many bytes, wait a moment, then the rest (the server reads the request in two parts)."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     with socket.create_connection((parts.hostname, parts.port), timeout=60) as sock:
+        if pause_after is not None:
+            sock.sendall(request[:pause_after])
+            time.sleep(0.3)
+            request = request[pause_after:]
         sock.sendall(request)
         data = b""
         while chunk := sock.recv(65536):

@@ -420,6 +420,7 @@ def load_replay(server: Server, session: str, n_steps: int = 3) -> Outcome:
 def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
     """Inputs that work for each handler, by its name less Gradio's repeat number (the base each hostile value is
     put into). A handler the page gains later must be added here: the sweep fails on one it does not know."""
+    from playground import gallery
     from playground.presets import PRESETS
 
     params = [5, "constant", 0.0, 0.0, 10, 2, 4]  # one value per distinct method parameter, in the page's order
@@ -463,6 +464,18 @@ def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
         "localize_view": ["prompt_lookup"],  # the page's server-written parts in the visitor's language
         "language_of": [],
         "localize_tabs": [],
+        "set_pace": ["free", 1.0],  # the presenter's pace and its seconds per step
+        "step_on": [],  # "Next step": nothing to send, the session's paused run (if any) goes on
+        "on_target_pick": [models["target"]],
+        "on_target_change": [models["target"], *params],  # the target, then every method parameter's control
+        "example_after_prompt": [PROMPT, "Edit code"],
+        "example_note_html": ["Edit code"],
+        "precision_of": [None, "auto"],  # the applied example (a State), the precision control
+        "hide": [],
+        "make_handout": [None],  # the run's trace (a State)
+        "restore_view": [],
+        "replay_speed": [1.0],
+        "on_pick": [next(iter(dict(gallery.choices()).values()))],  # a recording of the replay's gallery
     }
 
 

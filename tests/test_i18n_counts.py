@@ -254,3 +254,39 @@ def test_the_registry_prose_numbers_are_the_ones_its_english_says(lang: str) -> 
     help_ru = next(p for p in METHODS["speculative"]
                    .localized("ru").params if p.name == "assistant_confidence_threshold").help
     assert "0,4" in help_ru and "{" not in help_ru
+
+
+def _placeholders(value: object) -> set[str]:
+    texts = value.values() if isinstance(value, dict) else [value]
+    return {field for text in texts for _, field, _, _ in string.Formatter().parse(str(text)) if field}
+
+
+def test_every_call_by_key_gives_exactly_its_strings_placeholders() -> None:
+    """Every `keyed("key", …)`, `t("key", lang, …)` and `tn("key", n, …)` in the code names the fields its English
+    string has, no fewer and no others (the count `n` may come only to pick a plural form): a field renamed in the
+    catalogue but not at a call (`bits=` for `{n}`) turned a refusal into "failed inside the playground"."""
+    import ast
+    from pathlib import Path
+
+    english = i18n.catalogue("en")
+    root = Path(__file__).resolve().parent.parent / "playground"
+    wrong, checked = [], 0
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[0].value, str) and node.args[0].value in english):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name not in ("keyed", "t", "tn") or any(k.arg is None for k in node.keywords):
+                continue  # another function, or fields passed as **mapping (checked where they are made)
+            given = {k.arg for k in node.keywords} - {"default"} | ({"n"} if name == "tn" else set())
+            if name == "t" and not given:
+                continue  # the raw string, e.g. a template filled later
+            need = _placeholders(english[node.args[0].value])
+            checked += 1
+            if need - given or given - need - {"n"}:
+                wrong.append(f"{path.relative_to(root.parent)}:{node.lineno} {name}({node.args[0].value!r}): "
+                             f"its string has {sorted(need)}, the call gives {sorted(given)}")
+    assert checked > 300, checked
+    assert not wrong, "\n".join(wrong)

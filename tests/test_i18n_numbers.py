@@ -74,6 +74,21 @@ def test_a_number_in_a_message_is_written_in_the_pages_language() -> None:
     assert "0,7" in message.localized("ru") and "0.7" not in message.localized("ru")
 
 
+def test_a_message_with_numbers_survives_a_copy_and_a_pickle() -> None:
+    """A trace holding such a message is deep-copied when it is saved (`dataclasses.asdict`): the copy is rebuilt
+    from the number, not from its English text (which failed: "must be real number, not str")."""
+    import copy
+    import pickle
+
+    message = i18n.Message.keyed("method.lossy.ensemble", weight=i18n.Number(0.7, "g"), rest=i18n.Number(0.25, ".2f"))
+    features = i18n.Listed(["avx512_bf16", "amx"])
+    for made in (copy.deepcopy(message), pickle.loads(pickle.dumps(message))):
+        assert made == message and made.localized("ru") == message.localized("ru")
+        assert "0,25" in made.localized("ru")
+    for made in (copy.deepcopy(features), pickle.loads(pickle.dumps(features))):
+        assert made.items == ("avx512_bf16", "amx") and made.localized("ru") == "avx512_bf16 и amx"
+
+
 # --------------------------------------------------------------------------- what the renderers write
 
 

@@ -269,8 +269,23 @@ async def answer(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+# uvicorn's h11 parser answers a request head over 16 KB with its own 400 "Invalid HTTP request received" (and, with
+# bytes left unread, a reset connection) when the head arrives in more than one read, as under load, and passes it
+# when it arrives in one: a long address got our 414 or uvicorn's 400 by chance. Gradio builds its `uvicorn.Config`
+# without `h11_max_incomplete_event_size`, so uvicorn's default is raised: every head up to this reaches the gate.
+MAX_HEAD_BYTES = 4 * MAX_URL_CHARS
+
+
+def _heads_reach_the_gate() -> None:
+    from uvicorn.protocols.http import h11_impl
+
+    h11_impl.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE = max(h11_impl.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, MAX_HEAD_BYTES)
+
+
 def middleware() -> list[Any]:
-    """What `launch(app_kwargs=...)` takes to put the gate in front of Gradio's routes."""
+    """What `launch(app_kwargs=...)` takes to put the gate in front of Gradio's routes (and uvicorn's head limit
+    raised, so that a long address reaches it)."""
     from starlette.middleware import Middleware
 
+    _heads_reach_the_gate()
     return [Middleware(Gate)]

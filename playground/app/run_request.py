@@ -239,7 +239,7 @@ def parse_integer(value: Any, default: int, name: str) -> int:
     if x != int(x):
         raise PlaygroundError.keyed("error.request.whole", name=name, got=_short(value))
     if abs(x) > 2**64:  # "1e300": refused by its size, as an int of that size is, never echoed as 301 digits
-        raise PlaygroundError.keyed("error.request.too_large", name=name, bits=int(x).bit_length())
+        raise PlaygroundError.keyed("error.request.too_large", name=name, n=int(x).bit_length())
     return int(x)
 
 
