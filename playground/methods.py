@@ -1,7 +1,8 @@
 """The method registry: every drafting method described once.
 
 The UI controls, the CLI, the benchmark, the code snippets and the docs all derive from these
-entries; a method's name reaches `generate()` only through `Method.generate_kwargs`.
+entries; a method's name reaches `generate()` only through `Method.split_params` (its `generate()` arguments and
+draft settings) and `Method.assistant_kwargs` (how the assistant is handed over).
 Nothing here imports torch: a method is data plus two small functions (check, build kwargs).
 """
 

@@ -1,10 +1,11 @@
 """Shared fixtures (tiny real checkpoints on disk: seconds to build, no download) and the marker guard.
 
-The guard keeps README's quick run honest (`-m "not browser and not server and not bundled and not slow"`): a test
-cannot leave out the marker of what it needs. At collection, a test whose fixtures need a marker it lacks stops the
-run with the list (`FIXTURE_MARKERS`); while tests run, one that starts the real app, launches Chromium or loads the
-bundled model without the matching marker fails saying so (what `tests/appserver.py`, `load_model` and
-`ensure_converted` record).
+The guard keeps README's quick run honest (`-m "not browser and not server and not bundled and not slow"`) and its
+model-free tier (`... and not models`): a test cannot leave out the marker of what it needs. At collection, a test
+whose fixtures need a marker it lacks stops the run with the list (`FIXTURE_MARKERS`); while tests run, one that
+starts the real app, launches Chromium or loads the bundled model without the matching marker fails saying so (what
+`tests/appserver.py`, `load_model` and `ensure_converted` record), and so does a test of the quick run that builds or
+loads any model, a tiny one too, without the `models` marker (every Transformers model's `post_init`, counted).
 """
 
 from __future__ import annotations
@@ -53,7 +54,16 @@ def _markers_of_fixtures(item: pytest.Item) -> dict[str, tuple[str, ...]]:
     return needed
 
 
+# Fixtures that build models: a test using one is marked `models` at collection (the marker says what it needs, and
+# the model-free tier must not build them); a test that builds one itself carries the marker (checked while it runs).
+MODEL_FIXTURES = frozenset({"tiny_models"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("models") is None:
+            item.add_marker(pytest.mark.models)
     unmarked = sorted({f"{item.nodeid} (uses {fixture}: mark it {marker})"
                        for item in items for fixture, markers in _markers_of_fixtures(item).items()
                        for marker in markers if item.get_closest_marker(marker) is None})
@@ -99,27 +109,50 @@ def _replace_in_the_model_layer(name: str, wrap: Callable[[Any], Any]) -> None:
             setattr(module, name, wrapped)
 
 
+MODELS_MADE: list[str] = []  # every Transformers model built in this process (loaded or made), by class name
+
+
+def _counting_models() -> None:
+    """Count every model built in this process: each Transformers model calls `post_init` once its layers exist."""
+    from transformers import PreTrainedModel
+
+    real = PreTrainedModel.post_init
+
+    @functools.wraps(real)
+    def post_init(self: Any, *args: Any, **kwargs: Any) -> Any:
+        MODELS_MADE.append(type(self).__name__)
+        return real(self, *args, **kwargs)
+
+    PreTrainedModel.post_init = post_init  # type: ignore[method-assign]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Before the test modules import them: `from playground.models import load_model` then gets the recording one.
     _replace_in_the_model_layer("load_model", _recording_bundled_loads)
     _replace_in_the_model_layer("ensure_converted", _recording_bundled_conversions)
+    _counting_models()
 
 
 def _uses() -> dict[str, int]:
-    """How many apps, Chromiums and bundled loads this process has seen so far, by the marker each needs."""
+    """How many apps, Chromiums, bundled loads and models this process has seen so far, by the marker each needs."""
     return {"server": len(appserver.STARTED), "browser": len(appserver.LAUNCHED),
-            "bundled": len(BUNDLED_LOADS) + sum(app.preloads_bundled for app in appserver.STARTED)}
+            "bundled": len(BUNDLED_LOADS) + sum(app.preloads_bundled for app in appserver.STARTED),
+            "models": len(MODELS_MADE)}
 
 
 WHAT_NEEDS = {"server": "started the real app", "browser": "launched Chromium",
-              "bundled": "loaded or converted a bundled model (or started an app that preloads one)"}
+              "bundled": "loaded or converted a bundled model (or started an app that preloads one)",
+              "models": "built or loaded a model (a tiny one too)"}
+HEAVY = ("browser", "server", "bundled", "slow")  # a test with one of these is outside the quick run's tiers anyway
 
 
 def _refuse_unmarked_uses(item: pytest.Item) -> Iterator[None]:
     before = _uses()
     result = yield
     after = _uses()
-    missing = [kind for kind in after if after[kind] > before[kind] and item.get_closest_marker(kind) is None]
+    heavy = any(item.get_closest_marker(kind) for kind in HEAVY)
+    missing = [kind for kind in after if after[kind] > before[kind] and item.get_closest_marker(kind) is None
+               and not (kind == "models" and heavy)]
     if missing:
         pytest.fail("; ".join(f"{WHAT_NEEDS[kind]} but is not marked `{kind}`" for kind in missing), pytrace=False)
     return result

@@ -73,15 +73,17 @@ def test_every_module_has_a_row_in_the_architecture_table():
 
 
 def test_the_quick_command_leaves_out_every_marked_kind():
-    """README's second pytest block is the quick run: it deselects every marker pyproject.toml registers."""
+    """README's second pytest block is the quick run (every heavy kind left out), its third the model-free tier: it
+    deselects every marker pyproject.toml registers."""
     import tomllib
 
     blocks = [b for b in re.findall(r"```bash\n(.*?)\n```", README, re.S) if "pytest" in b]
-    quick = blocks[1]
+    quick, model_free = blocks[1], blocks[2]
     options = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
     markers = [line.split(":", 1)[0] for line in options["markers"]]
-    assert markers == ["browser", "server", "bundled", "slow"]
-    assert quick.strip() == f'python -m pytest -q -m "{" and ".join(f"not {m}" for m in markers)}"'
+    assert markers == ["browser", "server", "bundled", "slow", "models"]
+    assert quick.strip() == f'python -m pytest -q -m "{" and ".join(f"not {m}" for m in markers[:4])}"'
+    assert model_free.strip() == f'python -m pytest -q -m "{" and ".join(f"not {m}" for m in markers)}"'
 
 
 def _links(path: Path) -> list[tuple[str, str]]:

@@ -12,6 +12,8 @@ import pytest
 from playground.engine import LiveRun, RunRequest, lookup_text, prepare, token_texts
 from playground.trace import Trace, summarize_steps
 
+pytestmark = pytest.mark.models  # its tests build or load models: the module stays out of the model-free tier
+
 PROMPT = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,"
 # Each method's run: a noisy assistant refuses drafts (corrections, discarded drafts), prompt lookup copies from
 # the prompt (its source's text), baseline decodes through the processor list that hands over its scores.

@@ -42,6 +42,29 @@ def test_every_formula_in_an_arabic_sentence_is_isolated():
     assert all(text.count(FSI) == text.count(PDI) for text in arabic_strings().values())
 
 
+def _isolates(text: str) -> list[str]:
+    """The outermost FSI … PDI spans of `text` (an isolate may hold another)."""
+    spans, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char == FSI:
+            start, depth = (i + 1, 1) if depth == 0 else (start, depth + 1)
+        elif char == PDI and depth:
+            depth -= 1
+            if depth == 0:
+                spans.append(text[start:i])
+    return spans
+
+
+def test_no_isolate_holds_an_arabic_word():
+    """An isolate is for a formula or a number read left to right. FSI takes its direction from its first strong
+    letter: an Arabic word inside turns the whole span right to left ("(0.61 مقابل 0.61 رمز/ث)" laid out
+    backwards), so the words go outside and each number is isolated on its own."""
+    arabic = re.compile(r"[\u0600-\u06ff]")
+    worded = {key: span for key, text in arabic_strings().items() for span in _isolates(text)
+              if arabic.search(re.sub(r"<[^>]*>", "", span))}
+    assert not worded, f"isolates holding Arabic words: {worded}"
+
+
 def isolated_formulas() -> list[tuple[str, str]]:
     """(key, text with the fields filled) of every Arabic string holding an isolated formula."""
     out = []

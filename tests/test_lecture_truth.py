@@ -15,6 +15,8 @@ from transformers.generation.candidate_generator import PromptLookupCandidateGen
 from playground.i18n import LANGUAGES, number
 from playground.methods import PROMPT_LOOKUP_MATCH, get_method
 
+pytestmark = pytest.mark.models  # its tests build or load models: the module stays out of the model-free tier
+
 # The words each language's lecture uses for the match prompt lookup copies from (and must not use for the other).
 MATCH_WORDS = {
     "earliest": {"en": "earliest", "ru": "самым ранним", "ar": "أقدم"},

@@ -45,7 +45,7 @@ LOSSLESS = {
 }
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.models]  # models built: not in the model-free tier
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ DRAFT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistan
 # --------------------------------------------------------------------------- fixtures
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.models]  # models built: not in the model-free tier
 
 
 @pytest.fixture(scope="module")

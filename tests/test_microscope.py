@@ -38,7 +38,7 @@ NEW_TOKENS = 24
 CASES = {method: (target, assistant, params) for method, target, assistant, params in CLI_EXAMPLES}
 CASES["ensemble"] = ("llama", "llama_drafter", {"num_assistant_tokens": 4, "assistant_ensemble_weight": 0.5})
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.models]  # models built: not in the model-free tier
 
 
 @pytest.fixture(scope="module")

@@ -44,6 +44,8 @@ from playground.models import (
 from playground.precision import DTYPE_CHOICES, Precision, auto_reason, dtype_choices, precision_for
 from playground.settings import SETTINGS_DOC, Settings, get_settings
 
+pytestmark = pytest.mark.models  # its tests build or load models: the module stays out of the model-free tier
+
 WORDS = ["<unk>", "<s>", "</s>", "the", "a", "cat", "dog", "sat", "on", "mat", "hello", "world"]
 
 

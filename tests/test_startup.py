@@ -29,6 +29,8 @@ from transformers.integrations.gguf import reader as lean_reader
 from playground import i18n, models
 from tiny import save_tiny_llama_gguf
 
+pytestmark = pytest.mark.models  # its tests build or load models: the module stays out of the model-free tier
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

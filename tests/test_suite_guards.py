@@ -50,3 +50,23 @@ def test_pictures_go_to_artifacts_unless_refreshed_on_purpose(monkeypatch) -> No
     assert appserver.picture_path("x.png") == appserver.ARTIFACTS / "x.png"
     monkeypatch.setenv(appserver.REFRESH_DOCS_PICTURES, "1")
     assert appserver.picture_path("x.png") == ROOT / "docs" / "x.png"
+
+
+def test_the_model_free_tier_refuses_a_test_that_builds_a_model_unmarked(tmp_path: Path) -> None:
+    """README's model-free tier (`-m "... and not models"`) stays model-free: a test that builds a model without the
+    `models` marker fails saying so, and one using a fixture that builds models is marked at collection (left out)."""
+    (tmp_path / "test_probe.py").write_text(
+        "import pytest\nfrom tiny import build_tokenizer, save_tiny_llama\n\n"
+        "def test_builds_unmarked(tmp_path):\n    save_tiny_llama(tmp_path / 'm', seed=0, tokenizer=build_tokenizer())\n\n"
+        "@pytest.mark.models\ndef test_builds_marked(tmp_path):\n"
+        "    save_tiny_llama(tmp_path / 'm', seed=0, tokenizer=build_tokenizer())\n\n"
+        "def test_uses_tiny_models(tiny_models):\n    assert tiny_models\n\n"
+        "def test_builds_nothing():\n    assert True\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-p", "conftest",
+                           "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(tmp_path), "-o", "addopts=",
+                           "-o", f"pythonpath={TESTS} {ROOT}", "-m", "not models", str(tmp_path / "test_probe.py")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED test_probe.py::test_builds_unmarked - Failed: built or loaded a model" in done.stdout, done.stdout
+    assert "PASSED test_probe.py::test_builds_nothing" in done.stdout, done.stdout
+    assert "1 failed, 1 passed, 2 deselected" in done.stdout, done.stdout

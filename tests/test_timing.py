@@ -14,7 +14,7 @@ from playground.engine import LiveRun, RunRequest, prepare
 from playground.trace import Trace, check_invariants
 from test_methods import PROMPT, models  # noqa: F401  (the tiny checkpoints of every method, as a fixture)
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.models]  # models built: not in the model-free tier
 
 RUNS = {
     "baseline": dict(target="target"),
