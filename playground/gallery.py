@@ -1,7 +1,7 @@
 """The gallery: recorded runs of the bundled models, shipped with the project, so a lesson never waits on a live run.
 
 Each recording is a real run's trace (`playground/data/gallery/<key>.json`), one per method that runs offline on the
-bundled models and per decoding where it teaches something else, made by `tests/record_gallery.py` from the
+bundled models and per decoding where it teaches something else, made by `tests/measure/record_gallery.py` from the
 `Recording` below (what was asked: enough to record it again) and opened in the replay and the step microscope
 without loading a model. Its title and the line that says what to look at are `gallery.<key>.title` and
 `gallery.<key>.look` in each language; the data folder's README.md says how and where the files were made.

@@ -331,7 +331,7 @@ PACE_CHECK_TOKENS = 16  # the short baseline after the calibration (and the leas
 PACE_STEPS = 6
 # Tune recommends a setting over the default only where it predicts it faster by more than this (plus the pace
 # change measured under the calibration): the median absolute error of a predicted time measured by
-# tests/tune_accuracy.py on the bundled Gemma was 8-16 % per method (docs/tune.md), so a smaller predicted gain
+# tests/measure/tune_accuracy.py on the bundled Gemma was 8-16 % per method (docs/tune.md), so a smaller predicted gain
 # cannot be told from the prediction's own error.
 RECOMMEND_MARGIN = 0.15
 WARM_UP_TOKENS = 4  # a baseline's warm-up: enough decode steps to create the one-token kernels before it is timed
@@ -856,7 +856,7 @@ def reference_baseline_s(run_s: float, first_step_s: float, pace_change: float) 
     and its later steps at the mean pace of the two baselines tune runs, that run (`run_s` in all) before the
     calibration and the short check after it (`pace_change` = the check's step pace ÷ the run's).
 
-    One baseline run carries the pace of its moment: over 27 method × category figures of tests/tune_accuracy.py
+    One baseline run carries the pace of its moment: over 27 method × category figures of tests/measure/tune_accuracy.py
     (commits 64aca3b, a0bf4f9, add47be) tune's baseline ÷ the baselines measured beside the real runs had a median
     error of 6.9 % (max 19.9 %), and followed the check (correlation 0.74 with the check's pace ÷ the run's); at the
     two runs' mean pace it came to 5.1 % (max 13.5 %). The check alone did no better than the run (7.1 %): two moments

@@ -76,7 +76,7 @@ def start_app(port: int, log_path: Path, extra_env: dict[str, str] | None = None
                 if response.status == 200:
                     return proc
         except OSError:
-            time.sleep(0.1)  # fine enough for tests/startup.py's "page answers" figure
+            time.sleep(0.1)  # fine enough for tests/measure/startup.py's "page answers" figure
     stop_app(proc)
     raise RuntimeError(f"app.py did not answer on {url} within {START_TIMEOUT_S} s; see {log_path}")
 

@@ -118,3 +118,19 @@ def test_readme_stays_short_and_its_links_lead_somewhere():
     linked = {file for file, _ in _links(ROOT / "README.md")}
     orphans = [f"docs/{p.name}" for p in DOCS.glob("*.md") if f"docs/{p.name}" not in linked]
     assert not orphans, f"README links to no {orphans}"
+
+
+TEST_HELPERS = {"conftest.py", "appserver.py", "tiny.py", "hub_cache.py", "hub_script.py"}  # imported by the tests
+
+
+def test_measurement_scripts_live_in_their_own_folder_each_described():
+    """tests/ holds test modules and the helpers they import; a script that measures, records or pictures lives in
+    tests/measure/, whose README has a row for each one (and none for a script that is gone)."""
+    stray = sorted(p.name for p in (ROOT / "tests").glob("*.py")
+                   if not p.name.startswith("test_") and p.name not in TEST_HELPERS)
+    assert not stray, f"scripts among the test modules (move them to tests/measure/): {stray}"
+    measure = ROOT / "tests" / "measure"
+    rows = set(re.findall(r"^\| `([a-z0-9_]+\.py)` \|", (measure / "README.md").read_text(encoding="utf-8"), re.M))
+    scripts = {p.name for p in measure.glob("*.py")}
+    assert rows == scripts, f"tests/measure/README.md rows {sorted(rows - scripts)} name no script; " \
+                            f"scripts without a row: {sorted(scripts - rows)}"

@@ -58,7 +58,7 @@ def test_the_gallery_is_small_enough_to_ship():
     total = sum(r.path.stat().st_size for r in gallery.GALLERY)
     assert total <= MAX_GALLERY_BYTES, f"{total // 1024} KB"
     readme = (gallery.GALLERY_DIR / "README.md").read_text(encoding="utf-8")
-    assert "python tests/record_gallery.py" in readme
+    assert "python tests/measure/record_gallery.py" in readme
     assert all(r.key in readme for r in gallery.GALLERY)
 
 

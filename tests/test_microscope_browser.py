@@ -4,7 +4,7 @@ Russian and Arabic (right to left, numbers left to right), in the live view and 
 
 The app starts without preloading (PLAYGROUND_PRELOAD=0); the run's settings come in the page's own shareable-link
 query, so the test sets no control by hand. Screenshots go to artifacts/ (docs/microscope.png, on the bundled
-Gemma, is made by `python tests/microscope_screenshot.py`).
+Gemma, is made by `python tests/measure/microscope_screenshot.py`).
 Tests assert behaviour, never timings.
 """
 

@@ -1,7 +1,7 @@
 """Cold start: the GGUF is parsed once per conversion, the page is served before torch is imported.
 
 A tiny random Llama GGUF written with the gguf package's own writer stands in for the bundled
-files (same kinds of metadata arrays, milliseconds to convert). Timings live in tests/startup.py.
+files (same kinds of metadata arrays, milliseconds to convert). Timings live in tests/measure/startup.py.
 """
 
 from __future__ import annotations

@@ -384,7 +384,7 @@ def test_the_predicted_speedups_divide_the_baseline_at_the_mean_pace_of_its_two_
                                                                                      one_torch_thread) -> None:
     # One baseline run carries its moment's pace, and every predicted speedup of a category divides it: tune's
     # baseline ÷ the ones measured beside the real runs was off by 6.9 % (median, max 19.9 %) over 27 figures of
-    # tests/tune_accuracy.py, 5.1 % (max 13.5 %) at the mean pace of the run and the check after the calibration.
+    # tests/measure/tune_accuracy.py, 5.1 % (max 13.5 %) at the mean pace of the run and the check after the calibration.
     import playground.tune as tune_module
 
     paces = iter([0.100, 0.090] * 4)  # the run's step pace, then the check's: the check ran 10 % faster

@@ -50,7 +50,7 @@ def in_thread(work: Callable[[Callable[[str], None]], Any], name: str,
         except BaseException as exc:  # re-raised in the handler's thread
             box["error"] = exc
         finally:
-            if gone.is_set():  # how long the work went on after its client left (tests/hostile_sweep.py reads it)
+            if gone.is_set():  # how long the work went on after its client left (tests/measure/hostile_sweep.py reads it)
                 logger.info("%s ended %.1f s after its client left", name, time.monotonic() - box["gone_at"])
 
     thread = threading.Thread(target=run, name=name, daemon=True)

@@ -214,7 +214,7 @@ class Gate:
                 continue
             since = self.streams.unread_since((event.session_hash, event._id), event.enqueue_time)
             if since is not None and now - since > STREAM_OPEN_S:
-                # tests/test_hostile3.py and tests/hostile_sweep.py read this line
+                # tests/test_hostile3.py and tests/measure/hostile_sweep.py read this line
                 logger.info("ended %s: no answer stream open for %.0f s", event.fn.api_name or event.fn._id,
                             STREAM_OPEN_S)
                 await queue.clean_events(event_id=event._id)

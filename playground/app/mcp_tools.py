@@ -292,7 +292,7 @@ def _tool(fn: Callable[..., Any]) -> Callable[..., Any]:
                 raise gr.Error(shorten(user_message(exc), MAX_TOOL_MESSAGE_CHARS), print_exception=False) from None
             finally:
                 _CALLS.release()
-                if gone.is_set():  # tests/test_hostile.py and tests/hostile_sweep.py read this line
+                if gone.is_set():  # tests/test_hostile.py and tests/measure/hostile_sweep.py read this line
                     how = "stopped" if stopped else "finished its work"
                     logger.info("MCP %s %s %.1f s after its %s left", fn.__name__, how, time.monotonic() - gone.at,
                                 who)

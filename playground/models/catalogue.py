@@ -49,7 +49,7 @@ class ModelEntry:
 
 
 # Early exit on Gemma 3 270M (not trained for it): the first layer where its drafts are sometimes right, so a first
-# run shows accepted drafts beside refused ones. `python tests/early_exit_layers.py --tokens 32 --examples "Edit code,
+# run shows accepted drafts beside refused ones. `python tests/measure/early_exit_layers.py --tokens 32 --examples "Edit code,
 # Translate,Free writing,Repeat a list,Short fact"` (float32, the examples before their rewrite) measured the share of
 # first drafts the target keeps, greedy | sampling at T = 1, averaged over the five: layers 1-11 at most 5 % | 4 %
 # (the registry's 4, the guide's layer for LayerSkip: 0 % | 0 %), 12: 51 % | 45 %, 13: 60 % | 58 %, 15: 72 % | 64 %,

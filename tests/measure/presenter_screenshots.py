@@ -5,7 +5,7 @@ Starts the real app (it preloads the bundled model); per language opens `?view=p
 example and method), chooses the "Step by step" pace, clicks Generate and presses N after every pause until the run is
 done (so the keyboard path of "Next step" is exercised end to end: it fails if a press does not step the run on),
 clicks a refused or kept draft for the microscope, and screenshots the screen. Run: `python
-tests/presenter_screenshots.py` (a few minutes on a CPU).
+tests/measure/presenter_screenshots.py` (a few minutes on a CPU).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from appserver import ARTIFACTS, headless_chromium, running_app  # noqa: E402
 
 from playground.pace import STEP  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOKENS = 40
 RUN_TIMEOUT_S = 900
 STATUS = "#pg-status-box [data-testid=pg-status]"

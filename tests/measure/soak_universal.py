@@ -6,9 +6,9 @@ would: the next cycle reloads it, which brings a new tokenizer object and so a n
 copy. After each cycle it prints what the store holds, how many of Transformers' universal translators
 are alive (`AssistantVocabTranslatorCache`) with the embedding bytes they hold, and the process's RSS.
 
-    python tests/soak_universal.py --cycles 5 --dtype bfloat16
+    python tests/measure/soak_universal.py --cycles 5 --dtype bfloat16
 
-In-process (no server), so the figures are the engine's and the store's alone; tests/soak.py
+In-process (no server), so the figures are the engine's and the store's alone; tests/measure/soak.py
 --universal-sampling --alternate-dtypes does the same through a real server. Not collected by pytest.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from playground.engine import LiveRun, RunRequest, prepare  # noqa: E402
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, ModelStore  # noqa: E402

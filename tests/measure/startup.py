@@ -1,6 +1,6 @@
 """Start-up benchmark: how long a cold and a warm `python app.py` take to answer and to stream a token.
 
-    python tests/startup.py [--json startup.json]
+    python tests/measure/startup.py [--json startup.json]
 
 Measures, one after the other on this machine (a few minutes on two cores):
 - the reference times: a bare `python -c "import torch, transformers"`, and a plain Transformers
@@ -32,14 +32,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from appserver import free_port, start_app, stop_app  # noqa: E402
 from playground.models import CATALOGUE, DEFAULT_TARGET, dtype_copy_dir, resolve_precision  # noqa: E402
 from playground.models.hardware import _cpu_bf16_flags  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "The capital of France is"
 
 PLAIN_GGUF_LOAD = """

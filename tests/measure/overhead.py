@@ -2,17 +2,17 @@
 
 Usage (the figures need a quiet machine):
 
-    python tests/overhead.py [auto|float32|bfloat16]              # bundled Gemma, warm, one process
-    python tests/overhead.py bfloat16 --pairs 9                     # fewer warm pairs (a 5-minute quiet window)
-    python tests/overhead.py bfloat16 --fresh 5                     # ... and 5 alternating pairs of fresh processes
-    python tests/overhead.py float32 --tiny --fresh 5               # the tiny test models instead
-    python tests/overhead.py bfloat16 --fresh 5 --max-new-tokens 96  # the issue-25 setting
-    python tests/overhead.py bfloat16 --profile                     # where the cost goes (not wall-clock)
-    python tests/overhead.py bfloat16 --profile --live              # ... with the steps taken as the page takes them
-    python tests/overhead.py bfloat16 --faults 2 --max-new-tokens 96  # page faults in fresh processes (not wall-clock)
-    python tests/overhead.py bfloat16 --faults 2 --sample --live --methods early_exit  # sampling, steps built live
-    python tests/overhead.py bfloat16 --pairs 0 --fresh 7 --methods prompt_lookup --max-new-tokens 96  # fresh, 1 method
-    python tests/overhead.py --pool out1.txt out2.txt                # runs nothing: saved outputs' pairs pooled
+    python tests/measure/overhead.py [auto|float32|bfloat16]              # bundled Gemma, warm, one process
+    python tests/measure/overhead.py bfloat16 --pairs 9                     # fewer warm pairs (a 5-minute quiet window)
+    python tests/measure/overhead.py bfloat16 --fresh 5                     # ... and 5 alternating pairs of fresh processes
+    python tests/measure/overhead.py float32 --tiny --fresh 5               # the tiny test models instead
+    python tests/measure/overhead.py bfloat16 --fresh 5 --max-new-tokens 96  # the issue-25 setting
+    python tests/measure/overhead.py bfloat16 --profile                     # where the cost goes (not wall-clock)
+    python tests/measure/overhead.py bfloat16 --profile --live              # ... with the steps taken as the page takes them
+    python tests/measure/overhead.py bfloat16 --faults 2 --max-new-tokens 96  # page faults in fresh processes (not wall-clock)
+    python tests/measure/overhead.py bfloat16 --faults 2 --sample --live --methods early_exit  # sampling, steps built live
+    python tests/measure/overhead.py bfloat16 --pairs 0 --fresh 7 --methods prompt_lookup --max-new-tokens 96  # fresh, 1 method
+    python tests/measure/overhead.py --pool out1.txt out2.txt                # runs nothing: saved outputs' pairs pooled
 
 Warm: per method, `--pairs` (15) interleaved rounds after a warm-up in one process (all in worker threads; round k
 runs plain generate() and the instrumented kinds in the k-th of all their orders, so each kind takes every place); the median ratio of the instrumented run's time to plain generate()'s with the ratios'
@@ -54,7 +54,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 

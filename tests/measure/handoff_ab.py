@@ -5,8 +5,8 @@ comes ("perrecord", before 573d682); the real CLI process, `python -m playground
 `overhead.py --fresh` starts it); and a plain generate() ("plain"). Prints each round's times and each kind's
 median ÷ plain's, and the median of each kind's in-round ratio to plain (the machine's pace moves between rounds).
 
-    python tests/handoff_ab.py 7                       # 7 rounds of cli, cli64, perrecord, plain: about 7 minutes
-    python tests/handoff_ab.py 15 module cli plain     # 15 rounds of the kinds named
+    python tests/measure/handoff_ab.py 7                       # 7 rounds of cli, cli64, perrecord, plain: about 7 minutes
+    python tests/measure/handoff_ab.py 15 module cli plain     # 15 rounds of the kinds named
 """
 import json
 import statistics
@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 import overhead  # noqa: E402

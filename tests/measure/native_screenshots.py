@@ -4,7 +4,7 @@ Russian and in Arabic, for a reader who checks the words (issue #38's reading of
 Starts the real app (it preloads the bundled Gemma 3 270M), opens `?lang=ru` and `?lang=ar`, screenshots the first
 view, then runs the page's first method, prompt lookup, on a prompt that repeats itself (drafts are copied, so the output shows accepted,
 rejected and bonus tokens and the narration its counted phrases) and screenshots the finished run. Run: `python
-tests/native_screenshots.py` (a minute or two on a CPU; the bundled model is converted first on a fresh machine).
+tests/measure/native_screenshots.py` (a minute or two on a CPU; the bundled model is converted first on a fresh machine).
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from appserver import ARTIFACTS, headless_chromium, running_app  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = {
     "ru": "Понедельник, вторник, среда, четверг, пятница, суббота, воскресенье. Понедельник, вторник, среда,",
     "ar": "الاثنين، الثلاثاء، الأربعاء، الخميس، الجمعة، السبت، الأحد. الاثنين، الثلاثاء، الأربعاء،",

@@ -3,7 +3,7 @@ panel has the drafter's q and, at the refused token, the residual the correction
 
 Starts the real app (it preloads the bundled model), sets the run by the page's shareable-link query, generates,
 clicks the first refused token and screenshots the output with the panel beside it. Run: `python
-tests/microscope_screenshot.py` (a minute or two on a CPU; the bundled model is converted first on a fresh machine).
+tests/measure/microscope_screenshot.py` (a minute or two on a CPU; the bundled model is converted first on a fresh machine).
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from appserver import ARTIFACTS, headless_chromium, running_app  # noqa: E402
 
 from playground.app.links import query_for  # noqa: E402
 from playground.models import DEFAULT_TARGET  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "Write one sentence about why the sky is blue."
 SETTINGS = dict(method="early_exit", params={"assistant_early_exit": 10, "num_assistant_tokens": 4}, max_new_tokens=40,
                 sample=True, temperature=0.8, seed=1)

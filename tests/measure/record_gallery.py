@@ -5,7 +5,7 @@ playground/data/gallery/<key>.json with the step microscope's top-k kept (PLAYGR
 folder's README.md is rewritten with the command, the date and the environment. Not a test: run it by hand when the
 recordings' requests, the trace schema or the bundled models change.
 
-    python tests/record_gallery.py [KEY ...]     # every recording, or only the keys named
+    python tests/measure/record_gallery.py [KEY ...]     # every recording, or only the keys named
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 # A recording must run to its end: the page's run time limit (300 s) cut two of the first recordings on a busy machine.
 os.environ.setdefault("PLAYGROUND_RUN_TIMEOUT_S", "3600")
 
@@ -25,7 +25,7 @@ from playground.engine import run  # noqa: E402
 from playground.gallery import GALLERY, GALLERY_DIR, RECORDED_DTYPE, RECORDED_TOKENS, get_recording  # noqa: E402
 from playground.trace import Trace, check_invariants  # noqa: E402
 
-COMMAND = "python tests/record_gallery.py"
+COMMAND = "python tests/measure/record_gallery.py"
 
 
 def describe(key: str, trace: Trace, size: int) -> str:

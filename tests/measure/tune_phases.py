@@ -2,7 +2,7 @@
 
 Usage (the figures need a quiet machine):
 
-    python tests/tune_phases.py --category translation \
+    python tests/measure/tune_phases.py --category translation \
         --settings "num_assistant_tokens=1;num_assistant_tokens=1,assistant_confidence_threshold=0.4;num_assistant_tokens=5"
 
 One tune pass (baseline, drafter pass, calibration) on the first Spec-Bench prompt of `--category`, then each
@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from playground.bench import load_prompts  # noqa: E402
 from playground.engine import RunRequest  # noqa: E402

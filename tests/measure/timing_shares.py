@@ -7,10 +7,10 @@ bundled models (Gemma 3 270M; SmolLM2 135M Instruct as the universal assistant) 
 on traces of schema 1 (before `other_ms` and `setup_ms` existed), where everything outside draft and
 verify is unaccounted.
 
-    python tests/timing_shares.py [--dtype auto] [--tokens 48] [--repeats 3] [--threads N] [--methods a,b]
+    python tests/measure/timing_shares.py [--dtype auto] [--tokens 48] [--repeats 3] [--threads N] [--methods a,b]
 
 To compare with the code before a change, run it from a checkout of that code (it imports the
-`playground` package of the current directory): cd OLD_CHECKOUT && python NEW/tests/timing_shares.py
+`playground` package of the current directory): cd OLD_CHECKOUT && python NEW/tests/measure/timing_shares.py
 """
 
 from __future__ import annotations

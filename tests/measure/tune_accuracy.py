@@ -2,12 +2,12 @@
 
 Usage (the figures need a quiet machine; about half an hour with the defaults):
 
-    python tests/tune_accuracy.py
-    python tests/tune_accuracy.py --dtype float32 --max-new-tokens 64 --per-category 2 --extra 2
-    python tests/tune_accuracy.py --methods prompt_lookup --max-new-tokens 12 --per-category 1 --max-draft 2  # a smoke run
-    python tests/tune_accuracy.py --json tune_accuracy.json  # also the JSON of everything printed
-    python tests/tune_accuracy.py --repeat 3  # each measured setting run 3 times in rounds: its median, and the spread
-    python tests/tune_accuracy.py --reread tune_accuracy.json  # no runs: a stored --json's speedups, two baselines
+    python tests/measure/tune_accuracy.py
+    python tests/measure/tune_accuracy.py --dtype float32 --max-new-tokens 64 --per-category 2 --extra 2
+    python tests/measure/tune_accuracy.py --methods prompt_lookup --max-new-tokens 12 --per-category 1 --max-draft 2  # a smoke run
+    python tests/measure/tune_accuracy.py --json tune_accuracy.json  # also the JSON of everything printed
+    python tests/measure/tune_accuracy.py --repeat 3  # each measured setting run 3 times in rounds: its median, and the spread
+    python tests/measure/tune_accuracy.py --reread tune_accuracy.json  # no runs: a stored --json's speedups, two baselines
 
 For every method tune can replay (the registry's `draft_replay`) on the bundled Gemma 3 270M (speculative: the
 bundled Gemma drafting for itself, the only same-tokenizer pair bundled; early exit: its first half of layers),
@@ -44,7 +44,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from playground.bench import load_prompts  # noqa: E402
 from playground.engine import RunRequest  # noqa: E402

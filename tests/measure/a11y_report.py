@@ -1,7 +1,7 @@
 """axe-core's findings on every tab of the page, in English, Russian and Arabic, light and dark: every rule, impact and
 node count (tests/test_a11y_browser.py fails on the serious and critical ones only; this prints the rest too).
 
-    python tests/a11y_report.py [--out artifacts/a11y.json]
+    python tests/measure/a11y_report.py [--out artifacts/a11y.json]
 
 Starts its own app (PLAYGROUND_PRELOAD=0) and a headless Chromium, as the tests do.
 """
@@ -13,8 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from appserver import ARTIFACTS, headless_chromium, running_app  # noqa: E402
 

@@ -9,9 +9,9 @@ first `--window` runs to the last ones, checks that no generation worker is left
 its OS thread `pg-generate`), and exits non-zero when a run fails, a worker is left, or growth
 exceeds `--max-growth-mb`.
 
-    python tests/soak.py                      # 50 runs of 24 new tokens on the bundled Gemma
-    python tests/soak.py --runs 50 --max-new-tokens 24 --json artifacts/soak.json
-    python tests/soak.py --universal-sampling --alternate-dtypes --memory-budget-gb 2.5 --runs 12 --window 4
+    python tests/measure/soak.py                      # 50 runs of 24 new tokens on the bundled Gemma
+    python tests/measure/soak.py --runs 50 --max-new-tokens 24 --json artifacts/soak.json
+    python tests/measure/soak.py --universal-sampling --alternate-dtypes --memory-budget-gb 2.5 --runs 12 --window 4
 
 `--universal-sampling` makes every run universal decoding with sampling (Gemma 3 270M drafted for by
 SmolLM2 135M), which gives the assistant a dedicated copy per target; `--alternate-dtypes` switches
@@ -37,7 +37,7 @@ from typing import Any
 import psutil
 from gradio_client import Client
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 

@@ -14,7 +14,7 @@ Later tokens of a draft also depend on earlier drafts, so a run's acceptance is 
 the runs that pick the registry's default (`python -m playground run --method early_exit ...`) are quoted in the
 catalogue beside the chosen layer. Not a test: a measurement, run by hand.
 
-    python tests/early_exit_layers.py [--target bundled/gemma-3-270m] [--dtype float32] [--tokens 48] [--examples A,B]
+    python tests/measure/early_exit_layers.py [--target bundled/gemma-3-270m] [--dtype float32] [--tokens 48] [--examples A,B]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 

@@ -4,9 +4,9 @@ kept with the conversion, `playground.models.speed`).
 
 Usage:
 
-    python tests/precision_bench.py                 # measure now (3 rounds of 16 tokens each), print the comparison
-    python tests/precision_bench.py --rounds 5 --tokens 32
-    python tests/precision_bench.py --keep          # ... and keep this measurement for `auto` (replacing the kept one)
+    python tests/measure/precision_bench.py                 # measure now (3 rounds of 16 tokens each), print the comparison
+    python tests/measure/precision_bench.py --rounds 5 --tokens 32
+    python tests/measure/precision_bench.py --keep          # ... and keep this measurement for `auto` (replacing the kept one)
 
 The fastest of the rounds counts for each precision (another process's load only ever slows a round). `auto` keeps
 the first measurement it makes, busy machine or not; this script says how busy the machine was (measure on a quiet
@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from playground.models import (  # noqa: E402
     SPEED_MODEL, bundled_entry, converted_dir, ensure_converted, keep_speed, kept_measurement, machine_identity,

@@ -27,11 +27,11 @@ tiny Llama made here, no preload), and talks to it as a raw client does (the que
 6. cli: `python -m playground show|code /dev/zero`, `run --prompt-file /dev/zero`, `bench|tune --prompts /dev/zero`:
    exit status, the line on stderr and the peak resident memory.
 
-    python tests/hostile_sweep.py                 # all three, a few minutes
-    python tests/hostile_sweep.py --json artifacts/hostile-sweep.json
-    python tests/hostile_sweep.py --skip memory fair --json /tmp/disconnect.json   # only the disconnect figures
-    python tests/hostile_sweep.py --skip memory disconnect mcp --concurrency 1   # fair share, generations one by one
-    python tests/hostile_sweep.py --skip memory disconnect mcp fair   # only issue 36's parts: unread, gate, cli
+    python tests/measure/hostile_sweep.py                 # all three, a few minutes
+    python tests/measure/hostile_sweep.py --json artifacts/hostile-sweep.json
+    python tests/measure/hostile_sweep.py --skip memory fair --json /tmp/disconnect.json   # only the disconnect figures
+    python tests/measure/hostile_sweep.py --skip memory disconnect mcp --concurrency 1   # fair share, generations one by one
+    python tests/measure/hostile_sweep.py --skip memory disconnect mcp fair   # only issue 36's parts: unread, gate, cli
 
 Figures need a quiet machine: on shared cores the waits measure the neighbours too. Not collected by pytest.
 """
@@ -52,8 +52,8 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from appserver import ARTIFACTS, free_port, raw_request, start_app, stop_app  # noqa: E402
 from tiny import build_tokenizer, save_tiny_llama  # noqa: E402
@@ -431,7 +431,7 @@ def cli_endless_files() -> dict[str, Any]:
     measure = ("import resource, subprocess, sys\n"
                "r = subprocess.run([sys.executable, '-m', 'playground', *sys.argv[1:]], stdout=subprocess.DEVNULL)\n"
                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     out = {}
     for argv in (["show", "/dev/zero"], ["code", "/dev/zero"], ["run", "--prompt-file", "/dev/zero", "--quiet"],
                  ["bench", "--prompts", "/dev/zero", "--quiet"], ["tune", "--prompts", "/dev/zero", "--quiet"]):
