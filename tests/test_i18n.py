@@ -595,7 +595,7 @@ def test_code_tab_refusals_reach_the_page_in_its_language(lang):
         (refused(lambda: snippet._adaptation_lines(types.SimpleNamespace(assistant_adaptations=["retuned"]))),
          "the run adapts its assistant in a way no script here can repeat (retuned): plain generate() would not "
          "reproduce it",
-         {"ru": "прогон настраивает ассистента так, как ни один скрипт здесь повторить не может (retuned): обычный "
+         {"ru": "запуск настраивает ассистента так, как ни один скрипт здесь повторить не может (retuned): обычный "
                 "generate() этого не воспроизведёт",
           "ar": "يكيّف التشغيل مساعده بطريقة لا يستطيع أي سكربت هنا تكرارها (retuned): لن يعيد generate() العادي "
                 "إنتاجها"}),

@@ -479,6 +479,18 @@ def test_replay_theory_and_code_after_a_run_in_the_browser(teach_page_factory: A
     page.click("#pg-generate")  # the bundled Gemma, prompt lookup, the code-editing example
     assert wait_finished(page) == "done", page.inner_text("#pg-status-box")
 
+    # The handout: its button shows once the run is done, and gives one self-contained page of this run.
+    page.wait_for_selector("#pg-handout", state="visible")
+    with page.expect_download() as download:
+        page.click("#pg-handout")
+    handout = Path(download.value.path()).read_text(encoding="utf-8")
+    assert "<h1>Speculative decoding: a handout of one run</h1>" in handout
+    assert "prompt_lookup_num_tokens=10" in handout and "target model bundled/gemma-3-270m" in handout
+    output = handout.split("Output, every token with its fate</h2>", 1)[1].split("</section>", 1)[0]
+    tokens_in_page = page.locator("#pg-output .tok").count()
+    assert output.count('<span class="tok" ') == tokens_in_page > 0, (output.count('<span class="tok" '), tokens_in_page)
+    assert "<script" not in handout and "http://" not in handout and "https://" not in handout  # nothing fetched
+
     # Step through: the last run is loaded at its last step.
     page.get_by_role("tab", name="Step through a run").click()
     page.wait_for_selector("#pg-replay-output .pg-current")
@@ -560,6 +572,21 @@ def test_replay_theory_and_code_after_a_run_in_the_browser(teach_page_factory: A
     page.get_by_role("tab", name="All methods explained").click()
     page.wait_for_selector("#pg-methods table")
     assert page.locator("#pg-methods tr[data-method]").count() == len(METHODS)
+
+    # The gallery: a recording picked in the step-through tab opens there, at its last step, with its line.
+    from playground import gallery
+
+    recording = gallery.GALLERY[0]
+    recorded = gallery.load(recording.key)
+    page.get_by_role("tab", name="Step through a run").click()
+    page.click("#pg-gallery input")
+    page.get_by_role("option", name=recording.title("en")).click()
+    page.wait_for_function("(t) => document.querySelector('#pg-replay-status').innerText.includes(t)",
+                           arg=recording.title("en"))
+    opened = wait_current(page, len(recorded.steps) - 1)
+    assert opened["steps"] == len(recorded.steps)
+    assert int(page.get_attribute("#pg-replay-slider input[type=range]", "max")) == max(len(recorded.steps), 2)
+    assert recording.look("en")[:30] in page.inner_text("#pg-gallery-look")
 
 
 WATCH_RACE = """() => {
