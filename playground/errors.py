@@ -9,11 +9,14 @@ so it appears verbatim inside the translated sentence; a field that is an `i18n.
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any, TypeVar
 
 from .i18n import DEFAULT_LANGUAGE, Message, localize, t
 
 E = TypeVar("E", bound="PlaygroundError")
+logger = logging.getLogger(__name__)
 
 
 class PlaygroundError(ValueError):
@@ -57,3 +60,19 @@ def shorten(value: Any, limit: int = MAX_VALUE_SHOWN) -> str:
 def localized_message(exc: BaseException, lang: str = DEFAULT_LANGUAGE) -> str:
     """A user-facing error's message in `lang` (our keyed messages translated; any other text as it is)."""
     return exc.localized(lang) if isinstance(exc, PlaygroundError) else str(exc)
+
+
+def user_message(exc: BaseException, failed: str = "this request", lang: str = DEFAULT_LANGUAGE) -> str:
+    """One line for the user from any failure: our own messages verbatim (in `lang` where they carry a key).
+    Anything else is a bug or the machine, not the user's input: one plain sentence saying so (`failed`: what
+    failed, in `lang`), never the exception's text (it may quote the input at length); the full traceback goes
+    to the server's log. Here, not in the engine: the page and the CLI say why without importing torch (a torch
+    out-of-memory error exists only once torch is imported)."""
+    if isinstance(exc, PlaygroundError):  # MethodError and TraceFormatError among them
+        return localized_message(exc, lang)
+    logger.error("%s failed unexpectedly", failed, exc_info=exc)
+    torch = sys.modules.get("torch")
+    out_of_memory = (MemoryError,) + ((torch.OutOfMemoryError,) if torch is not None else ())
+    if isinstance(exc, out_of_memory):
+        return t("error.out_of_memory", lang, failed=failed)
+    return t("error.internal", lang, failed=failed)

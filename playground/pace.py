@@ -3,7 +3,7 @@ slowed to a chosen number of seconds per step.
 
 Pure threading, no torch and no Gradio: the page's handlers set a visitor's `Pace` (its mode, its seconds, a press of
 "Step on") from their threads, and the engine's worker asks it after each step how long to wait (`Pace.wait`). The
-worker waits outside its turn at the models (`engine._Turns.pause`): other visitors' runs step meanwhile, the run's
+worker waits outside its turn at the models (`engine.turns._Turns.pause`): other visitors' runs step meanwhile, the run's
 waiting takes no core, and the wait is counted apart from the step's phases (the trace's `paused_ms`).
 """
 

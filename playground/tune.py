@@ -59,7 +59,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from .engine import (LiveRun, RunError, RunRequest, check_stopped, give_way, in_worker_thread, prepare,
+from .engine import (LiveRun, RunError, RunRequest, check_stopped, give_way, in_worker_thread, model_locks, prepare,
                      redone_after_giving_way, turn)
 from .i18n import Message
 from .methods import METHODS, REFERENCE, Method, ensemble_weight, get_method, prompt_lookup_match
@@ -290,12 +290,11 @@ class _GreedyDrafter:
 
 
 @contextlib.contextmanager
-def _held(models: Sequence[Any]) -> Iterator[None]:
-    """Hold each distinct model's generation lock (a model may be its own assistant)."""
-    locks = sorted({id(m.lock): m.lock for m in models}.items())
+def _at_the_models(models: Sequence[Any]) -> Iterator[None]:
+    """Hold each distinct model's generation lock (a model may be its own assistant), in the engine's order."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(turn())  # a visitor's own run waiting for these models goes first
-        for _, lock in locks:
+        for lock in model_locks(list(models)):
             stack.enter_context(lock)
         stack.enter_context(torch.inference_mode())
         yield
@@ -900,7 +899,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
             refused[s] = reason
 
     def drafter_pass() -> float:
-        with _held(method_run.models()):
+        with _at_the_models(method_run.models()):
             start = time.perf_counter()
             if not replay.model_pass:
                 index = NgramIndex(prompt_ids + y, max(request.ngram_sizes + (get_method(run.method).defaults()
@@ -937,7 +936,7 @@ def tune_prompt(request: TuneRequest, store: ModelStore = STORE, progress: Progr
     vocab = int(target.model.config.get_text_config().vocab_size)
 
     def calibrate() -> Calibration:
-        with _held(method_run.models()):
+        with _at_the_models(method_run.models()):
             prefill, forwards, spread = _time_forwards(target.model, context, calibration_points(longest + 1),
                                                        request.calibration_repeats)
             calibration = Calibration(target_prefill_s=prefill, target_forward_s=forwards, spread=spread)

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "playground"
 
@@ -145,15 +148,44 @@ def test_no_module_imports_both_gradio_and_torch() -> None:
     assert not both, f"modules importing both gradio and torch: {both}"
 
 
-def test_the_model_layers_modules_import_only_those_its_map_lists_before_them() -> None:
-    """playground/models/__init__.py maps its modules lowest first; each imports (anywhere in it) only those above."""
-    init = PACKAGE / "models" / "__init__.py"
+def _check_package_map(package: str) -> list[str]:
+    """The modules `playground/<package>/__init__.py` maps, lowest first, after checking each imports (anywhere in it)
+    only those listed above it and that the map lists each of the package's modules once."""
+    init = PACKAGE / package / "__init__.py"
     listed = re.findall(r"^  ([a-z_]+)  ", ast.get_docstring(ast.parse(init.read_text())) or "", re.M)
     present = sorted(path.stem for path in init.parent.glob("*.py") if path.name != "__init__.py")
-    assert sorted(listed) == present, "the map lists each module of playground/models/ once"
+    assert sorted(listed) == present, f"the map lists each module of playground/{package}/ once"
     graph = import_graph()
+    prefix = f"playground.{package}."
     for position, name in enumerate(listed):
-        inside = {target.removeprefix("playground.models.") for target in graph[f"playground.models.{name}"]
-                  if target.startswith("playground.models.")}
+        inside = {target.removeprefix(prefix) for target in graph[prefix + name] if target.startswith(prefix)}
         later = sorted(inside - set(listed[:position]))
-        assert not later, f"playground.models.{name} imports {later}, listed after it"
+        assert not later, f"{prefix}{name} imports {later}, listed after it"
+    return listed
+
+
+def test_the_model_layers_modules_import_only_those_its_map_lists_before_them() -> None:
+    """playground/models/__init__.py maps its modules lowest first; each imports (anywhere in it) only those above."""
+    assert _check_package_map("models")[0] == "loaded"
+
+
+def test_the_engines_modules_import_only_those_its_map_lists_before_them() -> None:
+    """playground/engine/__init__.py maps its modules lowest first; each imports (anywhere in it) only those above."""
+    assert _check_package_map("engine")[-1] == "live"
+
+
+def test_a_package_map_that_lists_a_module_below_one_it_imports_fails(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The map check itself: a copy of playground/ whose engine map lists `live` above `texts` (which it imports) is
+    refused."""
+    copy = tmp_path / "playground"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    init = copy / "engine" / "__init__.py"
+    text = init.read_text()
+    swapped = (text.replace("\n  texts  ", "\n  @  ").replace("\n  live  ", "\n  texts  ")
+               .replace("\n  @  ", "\n  live  "))
+    assert swapped != text
+    init.write_text(swapped)
+    monkeypatch.setitem(globals(), "PACKAGE", copy)
+    with pytest.raises(AssertionError, match=re.escape("playground.engine.live imports ['texts'], listed after it")):
+        _check_package_map("engine")

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from playground.engine import LiveRun, RunRequest, lookup_text, prepare, token_texts
+from playground.engine import LiveRun, RunRequest, distributions, logit_ring, lookup_text, prepare, token_texts
+from playground.engine import recorder as recording
 from playground.trace import Trace, summarize_steps
 
 pytestmark = pytest.mark.models  # its tests build or load models: the module stays out of the model-free tier
@@ -109,13 +110,13 @@ def test_run_builds_the_same_steps_as_iterating(store, tiny_models, case):
 
 @pytest.mark.parametrize("budget", [0, 40_000])
 def test_run_digests_the_oldest_logits_past_its_budget(store, tiny_models, monkeypatch, budget):
-    """Past HELD_LOGITS_BYTES (here none, or a few of the tiny model's steps) the oldest held logits are digested
+    """Past KEPT_LOGITS_BYTES (here none, or a few of the tiny model's steps) the oldest held logits are digested
     while generation runs: the same trace, and never more held than the budget and one step."""
     from playground import engine
 
     prepared = _prepared(store, tiny_models, "speculative")
     iterated, _ = _iterated(prepared)
-    monkeypatch.setattr(engine, "HELD_LOGITS_BYTES", budget)
+    monkeypatch.setattr(logit_ring, "KEPT_LOGITS_BYTES", budget)
     digested_while_running: list[int] = []
     real_digest = engine.LiveRun._digest
 
@@ -170,14 +171,13 @@ def test_a_live_run_digests_its_logits_when_generation_has_ended(store, tiny_mod
 
 
 def test_a_live_run_digests_the_oldest_logits_past_its_budget(store, tiny_models, monkeypatch):
-    """Past three quarters of HELD_LOGITS_BYTES (here a few of the tiny model's steps) a live run digests its oldest
+    """Past three quarters of KEPT_LOGITS_BYTES (here a few of the tiny model's steps) a live run digests its oldest
     deferred logits while generation runs, so memory does not grow with the run: the same trace."""
-    from playground import engine
 
     prepared = _prepared(store, tiny_models, "speculative")
     held = LiveRun(prepared).run()
     step_bytes = max(r.numel() * 4 for r in _step_logits(prepared))
-    monkeypatch.setattr(engine, "HELD_LOGITS_BYTES", 4 * step_bytes)  # digests past 3 target rows' worth (q's too)
+    monkeypatch.setattr(logit_ring, "KEPT_LOGITS_BYTES", 4 * step_bytes)  # digests past 3 target rows' worth (q's too)
     live, digests, _ = _live_with_digests_counted(prepared, monkeypatch)
     steps = len(live.trace.steps)
     assert _untimed(live.trace) == _untimed(held)
@@ -250,15 +250,14 @@ def test_a_held_run_wakes_its_consumer_once_per_batch_and_a_live_one_once_per_st
 
 
 def test_a_held_run_past_a_batch_of_logits_hands_over_in_batches(store, tiny_models, monkeypatch):
-    """Past an eighth of HELD_LOGITS_BYTES of logits a held run hands its records over (the consumer digests the
+    """Past an eighth of KEPT_LOGITS_BYTES of logits a held run hands its records over (the consumer digests the
     oldest to leave the buffer room): more than one batch, fewer hand-offs than steps, and the same trace, its phases
     in their steps."""
-    from playground import engine
 
     prepared = _prepared(store, tiny_models, "speculative")
     iterated, _ = _iterated(prepared)
     step_bytes = max(r.numel() * 4 for r in _step_logits(prepared))
-    monkeypatch.setattr(engine, "HELD_LOGITS_BYTES", 3 * engine.HELD_BATCHES * step_bytes)  # ~3 steps a batch
+    monkeypatch.setattr(logit_ring, "KEPT_LOGITS_BYTES", 3 * logit_ring.HELD_BATCHES * step_bytes)  # ~3 steps a batch
     held, counting = _counted(prepared)
     trace = held.run()
     assert _untimed(trace) == _untimed(iterated)
@@ -270,10 +269,9 @@ def test_a_held_run_past_a_batch_of_logits_hands_over_in_batches(store, tiny_mod
 
 def _step_logits(prepared) -> list:
     """The target's logits of each step of a run (what a held run keeps), from a run whose records are kept raw."""
-    from playground import engine
 
     kept = []
-    real_push = engine._Recorder.push
+    real_push = recording._Recorder.push
 
     def push(self, raw):
         if raw.p_logits is not None:
@@ -281,7 +279,7 @@ def _step_logits(prepared) -> list:
         real_push(self, raw)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(engine._Recorder, "push", push)
+        patch.setattr(recording._Recorder, "push", push)
         for _ in LiveRun(prepared):
             pass
     return kept
@@ -293,15 +291,15 @@ def _filled(n: int, value: float):
     return torch.full((n,), value, dtype=torch.float32)
 
 
-def test_held_logits_copies_in_a_ring_and_never_overwrites_a_copy_still_held():
-    """`_HeldLogits`: copies while there is room, the tensor itself when there is none; a stretch is taken again only
+def test_the_logit_ring_copies_in_order_and_never_overwrites_a_copy_still_kept():
+    """`_LogitRing`: copies while there is room, the tensor itself when there is none; a stretch is taken again only
     once it and every stretch before it were let go (in any order); the ring wraps to the start; no live copy is
     ever overwritten."""
     import torch
 
-    from playground.engine import _HeldLogits
+    from playground.engine.logit_ring import _LogitRing
 
-    ring = _HeldLogits(10)
+    ring = _LogitRing(10)
     live: dict[float, tuple] = {}
 
     def hold(n: int, value: float):
@@ -344,44 +342,41 @@ def test_held_logits_copies_in_a_ring_and_never_overwrites_a_copy_still_held():
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_held_run_keeps_copies_of_its_logits_not_transformers_tensors(store, tiny_models, monkeypatch, case):
-    """`LiveRun.run()` copies each step's scores (and the drafter's) into its `_HeldLogits` buffer, written before
+    """`LiveRun.run()` copies each step's scores (and the drafter's) into its `_LogitRing` buffer, written before
     generate() starts, and keeps no score tensor of Transformers' (whose memory a fresh process would fault in during
     the timed run); a run whose steps are taken as they come copies nothing (its first step waits for no buffer, and
     the spare one stays free for a run nobody watches started meanwhile). The buffer is kept for the next run."""
-    from playground import engine
 
     pushed: list[tuple[bool, bool]] = []  # per step: (its logits are copies in the buffer, it has logits at all)
-    real_push = engine._Recorder.push
+    real_push = recording._Recorder.push
 
     def push(self, raw):
         real_push(self, raw)
         tensors = [t for t in (raw.q_logits, raw.p_logits) if t is not None]
-        copies = self.held is not None and all(
-            t.untyped_storage().data_ptr() == self.held.buffer.untyped_storage().data_ptr() for t in tensors)
+        copies = self.ring is not None and all(
+            t.untyped_storage().data_ptr() == self.ring.buffer.untyped_storage().data_ptr() for t in tensors)
         pushed.append((copies and len(raw.spans) == len(tensors), bool(tensors)))
 
-    monkeypatch.setattr(engine._Recorder, "push", push)
+    monkeypatch.setattr(recording._Recorder, "push", push)
     prepared = _prepared(store, tiny_models, case)
     held = LiveRun(prepared).run()
     assert len(pushed) == len(held.steps) and all(has for _, has in pushed)
     assert all(copied for copied, _ in pushed), "a held step kept Transformers' tensor while the buffer had room"
-    assert engine._SPARE_HELD and engine._SPARE_HELD[0].buffer.numel() == engine.HELD_LOGITS_BYTES // 4
+    assert logit_ring._SPARE_RING and logit_ring._SPARE_RING[0].buffer.numel() == logit_ring.KEPT_LOGITS_BYTES // 4
     pushed.clear()
     _iterated(prepared)
     assert pushed and not any(copied for copied, _ in pushed)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts the process's threads in /proc")
-def test_taking_the_held_logits_buffer_starts_no_openmp_team():
+def test_taking_the_logit_ring_starts_no_openmp_team():
     """The buffer's pages are written by numpy, not by a torch fill: a fill this large starts an OpenMP team in the
     consumer's thread, and with more OpenMP threads than cores generation's own team sleeps and wakes around every op
-    (`_HeldLogits`). Counted in a fresh thread, which has no team yet: no thread appears while it takes the buffer."""
+    (`_LogitRing`). Counted in a fresh thread, which has no team yet: no thread appears while it takes the buffer."""
     import os
     import threading
 
     import torch
-
-    from playground import engine
 
     if torch.get_num_threads() < 2:
         pytest.skip("torch runs one thread here: no team could start")
@@ -389,9 +384,9 @@ def test_taking_the_held_logits_buffer_starts_no_openmp_team():
 
     def take() -> None:
         counts.append(len(os.listdir("/proc/self/task")))
-        held = engine._HeldLogits(engine.HELD_LOGITS_BYTES // 4)
+        ring = logit_ring._LogitRing(logit_ring.KEPT_LOGITS_BYTES // 4)
         counts.append(len(os.listdir("/proc/self/task")))
-        assert held.buffer.numel() == engine.HELD_LOGITS_BYTES // 4 and not held.buffer.any()
+        assert ring.buffer.numel() == logit_ring.KEPT_LOGITS_BYTES // 4 and not ring.buffer.any()
 
     worker = threading.Thread(target=take)
     worker.start()
@@ -405,17 +400,16 @@ def test_a_run_that_gives_way_frees_the_void_attempts_copies(tiny_models, monkey
     (with a buffer of a few steps, not one stays taken by the void attempt)."""
     import threading
 
-    from playground import engine
     from playground.engine import stopped_by
     from playground.request import new_request
 
-    monkeypatch.setattr(engine, "HELD_LOGITS_BYTES", 200_000)  # a buffer of a few steps (the ring wraps)
+    monkeypatch.setattr(logit_ring, "KEPT_LOGITS_BYTES", 200_000)  # a buffer of a few steps (the ring wraps)
     long_run = prepare(new_request(PROMPT, target=tiny_models["target"], method="prompt_lookup", max_new_tokens=448,
                                    dtype="float32"))
     short_run = prepare(new_request(PROMPT, target=tiny_models["target"], max_new_tokens=8, dtype="float32"))
     copied: dict[int, list[bool]] = {}  # per attempt (its recorder): whether each step's scores were copied
     pushing: list[int] = []
-    real_push, real_hold = engine._Recorder.push, engine._HeldLogits.hold
+    real_push, real_hold = recording._Recorder.push, logit_ring._LogitRing.hold
 
     def push(self, raw):
         pushing.append(id(self))
@@ -427,8 +421,8 @@ def test_a_run_that_gives_way_frees_the_void_attempts_copies(tiny_models, monkey
             copied.setdefault(pushing[-1], []).append(kept is not logits)
         return kept
 
-    monkeypatch.setattr(engine._Recorder, "push", push)
-    monkeypatch.setattr(engine._HeldLogits, "hold", hold)
+    monkeypatch.setattr(recording._Recorder, "push", push)
+    monkeypatch.setattr(logit_ring._LogitRing, "hold", hold)
     box: dict = {}
     began = threading.Event()
 
@@ -455,9 +449,9 @@ def test_a_run_that_gives_way_frees_the_void_attempts_copies(tiny_models, monkey
 
 # --------------------------------------------------------------------------- the consumer starts no OpenMP team
 # A torch op over more than at::internal::GRAIN_SIZE (32,768) elements, called in a thread that has no OpenMP team
-# yet, starts one there (the note above `engine._softmax`). The tiny models' rows (384 entries) never reach that, so
-# these runs use a tiny pair whose model vocabulary is wider than the grain, as Gemma's 262,144 is (ids past the
-# tokenizer's 384 read as no text, as a padded vocabulary's do).
+# yet, starts one there (the note above `distributions.GRAIN_SIZE`). The tiny models' rows (384 entries) never reach
+# that, so these runs use a tiny pair whose model vocabulary is wider than the grain, as Gemma's 262,144 is (ids past
+# the tokenizer's 384 read as no text, as a padded vocabulary's do).
 WIDE_VOCAB = 40_000
 WIDE_CASES = {"speculative": None, "ensemble": 0.7}  # ensemble verification: its weight w (the guide's start)
 
@@ -476,14 +470,13 @@ def wide_pair(tmp_path_factory) -> dict[str, str]:
 def _wide_records(store, wide_pair, weight: float | None) -> tuple[list, list]:
     """A real sampling run of the wide pair (speculative, or ensemble verification with weight w): each step's raw
     record as the consumer received it (its logits cloned before it digested them), and the trace's steps."""
-    from playground import engine
 
     params = {"num_assistant_tokens": 4, **({"assistant_ensemble_weight": weight} if weight is not None else {})}
     prepared = prepare(RunRequest(prompt=PROMPT, target=wide_pair["target"], assistant=wide_pair["drafter"],
                                   method="speculative", params=params, max_new_tokens=16, dtype="float32",
                                   sample=True, temperature=1.0, top_k=0, top_p=1.0, seed=3), store)
     records = []
-    real_digest = engine._digest
+    real_digest = distributions._digest
 
     def digest(raw, *args):
         records.append(dataclasses.replace(
@@ -492,11 +485,11 @@ def _wide_records(store, wide_pair, weight: float | None) -> tuple[list, list]:
             spans=[]))
         real_digest(raw, *args)
 
-    engine._digest = digest
+    distributions._digest = digest
     try:
         trace = LiveRun(prepared).run()
     finally:
-        engine._digest = real_digest
+        distributions._digest = real_digest
     assert trace.vocab_size == WIDE_VOCAB and len(records) == len(trace.steps)
     return records, trace.steps
 
@@ -526,16 +519,14 @@ def test_digesting_wide_sampling_records_starts_no_openmp_team(store, wide_pair,
     """The consumer's whole digest of real sampling records, rows wider than the grain: the softmaxes, the top-k
     lists, the drafted tokens' p and q, ensemble verification's mixture v, and the residual max(0, p − q)
     normalised at refused positions. Done in a fresh thread, no thread appears (a team there would make
-    generation's own team sleep and wake around every op, `_HeldLogits`)."""
+    generation's own team sleep and wake around every op, `_LogitRing`)."""
     import torch
-
-    from playground import engine
 
     if torch.get_num_threads() < 2:
         pytest.skip("torch runs one thread here: no team could start")
     weight = WIDE_CASES[case]
     records, steps = _wide_records(store, wide_pair, weight)
-    started = _threads_started_by(lambda: [engine._digest(raw, 5, True, weight) for raw in records])
+    started = _threads_started_by(lambda: [distributions._digest(raw, 5, True, weight) for raw in records])
     assert started == [], f"threads started while digesting: {started}"
     positions = [position for raw in records for position in raw.dists]
     assert sum(position.residual is not None for position in positions) >= 2, "no refused position was digested"
@@ -561,8 +552,6 @@ def test_the_mixture_and_the_residual_equal_torchs_formula(store, wide_pair, cas
     1e-6 (each entry divided by the same total: the same bits again), with the same ids in the same order."""
     import torch
 
-    from playground import engine
-
     weight = WIDE_CASES[case]
     records, steps = _wide_records(store, wide_pair, weight)
     mixtures = residuals = 0
@@ -572,10 +561,10 @@ def test_the_mixture_and_the_residual_equal_torchs_formula(store, wide_pair, cas
         judged = min(len(step.drafted), len(step.emitted))
         p = raw.p_logits[:len(step.emitted)].softmax(-1)
         q = raw.q_logits[:judged].softmax(-1)
-        assert torch.equal(engine._softmax(raw.p_logits, len(step.emitted)), p)
+        assert torch.equal(distributions._softmax(raw.p_logits, len(step.emitted)), p)
         if weight is not None:
             v = weight * p[:judged] + (1 - weight) * q
-            assert torch.equal(engine._mixture(p[:judged], q, weight), v), step.index
+            assert torch.equal(distributions._mixture(p[:judged], q, weight), v), step.index
             for i in range(judged):
                 assert _pairs(step.dists[i].v) == _sorted_pairs(v[i], 5), (step.index, i)
                 assert step.dists[i].v_drafted == float(v[i, step.drafted[i]])
@@ -584,10 +573,10 @@ def test_the_mixture_and_the_residual_equal_torchs_formula(store, wide_pair, cas
             if position.residual is None:
                 continue
             expected = (p[i] - q[i]).clamp(min=0)
-            row, total = engine._residual(p[i], q[i])
+            row, total = distributions._residual(p[i], q[i])
             assert torch.equal(row, expected), (step.index, i)
             assert total == pytest.approx(float(expected.sum()), rel=1e-6, abs=0)
-            assert torch.equal(engine._normalised(row, total), expected / total)
+            assert torch.equal(distributions._normalised(row, total), expected / total)
             expected /= expected.sum()
             assert [r.id for r in position.residual] == [i for i, _ in _sorted_pairs(expected, 5)]
             assert [r.prob for r in position.residual] == pytest.approx([v for _, v in _sorted_pairs(expected, 5)],
@@ -611,23 +600,21 @@ def test_a_flat_row_and_bfloat16_logits_start_no_openmp_team_and_read_as_torchs(
     logits (the MTP drafter's), converted to float32 in pieces, whose softmax is torch's to the last bit."""
     import torch
 
-    from playground import engine
-
     if torch.get_num_threads() < 2:
         pytest.skip("torch runs one thread here: no team could start")
     width = 262_144  # Gemma's
     generator = torch.Generator().manual_seed(0)
     flat = torch.full((width,), 1.0 / width)  # more than MAX_CANDIDATES entries reach its floor: sorted whole
-    flat[torch.randperm(width, generator=generator)[:engine.MAX_CANDIDATES + 1000]] = 1.5 / width
+    flat[torch.randperm(width, generator=generator)[:distributions.MAX_CANDIDATES + 1000]] = 1.5 / width
     with_nan = flat.clone()
     with_nan[torch.randperm(width, generator=generator)[:3]] = float("nan")
     logits = (torch.randn(3, width, generator=generator) * 4).bfloat16()
     got: dict = {}
 
     def work() -> None:
-        got["flat"] = engine._top_row(flat, 10)
-        got["with_nan"] = engine._sorted_top(with_nan, 10)
-        got["probs"] = engine._softmax(logits, 2)
+        got["flat"] = distributions._top_row(flat, 10)
+        got["with_nan"] = distributions._sorted_top(with_nan, 10)
+        got["probs"] = distributions._softmax(logits, 2)
 
     started = _threads_started_by(work)
     assert started == [], f"threads started: {started}"

@@ -1173,21 +1173,22 @@ def test_a_visitors_run_goes_before_a_long_jobs_next_run() -> None:
     it starts once that run is done, and a job whose visitor left stops waiting."""
     import threading
 
-    from playground.engine import JobStopped, _turn
+    from playground.engine import JobStopped
+    from playground.engine.turns import _SCHEDULER
 
     job, started, release, holding = threading.Event(), threading.Event(), threading.Event(), threading.Event()
     outcome: list[str] = []
 
     def long_jobs_next_run() -> None:
         try:
-            with _turn(job):
+            with _SCHEDULER.turn(job):
                 started.set()
                 outcome.append("ran")
         except JobStopped:
             outcome.append("stopped")
 
     def visitors_run() -> None:
-        with _turn(None):
+        with _SCHEDULER.turn(None):
             holding.set()
             release.wait(30)
 

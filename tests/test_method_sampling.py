@@ -181,8 +181,7 @@ def test_universal_sampling_follows_the_target_distribution(store, small) -> Non
 def test_transformers_universal_sampling_is_biased_without_the_engine_workaround(store, small) -> None:
     """Documents why the engine lists the assistant copy's vocabulary in id order: plain generate() on a fresh
     copy with a hash-ordered vocabulary puts the draft probabilities on the wrong tokens. If this test starts
-    failing, Transformers has fixed it and the workaround (the id-ordered vocabulary the engine's `_dedicated_assistant`
-    gives the assistant's copy) can go."""
+    failing, Transformers has fixed it and the workaround in engine.universal._dedicated_assistant can go."""
     prepared = _prepare(store, small, method="universal", assistant="other_vocab")
     source = store.get(small["other_vocab"], "float32")
     model, tokenizer = copy.deepcopy(source.model), copy.deepcopy(source.tokenizer)

@@ -427,7 +427,7 @@ def test_a_step_cut_by_the_end_of_generation_shows_no_residual(store, ckpt) -> N
     limit inside a draft), so the consumer's step builder and its figures are fed that step's raw record directly,
     with logits rows of the real vocabulary; the same record not cut is ensemble verification's resample of the
     refused id itself, which does show its residual."""
-    from playground.engine import _Raw
+    from playground.engine.records import _Raw
 
     prepared = _prepare(store, ckpt, "speculative", sample=True, seed=0)
     live = LiveRun(prepared)
@@ -454,10 +454,10 @@ def test_a_step_cut_by_the_end_of_generation_shows_no_residual(store, ckpt) -> N
 def test_a_consumer_far_behind_records_the_same_distributions(store, ckpt, monkeypatch, case) -> None:
     """Past MAX_PENDING_LOGITS queued records the worker computes the top-k lists itself (memory stays bounded):
     the same lists, texts and residual as the consumer computes."""
-    import playground.engine as engine
+    from playground.engine import recorder
 
     usual = _run(_prepare(store, ckpt, case, sample=True, seed=5))
-    monkeypatch.setattr(engine, "MAX_PENDING_LOGITS", -1)  # always "behind": every step takes that path
+    monkeypatch.setattr(recorder, "MAX_PENDING_LOGITS", -1)  # always "behind": every step takes that path
     behind = _run(_prepare(store, ckpt, case, sample=True, seed=5))
     assert behind.output_ids == usual.output_ids
     assert [s.dists for s in behind.steps] == [s.dists for s in usual.steps]
@@ -476,7 +476,7 @@ def test_the_top_k_of_a_vocabulary_wide_row_is_the_sorted_rows(width: int) -> No
     row lists: ties to the lower id, as argmax (greedy decoding) picks them, zeros left out, a width that is not a
     multiple of the chunk (its last, shorter chunk), rows in bfloat16's coarse steps (many ties), warped rows of few
     non-zero entries, a flat row, a NaN row (overflowed scores: its first entry alone)."""
-    from playground.engine import _top_rows
+    from playground.engine.distributions import _top_rows
 
     generator = torch.Generator().manual_seed(width)
     rows = [(torch.randn(width, generator=generator) * scale).bfloat16().float() for scale in (0.5, 3.0, 12.0)]

@@ -1,4 +1,4 @@
-"""A pace a class can follow (`playground.pace`, `engine._Stop._pause`): a run at the "step" pace stops after each
+"""A pace a class can follow (`playground.pace`, `engine.stopping._Stop._pause`): a run at the "step" pace stops after each
 verification step until the presenter steps on, gives its turn to other visitors' runs meanwhile, and gives the
 tokens an unpaused run gives; its pauses are in no phase (setup + phases = elapsed) and reported apart (paused_ms).
 

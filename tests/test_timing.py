@@ -67,18 +67,18 @@ def test_phases_add_up_to_the_elapsed_time(store, models, name) -> None:  # noqa
 def test_a_consumer_far_behind_still_gets_q_and_p(store, models, monkeypatch) -> None:  # noqa: F811
     """Past MAX_PENDING_LOGITS queued items the worker converts logits itself (memory stays bounded): a run whose
     steps are taken as they come (a held run hands over in batches and digests past its own budget instead)."""
-    import playground.engine as engine
+    from playground.engine import distributions, recorder
 
     usual = _run(store, models, "speculative")
-    monkeypatch.setattr(engine, "MAX_PENDING_LOGITS", -1)  # always "behind": every step takes that path
+    monkeypatch.setattr(recorder, "MAX_PENDING_LOGITS", -1)  # always "behind": every step takes that path
     digested_by_worker = []
-    real_digest = engine._digest
+    real_digest = distributions._digest
 
     def digest(raw, *args):
         digested_by_worker.append(threading.current_thread().name == "playground-generate")
         real_digest(raw, *args)
 
-    monkeypatch.setattr(engine, "_digest", digest)
+    monkeypatch.setattr(distributions, "_digest", digest)
     trace = _run(store, models, "speculative", live=True)
     assert digested_by_worker and all(digested_by_worker)
     assert [p for s in trace.steps for p in s.p or []] == pytest.approx([p for s in usual.steps for p in s.p or []])

@@ -1,4 +1,4 @@
-"""Visitors' own runs take turns one decoding step at a time (`engine._Turns`), on real tiny models and real threads.
+"""Visitors' own runs take turns one decoding step at a time (`turns._Turns`), on real tiny models and real threads.
 
 A long run is held at its first forward until a short run waits for its turn, so the two then alternate step by
 step for as long as both run. Each must give exactly the tokens it gives alone (greedy and seeded sampling, every
@@ -19,6 +19,8 @@ import pytest
 
 import playground.engine as engine
 from playground.engine import LiveRun, RunRequest, prepare
+from playground.engine.stopping import _Stop
+from playground.engine.turns import _SCHEDULER, _OneTurn, _Turns
 from playground.trace import Trace, check_invariants
 from test_methods import PROMPT, models  # noqa: F401  (the tiny checkpoints of every method, as a fixture)
 
@@ -126,8 +128,8 @@ class Hold:
 def _waiting(live: LiveRun) -> bool:
     """Whether this run waits in the baton's queue."""
     turns = live._turns
-    with engine._BATON:
-        return turns is not None and turns in engine._baton_queue
+    with _SCHEDULER.baton:
+        return turns is not None and turns in _SCHEDULER.queue
 
 
 def _interleave(store, models, long_name: str, short_name: str) -> tuple[Trace, Trace, Consumer, Consumer, LiveRun]:
@@ -273,7 +275,7 @@ class AgentRun:
         self.trace: Trace | None = None
         self.error: BaseException | None = None
         self.ended = 0.0
-        self.turns: engine._Turns | None = None
+        self.turns: _Turns | None = None
         self.others: set[int] = set()  # ids of the _Turns of the runs that were there before it
 
         def call() -> None:
@@ -293,8 +295,8 @@ class AgentRun:
 
     def waiting(self) -> bool:
         """Whether it waits in the baton's queue (noting its `_Turns` the first time)."""
-        with engine._BATON:
-            mine = [t for t in engine._baton_queue if id(t) not in self.others]
+        with _SCHEDULER.baton:
+            mine = [t for t in _SCHEDULER.queue if id(t) not in self.others]
         if mine:
             self.turns = mine[0]
         return bool(mine)
@@ -351,13 +353,13 @@ def test_a_long_jobs_run_gives_way_to_an_mcp_generate(store, models) -> None:  #
     box: dict[str, Any] = {}
     began = threading.Event()
 
-    class _WaitsForTheAgent(engine._Stop):
+    class _WaitsForTheAgent(_Stop):
         """The long run's first attempt holds at the end of a step until the MCP generate waits for the models, so
         the test does not race the tiny run's speed (120 prompt-lookup tokens take a fraction of a second)."""
 
         def __call__(self, input_ids, scores, **kwargs):  # type: ignore[no-untyped-def]
             deadline = time.monotonic() + WAIT_S
-            while box["live"].gave_way == 0 and engine._foreground_runs == 0 and time.monotonic() < deadline:
+            while box["live"].gave_way == 0 and _SCHEDULER.foreground_runs == 0 and time.monotonic() < deadline:
                 time.sleep(0.001)
             return super().__call__(input_ids, scores, **kwargs)
 
@@ -436,8 +438,8 @@ def test_the_first_universal_sampling_run_waits_one_step_for_its_dedicated_copy(
     long_run = LiveRun(prepare(long_request, store))
 
     def one_off_waiting() -> bool:
-        with engine._BATON:
-            return any(isinstance(t, engine._OneTurn) for t in engine._baton_queue)
+        with _SCHEDULER.baton:
+            return any(isinstance(t, _OneTurn) for t in _SCHEDULER.queue)
 
     hold = Hold(long_run.prepared.target.model, long_run, one_off_waiting)
     box: dict[str, Any] = {}

@@ -7,7 +7,7 @@
   width in either view.
 - The pace (`pace.Pace`, one per visitor): "Step by step" stops the run after each verification step until the
   presenter presses "Next step" (or the N key, or a clicker's Page Down); "Slowed" waits up to a number of seconds
-  per step. The engine's worker does the waiting outside its turn at the models (`engine._Turns.pause`), so other
+  per step. The engine's worker does the waiting outside its turn at the models (`engine.turns._Turns.pause`), so other
   visitors' runs go on and the pause is in none of the step's timings. A change of pace applies to a run at once.
 - "Final text only" hides the rejected, discarded and unverified drafts of a token view (`render.FINAL_HIDDEN`), so
   a class reads the answer as it stands.

@@ -23,11 +23,11 @@ import overhead  # noqa: E402
 
 def child(variant: str, request: dict, out: str) -> None:
     """One CLI run of `variant` in this fresh process, its trace written to `out`."""
-    from playground import engine
+    from playground.engine import logit_ring
     if variant == "perrecord":
-        engine._held_batch_bytes = lambda: 0
+        logit_ring._held_batch_bytes = lambda: 0
     if variant == "cli64":
-        engine._held_digest_above = lambda: engine.HELD_LOGITS_BYTES
+        logit_ring._digest_above = lambda: logit_ring.KEPT_LOGITS_BYTES
     from playground.cli import main as cli_main
     cli_main(overhead._cli_arguments(**request, trace_out=Path(out)))
 

@@ -319,7 +319,7 @@ def _faults_inside_generate() -> dict[str, Any]:
 
     from transformers.generation.utils import GenerationMixin
 
-    from playground.engine import _name_os_thread
+    from playground.engine.live import _name_os_thread
 
     counted: dict[str, Any] = {}
     inner = GenerationMixin.generate
@@ -348,7 +348,8 @@ def _live_in_a_fresh_thread(request: dict) -> list[int]:
     """The page's way: the steps taken as they come, built in a fresh thread (a server's worker), named pg-consumer."""
     import threading
 
-    from playground.engine import LiveRun, RunRequest, _name_os_thread, prepare
+    from playground.engine import LiveRun, RunRequest, prepare
+    from playground.engine.live import _name_os_thread
 
     prepared = prepare(RunRequest(prompt=PROMPT, **request))
     box: dict[str, Any] = {}

@@ -1,0 +1,505 @@
+"""One generation as it happens (`LiveRun`): `generate()` in a worker thread, its steps built in the caller's thread;
+`run` to the end, and `plain_generate`, the same call with no instrumentation."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import platform
+import queue
+import sys
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+import torch
+import transformers
+from transformers import StoppingCriteriaList
+
+from .. import draw_tap
+from ..methods import EmptyDraft, prompt_lookup_match
+from ..models import STORE, ModelStore
+from ..pace import Pace
+from ..request import RunRequest
+from ..settings import get_settings
+from ..trace import Position, Step, StepTotals, Trace, classify_step
+from . import distributions, logit_ring
+from .jobs import _JOB, GaveWay, JobStopped, check_stopped, in_worker_thread, redone_after_giving_way
+from .prepared import PreparedRun, RunError
+from .preparing import prepare
+from .recorder import _device_sync, _instrumented, _Recorder, _step_starts_at_forward
+from .records import _Other, _Raw, _Setup
+from .stopping import _ScoreWatch, _Stop, non_finite_message
+from .texts import _ContextTexts, _decode, _text_after, lookup_text, token_texts
+from .turns import _StoppedWaiting, _Turns, exclusive
+
+
+_DONE = object()
+_RESTART = object()  # the run gave way and starts again: its steps so far are void
+_IDLE = object()  # no step came for `LiveRun.idle_s` (the run stands paused, or its step is long)
+
+
+def _handed_over(received: Any) -> list[Any] | tuple[Any]:
+    """The records one hand-off carries: a batch's (`_Recorder.flush`), or the one record."""
+    return received if isinstance(received, list) else (received,)
+
+
+def _unpacked(received: Any) -> Iterator[Any]:
+    """The records a hand-off carries, in order, each step's closed phase (`_Raw.before`) before it."""
+    for item in _handed_over(received):
+        if isinstance(item, _Raw) and item.before is not None:
+            yield item.before
+        yield item
+
+
+# The generation worker's name as the operating system sees it (/proc/<pid>/task/*/comm, `top -H`,
+# `ps -L`): Python 3.11 does not pass thread names down, and Linux keeps at most 15 bytes.
+WORKER_OS_THREAD_NAME = "pg-generate"
+
+
+def _name_os_thread(name: str) -> None:
+    """Name the calling OS thread (Linux only; elsewhere, or on any failure, nothing happens)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15], 0, 0, 0)  # 15 = PR_SET_NAME
+    except Exception:  # naming is for observers only; never fail a run over it
+        pass
+
+
+def environment(prepared: PreparedRun) -> dict[str, Any]:
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "device": prepared.target.device,
+        "dtype": prepared.precision.dtype,
+        "precision": prepared.precision.reason,
+        "threads": torch.get_num_threads(),
+        "machine": platform.machine(),
+    }
+
+
+def plain_generate(prepared: PreparedRun) -> tuple[list[int], float]:
+    """The same `generate()` call with no instrumentation: the reference for output and overhead (in a
+    worker thread, as `LiveRun` runs it, so an overhead figure compares the instrumentation alone)."""
+
+    job: threading.Event | None = getattr(_JOB, "stop", None)  # the caller's long job, if it is one
+    kwargs = dict(prepared.generate_kwargs)
+    stop = _Stop(threading.Event(), None)  # it takes the caller's job
+    if job is not None:  # its visitor leaving ends it at the next step (one Event look per step: no cost to see)
+        stop.gives_way = True  # and a visitor's own run waiting for the models makes it start again after that run
+        kwargs["stopping_criteria"] = StoppingCriteriaList([stop])
+
+    def attempt() -> tuple[list[int], float]:
+        stop.gave_way = False
+        with exclusive(prepared, job), torch.inference_mode():
+            start = time.perf_counter()
+            out = prepared.target.model.generate(**kwargs)
+            if stop.gave_way:
+                raise GaveWay("a visitor's run goes first")
+            return out[0, prepared.input_ids.shape[1]:].tolist(), time.perf_counter() - start
+
+    result = in_worker_thread(lambda: redone_after_giving_way(attempt), "playground-plain-generate")
+    if job is not None and job.is_set():
+        raise JobStopped("the job was stopped: its visitor left")
+    return result
+
+
+class LiveRun:
+    """One generation: iterate to receive `Step`s as they happen; `trace` grows as you go."""
+
+    def __init__(self, prepared: PreparedRun, timeout_s: float | None = None, pace: Pace | None = None):
+        self.prepared = prepared
+        req = prepared.request
+        self.timeout_s = get_settings().run_timeout_s if timeout_s is None else timeout_s
+        self.cancel = threading.Event()
+        self._queue: "queue.SimpleQueue[Any]" = queue.SimpleQueue()  # put, get and qsize in C: no Python per hand-off
+        self._error: BaseException | None = None
+        self._elapsed = 0.0
+        self._start = 0.0
+        self._ensemble_weight: float | None = prepared.generate_kwargs.get("assistant_ensemble_weight")
+        self._thread: threading.Thread | None = None
+        self._recorder: _Recorder | None = None  # the current attempt's
+        self._watch = _ScoreWatch()
+        self._stop = _Stop(self.cancel, None, self._watch)
+        # A visitor's run at a pace stops after its steps as `pace` asks (`_Stop._pause`); each pause at most the run's
+        # time limit. While it stands paused its consumer hears None every `idle_s` (`__iter__`), so the page's handler
+        # yields and notices a visitor who left.
+        self.pace = self._stop.pace = pace
+        self._stop.pause_limit_s = self.timeout_s or None
+        self.idle_s: float | None = None
+        self.gave_way = 0  # times this run gave way to a visitor's run and started again (`run`)
+        self._turns: _Turns | None = None  # a run that is not redone takes turns per step with the others like it
+        self.trace = Trace(
+            method=prepared.method.name, target=req.target, prompt=req.prompt,
+            assistant=req.assistant if prepared.assistant else None, params=dict(prepared.params),
+            decoding=req.decoding(), chat=prepared.chat, lossy=prepared.lossy, env=environment(prepared),
+            system=req.system if prepared.chat else None,
+            chat_template_kwargs=dict(req.chat_template_kwargs) if prepared.chat else {},
+            prompt_tokens=int(prepared.input_ids.shape[1]),
+            vocab_size=int(prepared.target.model.config.get_text_config().vocab_size),
+        )
+        self._top_k = get_settings().top_k  # the step microscope's k (0: nothing recorded)
+        self.trace.decoding["recorded_top_k"] = self._top_k
+        self._texts: dict[int, str] = {}  # token id -> text, for the microscope's top-k lists
+        self._anchor = prepared.input_ids[0, -4:].tolist()  # the top-k texts read as they follow the prompt's end
+        self._anchor_text: str | None = None
+        self._context = _ContextTexts(prepared.target.tokenizer, prepared.input_ids[0].tolist())
+        self._totals = StepTotals()  # the live summary's sums (`StepTotals`)
+        self.held = False  # nobody sees the steps as they come: they are built after generation (`_items`)
+        self._ring: logit_ring._LogitRing | None = None  # where such a run's worker copies its logits (`_LogitRing`)
+        # A run shown as it comes: its steps whose figures (q, p, mixture, the microscope's lists) are not filled in
+        # yet, by index, oldest first, with the bytes of logits they hold (`_figures_later`).
+        self._later: collections.OrderedDict[int, tuple[_Raw, Step]] = collections.OrderedDict()
+        self._later_bytes = 0
+        self._later_lock = threading.Lock()  # the consumer and a microscope opened during the run (`figures_now`)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def generated_steps(self) -> int:
+        """Steps the current attempt has generated so far: ahead of `trace.steps` while the consumer catches up, and
+        until generation ends when nobody watches (`held`)."""
+        return self._recorder.pushed if self._recorder is not None else 0
+
+    def stop(self) -> None:
+        """Ask generation to end after the current step; what was produced is kept."""
+        self.cancel.set()
+
+    def _work(self) -> None:
+        _name_os_thread(WORKER_OS_THREAD_NAME)
+        try:
+            while True:
+                try:
+                    self._attempt()
+                finally:
+                    if self._recorder is not None:  # what the attempt recorded reaches the consumer before the end
+                        self._recorder.flush()
+                if not self._stop.gave_way or self._error is not None or self.cancel.is_set():
+                    break
+                # A visitor's own run asked for the models: this long job's run ended at its step and starts again
+                # from the beginning once that run is done (`_turn`); the consumer drops what it has (`_RESTART`).
+                self._stop.gave_way = False
+                self.gave_way += 1
+                self._queue.put(_RESTART)
+        finally:
+            self._queue.put(_DONE)
+
+    def _attempt(self) -> None:
+        prepared = self.prepared
+        model = prepared.target.model
+        recorder = self._recorder = _Recorder(self._queue, _device_sync(model), self._watch, self._digest,
+                                              self._ring, batched=self.held)
+        kwargs = dict(prepared.generate_kwargs)
+        kwargs["stopping_criteria"] = StoppingCriteriaList([self._stop])
+        if prepared.method.observed_by == "streamer":
+            kwargs["streamer"] = recorder.streamer(prepared.input_ids.shape[1])
+
+        def hooks() -> list[contextlib.AbstractContextManager[Any]]:
+            patch = (_step_starts_at_forward(model, recorder) if prepared.method.observed_by == "streamer"
+                     else _instrumented(model, recorder))
+            managers = [self._watch.watching(model), patch]
+            if prepared.request.sample and prepared.method.observed_by != "streamer":
+                managers.append(draw_tap.observing(recorder.take_draws))  # the random draw r of each step
+            return managers
+
+        # A run redone when it gives way (a long job's `run`) holds its models for the whole attempt; any other run
+        # (a visitor's own, an MCP generate) takes turns per step with the others, its hooks on the model per turn.
+        turns = None if self._stop.gives_way else _Turns(prepared, self.cancel, hooks, self._stop.job)
+        self._turns = self._stop.turns = turns
+        # Its job's stop event ends any run; only a long job's run (the one that gives way) also waits in `_turn` for
+        # the visitors' runs. An MCP generate is a visitor's own run that its agent's leaving stops (`_Turns.job`).
+        long_job = self._stop.job if self._stop.gives_way else None
+        self._stop.max_length = prepared.input_ids.shape[1] + prepared.request.max_new_tokens
+        self._stop.eos_ids = prepared.eos_ids
+
+        self._stop.on_wait = recorder.note_wait
+        self._stop.before_pause = recorder.hand_over_now
+        try:
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(exclusive(prepared, long_job, turns))
+                stack.enter_context(torch.inference_mode())
+                if turns is None:
+                    for manager in hooks():
+                        stack.enter_context(manager)
+                self._start = recorder.started = recorder._stamp()
+                self._stop.deadline = self._start + self.timeout_s if self.timeout_s else None
+                model.generate(**kwargs)
+                self._elapsed = recorder.finish() - self._start - recorder.waited
+        except _StoppedWaiting:  # stopped before its first turn (its visitor or agent left): no step, nothing to report
+            self.cancel.set()
+            self._elapsed = 0.0
+        except BaseException as exc:  # reported to the consumer, which re-raises it
+            self._elapsed = time.perf_counter() - self._start - recorder.waited if self._start else 0.0
+            self._error = exc
+
+    def __iter__(self) -> Iterator[Step]:
+        """The steps as they come (with `idle_s` set, also None after each `idle_s` without one)."""
+        if self._thread is not None:
+            raise RuntimeError("a LiveRun can be iterated once")
+        check_stopped()  # a stopped job starts no further run
+        if self.pace is not None:
+            self.pace.begin_run()
+        # A run shown as it comes keeps Transformers' tensors: its first step should not wait for a buffer's pages,
+        # and the spare buffer stays free for a run nobody watches started meanwhile (an MCP generate).
+        if self.held and torch.device(self.prepared.target.device).type == "cpu":
+            # Its pages written here, before generate() starts.
+            self._ring = logit_ring._take_ring(logit_ring._ring_floats())
+        self._thread = threading.Thread(target=self._work, name="playground-generate", daemon=True)
+        self._thread.start()
+        try:
+            for item in self._items():
+                if item is _IDLE:
+                    yield None  # type: ignore[misc]  # only with `idle_s` set: the consumer's chance to yield
+                    continue
+                if item is _RESTART:
+                    self._restart_trace()
+                    continue
+                if isinstance(item, _Setup):
+                    self.trace.setup_ms = round(item.ms, 3)
+                    continue
+                if isinstance(item, _Other):
+                    if self.trace.steps:
+                        self.trace.steps[-1].other_ms = round(item.ms, 3)
+                        self._totals.other_ms += self.trace.steps[-1].other_ms
+                    continue
+                step = self._build_step(item)
+                self.trace.steps.append(step)
+                self.trace.output_ids.extend(step.emitted)
+                self._context.extend(step.emitted)
+                self._totals.add(step)
+                self.trace.summary = self._totals.summary(time.perf_counter() - self._start - self._recorder.waited,
+                                                          self.trace.setup_ms)
+                if self.held or item.digested:
+                    self._fill_figures(item, step)
+                else:
+                    self._figures_later(item, step)
+                yield step
+            self._figures_now_for(None)  # generation has ended: the figures of every step still deferred
+        finally:
+            if self._thread.is_alive():  # the consumer left early (closed tab, exception): end the run
+                self.cancel.set()
+                self._thread.join()
+            with self._later_lock:  # left early: what is still deferred is dropped, before the buffer is reused
+                for raw, _ in self._later.values():
+                    raw.release()
+                self._later.clear()
+                self._later_bytes = 0
+            if self._ring is not None:  # every step is built (or dropped): nothing reads the buffer any more
+                logit_ring._give_back_ring(self._ring)
+                self._ring = None
+        self._finish()
+
+    def _items(self) -> Iterator[Any]:
+        """The worker's records as they come, until generation ends. When nobody sees the steps as they come
+        (`run`: Tune, Compare, the CLI, benchmarks), the steps are built once generation has ended: on a machine whose
+        cores generation keeps busy, that work (softmax and top-k, texts, prompt lookup's source, the summary) and the
+        interpreter lock it holds would slow the generation being timed. The worker hands such a run's records over in
+        batches (`_Recorder.flush`); only the logits past three quarters of KEPT_LOGITS_BYTES are digested while
+        generation runs (oldest first, when a batch comes), so memory does not grow with the run and the buffer has
+        room for the next batch. The steps come out the same, in the same order."""
+        held: list[Any] = []
+        undigested: collections.deque[_Raw] = collections.deque()  # oldest first
+        held_bytes = 0
+        while True:
+            if self.idle_s is None or self.held:
+                received = self._queue.get()
+            else:
+                try:
+                    received = self._queue.get(timeout=self.idle_s)
+                except queue.Empty:
+                    yield _IDLE
+                    continue
+            if received is _DONE:
+                break
+            if not self.held:
+                yield from _unpacked(received)
+                continue
+            if received is _RESTART:  # the attempt held so far gave way: its steps would only be built to be dropped
+                for raw in undigested:
+                    raw.release()
+                held.clear()
+                undigested.clear()
+                held_bytes = 0
+            for item in _handed_over(received):
+                held.append(item)
+                if isinstance(item, _Raw) and not item.digested:
+                    undigested.append(item)
+                    held_bytes += item.logits_bytes()
+            # Room in the buffer for the next batch, which the worker copies into while this digests the oldest.
+            while held_bytes > logit_ring._digest_above():
+                oldest = undigested.popleft()
+                held_bytes -= oldest.logits_bytes()
+                self._digest(oldest)
+        for item in held:
+            yield from _unpacked(item)
+
+    def _figures_later(self, raw: _Raw, step: Step) -> None:
+        """A step shown as it comes gets its figures (`_fill_figures`) when generation has ended, or when the microscope
+        opens it (`figures_now`): the softmax and top-k over each of its vocabulary-wide rows would otherwise take the
+        cores and the interpreter lock from the generation being timed. Past three quarters of KEPT_LOGITS_BYTES of
+        deferred logits the oldest are filled in while generation runs (memory does not grow with the run, and the
+        buffer has room for the next step), as a held run does (`_items`)."""
+        with self._later_lock:
+            self._later[step.index] = (raw, step)
+            self._later_bytes += raw.logits_bytes()
+            while self._later_bytes > logit_ring._digest_above():
+                _, (oldest, its_step) = self._later.popitem(last=False)
+                self._later_bytes -= oldest.logits_bytes()
+                self._fill_figures(oldest, its_step)
+
+    def figures_now(self, step_index: int) -> None:
+        """Fill in the figures of the step `step_index` now if they are still deferred (`_figures_later`): the
+        microscope opened one of its tokens while the run goes on. Safe from any thread."""
+        self._figures_now_for([step_index])
+
+    def _figures_now_for(self, indices: list[int] | None) -> None:
+        """Fill in the deferred figures of the steps `indices` (None: every step still deferred, read under the lock
+        that `figures_now` from another thread takes too)."""
+        with self._later_lock:
+            for index in list(self._later) if indices is None else indices:
+                entry = self._later.pop(index, None)
+                if entry is not None:
+                    self._later_bytes -= entry[0].logits_bytes()
+                    self._fill_figures(*entry)
+
+    def _restart_trace(self) -> None:
+        """The run starts again (it gave way): the trace forgets the steps of the attempt it ended."""
+        self.trace.steps.clear()
+        self.trace.output_ids.clear()
+        self.trace.setup_ms = 0.0
+        self._context = _ContextTexts(self.prepared.target.tokenizer, self.prepared.input_ids[0].tolist())
+        self._totals = StepTotals()
+
+    def _finish(self) -> None:
+        trace = self.trace
+        tok = self.prepared.target.tokenizer
+        trace.output_text = tok.decode(trace.output_ids, skip_special_tokens=True)
+        trace.summarize(self._elapsed)
+        if self._turns is not None:
+            trace.waited_ms = round(self._turns.waited_s * 1000, 3)
+            trace.paused_ms = round(self._turns.paused_s * 1000, 3)
+        if self._watch.tripped():  # also when sampling then failed on the NaN scores: this is why
+            trace.finish_reason = "error"
+            reason = non_finite_message(self.prepared.target.model.dtype, len(trace.output_ids))
+            raise RunError.keyed(reason.key, **reason.fields)
+        if self._error is not None:
+            trace.finish_reason = "error"
+            raise self._error
+        if self._stop.timed_out:
+            trace.finish_reason = "timeout"
+        elif self.cancel.is_set():
+            trace.finish_reason = "stopped"
+        elif trace.output_ids and trace.output_ids[-1] in self.prepared.eos_ids:
+            trace.finish_reason = "eos"
+        else:
+            trace.finish_reason = "length"
+
+    def run(self) -> Trace:
+        """Run to the end; nobody sees the steps as they come, so a long job's run (`stopped_by`) gives way to a
+        visitor's own run at its next step and is redone whole after it (the trace is the undisturbed attempt's)."""
+        self._stop.gives_way = self._stop.job is not None
+        self.held = True
+        for _ in self:
+            pass
+        return self.trace
+
+    def _digest(self, raw: _Raw) -> None:
+        distributions._digest(raw, self._top_k, self.prepared.request.sample, self._ensemble_weight)
+
+    def _token_text(self, token: int) -> str:
+        """A top-k token's text as it reads after the prompt's last tokens (so a leading space shows), cached."""
+        text = self._texts.get(token)
+        if text is None:
+            tok = self.prepared.target.tokenizer
+            if self._anchor_text is None:
+                self._anchor_text = _decode(tok, self._anchor)
+            text = self._texts[token] = _text_after(tok, self._anchor, self._anchor_text, token)
+        return text
+
+    def _dists(self, raw: _Raw, refused: bool) -> list[Position] | None:
+        """The microscope's positions of a step with their texts; the residual only where a draft was refused."""
+        dists = raw.dists
+        for position in dists or ():
+            if not refused:
+                position.residual = None
+            for ranked in (position.p, position.q, position.v, position.residual):
+                for entry in ranked or ():
+                    entry.text = self._token_text(entry.id)
+        return dists
+
+    def _lookup_source(self, drafted: list[int]) -> tuple[list[int] | None, list[str] | None]:
+        """Prompt lookup: [start, end) of the n-gram the draft was copied after, by replaying Transformers' rule
+        (the longest n-gram first, its earliest occurrence) on the context, and that place as the text the model saw
+        (`Step.lookup_text`: the templated prompt under a chat template); (None, None) unless the replay drafts
+        exactly what the run drafted."""
+        if not drafted or self.prepared.method.draft_replay != "context_copy":
+            return None, None
+        params, prepared = self.prepared.params, self.prepared
+        context = self._context.ids  # prompt + output before this step
+        draft, span = prompt_lookup_match(
+            context, int(params["prompt_lookup_num_tokens"]), int(params["max_matching_ngram_size"]),
+            prepared.input_ids.shape[1] + prepared.request.max_new_tokens, prepared.eos_ids)
+        if span is None or draft != drafted:
+            return None, None
+        return list(span), lookup_text(prepared.target.tokenizer, context, span[0], span[1], span[1] + len(drafted),
+                                       self._context.span)
+
+    def _build_step(self, raw: _Raw) -> Step:
+        """Everything shown about a step but its figures (`_fill_figures`), computed here in the consumer's thread,
+        outside the timed phases."""
+        drafted = raw.drafted.tolist() if raw.drafted is not None else []
+        emitted = raw.emitted.tolist()
+        prepared = self.prepared
+        cut = bool(emitted) and (emitted[-1] in prepared.eos_ids
+                                 or raw.total_len - prepared.input_ids.shape[1] >= prepared.request.max_new_tokens)
+        accepted, rejected, discarded, unverified = classify_step(drafted, emitted, cut)
+        no_draft_reason = ""
+        if not drafted and prepared.method.drafts:
+            prompt_len = prepared.input_ids.shape[1]
+            no_draft_reason = prepared.method.empty_draft_reason(EmptyDraft(
+                context=prepared.input_ids[0].tolist() + self.trace.output_ids, first_step=not self.trace.steps,
+                last_position=raw.total_len - len(emitted) + 1 == prompt_len + prepared.request.max_new_tokens,
+                params=prepared.params, eos_ids=prepared.eos_ids))
+        tok = prepared.target.tokenizer
+        before = len(self._context.ids)
+        emitted_text = self._context.span(before, before + len(emitted), emitted)
+        # The accepted drafts read as the emitted tokens they are (the same tokens after the same context).
+        drafted_text = emitted_text[:accepted] + token_texts(tok, (self._context.ids + drafted[:accepted])[-4:],
+                                                             drafted[accepted:])
+        source, source_text = self._lookup_source(drafted)
+        return Step(
+            index=len(self.trace.steps), drafted=drafted, accepted=accepted, rejected=rejected, discarded=discarded,
+            emitted=emitted, unverified=unverified, drafted_text=drafted_text, emitted_text=emitted_text,
+            draft_ms=round(raw.draft_ms, 3), verify_ms=round(raw.verify_ms, 3),
+            no_draft_reason=no_draft_reason, lookup_source=source, lookup_text=source_text,
+            # One draw per drafted token (Transformers draws `candidate_length` of them); anything else is not kept.
+            draws=(raw.draws.float().tolist() if raw.draws is not None and drafted
+                   and raw.draws.numel() == len(drafted) else None),
+        )
+
+    def _fill_figures(self, raw: _Raw, step: Step) -> None:
+        """The step's figures from its logits (`_digest`, unless done): the drafted tokens' q and p, ensemble
+        verification's mixture, the microscope's top-k lists with their texts."""
+        if not raw.digested:
+            self._digest(raw)
+        q, p = step.q, step.p = raw.q, raw.p
+        w = self._ensemble_weight
+        step.mixture = [w * pk + (1 - w) * qk for pk, qk in zip(p, q)] if w is not None and p and q else None
+        step.dists = self._dists(raw, bool(step.rejected))
+
+
+def run(req: RunRequest, store: ModelStore = STORE, progress: Callable[[str], None] | None = None,
+        on_step: Callable[[Step, Trace], None] | None = None) -> Trace:
+    """Prepare and run to the end; `on_step` sees each step as it arrives."""
+    live = LiveRun(prepare(req, store, progress))
+    live.held = on_step is None  # nobody sees the steps as they come: built after generation (`LiveRun._items`)
+    for step in live:
+        if on_step is not None:
+            on_step(step, live.trace)
+    return live.trace
