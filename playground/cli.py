@@ -66,7 +66,7 @@ def _read_prompt(args: argparse.Namespace) -> str | None:
 
 def _failed(exc: BaseException) -> int:
     """A command failed: one `error: …` line on stderr; exit status 130 when interrupted, else 2."""
-    from .engine import user_message
+    from .errors import user_message
 
     if isinstance(exc, KeyboardInterrupt):
         print("error: interrupted", file=sys.stderr)
@@ -240,7 +240,7 @@ def _script(trace, path: Path, doing: str) -> str | None:  # type: ignore[no-unt
     one-line error on stderr."""
     from transformers.utils import logging as hf_logging
 
-    from .engine import user_message
+    from .errors import user_message
     from .snippet import script_for_trace
 
     hf_logging.disable_progress_bar()

@@ -189,3 +189,25 @@ def test_a_package_map_that_lists_a_module_below_one_it_imports_fails(tmp_path: 
     monkeypatch.setitem(globals(), "PACKAGE", copy)
     with pytest.raises(AssertionError, match=re.escape("playground.engine.live imports ['texts'], listed after it")):
         _check_package_map("engine")
+
+
+def test_a_page_load_without_a_link_imports_no_torch() -> None:
+    """torch and Transformers take seconds to import: the page is built, and a page load without a link's settings is
+    answered (the link's restore, the gallery's titles), without them; a link that sets something checks it with the
+    engine's validation, which imports torch."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from playground.app import gallery_picker, links, page\n"
+        "page.build_ui()\n"
+        "assert links.restore({}, ['prompt_lookup_num_tokens']) is not None\n"
+        "gallery_picker.localized_choices(None)\n"
+        "print('without', 'torch' in sys.modules)\n"
+        "links.restore({'method': 'prompt_lookup', 'prompt': 'x'}, ['prompt_lookup_num_tokens'])\n"
+        "print('with', 'torch' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "without False" in done.stdout and "with True" in done.stdout, done.stdout

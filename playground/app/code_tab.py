@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the engine and snippet (torch, Transformers) are imported b
 
 def code_view(request: RunRequest, note: str = "", lang: str = "en") -> tuple[str, str, str]:
     """(python script, CLI command, status HTML) for a request; a message instead where it cannot be shown."""
-    from ..engine import user_message
+    from ..errors import user_message
     from ..snippet import show_code
 
     try:

@@ -227,7 +227,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
     Everything it writes is in `lang` (the page passes the visitor's language). Each method is prepared
     (loaded, validated) once: a method the target cannot do is skipped with its reason, the others measured.
     """
-    from ..engine import user_message
+    from ..errors import user_message
 
     try:
         # The page's own checks (`build_request`) on the shared settings: types, sizes, finite numbers, text.

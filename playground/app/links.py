@@ -78,11 +78,11 @@ def restore(query: Mapping[str, str], param_names: list[str], lang: str = "en") 
     """Updates for [picker, preset info, target, assistant, method, sample, temperature, top_p, top_k, seed, chat,
     max_new_tokens, prompt, dtype, link status, *parameters] from a link's query; nothing changes without one.
     A preset that needs the unreachable Hub fills in its offline stand-in, as the picker does."""
-    from ..engine import user_message, validate_request
-
     given = {k: query[k] for k in (*FIELDS, "preset") if k in query}
     if not given:
         return [gr.skip()] * (15 + len(param_names))
+    from ..engine import validate_request  # torch: only for a link that sets something
+    from ..errors import user_message
     try:
         if "preset" in given:
             get_preset(given["preset"])  # a known name, or the error below

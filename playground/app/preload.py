@@ -51,7 +51,7 @@ class Preload:
             try:
                 # The first seconds of a start: the server is already up while these import.
                 with gc_paused():
-                    from ..engine import user_message
+                    from ..errors import user_message
 
                 self.message = Message.keyed("load.preload.loading", target=target)
                 if dtype == "auto" and target == SPEED_MODEL:

@@ -199,7 +199,7 @@ def on_trace_upload(upload: Any, request: gr.Request = None) -> tuple[Any, ...]:
     upload folder is read (`uploaded_path`), and its content is untrusted, checked field by field by
     `Trace.from_dict`.
     """
-    from ..engine import user_message
+    from ..errors import user_message
 
     lang = language_of(request)
     name = t("replay.the_file", lang)

@@ -81,7 +81,7 @@ def _views(result: tune.TuneResult, message: str, lang: str) -> tuple[Any, ...]:
 
 
 def _failed(exc: BaseException, lang: str, state: Any = None) -> tuple[Any, ...]:
-    from ..engine import user_message
+    from ..errors import user_message
 
     return (render.status_html(user_message(exc, t("error.what.tuning", lang), lang), "error"), gr.skip(), gr.skip(),
             gr.skip(), gr.skip(), state)
