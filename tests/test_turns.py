@@ -212,7 +212,9 @@ def test_a_run_stopped_while_waiting_for_its_first_turn_ends_without_a_step(stor
     hold = Hold(long_run.prepared.target.model, long_run, lambda: _waiting(short_run))
     try:
         long_consumer = Consumer(long_run)
+        started = time.monotonic()
         while long_run._turns is None or long_run._turns.turns == 0:
+            assert time.monotonic() - started < WAIT_S, "the long run never took a turn"
             time.sleep(0.002)
         short_consumer = Consumer(short_run)
         assert hold.holding.wait(WAIT_S), "the short run queued for its turn"
@@ -237,7 +239,9 @@ def test_a_run_stopped_while_waiting_between_its_steps_takes_no_further_step(sto
                 lambda: short_run._turns is not None and short_run._turns.turns >= 2 and _waiting(short_run), wait=False)
     try:
         long_consumer = Consumer(long_run)
+        started = time.monotonic()
         while long_run._turns is None or long_run._turns.turns == 0:
+            assert time.monotonic() - started < WAIT_S, "the long run never took a turn"
             time.sleep(0.002)
         short_consumer = Consumer(short_run)
         assert hold.holding.wait(WAIT_S)
@@ -374,8 +378,10 @@ def test_a_long_jobs_run_gives_way_to_an_mcp_generate(store, models) -> None:  #
     worker = threading.Thread(target=long_job, daemon=True)
     worker.start()
     assert began.wait(WAIT_S)
+    started = time.monotonic()
     while not box["live"].generated_steps:  # the long run is generating
         assert worker.is_alive(), "the long run ended before it was seen generating"
+        assert time.monotonic() - started < WAIT_S, "the long run was never seen generating"
         time.sleep(0.001)
     agent = AgentRun(request, store).start()
     trace = agent.join()
@@ -457,7 +463,9 @@ def test_the_first_universal_sampling_run_waits_one_step_for_its_dedicated_copy(
     worker = threading.Thread(target=universal_run, daemon=True)
     try:
         long_consumer = Consumer(long_run)
+        started = time.monotonic()
         while long_run._turns is None or long_run._turns.turns == 0:
+            assert time.monotonic() - started < WAIT_S, "the long run never took a turn"
             time.sleep(0.002)
         worker.start()
         assert hold.holding.wait(WAIT_S), "the copy waited for a turn while the sampling run held the models"
