@@ -46,6 +46,11 @@ class PlaygroundError(ValueError):
         return t(self.key, lang, **{name: localize(value, lang) for name, value in self.fields.items()})
 
 
+class RunError(PlaygroundError):
+    """The request cannot run as given; the message is for the user. Here, not in the engine, so that what derives
+    from it (Tune's `TuneError`) can be raised by modules that never import torch; the engine re-exports it."""
+
+
 MAX_VALUE_SHOWN = 80  # characters of a value a message echoes (a name, a path, a client's argument)
 
 

@@ -190,20 +190,15 @@ def prompt_lookup_match(seq: Sequence[int], num_tokens: int, max_ngram: int, max
 
 
 def _prompt_lookup_empty_reason(empty: EmptyDraft) -> str | None:
-    """Transformers' search, replayed on ids: the longest n-gram first, its earliest match, EOS cropped."""
+    """Transformers' search, replayed on ids by the one search engine and Tune share (`prompt_lookup_match`): the
+    longest n-gram first, its earliest occurrence with a continuation; a first copied token that is an EOS means the
+    draft was cropped to nothing, any other means something past the search (a processor) emptied it."""
     ids, size_max = empty.context, int(empty.params.get("max_matching_ngram_size") or 2)
-    matched_eos = False
-    for size in range(min(size_max, len(ids) - 1), 0, -1):
-        ngram = ids[-size:]
-        for start in range(size, len(ids)):  # start: the position after an earlier occurrence
-            if ids[start - size:start] == ngram:
-                if ids[start] in empty.eos_ids:
-                    matched_eos = True  # Transformers stops at this match: its draft is cut to nothing
-                    break
-                return NO_DRAFT_REASONS["processor_forbade"]
-        if matched_eos:
-            return NO_DRAFT_REASONS["eos_match"]
-    return NO_DRAFT_REASONS["no_match"]
+    # One token copied, no EOS cut and room to copy it: the match's first token alone, EOS or not, decides.
+    copied, _ = prompt_lookup_match(ids, 1, size_max, len(ids) + 2, frozenset())
+    if not copied:
+        return NO_DRAFT_REASONS["no_match"]
+    return NO_DRAFT_REASONS["eos_match" if copied[0] in empty.eos_ids else "processor_forbade"]
 
 
 # What a test of this project proves about a decoding mode's output. "reference": plain decoding itself; "lossless"

@@ -174,6 +174,49 @@ def test_the_engines_modules_import_only_those_its_map_lists_before_them() -> No
     assert _check_package_map("engine")[-1] == "live"
 
 
+def test_tunes_modules_import_only_those_its_map_lists_before_them() -> None:
+    """playground/tune/__init__.py maps its modules lowest first, the pure part before the measuring part."""
+    listed = _check_package_map("tune")
+    assert listed[:4] == ["settings", "replaying", "cost", "verdict"] and listed[-1] == "several"
+
+
+def _fresh_python(script: str) -> str:
+    """`script`'s output, run by a fresh interpreter in the repository (so `sys.modules` shows what it imported)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_tunes_pure_part_imports_no_torch() -> None:
+    """Tune's settings, replay, cost arithmetic and verdict, and the package's own names, import neither torch nor the
+    engine (which imports it): the page and the report read them without seconds of imports. The measuring part's
+    names are imported on first use, and bring torch then."""
+    script = (
+        "import sys\n"
+        "from playground.tune import cost, replaying, settings, verdict\n"
+        "from playground.tune import REPLAYS, Setting, TuneResult, simulate_prompt_lookup, standing_against_baseline\n"
+        "print('pure', 'torch' in sys.modules, 'playground.engine' in sys.modules)\n"
+        "from playground.tune import tune\n"
+        "print('measuring', 'torch' in sys.modules)\n")
+    stdout = _fresh_python(script)
+    assert "pure False False" in stdout and "measuring True" in stdout, stdout
+
+
+def test_tunes_pure_modules_import_nothing_that_imports_torch() -> None:
+    """The same, read from the source: the pure modules import (anywhere in them) no torch, no engine and no module of
+    Tune's measuring part, so no later change can bring torch in through a function's import either."""
+    mods = modules()
+    for name in ("settings", "replaying", "cost", "verdict"):
+        found = imports_of(f"playground.tune.{name}", mods[f"playground.tune.{name}"], set(mods), type_checking=True)
+        torchy = sorted(m for m in found if m.split(".")[0] == "torch" or m.startswith("playground.engine")
+                        or m in {f"playground.tune.{n}" for n in ("calibration", "drafter", "one_prompt", "several")})
+        assert not torchy, f"playground.tune.{name} imports {torchy}"
+
+
 def test_a_package_map_that_lists_a_module_below_one_it_imports_fails(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The map check itself: a copy of playground/ whose engine map lists `live` above `texts` (which it imports) is
@@ -195,9 +238,6 @@ def test_a_page_load_without_a_link_imports_no_torch() -> None:
     """torch and Transformers take seconds to import: the page is built, and a page load without a link's settings is
     answered (the link's restore, the gallery's titles), without them; a link that sets something checks it with the
     engine's validation, which imports torch."""
-    import subprocess
-    import sys
-
     script = (
         "import sys\n"
         "from playground.app import gallery_picker, links, page\n"
@@ -207,7 +247,5 @@ def test_a_page_load_without_a_link_imports_no_torch() -> None:
         "print('without', 'torch' in sys.modules)\n"
         "links.restore({'method': 'prompt_lookup', 'prompt': 'x'}, ['prompt_lookup_num_tokens'])\n"
         "print('with', 'torch' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                          cwd=Path(__file__).resolve().parents[1])
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "without False" in done.stdout and "with True" in done.stdout, done.stdout
+    stdout = _fresh_python(script)
+    assert "without False" in stdout and "with True" in stdout, stdout

@@ -551,7 +551,7 @@ def test_tune_refusals_and_reasons_reach_the_page_in_its_language(lang):
     assert user_message(at_least, lang=lang) == {"ru": "--max-draft должен быть не меньше 1; получено 0",
                                                  "ar": "يجب أن يكون --max-draft 1 على الأقل؛ وصل 0"}[lang]
 
-    reason = tune._refusal(tune.Setting.of("speculative", {"assistant_ensemble_weight": 0.5}))
+    reason = tune.settings._refusal(tune.Setting.of("speculative", {"assistant_ensemble_weight": 0.5}))
     assert reason == ("ensemble verification is lossy: its output is not the target's greedy output the replay "
                       "starts from")
     data = sample_tune()

@@ -24,9 +24,11 @@ from playground.methods import METHODS
 from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
 from playground.trace import Step
 from playground.tune import (
-    PACE_CHECK_TOKENS, PACE_STEPS, RECOMMEND_MARGIN, REPLAYS, SPREAD_ROUNDS, Calibration, Outcome, PromptTune, Row, TuneResult, forward_pace_s, _sampled_each, calibration_points, pace_run_tokens, NgramIndex, Setting, TuneError, TuneRequest, _first_layers, _GreedyDrafter, prompt_lookup_draft,
+    PACE_CHECK_TOKENS, PACE_STEPS, RECOMMEND_MARGIN, REPLAYS, SPREAD_ROUNDS, Calibration, Outcome, PromptTune, Row, TuneResult, forward_pace_s, calibration_points, pace_run_tokens, NgramIndex, Setting, TuneError, TuneRequest, prompt_lookup_draft,
     run_baseline, run_setting, simulate_drafter, sweep_settings, tune, tune_prompt, verify,
 )
+from playground.tune.calibration import _sampled_each
+from playground.tune.drafter import _first_layers, _GreedyDrafter
 
 PROMPTS = ("def add(a, b):", "The quick brown fox jumps")
 
@@ -338,7 +340,7 @@ def test_the_drafter_call_is_calibrated_as_the_loop_makes_it(tiny_models, one_to
     # Each step of the assisted loop crops the drafter's cache to all but the last two tokens, re-reads those two and
     # drafts the rest one token at a time (`AssistedCandidateGenerator.get_candidates`): forwards of widths 2, 1, 1
     # for a draft of 3. A bare generate() on a cache holding all but the newest token reads 1, 1, 1 and costs less.
-    from playground.tune import _time_drafter_calls
+    from playground.tune.calibration import _time_drafter_calls
 
     model = AutoModelForCausalLM.from_pretrained(tiny_models["target"]).eval()
     context = list(range(5, 25))
@@ -359,7 +361,7 @@ def test_the_drafter_call_is_calibrated_as_the_loop_makes_it(tiny_models, one_to
 def test_the_verification_is_calibrated_with_the_loop_s_work_on_its_logits(tiny_models, monkeypatch,
                                                                           one_torch_thread) -> None:
     # The loop turns the verified rows to float32, copies them and picks each row's argmax: part of the verify phase.
-    import playground.tune as tune_module
+    from playground.tune import calibration as tune_module  # the module that owns and calls it
 
     seen: list[tuple[int, int]] = []
     real = tune_module._verification_work
@@ -385,7 +387,7 @@ def test_the_predicted_speedups_divide_the_baseline_at_the_mean_pace_of_its_two_
     # One baseline run carries its moment's pace, and every predicted speedup of a category divides it: tune's
     # baseline ÷ the ones measured beside the real runs was off by 6.9 % (median, max 19.9 %) over 27 figures of
     # tests/measure/tune_accuracy.py, 5.1 % (max 13.5 %) at the mean pace of the run and the check after the calibration.
-    import playground.tune as tune_module
+    from playground.tune import cost as tune_module  # tune_prompt reads step_pace_s through it
 
     paces = iter([0.100, 0.090] * 4)  # the run's step pace, then the check's: the check ran 10 % faster
     monkeypatch.setattr(tune_module, "step_pace_s", lambda trace, steps=None: next(paces))
@@ -405,7 +407,7 @@ def test_the_predicted_speedups_divide_the_baseline_at_the_mean_pace_of_its_two_
 
 def test_verify_repeats_each_setting_in_rounds_and_takes_the_median(tiny_models, store, monkeypatch,
                                                                    one_torch_thread) -> None:
-    import playground.tune as tune_module
+    from playground.tune import one_prompt as tune_module  # verify calls the runs through it
 
     request = _request(tiny_models["target"], "prompt_lookup", PROMPTS[0], max_new_tokens=16, max_draft=2,
                        ngram_sizes=(1,))
@@ -665,7 +667,7 @@ def test_calibration_samples_every_figure_in_turn_so_a_slow_spell_sets_none() ->
 
 def test_tune_calibrates_every_width_it_predicts_and_checks_the_machine_s_pace(tiny_models, store, monkeypatch,
                                                                               one_torch_thread) -> None:
-    import playground.tune as tune_module
+    from playground.tune import cost as tune_module  # tune_prompt and verify read PACE_TOLERANCE through it
 
     request = _request(tiny_models["target"], "speculative", PROMPTS[0], assistant=tiny_models["noisy"],
                        max_new_tokens=24, max_draft=3, schedules=("heuristic",), thresholds=(0.0,))

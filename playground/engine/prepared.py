@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ..errors import PlaygroundError
+from ..errors import RunError  # noqa: F401  (defined torch-free, so Tune's pure part can raise its own)
 from ..methods import Method
 from ..models import LoadedModel, Precision
 from ..request import RunRequest
@@ -24,10 +24,6 @@ ASSISTANT_ADAPTATIONS = {
     PRUNED_BEFORE_SEEDING: "pruning builds a new nn.Linear whose initialisation draws from torch's global "
                            "generator: done before seeding, it does not move the run's random stream",
 }
-
-
-class RunError(PlaygroundError):
-    """The request cannot run as given; the message is for the user."""
 
 
 @dataclass
