@@ -12,7 +12,7 @@ probabilities (softmax over the vocabulary) and text. The stamps partition `gene
 begins), then per step draft, verify and other (see `trace.Step`), so setup + Σ phases = elapsed.
 
 Its modules, each importing only those listed before it:
-  prepared       a run resolved and loaded (`PreparedRun`), `RunError`, the names of the assistant's adaptations
+  prepared       a run resolved and loaded (`PreparedRun`), `RunError` (its home is `errors`), the names of the assistant's adaptations
   jobs           a long job's stop event per thread (`stopped_by`), `JobStopped` and `GaveWay`, the worker thread
   turns          the turn scheduler (`_Scheduler`: visitors' runs first, the baton passed per step), `exclusive`,
                  `one_turn`; the order model locks are taken in and the draft settings set and restored
