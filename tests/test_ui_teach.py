@@ -576,15 +576,20 @@ def test_replay_theory_and_code_after_a_run_in_the_browser(teach_page_factory: A
     # The gallery: a recording picked in the step-through tab opens there, at its last step, with its line.
     from playground import gallery
 
-    recording = gallery.GALLERY[0]
+    recording = next(r for r in gallery.GALLERY if r.key == "prompt-lookup-greedy")
     recorded = gallery.load(recording.key)
     page.get_by_role("tab", name="Step through a run").click()
     page.click("#pg-gallery input")
     page.get_by_role("option", name=recording.title("en")).click()
     page.wait_for_function("(t) => document.querySelector('#pg-replay-status').innerText.includes(t)",
                            arg=recording.title("en"))
-    opened = wait_current(page, len(recorded.steps) - 1)
-    assert opened["steps"] == len(recorded.steps)
+    page.wait_for_function("""(k) => {
+        const current = document.querySelector('#pg-replay-output .pg-current');
+        return current && current.dataset.step === String(k)
+            && document.querySelectorAll('#pg-replay-output .pg-step').length === k + 1;
+    }""", arg=len(recorded.steps) - 1)
+    opened = replay_state(page)
+    assert opened["steps"] == len(recorded.steps) and opened["narration"].startswith(f"Step {len(recorded.steps)}:")
     assert int(page.get_attribute("#pg-replay-slider input[type=range]", "max")) == max(len(recorded.steps), 2)
     assert recording.look("en")[:30] in page.inner_text("#pg-gallery-look")
 
