@@ -15,6 +15,7 @@ import tomllib
 from pathlib import Path
 
 import appserver
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
@@ -52,6 +53,7 @@ def test_pictures_go_to_artifacts_unless_refreshed_on_purpose(monkeypatch) -> No
     assert appserver.picture_path("x.png") == ROOT / "docs" / "x.png"
 
 
+@pytest.mark.models  # its probe builds a tiny model in a fresh process
 def test_the_model_free_tier_refuses_a_test_that_builds_a_model_unmarked(tmp_path: Path) -> None:
     """README's model-free tier (`-m "... and not models"`) stays model-free: a test that builds a model without the
     `models` marker fails saying so, and one using a fixture that builds models is marked at collection (left out)."""

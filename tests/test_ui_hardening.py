@@ -549,6 +549,7 @@ def test_cli_show_refuses_corrupt_trace_files(content: bytes, fragment: str, tmp
     ("nobody-here/no-such-model", "error: no such model on the Hugging Face Hub: nobody-here/no-such-model"),
     (f"{UNREACHABLE_ORG}/SmolLM2-360M-Instruct", "could not reach the Hugging Face Hub (offline?)"),
 ], ids=["unknown Hub id", "Hub unreachable"])
+@pytest.mark.models  # a model load, refused by the Hub, in a fresh process
 def test_cli_hub_rows(target: str, fragment: str, hub: str, tmp_path: Path) -> None:
     """A separate process: the Hub address is read when huggingface_hub is imported."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "HF_"))}
