@@ -211,13 +211,16 @@ from appserver import raw_request  # noqa: E402
 @pytest.fixture(scope="module")
 def long_models(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, str]) -> dict[str, str]:
     """The allowed folder (public mode) holding a link to the tiny target and a copy of it with a 16k context: runs
-    that outlast the wait for an answer stream, on a tiny model."""
+    that outlast the wait for an answer stream, on a tiny model. The copy has no EOS: a greedy run on the tiny model
+    reached it after 1,150 tokens (3.4 s alone), and on a machine whose float kernels round otherwise a run may reach
+    it sooner still, ending before the wait is over (CI failed so: mcp_generate done before it could be ended)."""
     from transformers import AutoTokenizer, LlamaForCausalLM
 
     root = tmp_path_factory.mktemp("hostile3-allowed")
     (root / "target").symlink_to(tiny_models["target"], target_is_directory=True)
     model = LlamaForCausalLM.from_pretrained(tiny_models["target"])
     model.config.max_position_embeddings = 16384
+    model.generation_config.eos_token_id = None
     model.save_pretrained(root / "long")
     AutoTokenizer.from_pretrained(tiny_models["target"]).save_pretrained(root / "long")
     return {"root": str(root), "target": str(root / "target"), "long": str(root / "long")}
