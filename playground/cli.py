@@ -67,11 +67,12 @@ def _read_prompt(args: argparse.Namespace) -> str | None:
 def _failed(exc: BaseException) -> int:
     """A command failed: one `error: …` line on stderr; exit status 130 when interrupted, else 2."""
     from .errors import user_message
+    from .outside import for_terminal
 
     if isinstance(exc, KeyboardInterrupt):
         print("error: interrupted", file=sys.stderr)
         return 130
-    print(f"error: {user_message(exc)}", file=sys.stderr)
+    print(for_terminal(f"error: {user_message(exc)}"), file=sys.stderr)  # it may quote what was typed
     return 2
 
 
@@ -162,8 +163,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, Exception) as exc:  # one line for the user, whatever failed
         return _failed(exc)
     if not args.quiet:
-        print(trace.output_text)
-    print(summary_line(trace))
+        _print_safe(trace.output_text)  # a model writes any character: none of its controls reaches the terminal raw
+    _print_safe(summary_line(trace))
     if args.trace_out:
         trace.save(args.trace_out)
     return 0

@@ -12,10 +12,12 @@ import dataclasses
 import math
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Literal, Sequence
+from typing import Any, Callable, Literal
 
+from .drafts import NO_DRAFT_REASONS, EmptyDraft, prompt_lookup_empty_reason
 from .errors import PlaygroundError
 from .i18n import DEFAULT_LANGUAGE, Message, Number, t
+from .proofs import Proof, Proven, equals_baseline
 
 
 # Numbers the registry's English prose quotes (Transformers' defaults, the guide's advice). A translation writes each as
@@ -127,117 +129,6 @@ class ModelFacts:
     assistant_vocab_size: int | None = None
     # Whether the checkpoint on disk holds the MTP layers its config declares (None: unknown, e.g. a Hub id).
     target_mtp_weights: bool | None = None
-
-
-@dataclass(frozen=True)
-class EmptyDraft:
-    """What is known about a step that drafted nothing, to say why (torch-free: plain ids)."""
-
-    context: list[int]  # prompt + output before the step
-    first_step: bool
-    last_position: bool  # one token was left to generate: Transformers' generators draft nothing then
-    params: dict[str, Any]
-    eos_ids: frozenset[int]  # the run's generation-config EOS set
-
-
-# Why a step drafted nothing, in the words the trace records (`Step.no_draft_reason`). The English sentence is the
-# trace's language-neutral identifier: a replay shows `no_draft.<code>` of the viewer's language (`render`).
-NO_DRAFT_REASONS: dict[str, str] = {
-    "last_position": "only one token was left to generate, and the target's forward produces it",
-    "nothing_proposed": "the drafter proposed nothing",
-    "processor_forbade": "a logits processor forbade the copied tokens",
-    "eos_match": "the earlier match continues with end-of-sequence, which prompt lookup never drafts",
-    "no_match": "no earlier n-gram matched the last tokens",
-    "needs_target_outputs": "the drafter needs the target's outputs first",
-}
-
-
-# Which earlier occurrence of the last n-gram prompt lookup copies from. Transformers' `PromptLookupCandidateGenerator`
-# scans the context left to right and takes the first match whose continuation is allowed: the earliest, not the most
-# recent (`tests/test_lecture_truth.py` runs Transformers' generator on two matches and checks this and the lectures).
-PROMPT_LOOKUP_MATCH: Literal["earliest", "most_recent"] = "earliest"
-
-
-def prompt_lookup_match(seq: Sequence[int], num_tokens: int, max_ngram: int, max_length: int,
-                        eos_ids: frozenset[int], first: Callable[[tuple[int, ...]], int | None] | None = None
-                        ) -> tuple[list[int], tuple[int, int] | None]:
-    """`PromptLookupCandidateGenerator.get_candidates` for the sequence `seq` (prompt + output so far): the draft
-    and where it was copied from, [start, end) of the matched n-gram in `seq` (the longest n-gram first, its earliest
-    occurrence; the draft is the tokens after it); None where nothing is drafted. `first(ngram)`: the earliest
-    position of an n-gram when an index of it is at hand (`tune.NgramIndex`), else the sequence is scanned."""
-    length = len(seq)
-    if max_length == length + 1:
-        return [], None
-    for size in range(min(max_ngram, length - 1), 0, -1):
-        tail = tuple(seq[length - size:])
-        if first is not None:
-            earliest = first(tail)
-            starts: Iterator[int] = iter([earliest] if earliest is not None else [])
-        else:
-            starts = (p for p in range(length - size + 1) if tuple(seq[p:p + size]) == tail)
-        for start in starts:
-            begin, end = start + size, min(start + size + num_tokens, length, max_length)
-            if begin < end:
-                chosen = list(seq[begin:end])
-                for j, token in enumerate(chosen):
-                    if token in eos_ids:
-                        chosen = chosen[:j]
-                        break
-                return chosen, ((start, begin) if chosen else None)
-            # Only the earliest occurrence matters: a later one ends later and cannot have room either.
-            break
-    return [], None
-
-
-def _prompt_lookup_empty_reason(empty: EmptyDraft) -> str | None:
-    """Transformers' search, replayed on ids by the one search engine and Tune share (`prompt_lookup_match`): the
-    longest n-gram first, its earliest occurrence with a continuation; a first copied token that is an EOS means the
-    draft was cropped to nothing, any other means something past the search (a processor) emptied it."""
-    ids, size_max = empty.context, int(empty.params.get("max_matching_ngram_size") or 2)
-    # One token copied, no EOS cut and room to copy it: the match's first token alone, EOS or not, decides.
-    copied, _ = prompt_lookup_match(ids, 1, size_max, len(ids) + 2, frozenset())
-    if not copied:
-        return NO_DRAFT_REASONS["no_match"]
-    return NO_DRAFT_REASONS["eos_match" if copied[0] in empty.eos_ids else "processor_forbade"]
-
-
-# What a test of this project proves about a decoding mode's output. "reference": plain decoding itself; "lossless"
-# (greedy): equal to a baseline run token for token in float32; "exact" (sampling): a chi-square test against the
-# target's exact distribution passes; "lossy": a test shows the output leaves the target's (greedy: it differs from a
-# baseline run; sampling: the chi-square test rejects it); "untested": no test decides it yet.
-ProofKind = Literal["reference", "lossless", "exact", "lossy", "untested"]
-
-
-@dataclass(frozen=True)
-class Proof:
-    """What the tests prove about one way of decoding (greedy or sampling), and which tests prove it: pytest node ids
-    (`tests/<file>.py::<function>[<parameters>]`). `tests/test_lecture_truth.py` collects them, so a claim whose test
-    is gone, does not run this method or asserts the other way fails there; the lectures and README show the claim."""
-
-    kind: ProofKind
-    tests: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Proven:
-    """What is proven of a method's output, greedy and sampling (the ensemble weight aside: `ENSEMBLE_VERIFICATION`)."""
-
-    greedy: Proof
-    sampling: Proof
-
-    def sentences(self, lang: str = DEFAULT_LANGUAGE) -> list[tuple[str, tuple[str, ...]]]:
-        """(sentence in `lang`, the tests that prove it) for greedy, then sampling."""
-        return [(t(f"method.proven.{mode}.{proof.kind}", lang), proof.tests)
-                for mode, proof in (("greedy", self.greedy), ("sampling", self.sampling))]
-
-
-_GREEDY_TEST = "tests/test_lossless.py::test_greedy_output_equals_a_baseline_run"
-
-
-def _equals_baseline(method: str, kind: ProofKind = "lossless") -> Proof:
-    """Greedy output equal to a baseline run, on both of test_lossless.py's prompts (across and beyond the window)."""
-    return Proof(kind, tuple(f"{_GREEDY_TEST}[{method}-{prompt}]"
-                             for prompt in ("generation-crosses-window", "prompt-beyond-window")))
 
 
 @dataclass(frozen=True)
@@ -542,7 +433,7 @@ _register(Method(
         "cost": "One full target forward per token; on small models the cost is dominated by memory traffic.",
         "failure": "None; it is the definition of correct output.",
     },
-    proven=Proven(greedy=_equals_baseline("baseline", "reference"), sampling=Proof("reference")),
+    proven=Proven(greedy=equals_baseline("baseline", "reference"), sampling=Proof("reference")),
     reference=True,
     observed_by="streamer",
     replay_obstacle="baseline drafts nothing: it is the reference every setting is compared with",
@@ -568,7 +459,7 @@ _register(Method(
         "forward can cost as much as several narrow ones. Batched inputs are not supported: Transformers' assisted "
         "generation takes one sequence at a time (batch size 1).",
     },
-    proven=Proven(greedy=_equals_baseline("speculative"), sampling=Proof("exact", (
+    proven=Proven(greedy=equals_baseline("speculative"), sampling=Proof("exact", (
         "tests/test_method_sampling.py::test_speculative_sampling_follows_the_target_distribution",
         "tests/test_method_sampling.py::test_three_token_drafts_follow_the_target_distribution[speculative-kw0-800-True]",
     ))),
@@ -598,7 +489,7 @@ _register(Method(
         "cost": "Only the wider verification forward; nothing when no n-gram matches (a plain step).",
         "failure": "Free-form writing with nothing to copy: few matches, and each wrong guess widens a forward for nothing.",
     },
-    proven=Proven(greedy=_equals_baseline("prompt_lookup"), sampling=Proof("exact", (
+    proven=Proven(greedy=equals_baseline("prompt_lookup"), sampling=Proof("exact", (
         "tests/test_method_sampling.py::test_self_drafting_sampling_follows_the_target_distribution[prompt_lookup-params0]",
         "tests/test_method_sampling.py::test_three_token_drafts_follow_the_target_distribution"
         "[prompt_lookup-kw1-400-False]",
@@ -609,7 +500,7 @@ _register(Method(
         Param("max_matching_ngram_size", "Max n-gram size", "int", 2, minimum=1, maximum=10, step=1,
               help="The longest n-gram of recent tokens searched for in the context (longest tried first)."),
     ),
-    explain_empty_draft=_prompt_lookup_empty_reason,
+    explain_empty_draft=prompt_lookup_empty_reason,
     draft_replay="context_copy",
     draft_length_param="prompt_lookup_num_tokens",
 ))
@@ -637,7 +528,7 @@ _register(Method(
         "failure": "On ordinary checkpoints early layers rarely agree with the last one: acceptance near zero and "
         "generation slower than baseline.",
     },
-    proven=Proven(greedy=_equals_baseline("early_exit"), sampling=Proof("exact", (
+    proven=Proven(greedy=equals_baseline("early_exit"), sampling=Proof("exact", (
         "tests/test_method_sampling.py::test_self_drafting_sampling_follows_the_target_distribution[early_exit-params1]",
         "tests/test_method_sampling.py::test_three_token_drafts_follow_the_target_distribution[early_exit-kw2-500-True]",
     ))),
@@ -680,7 +571,7 @@ _register(Method(
         "failure": "Needs a checkpoint whose safetensors hold the MTP weights (many conversions drop them), loaded "
         "from disk; other models cannot use it. Like speculative decoding, it takes no batched inputs (batch size 1).",
     },
-    proven=Proven(greedy=_equals_baseline("mtp"), sampling=Proof("exact", (
+    proven=Proven(greedy=equals_baseline("mtp"), sampling=Proof("exact", (
         "tests/test_method_sampling.py::test_mtp_sampling_follows_the_target_distribution",))),
     params=(ENSEMBLE,),
     fixed_kwargs={"use_mtp": True},
@@ -714,7 +605,7 @@ _register(Method(
     },
     # num_assistant_tokens is the drafter's only draft-length setting, and Transformers has no default for it
     # (unset, its generator fails on int(None)): it always goes onto the assistant's generation_config.
-    proven=Proven(greedy=_equals_baseline("mtp_drafter"), sampling=Proof("lossy", (
+    proven=Proven(greedy=equals_baseline("mtp_drafter"), sampling=Proof("lossy", (
         "tests/test_method_sampling.py::test_mtp_drafter_sampling_does_not_follow_the_target_and_is_marked_lossy",
     ))),
     params=(DRAFT_LENGTH[0], ENSEMBLE),
@@ -760,7 +651,7 @@ _register(Method(
         "failure": "Tokenizers that split text very differently: drafts lose alignment and acceptance drops. "
         "Sampling prunes the assistant's LM head in place, so the playground gives it a dedicated copy.",
     },
-    proven=Proven(greedy=_equals_baseline("universal"), sampling=Proof("exact", (
+    proven=Proven(greedy=equals_baseline("universal"), sampling=Proof("exact", (
         "tests/test_method_sampling.py::test_universal_sampling_follows_the_target_distribution",
         "tests/test_method_sampling.py::test_three_token_drafts_follow_the_target_distribution[universal-kw3-500-True]",
     ))),

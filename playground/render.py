@@ -24,7 +24,8 @@ import html
 from typing import Iterable, Sequence
 
 from .i18n import DEFAULT_LANGUAGE, count, direction, number, t, tn
-from .methods import METHODS, NO_DRAFT_REASONS, is_reference
+from .drafts import NO_DRAFT_REASONS
+from .methods import METHODS, is_reference
 from .trace import ACCEPTED, BONUS, CORRECTION, DISCARDED, REJECTED, TARGET, UNVERIFIED, Step, Summary, Trace
 
 # Okabe–Ito colours, one per status (see the module docstring).

@@ -247,3 +247,61 @@ def test_a_page_load_without_a_link_imports_no_torch() -> None:
         "print('without', 'torch' in sys.modules)\n")
     stdout = _fresh_python(script)
     assert "without False" in stdout, stdout
+
+
+# --------------------------------------------------------------------------- outputs by name, rooms of a size
+
+APP = PACKAGE / "app"
+
+
+def _is_skip(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and ast.unparse(node.func) in ("gr.skip", "gradio.skip")
+
+
+def counted_skips(source: str) -> list[str]:
+    """Where a handler counts its outputs by hand: a list of skips multiplied (`[gr.skip()] * 14`), skips made in a
+    loop (`gr.skip() for _ in range(10)`), or a literal tuple or list holding more than one skip (a 7-tuple with five
+    of them). An `Outputs` declaration gives every output it is not told by name as a skip instead."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and any(
+                isinstance(side, (ast.List, ast.Tuple)) and any(_is_skip(e) for e in side.elts)
+                for side in (node.left, node.right)):
+            found.append(f"line {node.lineno}: {ast.unparse(node)[:80]}")
+        elif isinstance(node, (ast.ListComp, ast.GeneratorExp)) and _is_skip(node.elt) and not node.generators[0].ifs:
+            found.append(f"line {node.lineno}: {ast.unparse(node)[:80]}")
+        elif isinstance(node, (ast.Tuple, ast.List)) and sum(_is_skip(e) for e in node.elts) > 1:
+            found.append(f"line {node.lineno}: {ast.unparse(node)[:80]}")
+    return found
+
+
+def test_the_counted_skip_finder_finds_each_kind() -> None:
+    assert len(counted_skips("a = [gr.skip()] * 14\nb = tuple(gr.skip() for _ in range(10))\n"
+                             "c = (x, gr.skip(), gr.skip())\n")) == 3
+    assert counted_skips("a = OUT(status=x)\nb = gr.skip() if y else z\n") == []
+
+
+def test_no_handler_of_the_page_counts_its_outputs() -> None:
+    """Every handler's outputs are an `Outputs` declaration (playground/app/outputs.py): no skip counted by hand."""
+    found = {path.name: hits for path in sorted(APP.glob("*.py"))
+             if path.name != "outputs.py" and (hits := counted_skips(path.read_text(encoding="utf-8")))}
+    assert found == {}, found
+
+
+MAX_MODULE_LINES = 800
+MAX_FUNCTION_LINES = 100
+
+
+def test_no_module_is_too_long_to_read_and_no_function_longer_than_a_screen() -> None:
+    """The house's size rules (#39): a module a reader can hold (800 lines), a function on one screen (100)."""
+    long_modules, long_functions = {}, {}
+    for name, path in modules().items():
+        source = path.read_text(encoding="utf-8")
+        if len(source.splitlines()) > MAX_MODULE_LINES:
+            long_modules[name] = len(source.splitlines())
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if lines > MAX_FUNCTION_LINES:
+                    long_functions[f"{name}.{node.name}"] = lines
+    assert long_modules == {} and long_functions == {}, (long_modules, long_functions)

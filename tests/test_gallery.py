@@ -9,8 +9,8 @@ import gradio as gr
 import pytest
 
 from playground import gallery, i18n
-from playground.app.gallery_picker import localized_choices, look_html, on_gallery_pick
-from playground.app.replay_tab import replay_load
+from playground.app.gallery_picker import LOOK, localized_choices, look_html, on_gallery_pick
+from playground.app.replay_tab import LOADED, replay_load
 from playground.errors import PlaygroundError
 from playground.methods import METHODS
 from playground.request import method_for
@@ -75,20 +75,21 @@ def test_every_recording_has_its_title_and_line_in_each_language(lang):
 def test_picking_a_recording_opens_it_in_the_replay(lang):
     request = FakeRequest(lang)
     for recording in gallery.GALLERY:
-        out = on_gallery_pick(replay_load, recording.key, request)
+        out = (LOADED + LOOK).read(on_gallery_pick(replay_load, LOADED, recording.key, request))
         trace = gallery.load(recording.key)
-        expected = replay_load(trace, "", lang)
-        assert len(out) == len(expected) + 1
-        assert out[0] is trace
-        assert out[2]["maximum"] == max(len(trace.steps), 2) and out[2]["value"] == len(trace.steps)
-        assert recording.title(lang) in out[1]  # the status names the recording
-        assert out[3] == expected[3]  # the coloured text of the last step, as a replay of the file draws it
-        assert out[-1] == look_html(recording.key, lang) and recording.look(lang)[:20] in out[-1].replace("&#x27;", "'")
+        expected = LOADED.read(replay_load(trace, "", lang))
+        assert out["trace"] is trace
+        assert out["slider"]["maximum"] == max(len(trace.steps), 2) and out["slider"]["value"] == len(trace.steps)
+        assert recording.title(lang) in out["status"]  # the status names the recording
+        assert out["tokens"] == expected["tokens"]  # the coloured text of the last step, as a replay of the file draws it
+        assert out["look"] == look_html(recording.key, lang)
+        assert recording.look(lang)[:20] in out["look"].replace("&#x27;", "'")
     assert localized_choices(request)["choices"] == gallery.choices(lang)
 
 
 def test_clearing_the_picker_changes_nothing_and_an_unknown_key_is_refused():
-    assert all(item == gr.skip() for item in on_gallery_pick(replay_load, None))
-    assert all(item == gr.skip() for item in on_gallery_pick(replay_load, ""))
+    for cleared in (None, ""):
+        out = on_gallery_pick(replay_load, LOADED, cleared)
+        assert len(out) == len(LOADED) + 1 and all(item == gr.skip() for item in out)
     with pytest.raises(PlaygroundError, match="baseline-greedy"):
-        on_gallery_pick(replay_load, "../../etc/passwd")
+        on_gallery_pick(replay_load, LOADED, "../../etc/passwd")

@@ -347,3 +347,35 @@ def test_calls_whose_answer_stream_is_never_opened_end_and_their_work_stops(serv
                           json={"data": [PROMPT, target, "baseline", "", "{}", 4, False, 1.0, 0, "float32", ""]},
                           timeout=120)
     assert json.loads(answered.json()["data"][0])["summary"]["new_tokens"] == 4
+
+
+@pytest.mark.models
+def test_run_puts_no_raw_bidi_character_of_the_models_output_on_the_terminal(tmp_path: Path, capsys) -> None:
+    """A model can write any character: one whose every token is a bidi override (U+202E) or isolate (U+2066), and
+    `run` prints its output and summary with none of them raw (an error names a typed model name escaped too)."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from tiny import build_tokenizer, llama_config
+
+    tokenizer = build_tokenizer()
+    tokenizer.add_tokens(["\u202e", "\u2066"])
+    override, isolate = tokenizer.convert_tokens_to_ids(["\u202e", "\u2066"])
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(llama_config(tokenizer, layers=1, hidden=32))
+    with torch.no_grad():  # logits: +/-100 × the normed state's first dimension for the two tokens, 0 for every other
+        model.model.norm.weight.zero_()
+        model.model.norm.weight[0] = 1.0
+        model.lm_head.weight.zero_()
+        model.lm_head.weight[override, 0], model.lm_head.weight[isolate, 0] = 100.0, -100.0
+    model.generation_config.eos_token_id = None
+    model.save_pretrained(tmp_path / "bidi")
+    tokenizer.save_pretrained(tmp_path / "bidi")
+    assert cli.main(["run", "--target", str(tmp_path / "bidi"), "--prompt", "hello", "--max-new-tokens", "6",
+                     "--dtype", "float32"]) == 0
+    out = capsys.readouterr()
+    assert out.out.count("\\u202e") + out.out.count("\\u2066") == 6, out.out  # the six tokens, shown escaped
+    assert _unsafe_characters(out.out + out.err) == set(), (out.out + out.err)[:500]
+    assert cli.main(["run", "--target", "bundled/\u202eevil", "--prompt", "hi"]) == 2
+    out = capsys.readouterr()
+    assert "error:" in out.err and _unsafe_characters(out.out + out.err) == set(), out.err

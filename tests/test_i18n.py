@@ -10,7 +10,8 @@ import pytest
 
 from playground import charts, i18n, methods, render, theory
 from playground.examples import EXAMPLES, localized_examples
-from playground.methods import METHODS, NO_DRAFT_REASONS
+from playground.drafts import NO_DRAFT_REASONS
+from playground.methods import METHODS
 from playground.presets import GUIDE_PRESETS, STAND_INS
 from playground.trace import Step, Summary, Trace
 
@@ -327,8 +328,8 @@ def test_our_refusals_reach_the_page_in_its_language(lang):
     assert refusal(KeyError("x"), lang) == i18n.t("error.not_from_the_page", lang)
     # The brief status a click shows before its run starts.
     names = list(generate_tab.param_specs())
-    _, queued, _ = generate_tab.on_generate_click("prompt_lookup", *[generate_tab.param_specs()[n].default
-                                                                     for n in names], lang=lang)
+    queued = generate_tab.CLICKED.read(generate_tab.on_generate_click(
+        "prompt_lookup", *[generate_tab.param_specs()[n].default for n in names], lang=lang))["status"]
     assert i18n.t("status.queued", lang) in queued and "Queued" not in queued
 
 
@@ -614,7 +615,7 @@ def test_a_link_with_an_unknown_dtype_says_why_in_the_page_language(lang):
     from playground.app.run_request import DTYPES
 
     def status(lang: str) -> str:
-        return html.unescape(links.restore({"prompt": "hi", "dtype": "int3"}, [], lang)[14])
+        return html.unescape(links.restored([]).read(links.restore({"prompt": "hi", "dtype": "int3"}, [], lang))["link_status"])
 
     known = ", ".join(DTYPES)
     assert f"This link's settings were not applied: unknown dtype 'int3': use {known}<" in status("en")

@@ -95,7 +95,7 @@ def test_the_preset_picker_writes_no_english(lang: str, online: bool) -> None:
         if english_words(label):
             found[f"choice {name}"] = english_words(label)
     for name in PRESETS:
-        info = preset_picker.on_preset(name, [], online=online, lang=lang)[1]
+        info = preset_picker.picked([]).read(preset_picker.on_preset(name, [], online=online, lang=lang))["preset_info"]
         if english_words(without_code(info)):
             found[f"info {name}"] = english_words(without_code(info))
     assert not found, found

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from playground.engine import LiveRun, RunRequest, prepare
-from playground.methods import METHODS, EmptyDraft
+from playground.drafts import EmptyDraft
+from playground.methods import METHODS
 from playground.trace import check_invariants
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -13,7 +13,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
 from playground.i18n import LANGUAGES, number
-from playground.methods import PROMPT_LOOKUP_MATCH, get_method
+from playground.drafts import PROMPT_LOOKUP_MATCH
+from playground.methods import get_method
 
 pytestmark = pytest.mark.models  # its tests build or load models: the module stays out of the model-free tier
 
@@ -50,14 +51,14 @@ def test_prompt_lookup_copies_the_match_the_registry_and_lectures_name() -> None
 
 def test_the_replays_search_copies_the_same_match() -> None:
     """The replay's own n-gram search (why a step drafted nothing) scans in the order Transformers does."""
-    from playground.methods import EmptyDraft, _prompt_lookup_empty_reason, NO_DRAFT_REASONS
+    from playground.drafts import NO_DRAFT_REASONS, EmptyDraft, prompt_lookup_empty_reason
 
     # The earliest match continues with EOS (id 2), the later one with an ordinary token: Transformers stops at the
     # earliest and drafts nothing, so the replay must say "EOS", not "a processor forbade".
     empty = EmptyDraft(context=[5, 6, 2, 5, 6, 9, 5, 6], first_step=False, last_position=False,
                        params={"max_matching_ngram_size": 2}, eos_ids=frozenset({2}))
     expected = "eos_match" if _copied_match() == "earliest" else "processor_forbade"
-    assert _prompt_lookup_empty_reason(empty) == NO_DRAFT_REASONS[expected]
+    assert prompt_lookup_empty_reason(empty) == NO_DRAFT_REASONS[expected]
 
 
 def generate_keeping_generator(model, *args, **kwargs):

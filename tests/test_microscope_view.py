@@ -32,8 +32,9 @@ def run(target: str, method: str, assistant: str | None = None, params: dict | N
     final = list(generate_tab.generate(PROMPT, target=target, assistant=assistant, method=method, params=params or {},
                                        max_new_tokens=tokens, sample=sample, seed=seed, dtype="float32",
                                        chat=chat))[-1]
-    assert 'data-kind="done"' in final[4], final[4]
-    return final[-1]
+    final = generate_tab.RUN.read(final)
+    assert 'data-kind="done"' in final["status"], final["status"]
+    return final["run_trace"]
 
 
 @pytest.fixture(scope="module")

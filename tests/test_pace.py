@@ -173,14 +173,15 @@ def test_the_pages_handler_shows_each_step_and_waits_for_next_step(tiny_models) 
     outputs = []
     for out in generate_tab.generate(prompt, **kw, request=request):
         outputs.append(out)
-        if isinstance(out[4], str) and "Paused after step" in out[4]:
-            shown_at_pauses.append(out[0].count('class="tok"'))
+        shown = generate_tab.RUN.read(out)
+        if isinstance(shown["status"], str) and "Paused after step" in shown["status"]:
+            shown_at_pauses.append(shown["tokens"].count('class="tok"'))
             presenter.step_on(request)
     final = _final(outputs)
     assert shown_at_pauses == [1, 2, 3, 4, 5], "one pause after each step but the last, its token on the page"
-    assert final[0] == alone[0], "the tokens of the unpaced run"
-    assert 'data-kind="done"' in final[4] and "at the presenter&#x27;s pace" in final[4]
-    assert final[6].paused_ms > 0 and alone[6].paused_ms == 0
+    assert final["tokens"] == alone["tokens"], "the tokens of the unpaced run"
+    assert 'data-kind="done"' in final["status"] and "at the presenter&#x27;s pace" in final["status"]
+    assert final["run_trace"].paused_ms > 0 and alone["run_trace"].paused_ms == 0
     presenter.set_pace(FREE, 2.0, request)
     with pytest.raises(PlaygroundError):
         presenter.set_pace("fast", 2.0, request)
@@ -188,8 +189,9 @@ def test_the_pages_handler_shows_each_step_and_waits_for_next_step(tiny_models) 
         presenter.set_pace(SLOW, "2", request)
 
 
-def _final(outputs: list) -> tuple:
-    return outputs[-1]
+def _final(outputs: list) -> dict:
+    """The last of `generate`'s updates, by output name."""
+    return generate_tab.RUN.read(outputs[-1])
 
 
 def test_the_replays_speed_control_sets_plays_interval() -> None:

@@ -83,31 +83,31 @@ def test_page_offers_stand_ins_where_the_hub_is_out_of_reach(offline: None) -> N
     assert labels["speculative-greedy-offline"] == PRESETS["speculative-greedy-offline"].title
 
     names = list(run_request.param_specs())
-    picker, info, target, assistant, method, sample, temperature, top_p, top_k, seed, chat, length, prompt, *params = \
-        preset_picker.on_preset("speculative-sampling", names)
-    assert picker["value"] == "speculative-sampling-offline"
-    assert "needs the Hugging Face Hub, which is not reachable here" in info and "Does not show" in info
-    assert (target, assistant, method) == (DEFAULT_TARGET, DEFAULT_TARGET, "speculative")
-    assert (sample, temperature, top_k, chat, length) == (True, 0.5, 50, "off", 20)
-    values = dict(zip(names, params))
-    assert values["num_assistant_tokens"] == 20 and values["assistant_confidence_threshold"] == 0.4
+    outputs = preset_picker.picked(names)
+    out = outputs.read(preset_picker.on_preset("speculative-sampling", names))
+    assert out["preset"]["value"] == "speculative-sampling-offline"
+    assert "needs the Hugging Face Hub, which is not reachable here" in out["preset_info"]
+    assert "Does not show" in out["preset_info"]
+    assert (out["target"], out["assistant"], out["method"]) == (DEFAULT_TARGET, DEFAULT_TARGET, "speculative")
+    assert [out[k] for k in ("sample", "temperature", "top_k", "chat", "max_new_tokens")] == [True, 0.5, 50, "off", 20]
+    assert out["param:num_assistant_tokens"] == 20 and out["param:assistant_confidence_threshold"] == 0.4
 
     # No stand-in: the controls stay as they were and the picker clears, with the reason shown.
-    picker, info, *rest = preset_picker.on_preset("mtp-layers", names)
-    assert picker["value"] is None and "no stand-in" in info
+    out = outputs.read(preset_picker.on_preset("mtp-layers", names))
+    assert out["preset"]["value"] is None and "no stand-in" in out["preset_info"]
+    rest = [value for name, value in out.items() if name not in ("preset", "preset_info")]
     assert all(isinstance(update, dict) and update.get("__type__") == "update" and len(update) == 1 for update in rest)
 
 
 def test_page_fills_a_hub_preset_as_the_guide_sets_it() -> None:
     names = list(run_request.param_specs())
-    picker, info, target, assistant, method, sample, temperature, top_p, top_k, seed, chat, length, prompt, *params = \
-        preset_picker.on_preset("mtp-drafter", names, online=True)
-    assert picker["value"] == "mtp-drafter"
-    assert (target, assistant, method, chat, length) == (
-        "google/gemma-4-E4B-it", "google/gemma-4-E4B-it-assistant", "mtp_drafter", "on", 256)
-    assert prompt == "Write a short joke about saving RAM." and "You are a helpful assistant." in info
-    assert "enable_thinking=False" in info
-    assert dict(zip(names, params))["num_assistant_tokens"] == 5
+    out = preset_picker.picked(names).read(preset_picker.on_preset("mtp-drafter", names, online=True))
+    assert out["preset"]["value"] == "mtp-drafter"
+    assert [out[k] for k in ("target", "assistant", "method", "chat", "max_new_tokens")] == [
+        "google/gemma-4-E4B-it", "google/gemma-4-E4B-it-assistant", "mtp_drafter", "on", 256]
+    assert out["prompt"] == "Write a short joke about saving RAM." and "You are a helpful assistant." in out["preset_info"]
+    assert "enable_thinking=False" in out["preset_info"]
+    assert out["param:num_assistant_tokens"] == 5
 
 
 def _api(preset: str | None, prompt: str = "", **values) -> RunRequest:

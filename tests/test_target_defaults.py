@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from playground.app.generate_tab import on_method_change
+from playground.app.generate_tab import METHOD_VIEWS, on_method_change
+from playground.app.outputs import PARAM
 from playground.app.run_request import on_target_change, on_target_pick, param_specs, target_param_specs
 from playground.engine import prepare
 from playground.methods import MethodError, get_method
@@ -22,6 +23,11 @@ LAYERSKIP = "facebook/layerskip-llama3.2-1B"
 
 def _update(updates: list, name: str) -> dict:
     return updates[NAMES.index(name)]
+
+
+def _method_change(target: str, name: str) -> dict:
+    """The update `on_method_change` gives early exit's control `name` (by its output name)."""
+    return METHOD_VIEWS.read(on_method_change("early_exit", target, None))[PARAM + name]
 
 
 def test_the_bundled_gemma_has_its_own_early_exit_layer_within_its_layers():
@@ -66,9 +72,9 @@ def test_the_page_builds_the_layer_control_for_the_default_target():
 
 
 def test_choosing_early_exit_bounds_the_slider_by_the_targets_layers():
-    updates = on_method_change("early_exit", DEFAULT_TARGET, None)[3:]
-    assert _update(updates, LAYER)["maximum"] == 17 and _update(updates, LAYER)["visible"] is True
-    assert _update(on_method_change("early_exit", LAYERSKIP, None)[3:], LAYER)["maximum"] == 15
+    update = _method_change(DEFAULT_TARGET, LAYER)
+    assert update["maximum"] == 17 and update["visible"] is True
+    assert _method_change(LAYERSKIP, LAYER)["maximum"] == 15
 
 
 def test_picking_a_target_sets_its_own_layer_and_range():

@@ -581,8 +581,9 @@ def test_where_every_setting_is_slower_than_plain_decoding_tune_says_so_everywhe
     from playground.app import tune_tab
     from playground.cli import main
 
-    status, table, *_, result = tune_tab.run_tune(PROMPTS[0], tiny_models["target"], contrary_drafter, "speculative",
-                                                  {}, "float32", "off", 16, 2, "")
+    out = tune_tab.TUNED.read(tune_tab.run_tune(PROMPTS[0], tiny_models["target"], contrary_drafter, "speculative",
+                                                {}, "float32", "off", 16, 2, ""))
+    status, table, result = out["status"], out["table"], out["result"]
     data = result.to_dict()
     assert all(r["predicted"]["accepted"] == 0 and r["predicted"]["speedup"] < 1 for r in data["rows"]), data["rows"]
     assert data["standing"] == "slower"
@@ -615,8 +616,9 @@ def test_where_a_setting_wins_clearly_tune_recommends_it(tiny_models, one_torch_
     from playground import tune_report
     from playground.app import tune_tab
 
-    status, table, *_, result = tune_tab.run_tune(WIN_PROMPT, tiny_models["target"], None, "prompt_lookup",
-                                                  {}, "float32", "off", 48, 8, "")
+    out = tune_tab.TUNED.read(tune_tab.run_tune(WIN_PROMPT, tiny_models["target"], None, "prompt_lookup",
+                                                {}, "float32", "off", 48, 8, ""))
+    status, table, result = out["status"], out["table"], out["result"]
     data = result.to_dict()
     assert data["standing"] == "faster", [(r["label"], r["predicted"]["speedup"]) for r in data["rows"]]
     for lang in ("en", "ru", "ar"):
@@ -740,14 +742,17 @@ def test_tune_tab_handlers_run_a_tiny_tune_and_measure_it(tiny_models, one_torch
     from playground.app import tune_tab
 
     params = {"prompt_lookup_num_tokens": 10, "max_matching_ngram_size": 2}
-    status, table, speed, per_step, positions, result = tune_tab.run_tune(
+    out = tune_tab.TUNED.read(tune_tab.run_tune(
         PROMPTS[0], tiny_models["target"], None, "prompt_lookup", params, "float32", "off", 20, 3,
-        PROMPTS[1] + "\n")
+        PROMPTS[1] + "\n"))
+    status, table, speed, per_step = out["status"], out["table"], out["speedup"], out["tokens_per_step"]
+    positions, result = out["positions"], out["result"]
     assert 'data-kind="done"' in status and tune_tab.tuned_status(result) in html_text(status)  # recommended, or not
     assert len(result.prompts) == 2 and _mark(result.to_dict(), "en") in html_text(table)  # ★, or what it is instead
     assert 'data-testid="pg-tune-losses"' in table
     assert speed.data and per_step.data and positions.data
-    status, table, *_, again = tune_tab.run_verify(result)
+    out = tune_tab.TUNED.read(tune_tab.run_verify(result))
+    status, table, again = out["status"], out["table"], out["result"]
     assert 'data-kind="done"' in status and again is result
     assert "Measured " in table and result.measured
 
@@ -755,13 +760,13 @@ def test_tune_tab_handlers_run_a_tiny_tune_and_measure_it(tiny_models, one_torch
 def test_tune_tab_handlers_say_what_is_wrong(tiny_models) -> None:
     from playground.app import tune_tab
 
-    status, *_ = tune_tab.run_tune(PROMPTS[0], tiny_models["target"], tiny_models["other"],
-                                   "universal", {}, "float32", "off", 20, 3, "")
+    status = tune_tab.TUNED.read(tune_tab.run_tune(PROMPTS[0], tiny_models["target"], tiny_models["other"],
+                                                   "universal", {}, "float32", "off", 20, 3, ""))["status"]
     assert 'data-kind="error"' in status and "re-tokenises" in status
-    status, *_ = tune_tab.run_tune(PROMPTS[0], tiny_models["target"], None, "prompt_lookup", {},
-                                   "float32", "off", 20, 3, "\n".join(["more"] * 9))
+    status = tune_tab.TUNED.read(tune_tab.run_tune(PROMPTS[0], tiny_models["target"], None, "prompt_lookup", {},
+                                                   "float32", "off", 20, 3, "\n".join(["more"] * 9)))["status"]
     assert 'data-kind="error"' in status and "at most 8" in status
-    status, *_ = tune_tab.run_verify(None)
+    status = tune_tab.TUNED.read(tune_tab.run_verify(None))["status"]
     assert 'data-kind="error"' in status and "press Tune first" in status
 
 

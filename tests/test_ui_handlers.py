@@ -68,13 +68,14 @@ def test_api_endpoint_mirrors_the_cli(demo: Any) -> None:
 def test_method_change_shows_exactly_the_methods_params() -> None:
     names = list(run_request.param_specs())
     for method in METHODS.values():
-        summary, lecture, assistant, *params = generate_tab.on_method_change(method.name, DEFAULT_TARGET, None)
-        assert summary == method.summary
-        assert all(text in lecture for text in ("What drafts", "When it fails"))
-        assert assistant["visible"] is method.needs_assistant
-        shown = {name for name, update in zip(names, params) if update["visible"]}
+        out = generate_tab.METHOD_VIEWS.read(generate_tab.on_method_change(method.name, DEFAULT_TARGET, None))
+        assert out["method_summary"] == method.summary
+        assert all(text in out["lecture"] for text in ("What drafts", "When it fails"))
+        assert out["assistant"]["visible"] is method.needs_assistant
+        params = {name: out[f"param:{name}"] for name in names}
+        shown = {name for name, update in params.items() if update["visible"]}
         assert shown == {p.name for p in method.params}, method.name
-        for name, update in zip(names, params):
+        for name, update in params.items():
             if update["visible"]:
                 p = method_for(method.name, DEFAULT_TARGET).param(name)  # bounded by the target's layers
                 assert update["label"] == p.label
@@ -104,18 +105,23 @@ def test_load_progress_leaves_the_status_box_to_a_clicked_run(monkeypatch: pytes
     loading = preload.Preload()
     loading.message, loading.thread = "Loading bundled/x…", threading.current_thread()  # started, not done
     monkeypatch.setattr(preload, "PRELOAD", loading)
-    status, timer = preload.poll_preload(False)
+    polled = preload.POLLED.read(preload.poll_preload(False))
+    status, timer = polled["status"], polled["timer"]
     assert "Loading bundled/x" in status and 'data-kind="running"' in status and timer["active"] is True
 
     names = list(run_request.param_specs())
-    params, queued, run_started = generate_tab.on_generate_click("prompt_lookup", *[run_request.param_specs()[n].default for n in names])
+    clicked = generate_tab.CLICKED.read(generate_tab.on_generate_click(
+        "prompt_lookup", *[run_request.param_specs()[n].default for n in names]))
+    params, queued, run_started = clicked["params_json"], clicked["status"], clicked["run_started"]
     assert run_started is True and 'data-kind="running"' in queued and "prompt_lookup_num_tokens" in params
     loading.done.set()  # the load ends, the run finishes, then a late tick arrives
-    status, timer = preload.poll_preload(run_started)
+    polled = preload.POLLED.read(preload.poll_preload(run_started))
+    status, timer = polled["status"], polled["timer"]
     assert status == generate_tab.gr.skip()  # left as the run wrote it
     assert timer["active"] is False
 
-    status, timer = preload.poll_preload(False)  # a page that never clicked is told the model is ready
+    polled = preload.POLLED.read(preload.poll_preload(False))  # a page that never clicked is told the model is ready
+    status, timer = polled["status"], polled["timer"]
     assert 'data-kind="idle"' in status and timer["active"] is False
 
 
@@ -134,16 +140,24 @@ def test_build_request_parses_api_values() -> None:
         run_request.build_request("hi", None, None, None, None, 1.5, False, 1, 1, 0, 0, "auto", "auto")
 
 
-def _final(outputs: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+def _named(output: tuple[Any, ...]) -> dict[str, Any]:
+    """One of `generate`'s updates by output name."""
+    return generate_tab.RUN.read(output)
+
+
+def _final(outputs: list[tuple[Any, ...]]) -> dict[str, Any]:
     assert outputs
-    return outputs[-1]
+    return _named(outputs[-1])
 
 
 def test_generate_streams_and_finishes_with_a_trace(tiny_models: dict[str, str]) -> None:
     outputs = list(generate_tab.generate("One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,",
                                target=tiny_models["target"], method="prompt_lookup",
                                params={"prompt_lookup_num_tokens": 4}, max_new_tokens=16, dtype="float32"))
-    tokens_html, stats, fig_a, fig_t, status, download, run_trace = _final(outputs)
+    final = _final(outputs)
+    tokens_html, stats, status, download, run_trace = (final[name] for name in ("tokens", "stats", "status",
+                                                                               "trace_file", "run_trace"))
+    fig_a, fig_t = final["acceptance"], final["timing"]
     assert 'data-kind="done"' in status
     assert tokens_html.count('class="tok"') >= 16 and 'data-status="' in tokens_html
     assert 'data-stat="new_tokens"><div class="pg-value">16<' in stats
@@ -152,11 +166,12 @@ def test_generate_streams_and_finishes_with_a_trace(tiny_models: dict[str, str])
     assert trace.method == "prompt_lookup" and trace.params["prompt_lookup_num_tokens"] == 4
     # The other tabs get the run's trace in a gr.State (the last output), the very trace the file holds.
     assert isinstance(run_trace, Trace) and run_trace.to_json() == trace.to_json()
-    assert outputs[0][6] is None, "a run starts by clearing the previous run's trace"
+    assert _named(outputs[0])["run_trace"] is None, "a run starts by clearing the previous run's trace"
     assert trace.summary.new_tokens == 16
     # Streamed: token updates came before the last one, each extending the previous HTML. The last one, once generation
     # has ended, is the whole trace rendered again: its drafts' q and p are filled in then (`LiveRun._figures_later`).
-    htmls = [o[0] for o in outputs if isinstance(o[0], str) and 'class="tok"' in o[0]]
+    shown = [_named(o)["tokens"] for o in outputs]
+    htmls = [tokens for tokens in shown if isinstance(tokens, str) and 'class="tok"' in tokens]
     streamed = htmls[:-1]
     assert streamed and all(b.startswith(a) for a, b in zip(streamed, streamed[1:]))
     assert tokens_html == render.render_tokens(run_trace.steps)[:-len("</div>")]
@@ -175,33 +190,34 @@ def test_a_token_opened_while_the_run_goes_on_shows_its_distributions(tiny_model
                                     params={"prompt_lookup_num_tokens": 4}, max_new_tokens=16, dtype="float32")
     click = {"step": 0, "pos": 0}
     for output in outputs:
-        if isinstance(output[0], str) and 'class="tok"' in output[0]:  # the first step is shown: the run goes on
+        tokens = _named(output)["tokens"]
+        if isinstance(tokens, str) and 'class="tok"' in tokens:  # the first step is shown: the run goes on
             during = generate_tab.open_token(None, gr.EventData(None, click))
             break
-    final = list(outputs)[-1]
-    assert 'data-kind="done"' in final[4]
+    final = _final(list(outputs))
+    assert 'data-kind="done"' in final["status"]
     assert 'class="pg-micro-dists"' in during and 'data-recorded="false"' not in during
-    assert during == microscope_view.panel_for_click(final[-1], click)
+    assert during == microscope_view.panel_for_click(final["run_trace"], click)
 
 
 def test_check_against_plain_generate(tiny_models: dict[str, str]) -> None:
     prompt = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,"
     kw = dict(target=tiny_models["target"], params={"prompt_lookup_num_tokens": 4}, max_new_tokens=12, dtype="float32")
     outputs = list(generate_tab.generate(prompt, method="prompt_lookup", check_plain=True, **kw))
-    _, stats, *_, status, download, _ = _final(outputs)
+    stats, status = _final(outputs)["stats"], _final(outputs)["status"]
     assert 'data-kind="done"' in status
     assert 'data-testid="pg-plain-check" data-identical="true"' in stats and "identical to plain generate()" in stats
     assert "× the speed of plain generate()" in stats
-    assert any("Checking against plain generate()" in str(o[4]) for o in outputs)
-    unchecked = _final(list(generate_tab.generate(prompt, method="prompt_lookup", **kw)))[1]
+    assert any("Checking against plain generate()" in str(_named(o)["status"]) for o in outputs)
+    unchecked = _final(list(generate_tab.generate(prompt, method="prompt_lookup", **kw)))["stats"]
     assert "pg-plain-check" not in unchecked, "off by default"
     # A lossy setting says so where the outputs part (the noisy assistant disagrees with the target).
     lossy = _final(list(generate_tab.generate(prompt, method="speculative", assistant=tiny_models["noisy"], sample=True, seed=3,
                                     check_plain="true", target=tiny_models["target"], max_new_tokens=12,
-                                    dtype="float32", params={"assistant_ensemble_weight": 0.5})))[1]
+                                    dtype="float32", params={"assistant_ensemble_weight": 0.5})))["stats"]
     assert "pg-plain-check" in lossy
     assert 'data-identical="true"' in lossy or "a lossy setting (ensemble verification" in lossy
-    bad = _final(list(generate_tab.generate(prompt, method="prompt_lookup", check_plain="maybe", **kw)))[4]
+    bad = _final(list(generate_tab.generate(prompt, method="prompt_lookup", check_plain="maybe", **kw)))["status"]
     assert "check_plain must be true or false" in bad
 
 
@@ -214,11 +230,12 @@ def test_charts_update_live_at_their_own_cadence(tiny_models: dict[str, str], mo
     monkeypatch.setattr(generate_tab, "CHART_EVERY_S", chart_every_s)
     outputs = list(generate_tab.generate("Hello there, hello there,", target=tiny_models["target"], method="baseline",
                                max_new_tokens=12, dtype="float32"))
-    streamed = [o for o in outputs if 'class="tok"' in str(o[0]) and o[4] == generate_tab.gr.skip()]
+    named = [_named(o) for o in outputs]
+    streamed = [o for o in named if 'class="tok"' in str(o["tokens"]) and o["status"] == generate_tab.gr.skip()]
     assert len(streamed) >= 10  # one update per step
-    with_charts = [o for o in streamed if o[2] != generate_tab.gr.skip()]
+    with_charts = [o for o in streamed if o["acceptance"] != generate_tab.gr.skip()]
     assert (len(with_charts) == len(streamed)) if live_charts else not with_charts
-    assert _final(outputs)[2].data  # the final charts, whatever the cadence
+    assert _final(outputs)["acceptance"].data  # the final charts, whatever the cadence
 
 
 @pytest.mark.parametrize(
@@ -234,7 +251,8 @@ def test_charts_update_live_at_their_own_cadence(tiny_models: dict[str, str], mo
     ],
 )
 def test_errors_become_a_message_not_an_exception(kwargs: dict[str, Any], message: str, toasts: list[str]) -> None:
-    *_, status, download, _ = _final(list(generate_tab.generate(**kwargs)))
+    final = _final(list(generate_tab.generate(**kwargs)))
+    status, download = final["status"], final["trace_file"]
     assert 'role="alert"' in status and message in status
     assert toasts and message in toasts[0]
     assert download["visible"] is False
@@ -247,11 +265,11 @@ def test_stop_ends_the_run_and_keeps_the_output(tiny_models: dict[str, str]) -> 
     seen_tokens = 0
     final = None
     for out in gen:
-        final = out
-        if isinstance(out[0], str) and 'class="tok"' in out[0] and seen_tokens == 0:
-            seen_tokens = out[0].count('class="tok"')
+        final = _named(out)
+        if isinstance(final["tokens"], str) and 'class="tok"' in final["tokens"] and seen_tokens == 0:
+            seen_tokens = final["tokens"].count('class="tok"')
             threading.Thread(target=generate_tab.stop, args=(request,)).start()
-    tokens_html, stats, *_, status, download, _ = final
+    tokens_html, status, download = final["tokens"], final["status"], final["trace_file"]
     assert "stopped" in status
     trace = Trace.load(download["value"])
     assert trace.finish_reason == "stopped" and 0 < trace.summary.new_tokens < 400
@@ -263,7 +281,7 @@ def test_closing_the_stream_ends_the_worker(tiny_models: dict[str, str]) -> None
     gen = generate_tab.generate("The quick brown fox", target=tiny_models["target"], method="baseline", max_new_tokens=400,
                       dtype="float32")
     for out in gen:
-        if isinstance(out[0], str) and 'class="tok"' in out[0]:
+        if isinstance(_named(out)["tokens"], str) and 'class="tok"' in _named(out)["tokens"]:
             break
     gen.close()  # what Gradio does when the browser goes away
     deadline = time.monotonic() + 10
@@ -273,8 +291,8 @@ def test_closing_the_stream_ends_the_worker(tiny_models: dict[str, str]) -> None
 
 
 def test_trace_files_are_json(tiny_models: dict[str, str]) -> None:
-    *_, download, _ = _final(list(generate_tab.generate("Hello", target=tiny_models["target"], method="baseline",
-                                           max_new_tokens=3, dtype="float32")))
+    download = _final(list(generate_tab.generate("Hello", target=tiny_models["target"], method="baseline",
+                                           max_new_tokens=3, dtype="float32")))["trace_file"]
     data = json.loads(Path(download["value"]).read_text())
     assert data["method"] == "baseline" and len(data["steps"]) == 3
 
@@ -290,18 +308,18 @@ def test_trace_files_of_long_idle_sessions_are_removed(tiny_models: dict[str, st
         (folder / "trace-baseline-x.json").write_text("{}")
         for path in (folder / "trace-baseline-x.json", folder):
             os.utime(path, (time.time() - age_s,) * 2)
-    *_, download, _ = _final(list(generate_tab.generate("Hello", target=tiny_models["target"], method="baseline",
-                                           max_new_tokens=2, dtype="float32")))
+    download = _final(list(generate_tab.generate("Hello", target=tiny_models["target"], method="baseline",
+                                           max_new_tokens=2, dtype="float32")))["trace_file"]
     assert not stale.exists()  # its file and then its folder
     assert (fresh / "trace-baseline-x.json").exists()
     assert Path(download["value"]).parent.parent == root and Path(download["value"]).is_file()
 
 
 def test_a_method_the_model_cannot_do_is_explained(tiny_models: dict[str, str]) -> None:
-    *_, status, _, run_trace = _final(list(generate_tab.generate("Hello", target=tiny_models["target"], method="mtp",
-                                                                  dtype="float32")))
+    final = _final(list(generate_tab.generate("Hello", target=tiny_models["target"], method="mtp", dtype="float32")))
+    status, run_trace = final["status"], final["run_trace"]
     assert run_trace is None, "a failed run leaves no trace for the other tabs"
     assert 'role="alert"' in status and "multi-token-prediction" in status
-    *_, status, _, _ = _final(list(generate_tab.generate("Hello", target=tiny_models["target"], method="universal",
-                                            assistant=tiny_models["noisy"], dtype="float32")))
+    status = _final(list(generate_tab.generate("Hello", target=tiny_models["target"], method="universal",
+                                               assistant=tiny_models["noisy"], dtype="float32")))["status"]
     assert 'role="alert"' in status and "share a tokenizer" in status

@@ -39,18 +39,19 @@ def toasts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def run_trace(target: str, method: str, params: dict | None = None, tokens: int = 12) -> Trace:
     """Run through the page's own streaming handler; the trace it hands the other tabs (its last output, a
     `gr.State`), which is the trace of the file it offers for download."""
-    final = list(generate_tab.generate(PROMPT, target=target, method=method, params=params or {}, max_new_tokens=tokens,
-                             dtype="float32"))[-1]
-    assert 'data-kind="done"' in final[4], final[4]
-    assert Trace.load(final[5]["value"]).to_json() == final[-1].to_json()
-    return final[-1]
+    final = generate_tab.RUN.read(list(generate_tab.generate(PROMPT, target=target, method=method, params=params or {},
+                                                             max_new_tokens=tokens, dtype="float32"))[-1])
+    assert 'data-kind="done"' in final["status"], final["status"]
+    assert Trace.load(final["trace_file"]["value"]).to_json() == final["run_trace"].to_json()
+    return final["run_trace"]
 
 
 @pytest.fixture(scope="module")
 def runs(tiny_models: dict[str, str]) -> dict[str, Any]:
     """A baseline run and a prompt-lookup run on the same prompt, passed through `after_run` as the page does."""
-    base_out = after_run.after_run(run_trace(tiny_models["target"], "baseline"), [])
-    look_out = after_run.after_run(run_trace(tiny_models["target"], "prompt_lookup", LOOKUP), base_out[12])
+    read = after_run.AFTER_RUN.read
+    base_out = read(after_run.after_run(run_trace(tiny_models["target"], "baseline"), []))
+    look_out = read(after_run.after_run(run_trace(tiny_models["target"], "prompt_lookup", LOOKUP), base_out["baselines"]))
     return {"baseline": base_out, "lookup": look_out}
 
 
@@ -98,14 +99,17 @@ def test_step_detail_shows_draft_verify_append() -> None:
 
 def test_replay_steps_through_the_last_run(runs: dict[str, Any]) -> None:
     out = runs["lookup"]
-    last_run, trace, status, slider, tokens, detail, fig_a, fig_t, stats = out[:9]
+    last_run, trace, status, slider = (out[name] for name in ("last_run", "replay.trace", "replay.status",
+                                                              "replay.slider"))
     assert isinstance(trace, Trace) and trace is last_run and trace.method == "prompt_lookup"
     n = len(trace.steps)
     assert n >= 3 and slider["maximum"] == n and slider["value"] == n
     assert "The last run" in status and 'data-kind="done"' in status
     counts = []
     for value in range(1, n + 1):
-        tokens, detail, fig_a, fig_t, stats = replay_tab.replay_view(trace, value)
+        view = replay_tab.STEP_VIEWS.read(replay_tab.replay_view(trace, value))
+        tokens, detail, fig_a, fig_t, stats = (view[name] for name in ("tokens", "detail", "acceptance", "timing",
+                                                                      "stats"))
         shown = spans(tokens)
         assert {int(step) for _, step in shown} == set(range(value))  # the first `value` steps, no more
         current = re.findall(r'class="pg-step pg-current" data-step="(\d+)"', tokens)
@@ -128,26 +132,35 @@ def test_replay_steps_through_the_last_run(runs: dict[str, Any]) -> None:
 
 
 def test_play_steps_through_the_run_and_stops_at_the_end(runs: dict[str, Any]) -> None:
-    trace = runs["lookup"][1]
+    trace = runs["lookup"]["replay.trace"]
     n = len(trace.steps)
+
+    def play(*args: Any) -> tuple[Any, ...]:
+        out = replay_tab.PLAYING.read(replay_tab.replay_play(*args))
+        return out["slider"], out["timer"], out["button"], out["playing"]
+
+    def tick(*args: Any) -> tuple[Any, ...]:
+        out = replay_tab.PLAYING.read(replay_tab.replay_tick(*args))
+        return out["slider"], out["timer"], out["button"], out["playing"]
+
     # Play at the last step (where a run is loaded) starts over at step 1, with the timer on.
-    slider, timer, button, playing = replay_tab.replay_play(trace, n, False)
+    slider, timer, button, playing = play(trace, n, False)
     assert slider["value"] == 1 and timer["active"] is True and button["value"] == replay_tab.PAUSE and playing is True
     value, seen = 1, [1]
     while playing:  # what the timer's ticks do, each from the slider value the page shows
-        slider, timer, button, playing = replay_tab.replay_tick(trace, value, playing)
+        slider, timer, button, playing = tick(trace, value, playing)
         value = slider["value"]
         seen.append(value)
     assert seen == list(range(1, n + 1))  # every step once, in order, ending at the last
     assert timer["active"] is False and button["value"] == replay_tab.PLAY
     # Pause: the slider stays where it is and the timer stops; Play again continues from there.
-    slider, timer, button, playing = replay_tab.replay_play(trace, 2, True)
+    slider, timer, button, playing = play(trace, 2, True)
     assert slider == gr.skip() and timer["active"] is False and button["value"] == replay_tab.PLAY and playing is False
-    slider, timer, _, playing = replay_tab.replay_play(trace, 2, False)
+    slider, timer, _, playing = play(trace, 2, False)
     assert slider == gr.skip() and timer["active"] is True and playing is True
     # A late tick after Pause moves nothing; nothing to play without a trace.
-    assert replay_tab.replay_tick(trace, 2, False)[0] == gr.skip()
-    assert replay_tab.replay_play(None, 1, False)[3] is False
+    assert tick(trace, 2, False)[0] == gr.skip()
+    assert play(None, 1, False)[3] is False
 
 
 def uploaded(path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
@@ -157,11 +170,12 @@ def uploaded(path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 
 def test_uploading_a_trace_replays_it(runs: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    trace = runs["lookup"][1]
+    trace = runs["lookup"]["replay.trace"]
     path = tmp_path / "upload" / "shared.json"
     path.parent.mkdir()
     trace.save(path)
-    loaded, status, slider, tokens, *_ = replay_tab.on_trace_upload(uploaded(path, monkeypatch))
+    out = replay_tab.LOADED.read(replay_tab.on_trace_upload(uploaded(path, monkeypatch)))
+    loaded, status, slider, tokens = out["trace"], out["status"], out["slider"], out["tokens"]
     assert loaded.to_dict() == trace.to_dict()
     assert "Loaded shared.json" in status and slider["maximum"] == len(trace.steps)
     assert len(spans(tokens)) == len(spans(render.render_trace(trace)))
@@ -179,9 +193,10 @@ def test_a_file_that_is_not_a_trace_gets_a_clear_message(tmp_path: Path, content
     path = tmp_path / "upload" / "broken.json"
     path.parent.mkdir()
     path.write_text(content)
-    state, status, *rest = replay_tab.on_trace_upload(uploaded(path, monkeypatch))
+    out = replay_tab.LOADED.read(replay_tab.on_trace_upload(uploaded(path, monkeypatch)))
+    status = out.pop("status")
     assert 'role="alert"' in status and "Cannot replay broken.json" in status and message in status
-    assert all(isinstance(x, dict) and x.get("__type__") == "update" for x in [state, *rest])  # views kept as they were
+    assert all(isinstance(x, dict) and x.get("__type__") == "update" for x in out.values())  # views kept as they were
 
 
 @pytest.mark.parametrize(("upload", "message"), [
@@ -203,7 +218,7 @@ def test_only_files_in_the_upload_folder_are_read(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "uploads"))
     if isinstance(upload, dict) and isinstance(upload.get("path"), str):
         upload = {**upload, "path": upload["path"].replace("UPLOAD", str(folder))}
-    state, status, *rest = replay_tab.on_trace_upload(upload)
+    status = replay_tab.LOADED.read(replay_tab.on_trace_upload(upload))["status"]
     assert 'role="alert"' in status and message in html.unescape(status), status
     assert "not a playground trace" not in status  # the file outside was never read
     assert len(status) < 1000
@@ -228,8 +243,8 @@ def test_theory_figure_has_curves_and_the_measured_point() -> None:
 
 
 def test_after_a_run_the_theory_panel_places_it_and_diagnoses_it(runs: dict[str, Any]) -> None:
-    trace = runs["lookup"][1]
-    fig, diagnosis = runs["lookup"][10:12]
+    trace = runs["lookup"]["replay.trace"]
+    fig, diagnosis = runs["lookup"]["theory.plot"], runs["lookup"]["theory.diagnosis"]
     from playground import theory
 
     est = theory.estimate(trace)
@@ -237,12 +252,12 @@ def test_after_a_run_the_theory_panel_places_it_and_diagnoses_it(runs: dict[str,
     assert list(measured.x) == [pytest.approx(est.alpha)] and list(measured.y) == [pytest.approx(est.tau, abs=1e-4)]
     # The session's baseline on the same prompt was found, so the diagnosis compares with it.
     assert 'data-baseline="true"' in diagnosis
-    baseline = runs["baseline"][1]
+    baseline = runs["baseline"]["replay.trace"]
     for sentence in theory.diagnose(trace, baseline):
         assert html.escape(sentence) in diagnosis
     assert "This run was" in diagnosis
     # A baseline run is described as the yardstick; a run with no baseline says how to get one.
-    assert "yardstick" in runs["baseline"][11]
+    assert "yardstick" in runs["baseline"]["theory.diagnosis"]
     _, alone = theory_tab.theory_view(trace, None)
     assert 'data-baseline="false"' in alone and "No baseline run on this prompt" in alone
     # where the run's time went, from the trace's phases (they add up to the elapsed time)
@@ -251,7 +266,7 @@ def test_after_a_run_the_theory_panel_places_it_and_diagnoses_it(runs: dict[str,
 
 
 def test_baselines_are_matched_on_prompt_and_settings(runs: dict[str, Any]) -> None:
-    base, look = runs["baseline"][1], runs["lookup"][1]
+    base, look = runs["baseline"]["replay.trace"], runs["lookup"]["replay.trace"]
     assert theory_tab.find_baseline(look, [base]) is base
     other = Trace.from_dict({**base.to_dict(), "prompt": "something else"})
     assert theory_tab.find_baseline(look, [other]) is None
@@ -263,7 +278,7 @@ def test_baselines_are_matched_on_prompt_and_settings(runs: dict[str, Any]) -> N
 
 
 def test_after_a_run_its_code_is_shown(runs: dict[str, Any]) -> None:
-    python, cli, status = runs["lookup"][13:16]
+    python, cli, status = (runs["lookup"][f"code.{name}"] for name in ("python", "cli", "status"))
     assert "prompt_lookup_num_tokens=4" in python and ".generate(" in python
     compile(python, "snippet.py", "exec")
     assert cli.startswith("python -m playground run ") and "--method prompt_lookup" in cli
@@ -307,11 +322,13 @@ def compared(tiny_models: dict[str, str]) -> list[tuple[Any, ...]]:
 
 
 def test_compare_runs_baseline_and_methods_and_shows_progress(compared: list[tuple[Any, ...]]) -> None:
-    progress = [o[0] for o in compared[:-1]]
+    progress = [compare_tab.COMPARED.read(o)["status"] for o in compared[:-1]]
     # Progress is polled (only the latest message per poll reaches the page), so which stages show
     # depends on speed; that the page hears while it runs does not.
     assert progress and all('data-kind="running"' in p for p in progress)
-    status, table, fig_speed, fig_cost, diagnosis, race_choice, state, baselines = compared[-1]
+    out = compare_tab.COMPARED.read(compared[-1])
+    status, table, fig_speed, fig_cost, diagnosis = out["status"], out["table"], out["speedup"], out["cost"], out["diagnosis"]
+    race_choice, state, baselines = out["race_method"], out["state"], out["baselines"]
     assert 'data-kind="done"' in status
     rows = re.findall(r'<tr data-method="(\w+)" data-label="([^"]+)" data-speedup="([\d.]+)"', table)
     assert [r[:2] for r in rows] == [("baseline", "baseline"), ("prompt_lookup", "prompt_lookup(prompt_lookup_num_tokens=4)")]
@@ -337,7 +354,8 @@ def test_compare_errors_are_messages(tiny_models: dict[str, str]) -> None:
                                      (["mtp"], PROMPT, "none of the chosen methods can run")):
         *_, final = list(compare_tab.compare(prompt, tiny_models["target"], None, "baseline", "float32", "auto", methods, 4,
                                        1, [], *values))
-        assert 'role="alert"' in final[0] and message in final[0], final[0]
+        status = compare_tab.COMPARED.read(final)["status"]
+        assert 'role="alert"' in status and message in status, status
 
 
 def test_compare_prepares_each_method_once_and_speaks_russian(tiny_models: dict[str, str],
@@ -357,14 +375,14 @@ def test_compare_prepares_each_method_once_and_speaks_russian(tiny_models: dict[
     values = [p.default for p in run_request.param_specs().values()]
     outputs = list(compare_tab.compare(PROMPT, tiny_models["target"], None, "prompt_lookup", "float32", "auto",
                                        ["prompt_lookup", "mtp"], 4, 2, [], *values, lang="ru"))
-    status, table, *_ = outputs[-1]
+    status, table = (compare_tab.COMPARED.read(outputs[-1])[name] for name in ("status", "table"))
     assert 'data-kind="done"' in status, status
     # mtp is refused while being prepared (the tiny target has no MTP layers), and skipped; two repeats and the
     # warm-up reuse the prepared runs.
     assert sorted(prepared) == ["baseline", "mtp", "prompt_lookup"], prepared
     assert 'data-label="mtp" data-skipped="true"' in table
     # Everything the tab wrote is Russian: progress, verdict, table.
-    text = html.unescape(re.sub(r"<[^>]+>", " ", " ".join(o[0] for o in outputs) + table))
+    text = html.unescape(re.sub(r"<[^>]+>", " ", " ".join(compare_tab.COMPARED.read(o)["status"] for o in outputs) + table))
     assert "Сравнение:" in text and "повтора" in text and "ускорение" in text and "пропущен" in text
     assert "много-токенового предсказания" in text  # mtp's reason for skipping, a keyed refusal of the registry
     assert "4 новых токена за запуск, 2 повтора" in text  # the done status's note, counted in Russian
@@ -386,7 +404,7 @@ def lane_texts(frame: str) -> dict[str, tuple[int, str, str]]:
 def test_race_lanes_grow_at_the_recorded_pace(compared: list[tuple[Any, ...]]) -> None:
     import html as _html
 
-    state = compared[-1][6]
+    state = compare_tab.COMPARED.read(compared[-1])["state"]
     label, method = next(iter(state.traces.items()))
     frames = list(compare_tab.race_frames(state.baseline, method, max_s=2.0, min_s=1.0, fps=30))
     assert len(frames) >= 3
@@ -414,7 +432,7 @@ def test_race_lanes_grow_at_the_recorded_pace(compared: list[tuple[Any, ...]]) -
 
 
 def test_play_race_streams_frames(compared: list[tuple[Any, ...]]) -> None:
-    state = compared[-1][6]
+    state = compare_tab.COMPARED.read(compared[-1])["state"]
     frames = list(compare_tab.play_race(next(iter(state.traces)), state))
     assert len(frames) >= 3 and 'data-testid="pg-race"' in frames[-1]
     assert 'role="alert"' in next(compare_tab.play_race(None, None))

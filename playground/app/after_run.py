@@ -12,29 +12,29 @@ import gradio as gr
 
 from ..trace import Trace
 from ..i18n import t
-from .code_tab import code_view
+from .code_tab import CODE, code_view
 from .language import language_of
-from .replay_tab import replay_load
-from .theory_tab import find_baseline, remember_baseline, theory_view
+from .outputs import Outputs
+from .replay_tab import LOADED, replay_load
+from .theory_tab import THEORY, find_baseline, remember_baseline, theory_view
 
-VIEWS = 16  # the outputs below
+# The last-run state, the replay's views of a loaded trace, the theory tab's, the session's baselines, the code tab's.
+AFTER_RUN = (Outputs("last_run") + LOADED.prefixed("replay.") + THEORY.prefixed("theory.") + Outputs("baselines")
+             + CODE.prefixed("code."))
 
 
 def after_run(trace: Any, baselines: list[Trace] | None,
               request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
-    """Outputs: (last-run state, replay trace state, replay status, slider, *replay_view (5), microscope panel,
-    theory figure,
-    diagnosis HTML, baselines state, python code, CLI command, code status). A failed run (no trace) leaves
-    every view as it was."""
+    """`AFTER_RUN` for a finished run. A failed run (no trace) leaves every view as it was."""
     from ..snippet import request_from_trace
 
     if not isinstance(trace, Trace):
-        return tuple([gr.skip()] * VIEWS)
+        return AFTER_RUN.skip()
     baseline = find_baseline(trace, baselines)
-    baselines = remember_baseline(baselines, trace)
     lang = language_of(request)
-    fig, diagnosis = theory_view(trace, baseline, lang)
-    python, cli, code_status = code_view(request_from_trace(trace), t("code.last_run", lang, method=trace.method,
-                                                                      target=trace.target), lang)
-    return (trace, *replay_load(trace, t("replay.last_run", lang), lang), fig, diagnosis, baselines, python, cli,
-            code_status)
+    code = code_view(request_from_trace(trace), t("code.last_run", lang, method=trace.method, target=trace.target),
+                     lang)
+    return AFTER_RUN({**LOADED.read(replay_load(trace, t("replay.last_run", lang), lang), "replay."),
+                      **THEORY.read(theory_view(trace, baseline, lang), "theory."),
+                      **CODE.read(code, "code.")},
+                     last_run=trace, baselines=remember_baseline(baselines, trace))

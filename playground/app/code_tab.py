@@ -17,27 +17,29 @@ from ..i18n import localize, t
 from .background import in_thread
 from .guard import PRIVATE, PRIVATE_QUEUED, guarded
 from .language import L, with_language
+from .outputs import Outputs
 from .run_request import build_request, collect_params
 
 if TYPE_CHECKING:  # the engine and snippet (torch, Transformers) are imported by the handlers that use them
     from ..engine import RunRequest
 
+CODE = Outputs("python", "cli", "status")  # what `code_view` and the button fill
 
-def code_view(request: RunRequest, note: str = "", lang: str = "en") -> tuple[str, str, str]:
-    """(python script, CLI command, status HTML) for a request; a message instead where it cannot be shown."""
+
+def code_view(request: RunRequest, note: str = "", lang: str = "en") -> tuple[Any, ...]:
+    """`CODE` (python script, CLI command, status HTML) for a request; a message instead where it cannot be shown."""
     from ..errors import user_message
     from ..snippet import show_code
 
     try:
         view = show_code(request)
     except Exception as exc:
-        return gr.skip(), gr.skip(), render.status_html(t("code.cannot", lang, reason=user_message(exc, lang=lang)),
-                                                        "error")
+        return CODE(status=render.status_html(t("code.cannot", lang, reason=user_message(exc, lang=lang)), "error"))
     message = note or t("code.for", lang, method=request.method, target=request.target)
-    return view.python, view.cli, render.status_html(message, "done")
+    return CODE(python=view.python, cli=view.cli, status=render.status_html(message, "done"))
 
 
-def show_code_for_settings(*inputs: Any, lang: str = "en") -> Iterator[tuple[Any, Any, str]]:
+def show_code_for_settings(*inputs: Any, lang: str = "en") -> Iterator[tuple[Any, ...]]:
     """The code for the page's current settings (inputs as `generate_tab.generate`'s); loads models if needed.
     Its statuses are in `lang` (the page passes the visitor's language)."""
     from ..engine import prepare, user_message
@@ -45,25 +47,28 @@ def show_code_for_settings(*inputs: Any, lang: str = "en") -> Iterator[tuple[Any
 
     try:
         request = build_request(*inputs)
-        yield gr.skip(), gr.skip(), render.status_html(t("code.preparing", lang, target=request.target), "running")
+        yield CODE(status=render.status_html(t("code.preparing", lang, target=request.target), "running"))
         view = None
         for kind, value in in_thread(lambda progress: show_code(prepare(request, progress=progress)), "playground-code"):
             if kind == "progress":
-                yield gr.skip(), gr.skip(), render.status_html(localize(value, lang), "running")
+                yield CODE(status=render.status_html(localize(value, lang), "running"))
             else:
                 view = value
-        yield view.python, view.cli, render.status_html(
-            t("code.for_settings", lang, method=request.method, target=request.target), "done")
+        yield CODE(python=view.python, cli=view.cli, status=render.status_html(
+            t("code.for_settings", lang, method=request.method, target=request.target), "done"))
     except Exception as exc:
-        yield gr.skip(), gr.skip(), render.status_html(t("code.cannot", lang, reason=user_message(exc, lang=lang)),
-                                                       "error")
+        yield CODE(status=render.status_html(t("code.cannot", lang, reason=user_message(exc, lang=lang)), "error"))
 
 
 @dataclass
 class CodeTab:
     """The views a run fills: the script, the command, and the status above them."""
 
-    outputs: list[Any]  # python code, CLI command, status
+    views: dict[str, Any]  # the components of `CODE`, by name
+
+    @property
+    def outputs(self) -> list[Any]:
+        return CODE.components(self.views)
 
 
 def initial_status(lang: str = "en") -> str:
@@ -80,7 +85,7 @@ def build_code(method: Any, param_components: Sequence[Any], params_json: Any, s
                               buttons=["copy"], elem_id="pg-code-python")
         code_cli = gr.Code("", language="shell", label=L("ui.code.cli"), lines=2,
                            interactive=False, buttons=["copy"], wrap_lines=True, elem_id="pg-code-cli")
-    outputs = [code_python, code_cli, code_status]
+    views = dict(python=code_python, cli=code_cli, status=code_status)
     code_btn.click(guarded(collect_params), [method, *param_components], params_json, **PRIVATE).then(
-        with_language(show_code_for_settings), list(settings), outputs, **PRIVATE_QUEUED)
-    return CodeTab(outputs=outputs)
+        with_language(show_code_for_settings), list(settings), CODE.components(views), **PRIVATE_QUEUED)
+    return CodeTab(views=views)

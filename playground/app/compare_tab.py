@@ -29,6 +29,7 @@ from ..trace import Trace, short_repr
 from .background import in_thread
 from .guard import PRIVATE_QUEUED, guarded, long_job
 from .language import L, language_of, with_language
+from .outputs import Outputs
 from .panels import results_panel
 from .run_request import DEFAULT_METHOD, MAX_NAME_SHOWN, build_request, collect_params, parse_integer, suggest_assistant
 from .theory_tab import remember_baseline
@@ -210,10 +211,9 @@ def diagnoses_html(result: bench.CompareResult, lang: str = DEFAULT_LANGUAGE) ->
     return f'<div data-testid="pg-compare-diagnosis">{"".join(parts)}</div>'
 
 
-def _compare_outputs(status: str, table: Any = None, fig_s: Any = None, fig_c: Any = None, diag: Any = None,
-                     race_choice: Any = None, state: Any = None, baselines: Any = None) -> tuple[Any, ...]:
-    skip = gr.skip()
-    return (status, *(skip if v is None else v for v in (table, fig_s, fig_c, diag, race_choice, state, baselines)))
+# `compare`'s outputs (`outputs.Outputs`): the results panel, the diagnoses, the race's picker, the state for the race,
+# the session's baselines.
+COMPARED = Outputs("status", "table", "speedup", "cost", "diagnosis", "race_method", "state", "baselines")
 
 
 @gpu(duration=120)  # several warmed-up generations: longer than ZeroGPU's 60 s default
@@ -222,7 +222,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
             baselines: list[Trace] | None, *param_values: Any, lang: str = DEFAULT_LANGUAGE) -> Iterator[tuple[Any, ...]]:
     """Run baseline and the chosen methods on the page's prompt (warm-up, interleaved, same prompt).
 
-    Outputs: (status, table HTML, speedup figure, step-cost figure, diagnoses HTML, race method
+    Outputs: `COMPARED` (status, table HTML, speedup figure, step-cost figure, diagnoses HTML, race method
     dropdown, compare state, baselines state). Streams progress in the status; errors end up there too.
     Everything it writes is in `lang` (the page passes the visitor's language). Each method is prepared
     (loaded, validated) once: a method the target cannot do is skipped with its reason, the others measured.
@@ -245,7 +245,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
         if not 1 <= reps <= MAX_COMPARE_REPEATS:
             raise PlaygroundError.keyed("error.compare.repeats", limit=MAX_COMPARE_REPEATS, got=reps)
         specs = compare_specs(methods, target, request.assistant, request.method, *param_values)
-        yield _compare_outputs(render.status_html(t("status.preparing", lang, target=target), "running"))
+        yield COMPARED(status=render.status_html(t("status.preparing", lang, target=target), "running"))
 
         def work(progress: Callable[[str], None]) -> tuple[bench.CompareResult, list[tuple[str, str]]]:
             settings = dict(target=target, max_new_tokens=tokens, dtype=dtype, chat=chat_value)
@@ -262,7 +262,8 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
         outcome = None
         for kind, value in in_thread(work, "playground-compare"):
             if kind == "progress":
-                yield _compare_outputs(render.status_html(t("compare.progress", lang, stage=localize(value, lang)), "running"))
+                yield COMPARED(status=render.status_html(t("compare.progress", lang, stage=localize(value, lang)),
+                                                         "running"))
             else:
                 outcome = value
         result, skipped = outcome
@@ -277,11 +278,11 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
         status = render.status_html(compare_verdict(result, lang), "done",
                                     t("compare.done_note", lang, tokens=tn("compare.new_tokens", tokens, lang),
                                       repeats=tn("compare.repeats", reps, lang)))
-        yield _compare_outputs(status, compare_table_html(result, skipped, lang), figs["speedup_vs_theory"],
-                               figs["step_cost"], diagnoses_html(result, lang), race_choice, state,
-                               remember_baseline(baselines, state.baseline))
+        yield COMPARED(status=status, table=compare_table_html(result, skipped, lang),
+                       speedup=figs["speedup_vs_theory"], cost=figs["step_cost"], diagnosis=diagnoses_html(result, lang),
+                       race_method=race_choice, state=state, baselines=remember_baseline(baselines, state.baseline))
     except Exception as exc:
-        yield _compare_outputs(render.status_html(user_message(exc, t("error.what.comparison", lang), lang), "error"))
+        yield COMPARED(status=render.status_html(user_message(exc, t("error.what.comparison", lang), lang), "error"))
 
 
 # --------------------------------------------------------------------------- race
@@ -360,10 +361,10 @@ def method_choices(lang: str = DEFAULT_LANGUAGE) -> list[tuple[str, str]]:
     return [(m.localized(lang).title, name) for name, m in METHODS.items() if m.drafts]
 
 
-def build_compare(settings: Sequence[Any], param_components: Sequence[Any], baselines: gr.State) -> list[Any]:
+def build_compare(settings: Sequence[Any], param_components: Sequence[Any], baselines: gr.State) -> dict[str, Any]:
     """The tab (call inside the page's `gr.Tabs`) and its events. `settings` are the page's prompt, target,
     assistant, method, dtype and chat controls; `baselines` is the session's baseline traces (Compare adds its own).
-    Returns the boxes `idle_views` fills (status, race), then the methods' checkboxes (`method_choices`)."""
+    Returns by name the boxes `idle_views` fills (status, race) and the methods' checkboxes (`method_choices`)."""
     max_tokens = get_settings().max_new_tokens
     with gr.Tab(L("ui.tab.compare"), id="compare", elem_id="pg-tab-compare"):
         gr.Markdown(L("ui.compare.intro"))
@@ -389,7 +390,9 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
 
     compare_btn.click(
         with_language(compare), [*settings, compare_methods, compare_tokens, compare_repeats, baselines, *param_components],
-        [panel.status, panel.table, panel.left, panel.right, compare_diag, race_method, compare_state, baselines],
+        COMPARED.components(dict(status=panel.status, table=panel.table, speedup=panel.left, cost=panel.right,
+                                 diagnosis=compare_diag, race_method=race_method, state=compare_state,
+                                 baselines=baselines)),
         **long_job(panel.status))
     race_btn.click(guarded(play_race), [race_method, compare_state], race, **PRIVATE_QUEUED)
-    return [panel.status, race, compare_methods]
+    return dict(status=panel.status, race=race, methods=compare_methods)

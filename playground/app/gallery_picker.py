@@ -16,6 +16,7 @@ from ..i18n import DEFAULT_LANGUAGE, t
 from ..trace import Trace
 from .guard import PRIVATE, guarded
 from .language import L, language_of
+from .outputs import Outputs
 
 
 def look_html(key: str, lang: str = DEFAULT_LANGUAGE) -> str:
@@ -23,22 +24,25 @@ def look_html(key: str, lang: str = DEFAULT_LANGUAGE) -> str:
     return f'<p class="pg-gallery-look" id="pg-gallery-look-{key}">{html.escape(gallery.get_recording(key).look(lang))}</p>'
 
 
-# How the replay opens a trace: replay_tab.replay_load (trace, source, lang) -> its outputs. Passed in by the replay
-# tab, which imports this module (an import back would be a circle).
+# How the replay opens a trace: replay_tab.replay_load (trace, source, lang) -> its outputs (`opened`, its
+# `Outputs`). Passed in by the replay tab, which imports this module (an import back would be a circle).
 OpenTrace = Callable[[Trace, str, str], tuple[Any, ...]]
+LOOK = Outputs("look")
 
 
-def on_gallery_pick(open_trace: OpenTrace, key: Any, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
-    """A recording picked: (the replay's outputs for its trace, the line on what to look at); nothing picked (the
-    picker cleared): everything left as it is. A key the gallery does not hold gets our one-line message."""
+def on_gallery_pick(open_trace: OpenTrace, opened: Outputs, key: Any,
+                    request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    """A recording picked: `opened + LOOK` (the replay's outputs for its trace, the line on what to look at); nothing
+    picked (the picker cleared): everything left as it is. A key the gallery does not hold gets our one-line message."""
+    outputs = opened + LOOK
     lang = language_of(request)
     if key is None or key == "":
-        return (*[gr.skip()] * len(open_trace(None, "", lang)), gr.skip())  # type: ignore[arg-type]
+        return outputs.skip()
     if not isinstance(key, str) or key not in gallery.BY_KEY:
         raise PlaygroundError.keyed("error.gallery.unknown", known=", ".join(gallery.BY_KEY))
     recording = gallery.get_recording(key)
     source = t("gallery.source", lang, title=recording.title(lang))
-    return (*open_trace(gallery.load(key), source, lang), look_html(key, lang))
+    return outputs(opened.read(open_trace(gallery.load(key), source, lang)), look=look_html(key, lang))
 
 
 def localized_choices(request: gr.Request = None) -> Any:  # type: ignore[assignment]
@@ -53,11 +57,12 @@ def controls() -> tuple[gr.Dropdown, gr.HTML]:
     return picker, gr.HTML("", elem_id="pg-gallery-look")
 
 
-def wire(demo: gr.Blocks, picker: gr.Dropdown, look: gr.HTML, replay_outputs: list[Any], open_trace: OpenTrace) -> None:
-    """A pick opens the recording in the replay's views (`replay_outputs`, filled by `open_trace`); the titles follow
-    the visitor's language."""
+def wire(demo: gr.Blocks, picker: gr.Dropdown, look: gr.HTML, replay_views: dict[str, Any], opened: Outputs,
+         open_trace: OpenTrace) -> None:
+    """A pick opens the recording in the replay's views (`replay_views` by name, `opened` filled by `open_trace`);
+    the titles follow the visitor's language."""
     def on_pick(key: Any, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
-        return on_gallery_pick(open_trace, key, request)
+        return on_gallery_pick(open_trace, opened, key, request)
 
-    picker.change(guarded(on_pick), picker, [*replay_outputs, look], **PRIVATE)
+    picker.change(guarded(on_pick), picker, (opened + LOOK).components({**replay_views, "look": look}), **PRIVATE)
     demo.load(guarded(localized_choices), None, picker, **PRIVATE)

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator
 
 import gradio as gr
 
@@ -36,6 +36,7 @@ from .background import in_thread
 from .guard import PRIVATE, guarded, session_key
 from .language import L, language_of, with_language
 from .methods_tab import lecture_html
+from .outputs import PARAM, Outputs
 from .run_request import (CHAT_CHOICES, DEFAULT_METHOD, DTYPES, build_request, collect_params, param_component,
                       on_target_change, on_target_pick, param_specs, param_update, parse_flag, suggest_assistant,
                       target_param_specs)
@@ -67,34 +68,49 @@ def example_names(lang: str) -> list[str]:
     return [e.name for e in localized_examples(lang)]
 
 
+# --------------------------------------------------------------------------- the outputs (`outputs.Outputs`)
+
+PARAMS = list(param_specs())  # every method's parameter controls, by their generate() names
+RUN = Outputs("tokens", "stats", "acceptance", "timing", "status", "trace_file", "run_trace")  # `generate`'s
+METHOD_VIEWS = Outputs("method_summary", "lecture", "assistant", params=PARAMS)
+CLICKED = Outputs("params_json", "status", "run_started")
+SAMPLING = Outputs("temperature", "top_p", "top_k")
+TABLES = Outputs("run_tables", "micro_panel")
+PAGE_LOAD = Outputs("prompt", "examples", "status", "timer")
+LOCALIZED = Outputs("method", "method_summary", "lecture", "legend", "tokens", "stats", "acceptance", "timing", "dtype",
+                    "micro_panel")
+RESTORED = links.restored(PARAMS) + preset_picker.APPLIED
+
+
 # --------------------------------------------------------------------------- the settings' handlers
 
 
 def on_method_change(method_name: str, target: str | None, assistant: str | None,
-                     request: gr.Request = None) -> list[Any]:  # type: ignore[assignment]
+                     request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
     """Explanation, assistant field and parameter controls for the chosen method (in the visitor's language)."""
     lang = language_of(request)
     method = method_for(method_name, target).localized(lang)  # the controls bounded by the target's layers
     by_name = {p.name: p for p in method.params}
-    updates: list[Any] = [method.summary, lecture_html(method, lang)]
     if method.needs_assistant:
         suggested = suggest_assistant(method, target, assistant)
         preload.PRELOAD.convert_assistant(suggested)  # a bundled one is converted while the user sets up the run
-        updates.append(gr.update(visible=True, value=suggested, info=t(f"ui.assistant.info.{method.assistant}", lang)))
+        shown = gr.update(visible=True, value=suggested, info=t(f"ui.assistant.info.{method.assistant}", lang))
     else:
-        updates.append(gr.update(visible=False))
-    updates.extend(param_update(by_name.get(name)) for name in param_specs())
-    return updates
+        shown = gr.update(visible=False)
+    return METHOD_VIEWS(Outputs.params_of({name: param_update(by_name.get(name)) for name in PARAMS}),
+                        method_summary=method.summary, lecture=lecture_html(method, lang), assistant=shown)
 
-def on_generate_click(method_name: str, *values: Any, lang: str = DEFAULT_LANGUAGE) -> tuple[dict[str, Any], str, bool]:
+
+def on_generate_click(method_name: str, *values: Any, lang: str = DEFAULT_LANGUAGE) -> tuple[Any, ...]:
     """Runs at once on a click (outside the queue): gather the parameters, say the run is queued (in `lang`; the
     page passes the visitor's, see `with_language`), and mark the status box as the run's (so the start-up
     load's poll stops writing to it)."""
-    return collect_params(method_name, *values), render.status_html(t("status.queued", lang), "running"), True
+    return CLICKED(params_json=collect_params(method_name, *values),
+                   status=render.status_html(t("status.queued", lang), "running"), run_started=True)
 
 
-def on_sample_change(sample: bool) -> list[Any]:
-    return [gr.update(visible=bool(sample)) for _ in range(3)]
+def on_sample_change(sample: bool) -> tuple[Any, ...]:
+    return SAMPLING({name: gr.update(visible=bool(sample)) for name in SAMPLING.names})
 
 
 def on_example(name: str | None) -> Any:  # any language's example name
@@ -123,6 +139,7 @@ def example_note_html(name: str | None) -> str:
 class _Session:
     stop: threading.Event = field(default_factory=threading.Event)
     live: LiveRun | None = None
+    stream: render.TokenStream | None = None  # the tokens shown so far (a failure keeps them in view)
 
 
 _SESSIONS: dict[str, _Session] = {}
@@ -162,10 +179,11 @@ def open_token(trace: Any, evt: gr.EventData, request: gr.Request = None) -> str
     return microscope_view.panel_for_click(trace, data, language_of(request))
 
 
-def after_run_tables(trace: Any, request: gr.Request = None) -> tuple[str, str]:  # type: ignore[assignment]
+def after_run_tables(trace: Any, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
     """After a run: the per-run tables (what the drafter got wrong) and the panel's invitation, in the page's language."""
     lang = language_of(request)
-    return microscope_view.run_tables_html(trace, lang), microscope_view.empty_panel(lang=lang)
+    return TABLES(run_tables=microscope_view.run_tables_html(trace, lang),
+                  micro_panel=microscope_view.empty_panel(lang=lang))
 
 
 # --------------------------------------------------------------------------- page load
@@ -177,7 +195,8 @@ def on_page_load(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore
     lang = language_of(request)
     example = BY_NAME[DEFAULT_EXAMPLE].localized(lang)
     examples = gr.update(choices=example_names(lang), value=example.name) if lang != "en" else example.name
-    return (example.text, examples, preload.initial_status(lang), gr.update(active=preload.PRELOAD.running))
+    return PAGE_LOAD(prompt=example.text, examples=examples, status=preload.initial_status(lang),
+                     timer=gr.update(active=preload.PRELOAD.running))
 
 
 def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
@@ -186,22 +205,24 @@ def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ..
     the precision's note, the microscope's invitation."""
     lang = language_of(request)
     if lang == "en":
-        return tuple(gr.skip() for _ in range(10))
+        return LOCALIZED.skip()
     known = isinstance(method_name, str) and method_name in METHODS  # a client may send anything here
     method = get_method(method_name if known else DEFAULT_METHOD).localized(lang)
-    return (gr.update(choices=[(m.localized(lang).title, name) for name, m in METHODS.items()]), method.summary,
-            lecture_html(method, lang), render.legend_html(lang), render.empty_tokens(lang=lang),
-            render.stats_html(None, lang=lang), *charts.figures([], lang=lang),
-            gr.update(info=t("ui.dtype.info", lang, what=localize(host_precision_note(), lang))),
-            microscope_view.empty_panel(lang=lang))
+    acceptance, timing = charts.figures([], lang=lang)
+    return LOCALIZED(method=gr.update(choices=[(m.localized(lang).title, name) for name, m in METHODS.items()]),
+                     method_summary=method.summary, lecture=lecture_html(method, lang),
+                     legend=render.legend_html(lang), tokens=render.empty_tokens(lang=lang),
+                     stats=render.stats_html(None, lang=lang), acceptance=acceptance, timing=timing,
+                     dtype=gr.update(info=t("ui.dtype.info", lang, what=localize(host_precision_note(), lang))),
+                     micro_panel=microscope_view.empty_panel(lang=lang))
 
 
-def restore_link(request: gr.Request) -> list[Any]:
-    """The settings of a shareable link (the page's URL query), validated as the API's values are; last, what the
-    guide-example picker's `applied` state becomes."""
+def restore_link(request: gr.Request) -> tuple[Any, ...]:
+    """`RESTORED`: the settings of a shareable link (the page's URL query), validated as the API's values are; and
+    what the guide-example picker's `applied` state becomes (a restored example is applied, as a pick's is)."""
     query = dict(request.query_params) if request is not None else {}
-    updates = links.restore(query, list(param_specs()), language_of(request))
-    return [*updates, preset_picker.applied_after(updates[0])]  # a restored example is applied, as a pick's is
+    updates = links.restored(PARAMS).read(links.restore(query, PARAMS, language_of(request)))
+    return RESTORED(updates, applied=preset_picker.applied_after(updates["preset"]))
 
 
 # --------------------------------------------------------------------------- the streaming handler
@@ -233,6 +254,13 @@ def _done_message(live: LiveRun, lang: str = "en") -> tuple[str, str]:
     return message, note
 
 
+def _charts(steps: list[Any], lang: str) -> dict[str, Any]:
+    return dict(zip(("acceptance", "timing"), charts.figures(steps, lang=lang)))
+
+
+NO_FILE = dict(value=None, visible=False)  # the download button while no run's trace is there
+
+
 @gpu
 def generate(
     prompt: str,
@@ -252,7 +280,7 @@ def generate(
     preset: str | None = None,
     request: gr.Request = None,  # type: ignore[assignment]
 ) -> Iterator[tuple[Any, ...]]:
-    """Stream one generation: (tokens HTML, figures, acceptance chart, timing chart, status, trace file, trace).
+    """Stream one generation: `RUN` (tokens HTML, figures, acceptance chart, timing chart, status, trace file, trace).
 
     Not an MCP tool (its outputs are the page's HTML): agents get `mcp_tools.generate`. The last output is the
     finished run's `Trace` for the page's other tabs (a `gr.State`: not part of the API's answer), None while a
@@ -260,121 +288,140 @@ def generate(
 
     Every failure becomes a message in the page (and a warning toast); the server keeps serving.
     """
-    from ..engine import LiveRun, user_message
-
     key = _session_key(request)
     lang = language_of(request)
-    session = _Session()
+    session = _Session(stream=render.TokenStream(lang))
     with _SESSIONS_LOCK:
         _SESSIONS[key] = session
     trace_files.drop_session_trace(key)
-    stream = render.TokenStream(lang)
-    live: LiveRun | None = None
-    no_file = gr.update(value=None, visible=False)
-
-    def error_outputs(exc: BaseException) -> tuple[Any, ...]:
-        message = user_message(exc, t("error.what.run", lang), lang)
-        gr.Warning(html.escape(message))  # toasts render HTML: the visitor's input must stay text, as in the status box
-        steps = live.trace.steps if live is not None else []
-        tokens = stream.html() if len(stream) else render.empty_tokens(t("status.no_output", lang), lang)
-        fig_a, fig_t = charts.figures(steps, lang=lang)
-        stats = render.stats_html(live.trace.summary if live is not None else None, lang=lang)
-        return tokens, stats, fig_a, fig_t, render.status_html(message, "error"), no_file, None
-
     try:
         run_request = build_request(prompt, target, assistant, method, params, max_new_tokens, sample,
                                     temperature, top_p, top_k, seed, chat, dtype, preset)
-        check = parse_flag(check_plain, "check_plain")
-        yield (render.empty_tokens(t("status.preparing_short", lang), lang), render.stats_html(None, lang=lang),
-               *charts.figures([], lang=lang),
-               render.status_html(t("status.preparing", lang, target=run_request.target), "running"), no_file, None)
-        prepared = None
-        for kind, value in _prepare_in_thread(run_request, session):
-            if kind == "progress":
-                yield (gr.skip(), gr.skip(), gr.skip(), gr.skip(), render.status_html(localize(value, lang), "running"),
-                       gr.skip(), gr.skip())
-            else:
-                prepared = value
-        assert prepared is not None
-        if session.stop.is_set():
-            stopped = t("status.stopped_before", lang)
-            yield (render.empty_tokens(stopped, lang), gr.skip(), gr.skip(), gr.skip(),
-                   render.status_html(stopped, "idle"), no_file, None)
-            return
-        pace = presenter.pace_of(key)
-        live = LiveRun(prepared, pace=pace)
-        if pace is not None:
-            live.idle_s = IDLE_S
-        session.live = live
-        status = render.status_html(
-            t("status.generating", lang, method=prepared.method.localized(lang).title, target=run_request.target),
-            "running",
-            localize(prepared.precision.reason, lang))
-        yield (render.empty_tokens(t("render.waiting", lang), lang), gr.skip(), gr.skip(), gr.skip(), status, gr.skip(),
-               gr.skip())
-        last_update, last_chart = 0.0, time.perf_counter()
-        shown, paused_shown, last_beat = 0, False, last_chart
-        with contextlib.closing(iter(live)) as steps:  # closing it (client gone) ends the worker
-            for step in steps:
-                now = time.perf_counter()
-                if step is None:  # the run stands paused (or its step is long): `IDLE_S`
-                    waiting = pace is not None and pace.waiting
-                    if len(stream) > shown or (waiting and not paused_shown):
-                        paused = (presenter.paused_status(len(stream), lang) if waiting
-                                  else status if paused_shown else gr.skip())  # paused, or going on again
-                        shown, paused_shown, last_update, last_beat = len(stream), waiting, now, now
-                        yield (stream.html(), render.stats_html(live.trace.summary, lang=lang), gr.skip(), gr.skip(),
-                               paused, gr.skip(), gr.skip())
-                    elif now - last_beat >= BEAT_S:
-                        last_beat = now
-                        yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
-                    continue
-                stream.add(step)
-                if now - last_update < UPDATE_EVERY_S:
-                    continue
-                last_update = last_beat = now
-                shown = len(stream)
-                resumed = status if paused_shown else gr.skip()  # the paused run goes on
-                paused_shown = False
-                if now - last_chart >= CHART_EVERY_S:
-                    last_chart = now
-                    fig_a, fig_t = charts.figures(live.trace.steps, lang=lang)
-                else:
-                    fig_a = fig_t = gr.skip()
-                yield (stream.html(), render.stats_html(live.trace.summary, lang=lang), fig_a, fig_t, resumed,
-                       gr.skip(), gr.skip())
-        message, note = _done_message(live, lang)
-        # The steps' q and p were filled in when generation ended (`LiveRun._figures_later`): the final view has them.
-        stream = render.TokenStream(lang)
-        stream.extend(live.trace.steps)
-        path = trace_files.save_trace(live.trace, key)
-        plain = None
-        if check and prepared.method.drafts and live.trace.finish_reason in ("eos", "length"):
-            checking = render.status_html(t("status.checking_plain", lang), "running")
-            yield (stream.html(), render.stats_html(live.trace.summary, lang=lang), gr.skip(), gr.skip(), checking,
-                   gr.skip(), gr.skip())
-            result = None
-
-            def check_plain_run(progress: Callable[[str], None]) -> Any:
-                progress("checking")  # the heartbeat repeats it, so a visitor who leaves stops the check too
-                return bench.check_against_plain(prepared, live.trace)
-
-            for kind, value in in_thread(check_plain_run, "playground-check-plain"):
-                if kind == "progress":
-                    yield gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
-                else:
-                    result = value
-            plain = (result.speedup, result.identical, result.verdict)
-        yield (stream.html(), render.stats_html(live.trace.summary, plain, lang=lang),
-               *charts.figures(live.trace.steps, lang=lang), render.status_html(message, "done", note),
-               gr.update(value=path, visible=True, label=t("status.download", lang, name=Path(path).name)),
-               live.trace)
+        yield from _run(run_request, parse_flag(check_plain, "check_plain"), session, key, lang)
     except Exception as exc:  # one clear message in the page; the server keeps serving
-        yield error_outputs(exc)
+        yield _failed(exc, session, lang)
     finally:
         with _SESSIONS_LOCK:
             if _SESSIONS.get(key) is session:
                 del _SESSIONS[key]
+
+
+def _run(run_request: RunRequest, check: bool, session: _Session, key: str, lang: str) -> Iterator[tuple[Any, ...]]:
+    """`generate`'s phases: prepare (load, validate), stream the steps, then the finished view (after the check
+    against plain decoding where asked)."""
+    yield RUN(_charts([], lang), tokens=render.empty_tokens(t("status.preparing_short", lang), lang),
+              stats=render.stats_html(None, lang=lang),
+              status=render.status_html(t("status.preparing", lang, target=run_request.target), "running"),
+              trace_file=gr.update(**NO_FILE), run_trace=None)
+    prepared = None
+    for kind, value in _prepare_in_thread(run_request, session):
+        if kind == "progress":
+            yield RUN(status=render.status_html(localize(value, lang), "running"))
+        else:
+            prepared = value
+    assert prepared is not None
+    if session.stop.is_set():
+        stopped = t("status.stopped_before", lang)
+        yield RUN(tokens=render.empty_tokens(stopped, lang), status=render.status_html(stopped, "idle"),
+                  trace_file=gr.update(**NO_FILE), run_trace=None)
+        return
+    live = yield from _streamed(prepared, session, key, run_request.target, lang)
+    message, note = _done_message(live, lang)
+    # The steps' q and p were filled in when generation ended (`LiveRun._figures_later`): the final view has them.
+    session.stream = stream = render.TokenStream(lang)
+    stream.extend(live.trace.steps)
+    path = trace_files.save_trace(live.trace, key)
+    plain = None
+    if check and prepared.method.drafts and live.trace.finish_reason in ("eos", "length"):
+        plain = yield from _checked_against_plain(prepared, live, stream, lang)
+    yield RUN(_charts(live.trace.steps, lang), tokens=stream.html(),
+              stats=render.stats_html(live.trace.summary, plain, lang=lang),
+              status=render.status_html(message, "done", note),
+              trace_file=gr.update(value=path, visible=True, label=t("status.download", lang, name=Path(path).name)),
+              run_trace=live.trace)
+
+
+def _streamed(prepared: Any, session: _Session, key: str, target: str,
+              lang: str) -> Generator[tuple[Any, ...], None, LiveRun]:
+    """The run's steps as they come (at the presenter's pace, if one is set); returns the finished `LiveRun`."""
+    from ..engine import LiveRun
+
+    pace = presenter.pace_of(key)
+    live = LiveRun(prepared, pace=pace)
+    if pace is not None:
+        live.idle_s = IDLE_S
+    session.live = live
+    stream = session.stream
+    assert stream is not None
+    status = render.status_html(t("status.generating", lang, method=prepared.method.localized(lang).title,
+                                  target=target), "running", localize(prepared.precision.reason, lang))
+    yield RUN(tokens=render.empty_tokens(t("render.waiting", lang), lang), status=status)
+    last_update, last_chart = 0.0, time.perf_counter()
+    shown, paused_shown, last_beat = 0, False, last_chart
+    with contextlib.closing(iter(live)) as steps:  # closing it (client gone) ends the worker
+        for step in steps:
+            now = time.perf_counter()
+            if step is None:  # the run stands paused (or its step is long): `IDLE_S`
+                waiting = pace is not None and pace.waiting
+                if len(stream) > shown or (waiting and not paused_shown):
+                    paused = (presenter.paused_status(len(stream), lang) if waiting
+                              else status if paused_shown else gr.skip())  # paused, or going on again
+                    shown, paused_shown, last_update, last_beat = len(stream), waiting, now, now
+                    yield RUN(tokens=stream.html(), stats=render.stats_html(live.trace.summary, lang=lang),
+                              status=paused)
+                elif now - last_beat >= BEAT_S:
+                    last_beat = now
+                    yield RUN.skip()
+                continue
+            stream.add(step)
+            if now - last_update < UPDATE_EVERY_S:
+                continue
+            last_update = last_beat = now
+            shown = len(stream)
+            resumed = status if paused_shown else gr.skip()  # the paused run goes on
+            paused_shown = False
+            charted = {}
+            if now - last_chart >= CHART_EVERY_S:
+                last_chart = now
+                charted = _charts(live.trace.steps, lang)
+            yield RUN(charted, tokens=stream.html(), stats=render.stats_html(live.trace.summary, lang=lang),
+                      status=resumed)
+    return live
+
+
+def _checked_against_plain(prepared: Any, live: LiveRun, stream: render.TokenStream,
+                           lang: str) -> Generator[tuple[Any, ...], None, tuple[Any, ...]]:
+    """The same settings run without drafting (`check_plain`): returns (speedup, identical, verdict)."""
+    checking = render.status_html(t("status.checking_plain", lang), "running")
+    yield RUN(tokens=stream.html(), stats=render.stats_html(live.trace.summary, lang=lang), status=checking)
+    result = None
+
+    def check_plain_run(progress: Callable[[str], None]) -> Any:
+        progress("checking")  # the heartbeat repeats it, so a visitor who leaves stops the check too
+        return bench.check_against_plain(prepared, live.trace)
+
+    for kind, value in in_thread(check_plain_run, "playground-check-plain"):
+        if kind == "progress":
+            yield RUN.skip()
+        else:
+            result = value
+    assert result is not None
+    return result.speedup, result.identical, result.verdict
+
+
+def _failed(exc: BaseException, session: _Session, lang: str) -> tuple[Any, ...]:
+    """A failed run's view: the message in the status and a warning toast, what it produced so far kept."""
+    from ..errors import user_message
+
+    message = user_message(exc, t("error.what.run", lang), lang)
+    gr.Warning(html.escape(message))  # toasts render HTML: the visitor's input must stay text, as in the status box
+    live, stream = session.live, session.stream
+    steps = live.trace.steps if live is not None else []
+    tokens = stream.html() if stream is not None and len(stream) else render.empty_tokens(t("status.no_output", lang),
+                                                                                          lang)
+    return RUN(_charts(steps, lang), tokens=tokens,
+               stats=render.stats_html(live.trace.summary if live is not None else None, lang=lang),
+               status=render.status_html(message, "error"), trace_file=gr.update(**NO_FILE), run_trace=None)
 
 
 # --------------------------------------------------------------------------- the view
@@ -411,123 +458,135 @@ class GenerateView:
 
 def build_generate(demo: gr.Blocks) -> GenerateView:
     """The settings column and the output column, with their events (call inside the page's `gr.Blocks`)."""
-    settings = get_settings()
     specs = target_param_specs(DEFAULT_TARGET)  # the controls as a run on the default target sees them
+    with gr.Row(equal_height=False):
+        ui = _settings_column(specs)
+        ui.update(_output_column())
+    ui["run_trace"] = gr.State(None)
+    ui["run_started"] = gr.State(False)  # set by the first click: from then on the status box is the run's
+    ui["timer"] = gr.Timer(1.0, active=preload.PRELOAD.running)
+    return _wire(demo, ui, [ui[name] for name in METHOD_VIEWS.names if name.startswith(PARAM)])
+
+
+def _settings_column(specs: dict[str, Any]) -> dict[str, Any]:
+    """The run's settings, by output name (a method parameter's control under `param:<name>`)."""
+    settings = get_settings()
     default_method = METHODS[DEFAULT_METHOD]
     model_choices = _target_choices()
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=2, min_width=320, elem_id="pg-settings-col"):
-            preset = preset_picker.picker(hub_reachable())
-            preset_info = gr.HTML("", elem_id="pg-preset-info")
-            target = gr.Dropdown(
-                choices=model_choices, value=DEFAULT_TARGET, label=L("ui.target.label"), allow_custom_value=True,
-                info=L("ui.target.info"), elem_id="pg-target",
-            )
-            method = gr.Dropdown(
-                choices=[(m.title, name) for name, m in METHODS.items()], value=DEFAULT_METHOD,
-                label=L("ui.method.label"), elem_id="pg-method",
-            )
-            method_summary = gr.Markdown(default_method.summary, elem_id="pg-method-summary")
-            with gr.Accordion(L("ui.how_it_works"), open=False):
-                lecture = gr.HTML(lecture_html(default_method))
-            assistant = gr.Dropdown(
-                choices=model_choices, value=None, label=L("ui.assistant.label"), allow_custom_value=True,
-                visible=default_method.needs_assistant, elem_id="pg-assistant",
-            )
-            default_params = {p.name for p in default_method.params}
-            param_components = [param_component(p, name in default_params) for name, p in specs.items()]
-            with gr.Accordion(L("ui.decoding"), open=False):
-                sample = gr.Checkbox(value=False, label=L("ui.sample"), elem_id="pg-sample")
-                temperature = gr.Slider(0.05, 2.0, value=1.0, step=0.05, label=L("ui.temperature"), visible=False)
-                top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label=L("ui.top_p"), visible=False)
-                top_k = gr.Slider(0, 200, value=0, step=1, label=L("ui.top_k"), info=L("ui.top_k.info"), visible=False)
-                seed = gr.Number(value=0, precision=0, label=L("ui.seed"))
-                chat = gr.Radio(list(CHAT_CHOICES), value="auto", label=L("ui.chat.label"),
-                                info=L("ui.chat.info"))
-            dtype = gr.Radio(list(DTYPES), value=default("dtype"), label=L("ui.dtype.label"),
-                             info=t("ui.dtype.info", what=host_precision_note()), elem_id="pg-dtype")
-            max_new_tokens = gr.Slider(1, settings.max_new_tokens, value=MAX_NEW_TOKENS["page"], step=1, label=L("ui.max_new_tokens"),
-                                       elem_id="pg-max-new-tokens")
-            params_json = gr.JSON(value={}, visible=False, label="params")
+    ui: dict[str, Any] = {}
+    with gr.Column(scale=2, min_width=320, elem_id="pg-settings-col"):
+        ui["preset"] = preset_picker.picker(hub_reachable())
+        ui["preset_info"] = gr.HTML("", elem_id="pg-preset-info")
+        ui["target"] = gr.Dropdown(
+            choices=model_choices, value=DEFAULT_TARGET, label=L("ui.target.label"), allow_custom_value=True,
+            info=L("ui.target.info"), elem_id="pg-target",
+        )
+        ui["method"] = gr.Dropdown(
+            choices=[(m.title, name) for name, m in METHODS.items()], value=DEFAULT_METHOD,
+            label=L("ui.method.label"), elem_id="pg-method",
+        )
+        ui["method_summary"] = gr.Markdown(default_method.summary, elem_id="pg-method-summary")
+        with gr.Accordion(L("ui.how_it_works"), open=False):
+            ui["lecture"] = gr.HTML(lecture_html(default_method))
+        ui["assistant"] = gr.Dropdown(
+            choices=model_choices, value=None, label=L("ui.assistant.label"), allow_custom_value=True,
+            visible=default_method.needs_assistant, elem_id="pg-assistant",
+        )
+        default_params = {p.name for p in default_method.params}
+        ui.update(Outputs.param_components(specs, [param_component(p, name in default_params)
+                                                   for name, p in specs.items()]))
+        with gr.Accordion(L("ui.decoding"), open=False):
+            ui["sample"] = gr.Checkbox(value=False, label=L("ui.sample"), elem_id="pg-sample")
+            ui["temperature"] = gr.Slider(0.05, 2.0, value=1.0, step=0.05, label=L("ui.temperature"), visible=False)
+            ui["top_p"] = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label=L("ui.top_p"), visible=False)
+            ui["top_k"] = gr.Slider(0, 200, value=0, step=1, label=L("ui.top_k"), info=L("ui.top_k.info"),
+                                    visible=False)
+            ui["seed"] = gr.Number(value=0, precision=0, label=L("ui.seed"))
+            ui["chat"] = gr.Radio(list(CHAT_CHOICES), value="auto", label=L("ui.chat.label"), info=L("ui.chat.info"))
+        ui["dtype"] = gr.Radio(list(DTYPES), value=default("dtype"), label=L("ui.dtype.label"),
+                               info=t("ui.dtype.info", what=host_precision_note()), elem_id="pg-dtype")
+        ui["max_new_tokens"] = gr.Slider(1, settings.max_new_tokens, value=MAX_NEW_TOKENS["page"], step=1,
+                                         label=L("ui.max_new_tokens"), elem_id="pg-max-new-tokens")
+        ui["params_json"] = gr.JSON(value={}, visible=False, label="params")
+    return ui
 
-        with gr.Column(scale=3, min_width=420):
-            prompt = gr.Textbox(value=None, label=L("ui.prompt.label"), lines=7, max_lines=20, elem_id="pg-prompt",
-                                placeholder=L("ui.prompt.placeholder"))
-            examples = gr.Radio(example_names("en"), value=None, label=L("ui.examples"), elem_id="pg-examples")
-            example_note = gr.HTML("", elem_id="pg-example-note")
-            with gr.Row():
-                generate_btn = gr.Button(L("ui.generate"), variant="primary", elem_id="pg-generate")
-                stop_btn = gr.Button(L("ui.stop"), variant="stop", elem_id="pg-stop")
-                link_btn = gr.Button(L("ui.link.make"), size="sm", elem_id="pg-link-make")
-            presenter.build_pace("pg-output")
-            check_plain = gr.Checkbox(
-                value=False, label=L("ui.check_plain.label"), elem_id="pg-check-plain",
-                info=L("ui.check_plain.info"))
-            link_box = gr.Textbox(label=L("ui.link.box"), interactive=False,
-                                  buttons=["copy"], elem_id="pg-link", visible=False, lines=1)  # shown with a link
-            link_status = gr.HTML("", elem_id="pg-link-status")
-            status = gr.HTML(preload.initial_status(), elem_id="pg-status-box")
-            stats = gr.HTML(render.stats_html(None), elem_id="pg-stats-box")
-            legend = gr.HTML(render.legend_html(), elem_id="pg-legend-box")
-            with gr.Row(equal_height=False):
-                tokens = gr.HTML(render.empty_tokens(), elem_id="pg-output", max_height=560, autoscroll=True,
-                                 js_on_load=microscope_view.PICK_JS, scale=3, min_width=320)
-                micro_panel = gr.HTML(microscope_view.empty_panel(), elem_id="pg-micro-box", scale=2, min_width=280,
-                                      js_on_load=None)
-            run_tables = gr.HTML("", elem_id="pg-run-tables")
-            with gr.Row():
-                acceptance_plot = gr.Plot(charts.acceptance_figure([]), show_label=False,
-                                          elem_id="pg-chart-acceptance")
-                timing_plot = gr.Plot(charts.timing_figure([]), show_label=False, elem_id="pg-chart-timing")
-            trace_file = gr.DownloadButton(L("ui.download"), value=None, visible=False,
-                                           elem_id="pg-download", size="sm")
-            handout_file = handout_button.button()
-    run_trace = gr.State(None)
-    run_started = gr.State(False)  # set by the first click: from then on the status box is the run's
 
-    method.change(guarded(on_method_change), [method, target, assistant],
-                  [method_summary, lecture, assistant, *param_components], **PRIVATE)
+def _output_column() -> dict[str, Any]:
+    """The prompt, the buttons and the run's live views, by output name."""
+    ui: dict[str, Any] = {}
+    with gr.Column(scale=3, min_width=420):
+        ui["prompt"] = gr.Textbox(value=None, label=L("ui.prompt.label"), lines=7, max_lines=20, elem_id="pg-prompt",
+                                  placeholder=L("ui.prompt.placeholder"))
+        ui["examples"] = gr.Radio(example_names("en"), value=None, label=L("ui.examples"), elem_id="pg-examples")
+        ui["example_note"] = gr.HTML("", elem_id="pg-example-note")
+        with gr.Row():
+            ui["generate_btn"] = gr.Button(L("ui.generate"), variant="primary", elem_id="pg-generate")
+            ui["stop_btn"] = gr.Button(L("ui.stop"), variant="stop", elem_id="pg-stop")
+            ui["link_btn"] = gr.Button(L("ui.link.make"), size="sm", elem_id="pg-link-make")
+        presenter.build_pace("pg-output")
+        ui["check_plain"] = gr.Checkbox(value=False, label=L("ui.check_plain.label"), elem_id="pg-check-plain",
+                                        info=L("ui.check_plain.info"))
+        ui["link_box"] = gr.Textbox(label=L("ui.link.box"), interactive=False, buttons=["copy"], elem_id="pg-link",
+                                    visible=False, lines=1)  # shown with a link
+        ui["link_status"] = gr.HTML("", elem_id="pg-link-status")
+        ui["status"] = gr.HTML(preload.initial_status(), elem_id="pg-status-box")
+        ui["stats"] = gr.HTML(render.stats_html(None), elem_id="pg-stats-box")
+        ui["legend"] = gr.HTML(render.legend_html(), elem_id="pg-legend-box")
+        with gr.Row(equal_height=False):
+            ui["tokens"] = gr.HTML(render.empty_tokens(), elem_id="pg-output", max_height=560, autoscroll=True,
+                                   js_on_load=microscope_view.PICK_JS, scale=3, min_width=320)
+            ui["micro_panel"] = gr.HTML(microscope_view.empty_panel(), elem_id="pg-micro-box", scale=2,
+                                        min_width=280, js_on_load=None)
+        ui["run_tables"] = gr.HTML("", elem_id="pg-run-tables")
+        with gr.Row():
+            ui["acceptance"] = gr.Plot(charts.acceptance_figure([]), show_label=False, elem_id="pg-chart-acceptance")
+            ui["timing"] = gr.Plot(charts.timing_figure([]), show_label=False, elem_id="pg-chart-timing")
+        ui["trace_file"] = gr.DownloadButton(L("ui.download"), value=None, visible=False, elem_id="pg-download",
+                                             size="sm")
+        ui["handout_file"] = handout_button.button()
+    return ui
+
+
+def _wire(demo: gr.Blocks, ui: dict[str, Any], param_components: list[Any]) -> GenerateView:
+    """The main view's events, every handler's outputs derived from its declaration (`RUN`, `METHOD_VIEWS`, …)."""
+    out = lambda outputs: outputs.components(ui)  # noqa: E731
+    method, target = ui["method"], ui["target"]
+    method.change(guarded(on_method_change), [method, target, ui["assistant"]], out(METHOD_VIEWS), **PRIVATE)
     # The controls that depend on the target (early exit's layer): its range always, its own default when the
     # visitor picks it (a link or a guide example sets its own values, which a change keeps).
     target.change(guarded(on_target_change), [target, *param_components], param_components, **PRIVATE)
     target.input(guarded(on_target_pick), target, param_components, **PRIVATE)
-    sample.change(guarded(on_sample_change), sample, [temperature, top_p, top_k], **PRIVATE)
-    examples.change(guarded(on_example), examples, prompt, **PRIVATE)
-    prompt.change(guarded(example_after_prompt), [prompt, examples], examples, **PRIVATE)
-    examples.change(guarded(example_note_html), examples, example_note, **PRIVATE)
-    api_inputs = [prompt, target, assistant, method, params_json, max_new_tokens, sample, temperature, top_p,
-                  top_k, seed, chat, dtype]
-    controls = [target, assistant, method, sample, temperature, top_p, top_k, seed, chat, max_new_tokens]
-    applied_preset = preset_picker.wire(preset, preset_info, controls, prompt, param_components, list(specs))
-    preset_picker.wire_precision(applied_preset, dtype)
-    links.wire(link_btn, link_box, preset, prompt, controls, dtype, param_components)
-    outputs = [tokens, stats, acceptance_plot, timing_plot, status, trace_file, run_trace]
-    run_event = generate_btn.click(guarded(with_language(on_generate_click)), [method, *param_components],
-                                   [params_json, status, run_started], **PRIVATE).then(
-        generate, [*api_inputs, check_plain, preset], outputs, api_name="generate", show_progress="minimal",
-        show_progress_on=[status],
+    ui["sample"].change(guarded(on_sample_change), ui["sample"], out(SAMPLING), **PRIVATE)
+    ui["examples"].change(guarded(on_example), ui["examples"], ui["prompt"], **PRIVATE)
+    ui["prompt"].change(guarded(example_after_prompt), [ui["prompt"], ui["examples"]], ui["examples"], **PRIVATE)
+    ui["examples"].change(guarded(example_note_html), ui["examples"], ui["example_note"], **PRIVATE)
+    api_inputs = [ui[name] for name in ("prompt", "target", "assistant", "method", "params_json", "max_new_tokens",
+                                        "sample", "temperature", "top_p", "top_k", "seed", "chat", "dtype")]
+    ui["applied"] = preset_picker.wire(ui, PARAMS)
+    preset_picker.wire_precision(ui["applied"], ui["dtype"])
+    links.wire(ui["link_btn"], ui["link_box"], ui["preset"], ui["prompt"],
+               [ui[name] for name in preset_picker.CONTROLS], ui["dtype"], param_components)
+    run_event = ui["generate_btn"].click(
+        guarded(with_language(on_generate_click)), [method, *param_components], out(CLICKED), **PRIVATE).then(
+        generate, [*api_inputs, ui["check_plain"], ui["preset"]], out(RUN), api_name="generate",
+        show_progress="minimal", show_progress_on=[ui["status"]],
         # The values reach `build_request` and the engine's checks as sent, so a bad one from the API
         # (a word for a number, a value off a slider's range) gets the same clear message in the
         # status as in the CLI, not Gradio's generic refusal.
         preprocess=False,
     )
-    stop_btn.click(stop, None, status, **PRIVATE)
-    tokens.click(guarded(open_token), run_trace, micro_panel, **PRIVATE)
-    run_event.then(guarded(after_run_tables), run_trace, [run_tables, micro_panel], **PRIVATE)
-    handout_button.wire(generate_btn, run_event, run_trace, handout_file)
-
-    timer = gr.Timer(1.0, active=preload.PRELOAD.running)
-    timer.tick(guarded(preload.poll_preload), run_started, [status, timer], **PRIVATE)
+    ui["stop_btn"].click(stop, None, ui["status"], **PRIVATE)
+    ui["tokens"].click(guarded(open_token), ui["run_trace"], ui["micro_panel"], **PRIVATE)
+    run_event.then(guarded(after_run_tables), ui["run_trace"], out(TABLES), **PRIVATE)
+    handout_button.wire(ui["generate_btn"], run_event, ui["run_trace"], ui["handout_file"])
+    ui["timer"].tick(guarded(preload.poll_preload), ui["run_started"], out(preload.POLLED), **PRIVATE)
     # Fill the prompt after the page loads, so the API's `prompt` stays required.
     # Then a shareable link's settings, checked by the API's request builder (links.restore).
-    demo.load(on_page_load, None, [prompt, examples, status, timer], **PRIVATE).then(
-        guarded(localize_view), method,
-        [method, method_summary, lecture, legend, tokens, stats, acceptance_plot, timing_plot, dtype, micro_panel],
-        **PRIVATE).then(
-        guarded(preset_picker.localized_choices), None, preset, **PRIVATE).then(
-        guarded(restore_link), None, [preset, preset_info, *controls, prompt, dtype, link_status, *param_components,
-                                      applied_preset], **PRIVATE)
-    return GenerateView(prompt=prompt, target=target, assistant=assistant, method=method, dtype=dtype, chat=chat,
-                        max_new_tokens=max_new_tokens, preset=preset, params_json=params_json,
-                        param_components=param_components, api_inputs=api_inputs, run_event=run_event,
-                        run_trace=run_trace, settings_for_code=[*api_inputs, preset])
+    demo.load(on_page_load, None, out(PAGE_LOAD), **PRIVATE).then(
+        guarded(localize_view), method, out(LOCALIZED), **PRIVATE).then(
+        guarded(preset_picker.localized_choices), None, ui["preset"], **PRIVATE).then(
+        guarded(restore_link), None, out(RESTORED), **PRIVATE)
+    return GenerateView(prompt=ui["prompt"], target=target, assistant=ui["assistant"], method=method,
+                        dtype=ui["dtype"], chat=ui["chat"], max_new_tokens=ui["max_new_tokens"], preset=ui["preset"],
+                        params_json=ui["params_json"], param_components=param_components, api_inputs=api_inputs,
+                        run_event=run_event, run_trace=ui["run_trace"], settings_for_code=[*api_inputs, ui["preset"]])

@@ -19,6 +19,7 @@ import gradio as gr
 from .. import render
 from . import preset_picker
 from .guard import PRIVATE, guarded
+from .outputs import Outputs
 from .run_request import DTYPES, build_request, collect_params
 from ..i18n import t
 from ..request import method_for
@@ -74,13 +75,19 @@ def _text(value: Any) -> str:
         int(value) if isinstance(value, float) else value)
 
 
-def restore(query: Mapping[str, str], param_names: list[str], lang: str = "en") -> list[Any]:
-    """Updates for [picker, preset info, target, assistant, method, sample, temperature, top_p, top_k, seed, chat,
-    max_new_tokens, prompt, dtype, link status, *parameters] from a link's query; nothing changes without one.
-    A preset that needs the unreachable Hub fills in its offline stand-in, as the picker does."""
+def restored(param_names: list[str]) -> Outputs:
+    """What a link sets: what a guide example's pick fills (`preset_picker.picked`), the precision, the link's
+    status."""
+    return preset_picker.picked(param_names) + Outputs("dtype", "link_status")
+
+
+def restore(query: Mapping[str, str], param_names: list[str], lang: str = "en") -> tuple[Any, ...]:
+    """`restored(param_names)` from a link's query; nothing changes without one. A preset that needs the unreachable
+    Hub fills in its offline stand-in, as the picker does."""
+    outputs = restored(param_names)
     given = {k: query[k] for k in (*FIELDS, "preset") if k in query}
     if not given:
-        return [gr.skip()] * (15 + len(param_names))
+        return outputs.skip()
     from ..engine import validate_request  # torch: only for a link that sets something
     from ..errors import user_message
     try:
@@ -95,19 +102,19 @@ def restore(query: Mapping[str, str], param_names: list[str], lang: str = "en") 
             raise PlaygroundError.keyed("error.dtype", got=repr(request.dtype), known=", ".join(DTYPES))
     except Exception as exc:  # a bad link: say why, as text, and leave the page as it is
         message = t("link.not_applied", lang, reason=user_message(exc, lang=lang))
-        return [gr.skip()] * 14 + [render.status_html(message, "error")] + [gr.skip()] * len(param_names)
+        return outputs(link_status=render.status_html(message, "error"))
     status = render.status_html(t("link.restored", lang), "done")
     if "preset" in given:
-        # picker, info, 10 controls, prompt, params
-        filled = preset_picker.on_preset(given["preset"], param_names, lang=lang)
-        prompt = request.prompt if request.prompt.strip() else filled[12]
-        return [*filled[:12], prompt, request.dtype, status, *filled[13:]]
+        filled = preset_picker.picked(param_names).read(preset_picker.on_preset(given["preset"], param_names,
+                                                                                lang=lang))
+        if request.prompt.strip():  # the link's own prompt over the example's
+            filled["prompt"] = request.prompt
+        return outputs(filled, dtype=request.dtype, link_status=status)
     values = method_for(request.method, request.target).resolve_params(request.params)
-    return [
-        None, "", request.target, request.assistant, request.method, request.sample, request.temperature,
-        request.top_p, request.top_k, request.seed, preset_picker.CHAT_VALUE[request.chat], request.max_new_tokens,
-        request.prompt, request.dtype, status, *[values[p] if p in values else gr.skip() for p in param_names],
-    ]
+    controls = {name: getattr(request, name) for name in preset_picker.CONTROLS}
+    return outputs(controls, Outputs.params_of({p: values[p] for p in param_names if p in values}),
+                   preset=None, preset_info="", chat=preset_picker.CHAT_VALUE[request.chat], prompt=request.prompt,
+                   dtype=request.dtype, link_status=status)
 
 
 def wire(button: gr.Button, link: gr.Textbox, picker: Any, prompt: Any, controls: list[Any], dtype: Any,

@@ -13,7 +13,8 @@ import html
 import gradio as gr
 
 from ..i18n import t
-from ..methods import METHODS, VERIFICATIONS, Method, Proven, Verification
+from ..methods import METHODS, VERIFICATIONS, Method, Verification
+from ..proofs import Proven
 from .language import L
 
 LECTURE_PARTS = ("drafts", "verifies", "pays_off", "cost", "failure")

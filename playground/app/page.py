@@ -6,16 +6,16 @@ handlers, never this module.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import gradio as gr
 
 from ..i18n import t
 from ..settings import get_settings
 from . import mcp_tools, presenter
-from .after_run import after_run
+from .after_run import AFTER_RUN, after_run
+from .code_tab import CODE, build_code
 from .code_tab import initial_status as code_initial_status
-from .code_tab import build_code
 from .compare_tab import build_compare
 from .compare_tab import idle_views as compare_idle_views
 from .compare_tab import method_choices as compare_method_choices
@@ -24,8 +24,9 @@ from .guard import PRIVATE, PRIVATE_QUEUED, Page, guarded
 from .language import L, language_of, wire_picker
 from .language import picker as language_picker
 from .methods_tab import build_methods, methods_table_html
-from .replay_tab import build_replay, replay_load
-from .theory_tab import build_theory, theory_view
+from .outputs import Outputs
+from .replay_tab import LOADED, build_replay, replay_load
+from .theory_tab import THEORY, build_theory, theory_view
 from .trace_files import TRACE_FILES_KEPT_S
 from .tune_tab import build_tune_tab
 from .tune_tab import idle_status as tune_idle_status
@@ -33,27 +34,33 @@ from .tune_tab import idle_status as tune_idle_status
 TITLE = "Assisted-decoding playground"
 # The tabs' ids, in the page's order (their names are the `ui.tab.<id>` strings).
 TABS = ("replay", "theory", "compare", "code", "methods", "tune")
+# The tabs' server-written parts, which the page load writes in the visitor's language; the tabs' names too: Gradio's
+# own switch of language (the page's ?lang= in another browser language) renames only the selected tab.
+TAB_VIEWS = (Outputs("methods.table") + THEORY.prefixed("theory.") + LOADED.prefixed("replay.")
+             + CODE.prefixed("code.") + Outputs("compare.status", "compare.race", "compare.methods", "tune.status")
+             + Outputs(*(f"tab.{tab}" for tab in TABS)))
 
 
 def localized_tab_views(lang: str) -> tuple[Any, ...]:
-    """The tabs' initial server-written views in `lang`, in the order of `build_ui`'s `tab_views` outputs."""
-    # The tabs' names too: Gradio's own switch of language (the page's ?lang= in another browser language) renames
-    # only the selected tab.
-    return (methods_table_html(lang), *theory_view(None, lang=lang), *replay_load(None, "", lang),
-            gr.skip(), gr.skip(), code_initial_status(lang), *compare_idle_views(lang),
-            gr.update(choices=compare_method_choices(lang)), tune_idle_status(lang),
-            *(gr.update(label=t(f"ui.tab.{tab}", lang)) for tab in TABS))
+    """`TAB_VIEWS` as the tabs show them before anything ran, in `lang` (the code tab's boxes stay empty)."""
+    status, race = compare_idle_views(lang)
+    return TAB_VIEWS({**THEORY.read(theory_view(None, lang=lang), "theory."),
+                      **LOADED.read(replay_load(None, "", lang), "replay."),
+                      **{f"tab.{tab}": gr.update(label=t(f"ui.tab.{tab}", lang)) for tab in TABS}},
+                     **{"methods.table": methods_table_html(lang), "code.status": code_initial_status(lang),
+                        "compare.status": status, "compare.race": race,
+                        "compare.methods": gr.update(choices=compare_method_choices(lang)),
+                        "tune.status": tune_idle_status(lang)})
 
 
-def tab_localizer(outputs: Sequence[Any]) -> Callable[..., tuple[Any, ...]]:
-    """The page-load handler for `outputs` (the tabs' server-written parts): their views in the visitor's language,
-    and for English (the page is built in it) one skip per output, counted from the list itself so it cannot drift."""
-    def localize_tabs(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
-        lang = language_of(request)
-        if lang == "en":
-            return tuple(gr.skip() for _ in outputs)
-        return localized_tab_views(lang)
-    return localize_tabs
+def localize_tabs(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    """The page-load handler of `TAB_VIEWS`: in the visitor's language; a page in English keeps them as built."""
+    lang = language_of(request)
+    return TAB_VIEWS.skip() if lang == "en" else localized_tab_views(lang)
+
+
+def prefixed(components: dict[str, Any], prefix: str) -> dict[str, Any]:
+    return {prefix + name: component for name, component in components.items()}
 
 
 def build_ui() -> gr.Blocks:
@@ -73,8 +80,8 @@ def build_ui() -> gr.Blocks:
         with gr.Tabs(elem_id="pg-tabs") as tabs:
             replay = build_replay(demo)
             theory = build_theory()
-            compare_boxes = build_compare([main.prompt, main.target, main.assistant, main.method, main.dtype,
-                                           main.chat], main.param_components, baselines)
+            compare = build_compare([main.prompt, main.target, main.assistant, main.method, main.dtype, main.chat],
+                                    main.param_components, baselines)
             code = build_code(main.method, main.param_components, main.params_json, main.settings_for_code)
             methods_table = build_methods()
             tune_status = build_tune_tab(
@@ -85,12 +92,11 @@ def build_ui() -> gr.Blocks:
         assert tuple(tab.id for tab in tab_items) == TABS, [tab.id for tab in tab_items]
         # The tabs' server-written parts in the visitor's language, and the language picker.
         wire_picker(demo, language)
-        tab_views = [methods_table, theory.plot, theory.diagnosis, *replay.outputs, *code.outputs, *compare_boxes,
-                     tune_status, *tab_items]
-        demo.load(guarded(tab_localizer(tab_views)), None, tab_views, **PRIVATE)
+        views = {"methods.table": methods_table, **prefixed(theory.views, "theory."), **prefixed(replay.views, "replay."),
+                 **prefixed(code.views, "code."), **prefixed(compare, "compare."), "tune.status": tune_status,
+                 **{f"tab.{tab.id}": tab for tab in tab_items}, "last_run": replay.last_run, "baselines": baselines}
+        demo.load(guarded(localize_tabs), None, TAB_VIEWS.components(views), **PRIVATE)
         # After each run: replay it, place it on the theory curves with its diagnosis, show its code.
-        main.run_event.then(after_run, [main.run_trace, baselines],
-                            [replay.last_run, *replay.outputs, theory.plot, theory.diagnosis, baselines, *code.outputs],
-                            **PRIVATE_QUEUED)
+        main.run_event.then(after_run, [main.run_trace, baselines], AFTER_RUN.components(views), **PRIVATE_QUEUED)
     demo.queue(default_concurrency_limit=settings.concurrency)
     return demo

@@ -20,6 +20,7 @@ from ..i18n import Message, localize, number, t
 from ..models import CATALOGUE, DEFAULT_TARGET, SPEED_MODEL, STORE, ensure_converted, ensure_measured, gc_paused
 from ..request import DEFAULT_METHOD, new_request
 from .language import language_of
+from .outputs import Outputs
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +147,10 @@ def initial_status(lang: str = "en") -> str:
     return render.status_html(t("status.ready", lang), "idle")
 
 
-def poll_preload(run_started: bool = False, request: gr.Request = None) -> tuple[Any, Any]:  # type: ignore[assignment]
+POLLED = Outputs("status", "timer")  # what the start-up load's poll writes (`outputs.Outputs`)
+
+
+def poll_preload(run_started: bool = False, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
     """The timer's tick while the start-up load runs: show its progress in the status box.
 
     Once this page has clicked Generate, the box belongs to the run: a tick that lands after the run
@@ -154,5 +158,5 @@ def poll_preload(run_started: bool = False, request: gr.Request = None) -> tuple
     within a tick of it). The session's state is read when the tick is handled, so no late tick wins.
     """
     if run_started:
-        return gr.skip(), gr.update(active=False)
-    return initial_status(language_of(request)), gr.update(active=PRELOAD.running)
+        return POLLED(timer=gr.update(active=False))
+    return POLLED(status=initial_status(language_of(request)), timer=gr.update(active=PRELOAD.running))

@@ -20,8 +20,21 @@ from ..models import hub_reachable
 from ..presets import GUIDE_URL, PRESETS, Preset, get_preset, runnable
 from .guard import PRIVATE, guarded
 from .language import L, language_of
+from .outputs import Outputs
 
 CHAT_VALUE = {True: "on", False: "off", None: "auto"}
+# The page's run controls an example sets (and a link, and whose edit clears the picker), by output name.
+CONTROLS = ("target", "assistant", "method", "sample", "temperature", "top_p", "top_k", "seed", "chat",
+            "max_new_tokens")
+
+
+APPLIED = Outputs("applied")  # the example whose settings the controls were last given (a `gr.State`)
+CLEARED = Outputs("preset", "preset_info") + APPLIED  # what an edit of a control the example set clears
+
+
+def picked(param_names: list[str]) -> Outputs:
+    """What a pick fills: the picker, its info, the controls, the prompt, the method's parameter controls."""
+    return Outputs("preset", "preset_info", *CONTROLS, "prompt", params=param_names)
 
 
 def choices(online: bool, lang: str = DEFAULT_LANGUAGE) -> list[tuple[str, str]]:
@@ -57,24 +70,22 @@ def describe(preset: Preset, reason: str | None = None, lang: str = DEFAULT_LANG
 
 def on_preset(name: str | None, param_names: list[str], online: bool | None = None,
               lang: str = DEFAULT_LANGUAGE) -> list[Any]:
-    """Updates for [picker, info, target, assistant, method, sample, temperature, top_p, top_k, seed, chat,
-    max_new_tokens, prompt, *parameter controls] when a preset is picked (the info in `lang`)."""
+    """`picked(param_names)` when a preset is picked (the info in `lang`)."""
+    outputs = picked(param_names)
     if not name:
-        return [gr.skip(), ""] + [gr.skip()] * (11 + len(param_names))
+        return outputs(preset_info="")
     requested = get_preset(name)
     online = hub_reachable() if online is None else online
     chosen = runnable(name, online)
     reason = requested.unavailable(online, lang)
     if reason and chosen is requested:  # no stand-in: leave the controls as they are
-        return [gr.update(value=None), describe(requested, reason, lang)] + [gr.skip()] * (11 + len(param_names))
+        return outputs(preset=gr.update(value=None), preset_info=describe(requested, reason, lang))
     f = chosen.request_fields()
     values = method_for(chosen.method, f["target"]).resolve_params(f["params"])
-    return [
-        gr.update(value=chosen.name), describe(chosen, reason, lang),
-        f["target"], f["assistant"], f["method"], f["sample"], f["temperature"], f["top_p"], f["top_k"], f["seed"],
-        CHAT_VALUE[f["chat"]], f["max_new_tokens"], f["prompt"],
-        *[values[p] if p in values else gr.skip() for p in param_names],
-    ]
+    return outputs({name: f[name] for name in CONTROLS if name != "chat"},
+                   Outputs.params_of({p: values[p] for p in param_names if p in values}),
+                   preset=gr.update(value=chosen.name), preset_info=describe(chosen, reason, lang),
+                   chat=CHAT_VALUE[f["chat"]], prompt=f["prompt"])
 
 
 def localized_choices(request: gr.Request) -> Any:
@@ -90,9 +101,9 @@ def applied_after(picker_update: Any) -> Any:
     return picker_update
 
 
-def wire(picker: gr.Dropdown, info: gr.HTML, controls: list[Any], prompt: gr.Textbox, param_components: list[Any],
-         param_names: list[str]) -> gr.State:
-    """Connect the picker: picking fills `controls` (target … max_new_tokens), the prompt and the parameters;
+def wire(views: dict[str, Any], param_names: list[str]) -> gr.State:
+    """Connect the picker: picking fills `picked(param_names)` (the page's components by name in `views`): the
+    controls (target … max_new_tokens), the prompt and the parameters;
     a user's edit of a control or parameter clears it. A value no control sends gets our one-line message
     (`guarded`). Returns `applied`, the example whose settings the controls were last given (a link that restores
     one sets it too).
@@ -102,30 +113,34 @@ def wire(picker: gr.Dropdown, info: gr.HTML, controls: list[Any], prompt: gr.Tex
     visitor has edited since. So `input` applies only a choice other than `applied` (a keyboard choice arrives this
     way: Enter fires no `select`), and `select` (a click on an option, the one already applied included) always."""
     applied = gr.State(None)
-    outputs = [picker, info, *controls, prompt, *param_components, applied]
+    filled = picked(param_names)
+    outputs = filled + APPLIED
+    components = outputs.components({**views, "applied": applied})
 
-    def apply(name: Any, lang: str) -> list[Any]:
+    def apply(name: Any, lang: str) -> tuple[Any, ...]:
         if name is not None and not isinstance(name, str):
             raise PlaygroundError.keyed("error.preset_not_text")
         updates = on_preset(name, param_names, lang=lang)
-        return [*updates, applied_after(updates[0])]
+        return outputs(filled.read(updates), applied=applied_after(filled.read(updates)["preset"]))
 
-    def pick_preset(request: gr.Request, name: Any, applied_name: Any) -> list[Any]:
+    def pick_preset(request: gr.Request, name: Any, applied_name: Any) -> tuple[Any, ...]:
         if name == applied_name:  # the blur's repeat of a choice already applied
-            return [gr.skip()] * len(outputs)
+            return outputs.skip()
         return apply(name, language_of(request))
 
-    def choose_preset(request: gr.Request, evt: gr.EventData) -> list[Any]:
+    def choose_preset(request: gr.Request, evt: gr.EventData) -> tuple[Any, ...]:
         data = getattr(evt, "_data", None)  # {"index": …, "value": name, "selected": …} as the client sent it
         return apply(data.get("value") if isinstance(data, dict) else data, language_of(request))
 
-    def clear_preset() -> tuple[None, str, None]:
-        return None, "", None
+    def clear_preset() -> tuple[Any, ...]:
+        return CLEARED(preset=None, preset_info="", applied=None)
 
-    picker.input(guarded(pick_preset), [picker, applied], outputs, **PRIVATE)
-    picker.select(guarded(choose_preset), None, outputs, **PRIVATE)
-    for component in [*controls, *param_components]:
-        component.input(guarded(clear_preset), None, [picker, info, applied], **PRIVATE)
+    picker, edited = views["preset"], [views[name] for name in filled.names if name not in ("preset", "preset_info",
+                                                                                              "prompt")]
+    picker.input(guarded(pick_preset), [picker, applied], components, **PRIVATE)
+    picker.select(guarded(choose_preset), None, components, **PRIVATE)
+    for component in edited:
+        component.input(guarded(clear_preset), None, CLEARED.components({**views, "applied": applied}), **PRIVATE)
     return applied
 
 

@@ -24,10 +24,16 @@ from ..trace import Trace, TraceFormatError, short_repr, summarize_steps
 from . import gallery_picker, presenter
 from .guard import PRIVATE, guarded
 from .language import L, language_of
+from .outputs import Outputs
 from .run_request import MAX_NAME_SHOWN
 
 MAX_TRACE_BYTES = MAX_INPUT_BYTES  # Gradio's upload limit (launch) and our reader's are one
 REPLAY_WINDOW_STEPS = 200  # steps drawn around the replay's current one (text and charts)
+
+# The outputs of the replay's handlers (`outputs.Outputs`): a step's views, a loaded trace's, Play's.
+STEP_VIEWS = Outputs("tokens", "detail", "acceptance", "timing", "stats")
+LOADED = Outputs("trace", "status", "slider") + STEP_VIEWS + Outputs("panel")
+PLAYING = Outputs("slider", "timer", "button", "playing")
 
 
 def load_trace_file(path: str | Path | None) -> Trace:
@@ -71,8 +77,9 @@ def replay_view(trace: Trace | None, value: Any, request: gr.Request = None,  # 
     """
     lang = lang or language_of(request)
     if trace is None or not trace.steps:
-        empty = render.empty_tokens(t("replay.empty", lang), lang)
-        return (empty, "", *charts.figures([], lang=lang), render.stats_html(None, lang=lang))
+        acceptance, timing = charts.figures([], lang=lang)
+        return STEP_VIEWS(tokens=render.empty_tokens(t("replay.empty", lang), lang), detail="", acceptance=acceptance,
+                          timing=timing, stats=render.stats_html(None, lang=lang))
     n = len(trace.steps)
     k = step_number(value, n) - 1
     first = max(0, k + 1 - REPLAY_WINDOW_STEPS)
@@ -83,7 +90,7 @@ def replay_view(trace: Trace | None, value: Any, request: gr.Request = None,  # 
     shown = trace.steps[: k + 1]
     elapsed = (trace.setup_ms + sum(s.time_ms for s in shown)) / 1000.0
     stats = render.stats_html(summarize_steps(shown, elapsed, trace.setup_ms), lang=lang)
-    return tokens, detail, fig_a, fig_t, stats
+    return STEP_VIEWS(tokens=tokens, detail=detail, acceptance=fig_a, timing=fig_t, stats=stats)
 
 
 def slider_for(trace: Trace | None) -> Any:
@@ -116,10 +123,10 @@ def replay_play(trace: Trace | None, value: Any, playing: bool,
     """Play / Pause: (slider, timer, button, playing). Playing from the last step starts over at step 1."""
     lang = language_of(request)
     if playing is True or trace is None or len(trace.steps) < 2:
-        return gr.skip(), gr.update(active=False), gr.update(value=t("ui.replay.play", lang)), False
+        return PLAYING(timer=gr.update(active=False), button=gr.update(value=t("ui.replay.play", lang)), playing=False)
     at_end = step_number(value, len(trace.steps)) >= len(trace.steps)
-    return ((gr.update(value=1) if at_end else gr.skip()), gr.update(active=True),
-            gr.update(value=t("ui.replay.pause", lang)), True)
+    return PLAYING({"slider": gr.update(value=1)} if at_end else {}, timer=gr.update(active=True),
+                   button=gr.update(value=t("ui.replay.pause", lang)), playing=True)
 
 
 def replay_tick(trace: Trace | None, value: Any, playing: bool,
@@ -127,12 +134,12 @@ def replay_tick(trace: Trace | None, value: Any, playing: bool,
     """One step forward while playing; at the last step the play ends by itself."""
     play = gr.update(value=t("ui.replay.play", language_of(request)))
     if playing is not True or trace is None or not trace.steps:
-        return gr.skip(), gr.update(active=False), play, False
+        return PLAYING(timer=gr.update(active=False), button=play, playing=False)
     n = len(trace.steps)
     step = min(n, step_number(value, n) + 1)
     if step >= n:
-        return gr.update(value=step), gr.update(active=False), play, False
-    return gr.update(value=step), gr.skip(), gr.skip(), True
+        return PLAYING(slider=gr.update(value=step), timer=gr.update(active=False), button=play, playing=False)
+    return PLAYING(slider=gr.update(value=step), playing=True)
 
 
 def replay_speed(seconds: Any) -> Any:
@@ -144,14 +151,12 @@ def replay_speed(seconds: Any) -> Any:
 
 
 def replay_load(trace: Trace | None, source: str, lang: str = "en") -> tuple[Any, ...]:
-    """(trace state, status, slider, *replay_view, microscope panel) for a freshly loaded trace, at its last step
-    (in `lang`); the panel invites a click on a token."""
-    panel = microscope_view.empty_panel(lang=lang)
-    if trace is None:
-        return (None, render.status_html(t("replay.nothing", lang), "idle"),
-                slider_for(None), *replay_view(None, 1, lang=lang), panel)
-    return (trace, render.status_html(describe_trace(trace, source, lang), "done"), slider_for(trace),
-            *replay_view(trace, len(trace.steps), lang=lang), panel)
+    """`LOADED` for a freshly loaded trace, at its last step (in `lang`); the panel invites a click on a token."""
+    status = (render.status_html(t("replay.nothing", lang), "idle") if trace is None
+              else render.status_html(describe_trace(trace, source, lang), "done"))
+    step = len(trace.steps) if trace is not None else 1
+    return LOADED(STEP_VIEWS.read(replay_view(trace, step, lang=lang)), trace=trace, status=status,
+                  slider=slider_for(trace), panel=microscope_view.empty_panel(lang=lang))
 
 
 def replay_last(trace: Trace | None, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
@@ -212,7 +217,7 @@ def on_trace_upload(upload: Any, request: gr.Request = None) -> tuple[Any, ...]:
         reason = (exc.localized(lang) if isinstance(exc, TraceFormatError) else t("replay.unreadable", lang)
                   if isinstance(exc, OSError) else user_message(exc, t("error.what.reading_trace", lang), lang))
         message = t("replay.cannot", lang, name=name, reason=reason)
-        return (gr.skip(), render.status_html(message, "error"), *([gr.skip()] * 7))
+        return LOADED(status=render.status_html(message, "error"))
 
 
 def replay_open_token(trace: Trace | None, evt: gr.EventData, request: gr.Request = None) -> str:  # type: ignore[assignment]
@@ -225,7 +230,11 @@ class ReplayTab:
     """What the page wires to the replay from outside: the last run's state and the views a loaded trace fills."""
 
     last_run: gr.State
-    outputs: list[Any]  # replay_load's: trace state, status, slider, *replay_view, microscope panel
+    views: dict[str, Any]  # the components of `LOADED`, by name
+
+    @property
+    def outputs(self) -> list[Any]:
+        return LOADED.components(self.views)
 
 
 def build_replay(demo: gr.Blocks) -> ReplayTab:
@@ -234,7 +243,7 @@ def build_replay(demo: gr.Blocks) -> ReplayTab:
         gallery, gallery_look = gallery_picker.controls()
         with gr.Row():
             with gr.Column(scale=3):
-                replay_status = gr.HTML(replay_load(None, "")[1], elem_id="pg-replay-status")
+                replay_status = gr.HTML(LOADED.read(replay_load(None, ""))["status"], elem_id="pg-replay-status")
             with gr.Column(scale=1, min_width=200):
                 replay_last_btn = gr.Button(L("ui.replay.last"), size="sm", elem_id="pg-replay-last")
                 replay_upload = trace_upload_button(L("ui.replay.upload"), file_types=[".json"],
@@ -251,7 +260,8 @@ def build_replay(demo: gr.Blocks) -> ReplayTab:
         replay_detail = gr.HTML("", elem_id="pg-replay-step")
         presenter.final_only_toggle("pg-replay-output", "pg-replay-final-only")
         with gr.Row(equal_height=False):
-            replay_tokens = gr.HTML(replay_view(None, 1)[0], elem_id="pg-replay-output", max_height=420,
+            replay_tokens = gr.HTML(STEP_VIEWS.read(replay_view(None, 1))["tokens"], elem_id="pg-replay-output",
+                                    max_height=420,
                                     js_on_load=microscope_view.PICK_JS, scale=3, min_width=320)
             replay_panel = gr.HTML(microscope_view.empty_panel(), elem_id="pg-replay-micro", scale=2, min_width=280,
                                    js_on_load=None)
@@ -264,12 +274,16 @@ def build_replay(demo: gr.Blocks) -> ReplayTab:
         replay_trace = gr.State(None)
         replay_playing = gr.State(False)
 
-    replay_views = [replay_tokens, replay_detail, replay_acceptance, replay_timing, replay_stats]
-    replay_outputs = [replay_trace, replay_status, replay_slider, *replay_views, replay_panel]
+    step_views = dict(tokens=replay_tokens, detail=replay_detail, acceptance=replay_acceptance, timing=replay_timing,
+                      stats=replay_stats)
+    views = dict(trace=replay_trace, status=replay_status, slider=replay_slider, **step_views, panel=replay_panel)
+    replay_views = STEP_VIEWS.components(step_views)
+    replay_outputs = LOADED.components(views)
     replay_slider.change(guarded(replay_view), [replay_trace, replay_slider], replay_views, **PRIVATE)
     replay_prev_btn.click(guarded(replay_prev), [replay_trace, replay_slider], replay_slider, **PRIVATE)
     replay_next_btn.click(guarded(replay_next), [replay_trace, replay_slider], replay_slider, **PRIVATE)
-    play_outputs = [replay_slider, replay_timer, replay_play_btn, replay_playing]
+    play_outputs = PLAYING.components(dict(slider=replay_slider, timer=replay_timer, button=replay_play_btn,
+                                           playing=replay_playing))
     replay_play_btn.click(guarded(replay_play), [replay_trace, replay_slider, replay_playing], play_outputs, **PRIVATE)
     replay_timer.tick(guarded(replay_tick), [replay_trace, replay_slider, replay_playing], play_outputs, **PRIVATE)
     replay_seconds.change(guarded(replay_speed), replay_seconds, replay_timer, **PRIVATE)
@@ -278,5 +292,5 @@ def build_replay(demo: gr.Blocks) -> ReplayTab:
     # In the queue: parsing and checking a trace of up to MAX_TRACE_BYTES is the heaviest thing a click here does.
     replay_upload.upload(on_trace_upload, replay_upload, replay_outputs, api_visibility="private",
                          show_progress="hidden", preprocess=False)
-    gallery_picker.wire(demo, gallery, gallery_look, replay_outputs, replay_load)
-    return ReplayTab(last_run=last_run, outputs=replay_outputs)
+    gallery_picker.wire(demo, gallery, gallery_look, views, LOADED, replay_load)
+    return ReplayTab(last_run=last_run, views=views)

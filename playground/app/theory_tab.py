@@ -18,8 +18,10 @@ from ..i18n import number, t
 from ..methods import METHODS, is_reference
 from ..trace import Trace
 from .language import L
+from .outputs import Outputs
 
 MAX_BASELINES = 8  # baseline traces remembered per session (for diagnoses of later runs)
+THEORY = Outputs("plot", "diagnosis")  # what `theory_view` fills
 
 
 def _same_run_settings(a: Trace, b: Trace) -> bool:
@@ -54,10 +56,11 @@ def _method_title(name: str, lang: str) -> str:
     return method.localized(lang).title if method is not None else name
 
 
-def theory_view(trace: Trace | None, baseline: Trace | None = None, lang: str = "en") -> tuple[Any, str]:
-    """(E(α, γ) figure with the run's measured point, HTML: figures in words and `theory.diagnose`), in `lang`."""
+def theory_view(trace: Trace | None, baseline: Trace | None = None, lang: str = "en") -> tuple[Any, ...]:
+    """`THEORY`: the E(α, γ) figure with the run's measured point, and HTML (figures in words and
+    `theory.diagnose`), in `lang`."""
     if trace is None:
-        return charts.theory_figure(lang=lang), render.status_html(t("theory.empty", lang), "idle")
+        return THEORY(plot=charts.theory_figure(lang=lang), diagnosis=render.status_html(t("theory.empty", lang), "idle"))
     est = theory.estimate(trace, baseline)
     fig = charts.theory_figure(est.alpha, est.tau, est.gamma, est.expected_tau, label=trace.method, lang=lang)
     sentences = theory.diagnose(trace, baseline, lang)
@@ -84,7 +87,7 @@ def theory_view(trace: Trace | None, baseline: Trace | None = None, lang: str = 
             f'<p><b>{html.escape(shorten(_method_title(trace.method, lang)))}</b> · {html.escape(" · ".join(facts))}</p>'
             f'<ul class="pg-diagnosis">{items}</ul>'
             + (f'<p class="pg-note">{html.escape(source)}</p>' if source else "") + "</div>")
-    return fig, body
+    return THEORY(plot=fig, diagnosis=body)
 
 
 @dataclass
@@ -93,6 +96,11 @@ class TheoryTab:
 
     plot: gr.Plot
     diagnosis: gr.HTML
+
+    @property
+    def views(self) -> dict[str, Any]:
+        """The components of `THEORY`, by name."""
+        return dict(plot=self.plot, diagnosis=self.diagnosis)
 
 
 def build_theory() -> TheoryTab:
@@ -103,5 +111,5 @@ def build_theory() -> TheoryTab:
                 theory_plot = gr.Plot(charts.theory_figure(), show_label=False, elem_id="pg-theory-chart")
             with gr.Column(scale=2):
                 gr.Markdown(L("ui.theory.text"), elem_id="pg-theory-text")
-        diagnosis = gr.HTML(theory_view(None)[1], elem_id="pg-diagnosis-box")
+        diagnosis = gr.HTML(THEORY.read(theory_view(None))["diagnosis"], elem_id="pg-diagnosis-box")
     return TheoryTab(plot=theory_plot, diagnosis=diagnosis)

@@ -19,6 +19,7 @@ from ..i18n import DEFAULT_LANGUAGE, t
 from .guard import PRIVATE, guarded, long_job
 from .background import in_thread
 from .language import L, language_of
+from .outputs import Outputs
 from .panels import results_panel
 from .run_request import build_request, collect_params
 from ..settings import get_settings
@@ -29,6 +30,8 @@ if TYPE_CHECKING:  # torch comes in with the first tune, not when the page is bu
 
 MAX_EXTRA_PROMPTS = 8
 MAX_DRAFT = 16  # the slider's maximum
+# The Tune view's outputs (`outputs.Outputs`): the results panel, the positions chart, the result for Verify.
+TUNED = Outputs("status", "table", "speedup", "tokens_per_step", "positions", "result")
 
 
 def _prompts(prompt: str, more: Any) -> list[str]:
@@ -76,15 +79,15 @@ def result_html(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
 
 def _views(result: tune.TuneResult, message: str, lang: str) -> tuple[Any, ...]:
     data = result.to_dict()
-    figs = [follow_the_page(f) for f in tune_report.figures(data, lang).values()]
-    return (render.status_html(message, "done"), result_html(data, lang), *figs, result)
+    figures = {name: follow_the_page(f) for name, f in tune_report.figures(data, lang).items()}
+    return TUNED(figures, status=render.status_html(message, "done"), table=result_html(data, lang), result=result)
 
 
 def _failed(exc: BaseException, lang: str, state: Any = None) -> tuple[Any, ...]:
     from ..errors import user_message
 
-    return (render.status_html(user_message(exc, t("error.what.tuning", lang), lang), "error"), gr.skip(), gr.skip(),
-            gr.skip(), gr.skip(), state)
+    return TUNED(status=render.status_html(user_message(exc, t("error.what.tuning", lang), lang), "error"),
+                 result=state)
 
 
 @gpu(duration=300)  # a baseline run, a drafter pass and a calibration per prompt
@@ -141,7 +144,7 @@ def in_background(job: Callable[[], tuple[Any, ...]], lang: str) -> Iterator[tup
     outcome = None
     for kind, value in in_thread(lambda progress: (progress("working"), job())[1], "playground-tune"):
         if kind == "progress":
-            yield working, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            yield TUNED(status=working)
         else:
             outcome = value
     yield outcome
@@ -170,7 +173,8 @@ def build_tune_tab(page: dict[str, Any]) -> gr.HTML:
         result = gr.State(None)
         params = gr.JSON(value={}, visible=False)
 
-    outputs = [panel.status, panel.table, panel.left, panel.right, positions, result]
+    outputs = TUNED.components(dict(status=panel.status, table=panel.table, speedup=panel.left,
+                                    tokens_per_step=panel.right, positions=positions, result=result))
     private = long_job(panel.status)
 
     def tune_page(request: gr.Request, *values: Any) -> Iterator[tuple[Any, ...]]:

@@ -17,7 +17,7 @@ import transformers
 from transformers import StoppingCriteriaList
 
 from .. import draw_tap
-from ..methods import EmptyDraft, prompt_lookup_match
+from ..drafts import EmptyDraft, prompt_lookup_match
 from ..models import STORE, ModelStore
 from ..pace import Pace
 from ..request import RunRequest

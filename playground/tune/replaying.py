@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ..methods import prompt_lookup_match
+from ..drafts import prompt_lookup_match
 from ..trace import Step, classify_step
 
 DraftFor = Callable[[int], list[int]]
