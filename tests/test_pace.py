@@ -8,7 +8,6 @@ the chance to show itself).
 
 from __future__ import annotations
 
-import threading
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -20,6 +19,7 @@ from playground.engine import LiveRun, RunRequest, prepare
 from playground.errors import PlaygroundError
 from playground.pace import FREE, SLOW, STEP, Pace
 from playground.trace import check_invariants
+from test_turns import Consumer  # the consuming thread the scheduler's tests use
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -35,33 +35,6 @@ def _request(models: dict[str, str], method: str = "speculative", tokens: int = 
     if method == "speculative":
         kw.update(assistant=models["noisy"], params={"num_assistant_tokens": 3})
     return RunRequest(**{**kw, **more})
-
-
-class Consumer:
-    """Iterates a LiveRun in its own thread, as the page's handler does."""
-
-    def __init__(self, live: LiveRun) -> None:
-        self.live = live
-        self.steps = 0
-        self.error: BaseException | None = None
-
-        def consume() -> None:
-            try:
-                for step in live:
-                    if step is not None:
-                        self.steps += 1
-            except BaseException as exc:  # noqa: BLE001  (reported by the test)
-                self.error = exc
-
-        self.thread = threading.Thread(target=consume, daemon=True)
-        self.thread.start()
-
-    def join(self) -> Any:
-        self.thread.join(WAIT_S)
-        assert not self.thread.is_alive(), "the run did not end"
-        if self.error is not None:
-            raise self.error
-        return self.live.trace
 
 
 def _until(condition: Any, what: str) -> None:

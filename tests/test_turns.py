@@ -69,14 +69,16 @@ class Consumer:
     def __init__(self, live: LiveRun, on_step: Callable[[int], None] = lambda n: None) -> None:
         self.live = live
         self.arrivals: list[float] = []
+        self.steps = 0  # the steps among what arrived (a run at a pace also yields None while it stands paused)
         self.ended = 0.0
         self.error: BaseException | None = None
         self.first_step = threading.Event()
 
         def consume() -> None:
             try:
-                for _ in live:
+                for step in live:
                     self.arrivals.append(time.monotonic())
+                    self.steps += step is not None
                     self.first_step.set()
                     on_step(len(self.arrivals))
             except BaseException as exc:  # noqa: BLE001  (reported by the test)
