@@ -66,10 +66,6 @@ class CodeTab:
 
     views: dict[str, Any]  # the components of `CODE`, by name
 
-    @property
-    def outputs(self) -> list[Any]:
-        return CODE.components(self.views)
-
 
 def initial_status(lang: str = "en") -> str:
     return render.status_html(t("code.initial", lang), "idle")

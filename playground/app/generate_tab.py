@@ -79,7 +79,8 @@ TABLES = Outputs("run_tables", "micro_panel")
 PAGE_LOAD = Outputs("prompt", "examples", "status", "timer")
 LOCALIZED = Outputs("method", "method_summary", "lecture", "legend", "tokens", "stats", "acceptance", "timing", "dtype",
                     "micro_panel")
-RESTORED = links.restored(PARAMS) + preset_picker.APPLIED
+LINKED = links.restored(PARAMS)  # what a shareable link sets
+RESTORED = LINKED + preset_picker.APPLIED  # ... and the example picker's `applied` with it
 
 
 # --------------------------------------------------------------------------- the settings' handlers
@@ -208,11 +209,10 @@ def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ..
         return LOCALIZED.skip()
     known = isinstance(method_name, str) and method_name in METHODS  # a client may send anything here
     method = get_method(method_name if known else DEFAULT_METHOD).localized(lang)
-    acceptance, timing = charts.figures([], lang=lang)
-    return LOCALIZED(method=gr.update(choices=[(m.localized(lang).title, name) for name, m in METHODS.items()]),
+    return LOCALIZED(_charts([], lang), method=gr.update(choices=[(m.localized(lang).title, name) for name, m in METHODS.items()]),
                      method_summary=method.summary, lecture=lecture_html(method, lang),
                      legend=render.legend_html(lang), tokens=render.empty_tokens(lang=lang),
-                     stats=render.stats_html(None, lang=lang), acceptance=acceptance, timing=timing,
+                     stats=render.stats_html(None, lang=lang),
                      dtype=gr.update(info=t("ui.dtype.info", lang, what=localize(host_precision_note(), lang))),
                      micro_panel=microscope_view.empty_panel(lang=lang))
 
@@ -221,7 +221,7 @@ def restore_link(request: gr.Request) -> tuple[Any, ...]:
     """`RESTORED`: the settings of a shareable link (the page's URL query), validated as the API's values are; and
     what the guide-example picker's `applied` state becomes (a restored example is applied, as a pick's is)."""
     query = dict(request.query_params) if request is not None else {}
-    updates = links.restored(PARAMS).read(links.restore(query, PARAMS, language_of(request)))
+    updates = LINKED.read(links.restore(query, PARAMS, language_of(request)))
     return RESTORED(updates, applied=preset_picker.applied_after(updates["preset"]))
 
 

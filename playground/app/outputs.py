@@ -73,9 +73,14 @@ class Outputs:
     @staticmethod
     def params_of(values: Mapping[str, Any]) -> dict[str, Any]:
         """Parameter controls' values by output name (`params=` in the declaration)."""
-        return {PARAM + name: value for name, value in values.items()}
+        return under(PARAM, values)
 
     @staticmethod
     def param_components(names: Iterable[str], components: Iterable[Any]) -> dict[str, Any]:
         """The parameter controls by output name, for `components`."""
-        return {PARAM + name: component for name, component in zip(names, components, strict=True)}
+        return under(PARAM, dict(zip(names, components, strict=True)))
+
+
+def under(prefix: str, by_name: Mapping[str, Any]) -> dict[str, Any]:
+    """A tab's components (or values) by name, under `prefix`: the map for a declaration made with `prefixed`."""
+    return {prefix + name: value for name, value in by_name.items()}

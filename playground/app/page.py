@@ -24,7 +24,7 @@ from .guard import PRIVATE, PRIVATE_QUEUED, Page, guarded
 from .language import L, language_of, wire_picker
 from .language import picker as language_picker
 from .methods_tab import build_methods, methods_table_html
-from .outputs import Outputs
+from .outputs import Outputs, under
 from .replay_tab import LOADED, build_replay, replay_load
 from .theory_tab import THEORY, build_theory, theory_view
 from .trace_files import TRACE_FILES_KEPT_S
@@ -59,10 +59,6 @@ def localize_tabs(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignor
     return TAB_VIEWS.skip() if lang == "en" else localized_tab_views(lang)
 
 
-def prefixed(components: dict[str, Any], prefix: str) -> dict[str, Any]:
-    return {prefix + name: component for name, component in components.items()}
-
-
 def build_ui() -> gr.Blocks:
     settings = get_settings()
     # Gradio keeps a copy of every file it serves (each run's trace): without this they pile up for the
@@ -92,8 +88,8 @@ def build_ui() -> gr.Blocks:
         assert tuple(tab.id for tab in tab_items) == TABS, [tab.id for tab in tab_items]
         # The tabs' server-written parts in the visitor's language, and the language picker.
         wire_picker(demo, language)
-        views = {"methods.table": methods_table, **prefixed(theory.views, "theory."), **prefixed(replay.views, "replay."),
-                 **prefixed(code.views, "code."), **prefixed(compare, "compare."), "tune.status": tune_status,
+        views = {"methods.table": methods_table, **under("theory.", theory.views), **under("replay.", replay.views),
+                 **under("code.", code.views), **under("compare.", compare), "tune.status": tune_status,
                  **{f"tab.{tab.id}": tab for tab in tab_items}, "last_run": replay.last_run, "baselines": baselines}
         demo.load(guarded(localize_tabs), None, TAB_VIEWS.components(views), **PRIVATE)
         # After each run: replay it, place it on the theory curves with its diagnosis, show its code.

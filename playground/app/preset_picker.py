@@ -69,7 +69,7 @@ def describe(preset: Preset, reason: str | None = None, lang: str = DEFAULT_LANG
 
 
 def on_preset(name: str | None, param_names: list[str], online: bool | None = None,
-              lang: str = DEFAULT_LANGUAGE) -> list[Any]:
+              lang: str = DEFAULT_LANGUAGE) -> tuple[Any, ...]:
     """`picked(param_names)` when a preset is picked (the info in `lang`)."""
     outputs = picked(param_names)
     if not name:
@@ -115,13 +115,13 @@ def wire(views: dict[str, Any], param_names: list[str]) -> gr.State:
     applied = gr.State(None)
     filled = picked(param_names)
     outputs = filled + APPLIED
-    components = outputs.components({**views, "applied": applied})
+    with_applied = {**views, "applied": applied}
 
     def apply(name: Any, lang: str) -> tuple[Any, ...]:
         if name is not None and not isinstance(name, str):
             raise PlaygroundError.keyed("error.preset_not_text")
-        updates = on_preset(name, param_names, lang=lang)
-        return outputs(filled.read(updates), applied=applied_after(filled.read(updates)["preset"]))
+        updates = filled.read(on_preset(name, param_names, lang=lang))
+        return outputs(updates, applied=applied_after(updates["preset"]))
 
     def pick_preset(request: gr.Request, name: Any, applied_name: Any) -> tuple[Any, ...]:
         if name == applied_name:  # the blur's repeat of a choice already applied
@@ -135,12 +135,12 @@ def wire(views: dict[str, Any], param_names: list[str]) -> gr.State:
     def clear_preset() -> tuple[Any, ...]:
         return CLEARED(preset=None, preset_info="", applied=None)
 
-    picker, edited = views["preset"], [views[name] for name in filled.names if name not in ("preset", "preset_info",
-                                                                                              "prompt")]
+    picker, components, cleared = views["preset"], outputs.components(with_applied), CLEARED.components(with_applied)
     picker.input(guarded(pick_preset), [picker, applied], components, **PRIVATE)
     picker.select(guarded(choose_preset), None, components, **PRIVATE)
-    for component in edited:
-        component.input(guarded(clear_preset), None, CLEARED.components({**views, "applied": applied}), **PRIVATE)
+    for name in filled.names:
+        if name not in ("preset", "preset_info", "prompt"):  # the controls and parameters the example set
+            views[name].input(guarded(clear_preset), None, cleared, **PRIVATE)
     return applied
 
 

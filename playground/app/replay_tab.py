@@ -232,10 +232,6 @@ class ReplayTab:
     last_run: gr.State
     views: dict[str, Any]  # the components of `LOADED`, by name
 
-    @property
-    def outputs(self) -> list[Any]:
-        return LOADED.components(self.views)
-
 
 def build_replay(demo: gr.Blocks) -> ReplayTab:
     """The tab (call inside the page's `gr.Tabs`) and its events."""
