@@ -12,6 +12,7 @@ from playground import charts, i18n, methods, render, theory
 from playground.examples import EXAMPLES, localized_examples
 from playground.drafts import NO_DRAFT_REASONS
 from playground.methods import METHODS
+from playground.models import CATALOGUE
 from playground.presets import GUIDE_PRESETS, STAND_INS
 from playground.trace import Step, Summary, Trace
 
@@ -30,6 +31,8 @@ def registry_english() -> dict[str, str]:
         if stand_in.shows:
             out[f"preset.stand_in.{method}.shows"] = stand_in.shows
         out[f"preset.stand_in.{method}.misses"] = stand_in.misses
+    for key, entry in CATALOGUE.items():  # the model catalogue keeps its labels' English, as the registry does
+        out[f"model.{key}.label"] = entry.label
     for example in EXAMPLES:
         out[f"example.{example.question_id}.name"] = example.name
         out[f"example.{example.question_id}.text"] = example.text
