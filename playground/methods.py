@@ -611,10 +611,10 @@ _register(Method(
     params=(DRAFT_LENGTH[0], ENSEMBLE),
     assistant="gemma4_assistant",
     sampling_bias=(
-        "Transformers' Gemma 4 drafter proposes its argmax token even when sampling, and its logits are raw (no "
-        "temperature, top-k or top-p applied), while rejection sampling assumes the draft was sampled from the "
-        "drafter's warped softmax: the output over-represents the drafter's favourites (measured here: far from "
-        "the target's distribution)"
+        "Transformers' Gemma 4 drafter proposes its argmax token even when sampling and hands on its raw logits "
+        "(no temperature, top-k or top-p applied); rejection sampling takes q as the softmax of those raw logits "
+        "and assumes the draft was sampled from that q, but it was picked by argmax: the output over-represents "
+        "the drafter's favourites (measured here: far from the target's distribution)"
     ),
     draft_logits="always",
     check=_check_mtp_drafter,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import html
 from typing import Iterable, Sequence
 
-from .i18n import DEFAULT_LANGUAGE, count, direction, number, t, tn
+from .i18n import DEFAULT_LANGUAGE, count, direction, joined, number, t, tn
 from .drafts import NO_DRAFT_REASONS
 from .methods import METHODS, is_reference
 from .trace import ACCEPTED, BONUS, CORRECTION, DISCARDED, REJECTED, TARGET, UNVERIFIED, Step, Summary, Trace
@@ -393,7 +393,7 @@ def _reason(text: str, lang: str) -> str:
 def _quote(texts: Sequence[str], lang: str = DEFAULT_LANGUAGE) -> str:
     """Token texts as one quoted string, whitespace made visible (bidi-isolated inside other languages' prose)."""
     text = "".join(texts).replace("\n", "↵").replace("\t", "⇥")
-    return f"'{text}'" if lang == DEFAULT_LANGUAGE else f"'\u2068{text}\u2069'"
+    return t("narrate.quote", lang, text=text)  # each language's own quotes (« … » in Russian and Arabic)
 
 
 def _tokens_word(n: int, lang: str = DEFAULT_LANGUAGE) -> str:
@@ -440,7 +440,7 @@ def narrate_step(step: Step, method: str = "", position: int | None = None, lang
             probs.append(t("narrate.target_gave", lang, text=q([drafted_text[r0]]), p=_fmt_prob(step.p[r0], lang)))
         if step.q is not None and r0 < len(step.q):
             probs.append(t("narrate.draft_q", lang, q=_fmt_prob(step.q[r0], lang)))
-        why = f" ({', '.join(probs)})" if probs else ""
+        why = f" ({joined(probs, lang)})" if probs else ""
         rejected_text = drafted_text[a:a + len(step.rejected)]
         if a == 0:
             text += t("narrate.rejected_first", lang, text=q(rejected_text), why=why)

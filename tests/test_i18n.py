@@ -12,6 +12,7 @@ from playground import charts, i18n, methods, render, theory
 from playground.examples import EXAMPLES, localized_examples
 from playground.drafts import NO_DRAFT_REASONS
 from playground.methods import METHODS
+from playground.models import CATALOGUE
 from playground.presets import GUIDE_PRESETS, STAND_INS
 from playground.trace import Step, Summary, Trace
 
@@ -30,6 +31,8 @@ def registry_english() -> dict[str, str]:
         if stand_in.shows:
             out[f"preset.stand_in.{method}.shows"] = stand_in.shows
         out[f"preset.stand_in.{method}.misses"] = stand_in.misses
+    for key, entry in CATALOGUE.items():  # the model catalogue keeps its labels' English, as the registry does
+        out[f"model.{key}.label"] = entry.label
     for example in EXAMPLES:
         out[f"example.{example.question_id}.name"] = example.name
         out[f"example.{example.question_id}.text"] = example.text
@@ -550,7 +553,7 @@ def test_tune_refusals_and_reasons_reach_the_page_in_its_language(lang):
     at_least = refused(lambda: tune.sweep_settings("prompt_lookup", 0))
     assert str(at_least) == "--max-draft must be at least 1; got 0"
     assert user_message(at_least, lang=lang) == {"ru": "--max-draft должен быть не меньше 1; получено 0",
-                                                 "ar": "يجب أن يكون --max-draft 1 على الأقل؛ وصل 0"}[lang]
+                                                 "ar": "يجب أن يكون \u2068--max-draft\u2069 1 على الأقل؛ وصل 0"}[lang]
 
     reason = tune.settings._refusal(tune.Setting.of("speculative", {"assistant_ensemble_weight": 0.5}))
     assert reason == ("ensemble verification is lossy: its output is not the target's greedy output the replay "
@@ -598,7 +601,7 @@ def test_code_tab_refusals_reach_the_page_in_its_language(lang):
          "reproduce it",
          {"ru": "запуск настраивает ассистента так, как ни один скрипт здесь повторить не может (retuned): обычный "
                 "generate() этого не воспроизведёт",
-          "ar": "يكيّف التشغيل مساعده بطريقة لا يستطيع أي سكربت هنا تكرارها (retuned): لن يعيد generate() العادي "
+          "ar": "يكيّف التشغيل مساعده بطريقة لا يستطيع أي سكربت هنا تكرارها (retuned): لن يعيد \u2068generate()\u2069 العادي "
                 "إنتاجها"}),
     ]
     for exc, english, local in cases:

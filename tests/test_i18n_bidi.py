@@ -11,6 +11,7 @@ import re
 
 import pytest
 from appserver import browser_fixture, needs_chromium
+from bidi import get_display
 
 from playground import i18n
 
@@ -40,6 +41,69 @@ def test_every_formula_in_an_arabic_sentence_is_isolated():
             if FORMULA.search(_outside_isolates(text))}
     assert not bare, f"formulas outside FSI…PDI in Arabic strings: {bare}"
     assert all(text.count(FSI) == text.count(PDI) for text in arabic_strings().values())
+
+
+# Latin text inside an Arabic line, run by run (a run: no space, no Arabic letter, no Arabic punctuation), the way a
+# reader checks it: each must read on screen as written. A run that begins or ends in neutral characters (the "()" of
+# "generate()", the ".*" of "model.layers.61.*", the quote of device_map="auto") takes the Arabic line's direction
+# at that edge and is drawn with its ends swapped («()generate») unless it is isolated (FSI … PDI).
+ARABIC = "\u0600-\u06ff\u0750-\u077f\ufb50-\ufdff\ufe70-\ufeff"
+LATIN_RUN = re.compile(f"[^{ARABIC}\\s«»،؛\u200f\u200e]*[A-Za-z][^{ARABIC}\\s«»،؛\u200f\u200e]*")
+BIDI_MARKS = re.compile("[\u2066-\u2069\u200e\u200f\u061c\u202a-\u202e]")
+
+
+def _trimmed(run: str) -> str:
+    """A Latin run without the sentence's punctuation around it: a full stop, a colon, the sentence's own brackets
+    (an unpaired one, or a pair holding the whole run); the brackets of a call (`generate()`) stay."""
+    while True:
+        cut = run.strip().strip(".,:;!?…").rstrip("([").lstrip(")]")
+        if cut.startswith("(") and cut.count("(") > cut.count(")"):
+            cut = cut[1:]
+        if cut.endswith(")") and cut.count(")") > cut.count("("):
+            cut = cut[:-1]
+        if cut[:1] in "([" and cut[-1:] in ")]" and cut[1:-1].count("(") == cut[1:-1].count(")"):
+            cut = cut[1:-1]
+        if cut == run:
+            return run
+        run = cut
+
+
+def _filled(text: str) -> str:
+    """The string with its fields filled as the page fills them: a decimal for each `{field}` and each Plotly
+    `%{…}` (Plotly writes the number in the browser)."""
+    number = i18n.number(0.61, "ar")
+    text = re.sub(r"%\{\{[^{}]*\}\}|%\{[^{}]*\}", number, text)
+    return re.sub(r"\{(\w*)[^{}]*\}", number, text.replace("{{", "(").replace("}}", ")"))
+
+
+def latin_runs_laid_out_backwards(text: str) -> list[str]:
+    """Each Latin run of `text` that the Unicode bidi algorithm (python-bidi, right-to-left paragraph) does not lay
+    out as written: what an Arabic page shows reversed or with its ends swapped."""
+    backwards = []
+    for line in text.split("\n"):  # each line is its own paragraph
+        shown = BIDI_MARKS.sub("", get_display(line, base_dir="R"))
+        for match in LATIN_RUN.finditer(line):
+            run = BIDI_MARKS.sub("", _trimmed(match.group()))
+            if run and run not in shown:
+                backwards.append(run)
+    return backwards
+
+
+def test_every_latin_run_in_an_arabic_string_reads_as_written():
+    backwards = {key: runs for key, text in arabic_strings().items()
+                 if (runs := latin_runs_laid_out_backwards(_filled(text)))}
+    assert not backwards, f"Latin runs an Arabic page lays out backwards: {backwards}"
+
+
+def test_the_layout_check_sees_a_run_laid_out_backwards():
+    """The control: the issue's own cases without their isolates are found, and with them are not."""
+    assert latin_runs_laid_out_backwards("قارن مع generate() العادي") == ["generate()"]
+    assert latin_runs_laid_out_backwards("في model.layers.61.*؛ لا شيء") == ["model.layers.61.*"]
+    assert latin_runs_laid_out_backwards("الملفات (*.safetensors) مفقودة") == ["*.safetensors"]
+    assert latin_runs_laid_out_backwards('مع device_map="auto" على عدة وحدات') == ['device_map="auto"']
+    assert not latin_runs_laid_out_backwards(f"قارن مع {FSI}generate(){PDI} العادي")
+    assert not latin_runs_laid_out_backwards(f"الملفات ({FSI}*.safetensors{PDI}) مفقودة")
+    assert not latin_runs_laid_out_backwards("نموذج Gemma 3 270M المضمَّن")
 
 
 def _isolates(text: str) -> list[str]:

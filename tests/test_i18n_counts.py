@@ -203,8 +203,9 @@ def typed_decimals(text: str) -> list[str]:
 
 @pytest.mark.parametrize("lang", ["ru", "ar"])
 def test_no_decimal_is_typed_into_prose(lang: str) -> None:
+    # A model's label is its name ("Llama 3.2 1B", "SmolLM 1.7B"), written as its makers write it in every language.
     found = [(key, typed_decimals(form)) for key, value in catalogue(lang).items() for form in forms(value)
-             if typed_decimals(form)]
+             if typed_decimals(form) and not re.fullmatch(r"model\..*\.label", key)]
     assert not found, f"{lang}: decimals typed, not written by the formatter: {found}"
 
 

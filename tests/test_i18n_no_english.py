@@ -36,6 +36,8 @@ KEPT_IN_LATIN |= {"scikit-learn", "ROC"}
 # An author's surname as the glossary keeps it (glossary.json `leviathan`: Leviathan et al.'s formula, cited in Latin
 # letters as Russian and Arabic technical writing cites foreign authors).
 KEPT_IN_LATIN |= {"Leviathan"}
+# The Hugging Face Hub, by the name the page gives it in every language ("нужен Hub", «يحتاج إلى Hub»).
+KEPT_IN_LATIN |= {"Hub"}
 # Keys as their caps print them: a keyboard shows "Enter" in every language.
 KEPT_IN_LATIN |= {"Enter", "Tab"}
 # Formula names the lectures write in their formulas: min(1, p/q).
@@ -53,9 +55,9 @@ def _allowed() -> set[str]:
         for param in method.params:  # a parameter's name and its choices are generate()'s values
             words |= {param.name, *(param.choices or ())}
     for key, model in CATALOGUE.items():
-        for text in (key, model.label, model.hub_id or ""):
-            words |= set(re.findall(r"[A-Za-z][A-Za-z0-9]*", text))
-            words.add(text)
+        # A model's id, word by word ("Instruct" of SmolLM2-360M-Instruct); not its English label: "(bundled)" and
+        # "assistant" are words the page translates (`model.<key>.label`).
+        words |= set(re.findall(r"[A-Za-z][A-Za-z0-9]*", model.hub_id or "")) | {key, model.hub_id or ""}
     return {w.lower() for w in words}
 
 
@@ -98,6 +100,25 @@ def test_the_preset_picker_writes_no_english(lang: str, online: bool) -> None:
         info = preset_picker.picked([]).read(preset_picker.on_preset(name, [], online=online, lang=lang))["preset_info"]
         if english_words(without_code(info)):
             found[f"info {name}"] = english_words(without_code(info))
+    assert not found, found
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+@pytest.mark.parametrize("online", [True, False])
+def test_the_model_pickers_and_the_status_line_write_no_english(lang: str, online: bool, monkeypatch) -> None:
+    """Text the code puts together: each model's label in the target and assistant pickers (with the Hub's mark when
+    it is out of reach), and the status line that lists the loaded models (issue 45: «Загружено: Gemma 3 270M
+    (bundled)», "… (needs the Hub)" appended in code)."""
+    from playground.app import generate_tab, preload
+
+    monkeypatch.setattr(generate_tab, "hub_reachable", lambda: online)
+    found = {key: english_words(label) for label, key in generate_tab._target_choices(lang) if english_words(label)}
+    monkeypatch.setattr(preload.STORE, "loaded", lambda: list(CATALOGUE))
+    monkeypatch.setattr(preload.PRELOAD, "thread", None)
+    monkeypatch.setattr(preload.PRELOAD, "error", None)
+    status = without_code(preload.initial_status(lang))
+    assert i18n.t("status.ready_loaded", lang, models="").split(":")[0] in status
+    found.update({"status": english_words(status)} if english_words(status) else {})
     assert not found, found
 
 

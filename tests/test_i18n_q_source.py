@@ -54,3 +54,18 @@ def test_the_transformers_source_still_merges_before_it_appends_and_mtp_layers_a
     drafter = inspect.getsource(candidate_generator.SinglePositionMultiTokenCandidateGenerator.get_candidates)
     assert "logits_processor" not in drafter and "argmax" in drafter
     assert "logits_processor(full_input_ids" in inspect.getsource(modeling_layers)  # MTP layers: once
+
+
+# What a warped q is called in each language: the MTP drafter's lossy-sampling sentence must not say it (issue 45: it
+# once said rejection sampling assumed "the drafter's warped softmax"; in 5.24 q is the softmax of its raw logits).
+WARPED = {"en": r"warp", "ru": r"преобразованн|искаж", "ar": r"المعدَّل|مشوَّه|المعدل"}
+RAW = {"en": r"raw logits", "ru": r"сыр", "ar": r"الخام"}
+
+
+# Russian joins once lang-ru's reading of the same row lands (that engineer owns the Russian strings in this round).
+@pytest.mark.parametrize("lang", ["en", "ar"])
+def test_the_mtp_drafters_sampling_bias_calls_its_q_raw(lang: str) -> None:
+    drafter = METHODS["mtp_drafter"]
+    sentence = i18n.localize(i18n.Message.registry("method.mtp_drafter.sampling_bias", drafter.sampling_bias), lang)
+    assert re.search(RAW[lang], sentence), sentence
+    assert not re.search(WARPED[lang], sentence), sentence

@@ -28,7 +28,7 @@ from ..examples import BY_NAME, localized_examples
 from ..i18n import DEFAULT_LANGUAGE, LANGUAGES, localize, number, t, tn
 from ..gpu import gpu
 from ..methods import METHODS, get_method
-from ..models import CATALOGUE, DEFAULT_TARGET, host_precision_note, hub_reachable
+from ..models import CATALOGUE, DEFAULT_TARGET, host_precision_note, hub_reachable, model_label
 from ..request import MAX_NEW_TOKENS, RunRequest, default, method_for
 from ..settings import get_settings
 from . import handout_button, links, preload, presenter, preset_picker, trace_files
@@ -77,7 +77,7 @@ CLICKED = Outputs("params_json", "status", "run_started")
 SAMPLING = Outputs("temperature", "top_p", "top_k")
 TABLES = Outputs("run_tables", "micro_panel")
 PAGE_LOAD = Outputs("prompt", "examples", "status", "timer")
-LOCALIZED = Outputs("method", "method_summary", "lecture", "legend", "tokens", "stats", "acceptance", "timing", "dtype",
+LOCALIZED = Outputs("method", "target", "assistant", "method_summary", "lecture", "legend", "tokens", "stats", "acceptance", "timing", "dtype",
                     "micro_panel")
 LINKED = links.restored(PARAMS)  # what a shareable link sets
 RESTORED = LINKED + preset_picker.APPLIED  # ... and the example picker's `applied` with it
@@ -209,7 +209,9 @@ def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ..
         return LOCALIZED.skip()
     known = isinstance(method_name, str) and method_name in METHODS  # a client may send anything here
     method = get_method(method_name if known else DEFAULT_METHOD).localized(lang)
+    models = gr.update(choices=_target_choices(lang))
     return LOCALIZED(_charts([], lang), method=gr.update(choices=[(m.localized(lang).title, name) for name, m in METHODS.items()]),
+                     target=models, assistant=models,
                      method_summary=method.summary, lecture=lecture_html(method, lang),
                      legend=render.legend_html(lang), tokens=render.empty_tokens(lang=lang),
                      stats=render.stats_html(None, lang=lang),
@@ -427,13 +429,11 @@ def _failed(exc: BaseException, session: _Session, lang: str) -> tuple[Any, ...]
 # --------------------------------------------------------------------------- the view
 
 
-def _target_choices() -> list[tuple[str, str]]:
-    online = hub_reachable()
-    choices = []
-    for key, entry in CATALOGUE.items():
-        label = entry.label if entry.source == "bundled" or online else f"{entry.label} (needs the Hub)"
-        choices.append((label, key))
-    return choices
+def _target_choices(lang: str = "en") -> list[tuple[str, str]]:
+    """The model pickers' choices: each catalogue model by its name in `lang`, a Hub model marked when the Hub is out
+    of reach (`models.model_label`)."""
+    offline = not hub_reachable()
+    return [(model_label(key, lang, offline=offline), key) for key in CATALOGUE]
 
 
 @dataclass

@@ -115,6 +115,7 @@ html[dir="rtl"] .block[dir="ltr"], html[dir="rtl"] .form, html[dir="rtl"] label 
 html[dir="rtl"] .prose, html[dir="rtl"] .prose * { text-align: start; }
 html[dir="rtl"] .js-plotly-plot, html[dir="rtl"] .cm-editor, html[dir="rtl"] .cm-content, html[dir="rtl"] code,
 html[dir="rtl"] pre, html[dir="rtl"] input[type="number"], html[dir="rtl"] .pg-stat .pg-value { direction: ltr; }
+html[dir="rtl"] code { unicode-bidi: isolate; }
 html[dir="rtl"] .pg-lecture dd { margin: 0 0 4px 0; }
 html[dir="rtl"] .wrap-inner .secondary-wrap .icon-wrap { right: auto; left: var(--size-5); }
 html[dir="rtl"] .wrap-inner .secondary-wrap input { padding-inline-end: var(--size-6); }

@@ -12,7 +12,7 @@ import html
 
 import gradio as gr
 
-from ..i18n import t
+from ..i18n import list_of, t
 from ..methods import METHODS, VERIFICATIONS, Method, Verification
 from ..proofs import Proven
 from .language import L
@@ -75,7 +75,7 @@ def _offered_by(verification: Verification, lang: str) -> str:
         "none": [m for m in METHODS.values() if m.drafts and m not in offered],
     }
     return " ".join(t(f"verification.methods.{group}", lang,
-                      methods=", ".join(m.localized(lang).title for m in methods))
+                      methods=list_of([m.localized(lang).title for m in methods], lang))
                     for group, methods in groups.items() if methods)
 
 

@@ -16,8 +16,9 @@ import gradio as gr
 
 from .. import render
 from ..errors import PlaygroundError
-from ..i18n import Message, localize, number, t
-from ..models import CATALOGUE, DEFAULT_TARGET, SPEED_MODEL, STORE, ensure_converted, ensure_measured, gc_paused
+from ..i18n import Message, list_of, localize, number, t
+from ..models import (CATALOGUE, DEFAULT_TARGET, SPEED_MODEL, STORE, ensure_converted, ensure_measured, gc_paused,
+                      model_label)
 from ..request import DEFAULT_METHOD, new_request
 from .language import language_of
 from .outputs import Outputs
@@ -140,10 +141,11 @@ def initial_status(lang: str = "en") -> str:
     if PRELOAD.error:
         return render.status_html(localize(PRELOAD.message, lang), "error")
     # Only the catalogue's own models, by their labels: a directory or Hub id another visitor typed is theirs
-    # (and a path is the server's), so the page never lists it.
-    loaded = [CATALOGUE[key].label for key in STORE.loaded() if key in CATALOGUE]
+    # (and a path is the server's), so the page never lists it; each by its name in the page's language, listed as
+    # that language lists (CLDR's pattern: «A и B», «A وB»).
+    loaded = [model_label(key, lang) for key in STORE.loaded() if key in CATALOGUE]
     if loaded:
-        return render.status_html(t("status.ready_loaded", lang, models=", ".join(loaded)), "idle")
+        return render.status_html(t("status.ready_loaded", lang, models=list_of(loaded, lang)), "idle")
     return render.status_html(t("status.ready", lang), "idle")
 
 

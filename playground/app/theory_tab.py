@@ -14,7 +14,7 @@ import gradio as gr
 
 from .. import charts, render, theory
 from ..errors import shorten
-from ..i18n import number, t
+from ..i18n import joined, number, t
 from ..methods import METHODS, is_reference
 from ..trace import Trace
 from .language import L
@@ -78,9 +78,9 @@ def theory_view(trace: Trace | None, baseline: Trace | None = None, lang: str = 
     if summary.elapsed_s > 0:
         shares = [(summary.draft_ms, "draft"), (summary.verify_ms, "verify"), (summary.other_ms, "other"),
                   (summary.setup_ms, "setup")]
-        facts.append(t("theory.fact.time", lang) + ", ".join(
-            f"{t(f'theory.phase.{name}', lang)} {number(ms / (summary.elapsed_s * 1000), lang, '.0%')}"
-            for ms, name in shares))
+        facts.append(t("theory.fact.time", lang) + joined(
+            [f"{t(f'theory.phase.{name}', lang)} {number(ms / (summary.elapsed_s * 1000), lang, '.0%')}"
+             for ms, name in shares], lang))
     source = t("theory.same_settings", lang) if baseline is not None else ""
     items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
     body = (f'<div class="pg-theory" data-testid="pg-diagnosis" data-baseline="{str(baseline is not None).lower()}">'

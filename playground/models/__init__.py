@@ -31,7 +31,7 @@ from .cache import (
 )
 from .catalogue import (
     CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, GgufSource, ModelEntry, bundled_entry, known_layers,
-    method_defaults,
+    label_message, method_defaults, model_label,
 )
 from .gc_pause import gc_paused
 from .gguf_convert import convert_ahead, convert_gguf, ensure_converted

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..i18n import DEFAULT_LANGUAGE, Message, localize
 from .loaded import ModelLoadError
 
 
@@ -150,6 +151,20 @@ def bundled_entry(spec: str) -> ModelEntry:
         raise ModelLoadError.keyed("error.model.not_bundled", spec=spec)
     known = ", ".join(k for k, e in CATALOGUE.items() if e.source == "bundled")
     raise ModelLoadError.keyed("error.unknown_bundled_model", spec=repr(spec), known=known)
+
+
+def label_message(spec: str) -> Message:
+    """A catalogue model's label as a message: its English is the entry's `label` (the CLI, logs), and each page
+    language has its own (`model.<key>.label` in the catalogues: «Gemma 3 270M (مضمَّن)», never "(bundled)")."""
+    return Message.registry(f"model.{spec}.label", CATALOGUE[spec].label)
+
+
+def model_label(spec: str, lang: str = DEFAULT_LANGUAGE, *, offline: bool = False) -> str:
+    """A catalogue model's label in `lang`; `offline`: a Hub model's, marked as needing the Hub the page cannot reach."""
+    label = localize(label_message(spec), lang)
+    if offline and CATALOGUE[spec].source == "hub":
+        return Message.keyed("model.needs_hub", label=label_message(spec)).localized(lang)
+    return label
 
 
 def known_layers(spec: str | None) -> int | None:

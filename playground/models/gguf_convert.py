@@ -29,7 +29,7 @@ from .cache import (
     _CONVERSION_FORMAT, _MARKER, _cache_is_valid, _conversion_locks, _conversion_locks_guard, converted_dir,
     one_process_at_a_time, valid_dtype_copy,
 )
-from .catalogue import DEFAULT_TARGET, GgufSource, ModelEntry, bundled_entry
+from .catalogue import DEFAULT_TARGET, GgufSource, ModelEntry, bundled_entry, label_message
 from .gc_pause import gc_paused
 from .gguf_patches import gguf_bar_follows_transformers_switch, gguf_read_once
 from .hardware import SPEED_MODEL, _cpu_bf16_flags, host_device, kept_measurement, resolve_precision
@@ -110,7 +110,7 @@ def ensure_converted(entry: ModelEntry, progress: Progress | None = None) -> Pat
         if _cache_is_valid(final, entry.gguf):
             return final
         final.parent.mkdir(parents=True, exist_ok=True)
-        with one_process_at_a_time(final, entry.label, report) as report:
+        with one_process_at_a_time(final, label_message(entry.key), report) as report:
             if _cache_is_valid(final, entry.gguf):  # another process converted it while this one waited
                 return final
             _convert_into(final, entry, report)
@@ -210,7 +210,7 @@ def _convert(entry: ModelEntry, gguf: GgufSource, work: Path, report: Progress) 
     source_dir.mkdir()
     _fetch_gguf(gguf, source_dir, report)
     out = work / "out"
-    convert_gguf(source_dir / gguf.filename, out, _ConversionProgress(entry.label, report))
+    convert_gguf(source_dir / gguf.filename, out, _ConversionProgress(label_message(entry.key), report))
     marker = {
         "format": _CONVERSION_FORMAT,
         "key": entry.key,
@@ -223,7 +223,7 @@ def _convert(entry: ModelEntry, gguf: GgufSource, work: Path, report: Progress) 
         "conversion_s": round(time.perf_counter() - started, 1),
     }
     (out / _MARKER).write_text(json.dumps(marker, indent=2) + "\n")
-    report(Message.keyed("load.converted", label=entry.label, s=Number(marker["conversion_s"], ".0f")))
+    report(Message.keyed("load.converted", label=label_message(entry.key), s=Number(marker["conversion_s"], ".0f")))
 
 
 @gc_paused()
