@@ -43,8 +43,8 @@ def test_auto_on_a_cpu_follows_the_features_then_the_measurement() -> None:
     # Native, not measured yet: float32, saying so.
     unmeasured = precision_for("auto", "cpu", FLAGS)
     assert (unmeasured.dtype, str(unmeasured.reason)) == (
-        "float32", "float32: bfloat16 (the CPU has AVX512-BF16 and AMX-BF16) is not yet measured against float32 "
-                   "on this machine")
+        "float32", "float32: exact, so auto runs it until bfloat16 (the CPU has AVX512-BF16 and AMX-BF16) is measured "
+                   "against float32 on this machine; that measurement runs in the background while no run is going")
     assert precision_for("auto", "cpu", FLAGS, measured=FASTER).dtype == "bfloat16"
     assert precision_for("auto", "cpu", FLAGS, measured=NO_FASTER).dtype == "float32"
     # A GPU's rule does not read the CPU's measurement; an explicit choice is taken as asked.
@@ -137,6 +137,145 @@ def test_a_measurement_from_another_machine_or_conversion_is_not_trusted(cache_d
     assert hardware.kept_measurement() is None  # converted again since: measured again
     cache.speed_file(cache_dir).write_text("not json")
     assert hardware.kept_measurement() is None
+
+
+# --------------------------------------------------------------------------- nobody waits for the measurement (issue 44)
+
+
+@pytest.fixture
+def native_bf16(monkeypatch):
+    """This host taken for a CPU with native bfloat16 (the rule under test; the measurement itself is real or absent)."""
+    for module in (hardware, speed):
+        monkeypatch.setattr(module, "_cpu_bf16_flags", lambda: ("AVX512-BF16",))
+    monkeypatch.setattr(hardware, "host_device", lambda: "cpu")
+    monkeypatch.setattr(speed, "host_device", lambda: "cpu")
+
+
+def test_the_ahead_conversion_never_measures(cache_dir, native_bf16, monkeypatch) -> None:
+    """`python app.py`'s second process converts and keeps auto's copy as auto stands now: with no measurement kept it
+    is told float32 (so it measures nothing while the first run goes), and a missing measurement alone starts none."""
+    from playground.models import gguf_convert
+
+    started: list[list[str]] = []
+    monkeypatch.setattr(gguf_convert.subprocess, "Popen", lambda command, **_: started.append(command) or "process")
+    monkeypatch.setattr(gguf_convert, "host_device", lambda: "cpu")
+    (cache_dir / "playground.json").unlink()  # not converted yet
+    assert gguf_convert.convert_ahead(hardware.SPEED_MODEL) == "process"
+    assert started[0][-4:] == [hardware.SPEED_MODEL, "--dtype", "float32", "--quiet"]
+    entry = models.bundled_entry(hardware.SPEED_MODEL)
+    (cache_dir / "playground.json").write_text(json.dumps({"format": 1, "gguf_sha256": entry.gguf.sha256}))
+    assert speed.measurement_wanted()
+    assert gguf_convert.convert_ahead(hardware.SPEED_MODEL) is None and len(started) == 1
+
+
+def _forwards_in(thread_name: str) -> tuple[list[int], object]:
+    """A count of the whole model's forward passes (one per token) made in the thread named `thread_name` (a global
+    torch hook; the model that generates, not its inner base model)."""
+    import threading
+
+    import torch
+    from transformers import GenerationMixin
+
+    count = [0]
+
+    def hook(module, _args, _output) -> None:
+        if isinstance(module, GenerationMixin) and threading.current_thread().name == thread_name:
+            count[0] += 1
+
+    return count, torch.nn.modules.module.register_module_forward_hook(hook)
+
+
+def test_the_measurement_yields_to_a_visitors_run(tiny_models, one_torch_thread) -> None:
+    """Work nobody waits for: the measurement loads and decodes nothing while a visitor's run holds its turn (the
+    engine's own count, `runs_going`), and a run that starts during a timed decode stops it at the next token; the
+    decode is timed again once the run is over."""
+    import threading
+    import time
+
+    from playground.engine import runs_going, turns
+
+    visitor = turns._SCHEDULER.turn(None)
+    visitor.__enter__()  # a visitor's run waits for its models or runs
+    count, handle = _forwards_in("measuring")
+    result: list[SpeedMeasurement] = []
+    second_visitor: dict[str, object] = {}
+    leave = threading.Event()
+
+    def visit() -> None:  # a second visitor arriving in the middle of a timed decode
+        with turns._SCHEDULER.turn(None):
+            second_visitor["forwards_then"] = count[0]
+            leave.wait(30)
+
+    def arrive_mid_decode(module, _args, _output) -> None:
+        # The sixth forward: after the warm-ups' 2 + 2, the second token of the first timed decode.
+        if threading.current_thread().name == "measuring" and count[0] == 6 and "thread" not in second_visitor:
+            second_visitor["thread"] = threading.Thread(target=visit)
+            second_visitor["thread"].start()
+            while not runs_going() or "forwards_then" not in second_visitor:
+                time.sleep(0.001)
+
+    import torch
+
+    arrival = torch.nn.modules.module.register_module_forward_hook(arrive_mid_decode)
+    measuring = threading.Thread(name="measuring", target=lambda: result.append(
+        speed.measure_speed(tiny_models["target"], new_tokens=8, rounds=2, busy=runs_going)))
+    try:
+        measuring.start()
+        time.sleep(1.0)
+        assert measuring.is_alive() and count[0] == 0  # nothing loaded or decoded while the visitor's run goes
+        visitor.__exit__(None, None, None)
+        deadline = time.monotonic() + 60
+        while "forwards_then" not in second_visitor and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert second_visitor.get("forwards_then") == 6  # the second visitor came during the first timed decode
+        time.sleep(0.5)
+        assert count[0] == 6 and measuring.is_alive()  # stopped at that token, waiting
+        leave.set()
+        measuring.join(60)
+    finally:
+        leave.set()
+        handle.remove()
+        arrival.remove()
+    assert not measuring.is_alive() and result
+    # The warm-ups' 2 + 2 forwards, the interrupted decode's 2, then 2 rounds of 8 per precision: the interrupted
+    # decode was done again whole.
+    assert count[0] == 2 + 2 + 2 + 2 * 2 * 8
+    assert result[0].float32_tps > 0 and result[0].bfloat16_tps > 0 and result[0].new_tokens == 8
+
+
+@pytest.mark.bundled
+def test_the_first_run_does_not_wait_for_the_measurement(tmp_path, monkeypatch, native_bf16) -> None:
+    """A cold start's first run (no measurement kept): it runs at once in float32, its trace saying so and why, with
+    no measurement made for it; once the measurement is kept, `auto` follows it."""
+    from playground.engine import LiveRun, prepare
+    from playground.models import ModelStore
+    from playground.request import new_request
+
+    shared = models.ensure_converted(models.CATALOGUE[hardware.SPEED_MODEL])
+    monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path))
+    directory = cache.converted_dir(models.bundled_entry(hardware.SPEED_MODEL).key)
+    directory.mkdir(parents=True)
+    for path in shared.iterdir():  # the conversion, without the measurement kept with it
+        if path.name == "playground.json":
+            (directory / path.name).write_bytes(path.read_bytes())
+        elif path.name != cache.speed_file(shared).name:
+            (directory / path.name).symlink_to(path)
+    assert hardware.kept_measurement() is None
+
+    def no_measuring(**_: object) -> SpeedMeasurement:
+        raise AssertionError("a run waited for the measurement")
+
+    monkeypatch.setattr(speed, "measure_speed", no_measuring)
+    request = new_request("The capital of France is", target=hardware.SPEED_MODEL, method="baseline",
+                          max_new_tokens=3, dtype="auto")
+    trace = LiveRun(prepare(request, ModelStore())).run()
+    assert trace.env["dtype"] == "float32" and len(trace.output_ids) == 3
+    assert str(trace.env["precision"]) == str(auto_reason("cpu", ("AVX512-BF16",))[1])
+    assert "exact" in str(trace.env["precision"]) and "background" in str(trace.env["precision"])
+    assert not cache.speed_file(directory).exists()
+    cache.keep_speed(directory, hardware.machine_identity(), dataclasses.asdict(FASTER))
+    after = models.resolve_precision("auto", "cpu")
+    assert (after.dtype, str(after.reason)) == ("bfloat16", str(measured_choice(FASTER)[1]))
 
 
 # --------------------------------------------------------------------------- presets keep their promises

@@ -18,7 +18,7 @@ from .. import render
 from ..errors import PlaygroundError
 from ..i18n import Message, list_of, localize, number, t
 from ..models import (CATALOGUE, DEFAULT_TARGET, SPEED_MODEL, STORE, ensure_converted, ensure_measured, gc_paused,
-                      model_label)
+                      measurement_wanted, model_label)
 from ..request import DEFAULT_METHOD, new_request
 from .language import language_of
 from .outputs import Outputs
@@ -41,6 +41,7 @@ class Preload:
         self.started: float | None = None  # time.monotonic() when the load began
         self.seconds: float | None = None  # how long loading and warming up took
         self.assistant_message: str | None = None  # a background assistant conversion's progress
+        self.measuring: threading.Thread | None = None  # `auto`'s measurement in the background, once started
         self._assistants: set[str] = set()
         self._assistants_lock = threading.Lock()
 
@@ -56,9 +57,7 @@ class Preload:
                     from ..errors import user_message
 
                 self.message = Message.keyed("load.preload.loading", target=target)
-                if dtype == "auto" and target == SPEED_MODEL:
-                    ensure_measured(self._report)  # `auto` decides by it (once per machine, kept in the cache)
-                STORE.get(target, dtype, self._report)
+                STORE.get(target, dtype, self._report)  # `auto` unmeasured: float32 (exact), measured after
                 loaded = time.perf_counter()
                 self.message = Message.keyed("load.preload.warming", target=target)
                 self._warm_up(target, dtype)
@@ -66,6 +65,8 @@ class Preload:
                 self.seconds = time.perf_counter() - started
                 logger.info("preloaded %s in %.1f s (load %.1f s, warm-up %.1f s)", target, self.seconds,
                             loaded - started, self.seconds - (loaded - started))
+                if dtype == "auto" and target == SPEED_MODEL:
+                    self.measure_in_background()
             except Exception as exc:  # shown in the page; a click will retry and report it again
                 self.error = user_message(exc)
                 # Our own refusal travels as itself, so the page shows it in the visitor's language too.
@@ -81,6 +82,31 @@ class Preload:
 
     def _report(self, message: str) -> None:
         self.message = message
+
+    def measure_in_background(self) -> threading.Thread | None:
+        """`auto`'s measurement (`models.speed`), made once the page is ready and the default model loaded, where
+        nobody waits for it: it starts once no run has gone for a moment and yields to every run (a visitor's, a
+        long job's) that starts meanwhile. Runs go in float32 until it is kept, then `auto` follows it. None (no
+        thread) where there is nothing to measure."""
+        if not measurement_wanted():
+            return None
+        from ..engine import runs_going
+
+        def work() -> None:
+            started = time.perf_counter()
+            try:
+                measured = ensure_measured(busy=runs_going)
+            except Exception:  # runs stay in float32, which is exact; the next start measures again
+                logger.warning("measuring bfloat16 against float32 in the background failed", exc_info=True)
+                return
+            if measured is not None:
+                logger.info("measured bfloat16 against float32 in the background (%.1f s, yielding to runs): "
+                            "%.2f vs %.2f tokens/s", time.perf_counter() - started, measured.bfloat16_tps,
+                            measured.float32_tps)
+
+        self.measuring = threading.Thread(target=work, name="playground-measure-precision", daemon=True)
+        self.measuring.start()
+        return self.measuring
 
     def convert_assistant(self, spec: str | None) -> None:
         """Convert a bundled assistant in the background (once), after the start-up load of the target.

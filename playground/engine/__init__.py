@@ -46,5 +46,7 @@ from .preparing import (
 )
 from .stopping import non_finite_message
 from .texts import LOOKUP_CONTEXT_TOKENS, lookup_text, token_texts
-from .turns import exclusive, give_way, model_locks, one_turn, others_waiting, turn, visitor_waiting
+from .turns import (
+    exclusive, give_way, model_locks, one_turn, others_waiting, runs_going, turn, visitor_waiting,
+)
 from .universal import forget_universal_translator

@@ -11,7 +11,7 @@ import torch
 
 from ..methods import ModelFacts, get_method
 from ..models import (
-    CATALOGUE, HUB_ID_RE, SPEED_MODEL, STORE, LoadedModel, ModelStore, default_device, ensure_measured,
+    CATALOGUE, HUB_ID_RE, STORE, LoadedModel, ModelStore, default_device,
     resolve_precision, same_vocabulary,
 )
 from ..request import RunRequest, method_for
@@ -146,8 +146,8 @@ def prepare(
         raise RunError.keyed("error.needs_assistant", method=method.title_message())
     if not method.needs_assistant and req.assistant:
         req = req.but(assistant=None)
-    if req.dtype == "auto" and SPEED_MODEL in (req.target, req.assistant):
-        ensure_measured(progress)  # once per machine: `auto` on a CPU with native bfloat16 decides by it
+    # `auto` as it stands now: float32 until this machine's measurement is kept (the server makes it in the background,
+    # `models.speed`), so no run waits for it; the record's sentence says which ran and why.
     precision = resolve_precision(req.dtype)
     target = store.get(req.target, precision, progress)
     assistant: LoadedModel | None = None

@@ -73,6 +73,7 @@ class _Scheduler:
     def __init__(self) -> None:
         self.foreground = threading.Condition()  # guards `foreground_runs`; a long job's run waits on it for its turn
         self.foreground_runs = 0  # a visitor's own runs (not a long job's) waiting for their models or running
+        self.job_runs = 0  # a long job's runs that have their turn (`runs_going`: background work waits for both)
         self.baton = threading.Condition()  # guards everything below
         self.owner: _Turns | _OneTurn | None = None
         self.queue: collections.deque[_Turns | _OneTurn] = collections.deque()
@@ -101,7 +102,12 @@ class _Scheduler:
                 if job.is_set():
                     raise JobStopped("the job was stopped: its visitor left")
                 self.foreground.wait(0.5)
-        yield
+            self.job_runs += 1
+        try:
+            yield
+        finally:
+            with self.foreground:
+                self.job_runs -= 1
 
     def join_holders(self, locks: list[Any]) -> None:
         """Share `locks` (in the order given) with the runs that take turns; acquire each one nobody of them holds."""
@@ -171,6 +177,12 @@ def visitor_waiting() -> bool:
     """Whether this thread works for a long job (`stopped_by`) while a visitor's own run waits for (or holds) its
     turn: the job's work should give way at its next step."""
     return getattr(_JOB, "stop", None) is not None and _SCHEDULER.foreground_runs > 0
+
+
+def runs_going() -> bool:
+    """Whether any run waits for its turn or runs (a visitor's own or a long job's): work nobody waits for (`auto`'s
+    precision measurement) yields to them (read without the lock: a hint, asked again before each piece of work)."""
+    return _SCHEDULER.foreground_runs > 0 or _SCHEDULER.job_runs > 0
 
 
 def give_way() -> None:

@@ -47,5 +47,5 @@ from .loaded import LoadedModel, ModelLoadError, Progress, same_vocabulary
 from .loading import import_modeling, load_model, load_saved_tokenizer
 from .placement import DEVICE_HEADROOM, choose_device_map, estimate_param_bytes
 from .sources import HUB_ID_RE, HUB_PROBE, MAX_HUB_ID_CHARS, HubProbe, hub_reachable
-from .speed import ensure_measured, measure_speed
+from .speed import ensure_measured, measure_speed, measurement_wanted
 from .store import STORE, ModelStore, store_key

@@ -32,7 +32,7 @@ from .cache import (
 from .catalogue import DEFAULT_TARGET, GgufSource, ModelEntry, bundled_entry, label_message
 from .gc_pause import gc_paused
 from .gguf_patches import gguf_bar_follows_transformers_switch, gguf_read_once
-from .hardware import SPEED_MODEL, _cpu_bf16_flags, host_device, kept_measurement, resolve_precision
+from .hardware import host_device, resolve_precision
 from .loaded import ModelLoadError, Progress, _first_line, _no_progress
 
 logger = logging.getLogger(__name__)
@@ -143,9 +143,8 @@ def _convert_into(final: Path, entry: ModelEntry, report: Progress) -> None:
 
 
 def convert_ahead(spec: str = DEFAULT_TARGET) -> subprocess.Popen[bytes] | None:
-    """Start converting a bundled model, measuring `auto`'s precision on it (`speed`) and keeping its copy in the
-    dtype `auto` picks, in a second process (`python -m playground convert`) when its cache lacks any of them; None
-    when there is nothing to do.
+    """Start converting a bundled model and keeping its copy in the dtype `auto` picks now, in a second process
+    (`python -m playground convert`) when its cache lacks either; None when there is nothing to do.
 
     `python app.py` calls this before it imports Gradio: on a cold start the conversion then runs on another
     core while the page imports and serves, and the start-up load imports torch and Transformers meanwhile and
@@ -156,15 +155,17 @@ def convert_ahead(spec: str = DEFAULT_TARGET) -> subprocess.Popen[bytes] | None:
     assert entry.gguf is not None
     final = converted_dir(entry.key)
     needed = not _cache_is_valid(final, entry.gguf)
-    if not needed and host_device() == "cpu":
-        needed = entry.key == SPEED_MODEL and bool(_cpu_bf16_flags()) and kept_measurement() is None
-        dtype_name = resolve_precision("auto", "cpu").dtype
-        needed = needed or (dtype_name != "float32" and valid_dtype_copy(final, dtype_name) is None)
+    # `auto` as it stands (float32 until this machine's measurement is kept): the second process converts and keeps
+    # that dtype's copy, never measures (the server measures after its first runs, where nobody waits: `speed`).
+    dtype: list[str] = []  # on a GPU host the second process asks the GPU (it measures nothing there)
+    if host_device() == "cpu":
+        dtype = ["--dtype", resolve_precision("auto", "cpu").dtype]
+        needed = needed or (dtype[1] != "float32" and valid_dtype_copy(final, dtype[1]) is None)
     if not needed:
         return None
     package_parent = str(Path(__file__).resolve().parents[2])  # `-m playground` wherever the server was started
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "playground", "convert", entry.key, "--quiet"]
+    command = [sys.executable, "-m", "playground", "convert", entry.key, *dtype, "--quiet"]
     return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL)
 
 

@@ -112,9 +112,12 @@ def host_device() -> str:
 
     if gpu.available():
         return "cuda"
-    torch_module = sys.modules.get("torch")
-    if torch_module is not None:
-        return "cuda" if torch_module.cuda.is_available() else "cpu"
+    if "torch" in sys.modules:
+        # Imported (and not merely present: another thread may be importing it still, and a half-initialised torch
+        # has no `cuda` yet; the import statement waits for that import to finish).
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
     return "cuda" if Path("/proc/driver/nvidia/version").exists() else "cpu"
 
 
