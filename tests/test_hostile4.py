@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -207,3 +208,88 @@ def test_connections_whose_head_trickles_in_are_closed_and_others_served(server:
         for sock in slow:
             sock.close()
     assert server.alive()
+
+
+# --------------------------------------------------------------------------- the handout, as careful as the page
+
+# A bidi override, a left-to-right isolate, the Arabic letter mark and an escape sequence: Chromium showed "evil"
+# as "live" on a handout holding them raw.
+BIDI = "\u202eevil\u2066x\u061c\x1b[2J"
+
+
+def _handout_trace(**changes: Any) -> dict[str, Any]:
+    """A valid greedy prompt-lookup trace (test_hostile3's, with its one real parameter) with `changes` at the top."""
+    from test_hostile3 import _lookup_trace
+
+    data = _lookup_trace()
+    data["params"] = {"prompt_lookup_num_tokens": 2}
+    data.update(changes)
+    return data
+
+
+@pytest.mark.parametrize("changes, line", [
+    ({"method": "nosuch"}, "unknown method 'nosuch'; choose one of baseline, speculative, prompt_lookup"),
+    ({"decoding": {"sample": True, "temperature": "__import__('os').system('id')"}},
+     "malformed trace: trace.decoding.temperature must be a finite number; got \"__import__('os').system('id')\""),
+    ({"decoding": {"sample": "yes"}}, "malformed trace: trace.decoding.sample must be true or false; got 'yes'"),
+    ({"decoding": {"sample": True, "seed": "1); import os; os.system('x'"}},
+     "malformed trace: trace.decoding.seed must be a whole number"),
+    ({"decoding": {"max_new_tokens": "9e9"}}, "malformed trace: trace.decoding.max_new_tokens must be a whole number"),
+    ({"params": {"prompt_lookup_num_tokens": "__import__('os').system('id')"}},
+     "prompt_lookup_num_tokens must be an integer; got \"__import__('os').system('id')\""),
+    ({"params": {"<script>alert(1)</script>": 1}}, "prompt_lookup has no parameter '<script>alert(1)</script>'"),
+    ({"params": {"prompt_lookup_num_tokens": 2, "assistant_ensemble_weight": "x"}},
+     "prompt_lookup has no parameter 'assistant_ensemble_weight'"),
+], ids=["unknown-method", "code-in-temperature", "sample-text", "code-in-seed", "length-text", "code-in-params",
+        "markup-params-key", "ensemble-on-lookup"])
+def test_a_trace_the_handout_cannot_describe_is_refused_in_one_line(tmp_path: Path, capsys, changes: dict[str, Any],
+                                                                     line: str) -> None:
+    """`python -m playground handout` on a crafted trace: one line naming what is wrong, exit 2, no file written
+    (before: a Python traceback and exit 1)."""
+    from playground import cli
+
+    path = tmp_path / "crafted.json"
+    path.write_text(json.dumps(_handout_trace(**changes)), encoding="utf-8")
+    assert cli.main(["handout", str(path), "--out", str(tmp_path / "out.html")]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.startswith(f"error: {path}: ") and line in out.err, out.err
+    assert len(out.err.strip().splitlines()) == 1 and "Traceback" not in out.err
+    assert not (tmp_path / "out.html").exists()
+
+
+@pytest.mark.parametrize("lang", ["en", "ru", "ar"])
+def test_the_handout_writes_bidi_and_control_characters_of_every_field_as_visible_escapes(tmp_path: Path, capsys,
+                                                                                          lang: str) -> None:
+    """Every text of the trace (prompt, token and top-k texts, output, model names, dtype, a reason) holding U+202E,
+    U+2066, U+061C and ESC: the handout holds none of them raw, and shows each as `\\uXXXX`."""
+    from playground import cli
+    from test_hostile3 import _lookup_trace
+
+    data = _lookup_trace(BIDI)
+    data["params"] = {"prompt_lookup_num_tokens": 2}
+    data["assistant"] = None
+    data["env"] = {"dtype": BIDI, "transformers": BIDI}
+    path = tmp_path / "bidi.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "bidi.html"
+    assert cli.main(["handout", str(path), "--lang", lang, "--out", str(out)]) == 0, capsys.readouterr().err
+    page = out.read_text(encoding="utf-8")
+    assert not {"\u202e", "\u2066", "\u061c", "\x1b"} & set(page), "a raw bidi or control character"
+    for shown in ("\\u202eevil", "\\u2066x", "\\u061c", "\\u001b[2J"):
+        assert page.count(shown) >= 4, (shown, page.count(shown))  # prompt, target, dtype, token texts at least
+
+
+def test_the_public_servers_handout_names_no_version(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The page's handout button (`make_handout`) on a public server: no Transformers version (its Code tab names
+    none); locally the version is there."""
+    from playground.app import handout_button
+    from playground.trace import Trace
+
+    data = _handout_trace(env={"dtype": "float32", "transformers": "5.24.0"})
+    trace = Trace.from_dict(data)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the session's folder (trace_files.trace_root)
+    monkeypatch.setenv("PLAYGROUND_PUBLIC", "1")
+    public = Path(handout_button.make_handout(trace)["value"]).read_text(encoding="utf-8")
+    monkeypatch.setenv("PLAYGROUND_PUBLIC", "0")
+    local = Path(handout_button.make_handout(trace)["value"]).read_text(encoding="utf-8")
+    assert "5.24.0" in local and "5.24.0" not in public
