@@ -17,15 +17,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import html
-import math
 from typing import Any
 
 from . import microscope, render
-from .errors import shorten
-from .i18n import DEFAULT_LANGUAGE, Message, Number, direction, normalize, t
+from .i18n import DEFAULT_LANGUAGE, Number, direction, normalize, t
 from .methods import get_method
 from .outside import for_terminal
-from .trace import MAX_COUNT, Step, Trace, TraceFormatError, short_repr
+from .trace import Step, Trace
 
 # The rule's key per `microscope` rule name (`handout.rule.<rule>`), and the one for a run that drafted nothing.
 RULE_KEYS = {rule: f"handout.rule.{rule}" for rule in (microscope.GREEDY, microscope.GREEDY_ENSEMBLE,
@@ -63,31 +61,13 @@ body.pg-handout { font-family: system-ui, -apple-system, "Segoe UI", sans-serif;
 """
 
 
-# What the handout reads from a trace's free-form `decoding`, and what each must be (a file may hold anything there).
-_FLAG, _NUMBER, _COUNT = "error.trace.a_flag", "error.trace.a_finite_number", "error.trace.a_count"
-DECODING_FIELDS = {"sample": _FLAG, "temperature": _NUMBER, "top_p": _NUMBER, "top_k": _COUNT, "seed": _COUNT,
-                   "max_new_tokens": _COUNT}
-
-
 def check(trace: Trace) -> None:
     """Refuse, in one line (a `PlaygroundError`), a trace the handout cannot describe truthfully: a method the
     registry does not know, parameters it would not run (`Method.resolve_params`: a value of the wrong kind, a name
     it does not take), a decoding field of the wrong kind. A loaded trace is well formed; these are its meanings."""
     method = get_method(trace.method)
     method.split_params(method.resolve_params(dict(trace.params)))
-    for name, expected in DECODING_FIELDS.items():
-        if name not in trace.decoding:
-            continue
-        value = trace.decoding[name]
-        if expected == _FLAG:
-            good = isinstance(value, bool)
-        elif expected == _NUMBER:
-            good = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        else:
-            good = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
-        if not good:
-            raise TraceFormatError.keyed("error.trace.must_be", where=f"trace.decoding.{shorten(name)}",
-                                         expected=Message.keyed(expected, limit=MAX_COUNT), got=short_repr(value))
+    trace.check_decoding()
 
 
 def visible(value: Any) -> Any:

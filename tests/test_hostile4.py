@@ -293,3 +293,32 @@ def test_the_public_servers_handout_names_no_version(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("PLAYGROUND_PUBLIC", "0")
     local = Path(handout_button.make_handout(trace)["value"]).read_text(encoding="utf-8")
     assert "5.24.0" in local and "5.24.0" not in public
+
+
+@pytest.mark.models
+def test_code_on_a_trace_whose_length_is_text_says_so_in_one_line(tmp_path: Path) -> None:
+    """`python -m playground code` on a trace whose decoding.max_new_tokens is "9e9": one line naming the field,
+    exit 2 (before: a traceback on stderr, then "failed inside the playground", blaming itself)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(_handout_trace(decoding={"sample": False, "max_new_tokens": "9e9"})), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "playground", "code", str(path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2 and done.stdout == "", done
+    assert done.stderr.strip() == f"error: cannot show the code for {path}: malformed trace: "\
+        "trace.decoding.max_new_tokens must be a whole number from 0 to 9007199254740992; got '9e9'", done.stderr
+
+
+@pytest.mark.server
+def test_a_link_naming_its_view_twice_follows_its_first_value_on_the_server_as_in_the_browser(server: Any) -> None:
+    """`?view=presenter&view=normal`: the page's script reads the first value (URLSearchParams.get: the presenter's
+    layout) and the server read the last (the switch off): one rule now, the first, for both."""
+    from test_hostile import Server
+
+    assert isinstance(server, Server)
+    first = server.call("restore_view", [], query="?view=presenter&view=normal")
+    assert first.success and first.data == [True], first
+    last = server.call("restore_view", [], query="?view=normal&view=presenter")
+    assert last.success and last.data != [True], last
