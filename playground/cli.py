@@ -267,10 +267,17 @@ def cmd_code(args: argparse.Namespace) -> int:
 
 def cmd_handout(args: argparse.Namespace) -> int:
     """Write a saved trace's printable handout (self-contained HTML) in --lang; print where it went."""
-    from .handout import handout_html
+    from .errors import PlaygroundError
+    from .handout import check, handout_html
+    from .outside import for_terminal
 
     trace = _load_trace(args.trace)
     if trace is None:
+        return 2
+    try:
+        check(trace)  # a trace the handout cannot describe: one line, before any model is loaded for --script
+    except PlaygroundError as exc:
+        print(for_terminal(f"error: {args.trace}: {exc}"), file=sys.stderr)
         return 2
     script = None
     if args.script:  # the reproducing script needs the run's models (loaded to resolve the call)

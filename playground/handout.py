@@ -14,12 +14,15 @@ page. The call is the one `snippet.script_for_trace` writes where the caller cou
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import html
 from typing import Any
 
 from . import microscope, render
 from .i18n import DEFAULT_LANGUAGE, Number, direction, normalize, t
 from .methods import get_method
+from .outside import for_terminal
 from .trace import Step, Trace
 
 # The rule's key per `microscope` rule name (`handout.rule.<rule>`), and the one for a run that drafted nothing.
@@ -56,6 +59,36 @@ body.pg-handout { font-family: system-ui, -apple-system, "Segoe UI", sans-serif;
   .pg-handout h2 { break-after: avoid; page-break-after: avoid; }
 }
 """
+
+
+def check(trace: Trace) -> None:
+    """Refuse, in one line (a `PlaygroundError`), a trace the handout cannot describe truthfully: a method the
+    registry does not know, parameters it would not run (`Method.resolve_params`: a value of the wrong kind, a name
+    it does not take), a decoding field of the wrong kind. A loaded trace is well formed; these are its meanings."""
+    method = get_method(trace.method)
+    method.split_params(method.resolve_params(dict(trace.params)))
+    trace.check_decoding()
+
+
+def visible(value: Any) -> Any:
+    """`value` (a trace, a record, a list, a mapping, a text) with every text's control, format and separator
+    characters written as `\\uXXXX` (`outside.for_terminal`, the CLI's rule): a prompt, token text, model name or
+    dtype holding a bidi override (U+202E), an isolate (U+2066), the Arabic letter mark (U+061C) or ESC shows it as
+    such, not reordering what follows ("evil" shown as "live"). Mapping keys too (a parameter's name)."""
+    if isinstance(value, str):
+        return for_terminal(value)
+    if isinstance(value, list):
+        return [visible(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(visible(item) for item in value)
+    if isinstance(value, dict):
+        return {visible(key): visible(item) for key, item in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        shown = copy.copy(value)
+        for f in dataclasses.fields(value):
+            object.__setattr__(shown, f.name, visible(getattr(value, f.name)))
+        return shown
+    return value
 
 
 def annotated_step(trace: Trace) -> tuple[Step, str] | None:
@@ -168,18 +201,22 @@ def _decoding(trace: Trace, lang: str) -> str:
     return t("handout.decoding.greedy", lang)
 
 
-def handout_html(trace: Trace, lang: str = DEFAULT_LANGUAGE, script: str | None = None) -> str:
+def handout_html(trace: Trace, lang: str = DEFAULT_LANGUAGE, script: str | None = None,
+                 versions: bool = True) -> str:
     """The handout of `trace` in `lang`: one self-contained page (styles inlined, nothing fetched), ready to print.
     `script`: the reproducing script (`snippet.script_for_trace`) where the caller could make it; else the call is
-    rebuilt from the trace (`generate_call`)."""
+    rebuilt from the trace (`generate_call`). `versions`: name the run's Transformers version (not on a public
+    server, whose pages name none). A trace it cannot describe: `check`'s one-line refusal."""
+    check(trace)
+    trace = visible(trace)
     lang = normalize(lang)
     method = get_method(trace.method).localized(lang)
     meta = [method.title, t("handout.meta.target", lang, target=trace.target)]
     if trace.assistant:
         meta.append(t("handout.meta.assistant", lang, assistant=trace.assistant))
     meta += [_decoding(trace, lang), str(trace.env.get("dtype", ""))]
-    versions = trace.env.get("transformers", "")
-    code = script if script is not None else generate_call(trace)
+    versions = trace.env.get("transformers", "") if versions else ""
+    code = for_terminal(script) if script is not None else generate_call(trace)
     # The note's template escaped first, then its fields put in: the package with its version, and `inputs` (the
     # call's variable) as code.
     package = f"Transformers {versions}" if versions else "Transformers"

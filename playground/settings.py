@@ -42,6 +42,17 @@ SETTINGS_DOC: list[tuple[str, str, str]] = [
      "Page generations served at once (Gradio's queue); they take turns one decoding step at a time, so a visitor's "
      "run starts within one step of each other running generation. Each holds its own KV cache and pending scores "
      "(docs/limits.md): raise it only with memory to spare."),
+    ("PLAYGROUND_CLIENT_CALLS", "2",
+     "Queued or running calls (a run, a Compare, a trace's upload ...) one client address may have at once; one more "
+     "is refused in one line (HTTP 429). Below PLAYGROUND_CONCURRENCY, so that one client never holds every place. "
+     "A class behind one address (a school's network, one Space) shares it: raise it to the class's size there, or "
+     "0: no bound."),
+    ("PLAYGROUND_QUEUE_SIZE", "64", "Calls waiting in the queue, all clients together; one more is refused in one "
+     "line (HTTP 503). 0: no bound."),
+    ("PLAYGROUND_TRUST_FORWARDED", "true inside a HF Space (SYSTEM=spaces or SPACE_ID set), else false",
+     "Take a client's address from the last entry of X-Forwarded-For (set by the Space's proxy) rather than the "
+     "socket's peer. Only where a proxy that sets the header stands in front: elsewhere a client could name any "
+     "address."),
     ("PLAYGROUND_TOP_K", "5",
      "How many of the most probable tokens the step microscope records per judged position for p, q, the "
      "ensemble mixture and the residual (0 to 10; 0 records none)."),
@@ -68,6 +79,9 @@ class Settings:
     concurrency: int
     mcp: bool
     top_k: int = 5  # the step microscope's top-k per distribution (0: record none)
+    client_calls: int = 2  # queued or running calls per client address (0: no bound)
+    queue_size: int = 64  # calls waiting in the queue, all clients (0: no bound)
+    trust_forwarded: bool = False  # the client's address from X-Forwarded-For (a Space's proxy sets it)
 
 
 def _raw(name: str) -> str | None:
@@ -146,4 +160,12 @@ def get_settings() -> Settings:
         concurrency=_int("PLAYGROUND_CONCURRENCY", 3, minimum=1),
         mcp=_bool("PLAYGROUND_MCP", False),
         top_k=_int_at_most("PLAYGROUND_TOP_K", 5, minimum=0, maximum=MICROSCOPE_MAX_TOP_K),
+        client_calls=_int("PLAYGROUND_CLIENT_CALLS", 2, minimum=0),
+        queue_size=_int("PLAYGROUND_QUEUE_SIZE", 64, minimum=0),
+        trust_forwarded=_bool("PLAYGROUND_TRUST_FORWARDED", default=in_a_space()),
     )
+
+
+def in_a_space() -> bool:
+    """Whether this runs as a Hugging Face Space (its proxy sets X-Forwarded-For)."""
+    return os.environ.get("SYSTEM") == "spaces" or bool(os.environ.get("SPACE_ID"))

@@ -240,7 +240,9 @@ def _adaptation_lines(prepared: PreparedRun) -> list[str]:
 # --- a saved trace ---------------------------------------------------------------------------
 
 def request_from_trace(trace: Trace) -> RunRequest:
-    """The request that reproduces a trace's run (its resolved chat and precision included)."""
+    """The request that reproduces a trace's run (its resolved chat and precision included); a decoding field of the
+    wrong kind (max_new_tokens "9e9") refused in one line (`Trace.check_decoding`)."""
+    trace.check_decoding()
     d = trace.decoding
     return new_request(
         trace.prompt, target=trace.target, method=trace.method, assistant=trace.assistant,

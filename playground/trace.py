@@ -77,6 +77,12 @@ UNVERIFIED = "unverified"  # drafted past the end of generation, never checked
 STATUSES = (ACCEPTED, REJECTED, DISCARDED, CORRECTION, BONUS, TARGET, UNVERIFIED)
 
 
+# What the code view and the handout read from a trace's free-form `decoding`, and what each must be.
+DECODING_FIELDS = {"sample": "error.trace.a_flag", "temperature": "error.trace.a_finite_number",
+                   "top_p": "error.trace.a_finite_number", "top_k": "error.trace.a_count",
+                   "seed": "error.trace.a_count", "max_new_tokens": "error.trace.a_count"}
+
+
 class TraceFormatError(PlaygroundError):
     """A file or object that is not a playground trace (or not one this version can read); its reason keyed, so
     the page shows it in the visitor's language."""
@@ -260,6 +266,23 @@ class Trace:
         """Recompute the summary from the steps (the single definition of every figure)."""
         self.summary = summarize_steps(self.steps, elapsed_s, self.setup_ms)
         return self.summary
+
+    def check_decoding(self) -> None:
+        """Refuse (`TraceFormatError`, one line) a `decoding` field of the wrong kind: the free-form object holds
+        anything a file put there, and the code view and the handout read these as a run's settings."""
+        for name, expected in DECODING_FIELDS.items():
+            if name not in self.decoding:
+                continue
+            value = self.decoding[name]
+            if expected == "error.trace.a_flag":
+                good = isinstance(value, bool)
+            elif expected == "error.trace.a_finite_number":
+                good = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            else:
+                good = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+            if not good:
+                raise TraceFormatError.keyed("error.trace.must_be", where=f"trace.decoding.{shorten(name)}",
+                                             expected=Message.keyed(expected, limit=MAX_COUNT), got=short_repr(value))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -12,6 +12,14 @@ Gradio sees a request it refuses:
   names a JavaScript-only event (nothing runs on the server; Gradio: its generic error), an unknown API name (500),
   a `session_hash` that is not text of 1 to MAX_SESSION_HASH_CHARS characters (the empty one: 500): 404 or 422.
 
+- a request that gives both Content-Length and Transfer-Encoding: 400, its connection closed (uvicorn's h11 reads
+  the body by Transfer-Encoding and ran what Content-Length left out as a second request: request smuggling);
+- Gradio's monitoring pages (`/monitoring...`, every endpoint's counts and timings) in public mode: 404;
+- a queued call (the queue's join, `call/<name>`) from a client address that already has PLAYGROUND_CLIENT_CALLS
+  calls queued or running (429), or when PLAYGROUND_QUEUE_SIZE calls wait already (503): one client with a hundred
+  session hashes held every place, and a visitor from elsewhere waited 420 s. The address is the socket's peer, or
+  X-Forwarded-For's last entry where a proxy is known to set it (PLAYGROUND_TRUST_FORWARDED: inside a Space).
+
 Everything else passes untouched: Gradio's own checks (its upload limit, its file-path rule, its body schema) stay
 where they are. `docs/limits.md` lists what is answered where.
 
@@ -36,6 +44,7 @@ from typing import Any, Awaitable, Callable
 from .. import i18n
 from ..errors import shorten
 from ..outside import MAX_INPUT_BYTES, MAX_INPUT_MB
+from ..settings import get_settings
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +107,9 @@ class Gate:
         self.app = app
         self.streams = Streams()
         self.watcher: asyncio.Task[None] | None = None
+        settings = get_settings()
+        self.public, self.trust_forwarded = settings.public, settings.trust_forwarded
+        self.client_calls, self.queue_size = settings.client_calls, settings.queue_size
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -114,6 +126,12 @@ class Gate:
             await answer(send, 414, i18n.tn("error.request_url", url_chars, lang, limit=MAX_URL_CHARS))
             return
         length = headers.get("content-length", "")
+        if length and "transfer-encoding" in headers:
+            await answer(send, 400, i18n.t("error.gate.length_and_chunked", lang), close=True)
+            return
+        if self.public and (path == "/monitoring" or path.startswith("/monitoring/")):
+            await answer(send, 404, i18n.t("error.gate.monitoring", lang))
+            return
         if length.isdigit() and int(length) > MAX_BODY_BYTES:
             await answer(send, 413, i18n.t("error.request_size", lang, limit=MAX_INPUT_MB))
             return
@@ -181,7 +199,10 @@ class Gate:
             if not message.get("more_body"):
                 break
         body = b"".join(chunks)
-        status, refusal = _call_refusal(scope["path"], body, server_app.get_blocks(), lang)
+        blocks = server_app.get_blocks()
+        status, refusal = _call_refusal(scope["path"], body, blocks, lang)
+        if not refusal:
+            status, refusal = self.load_refusal(scope, body, blocks, lang)
         if refusal:
             await answer(send, status, refusal)
             return
@@ -196,6 +217,32 @@ class Gate:
 
         await self.app(scope, replay, send)
 
+    def client(self, scope: dict[str, Any]) -> str:
+        """The client's address: X-Forwarded-For's last entry (the one the trusted proxy added) where one is trusted,
+        else the socket's peer."""
+        if self.trust_forwarded:
+            for name, value in scope.get("headers", []):
+                if name.lower() == b"x-forwarded-for" and (last := value.decode("latin-1").split(",")[-1].strip()):
+                    return last
+        peer = scope.get("client")
+        return str(peer[0]) if peer else ""
+
+    def load_refusal(self, scope: dict[str, Any], body: bytes, blocks: Any, lang: str) -> tuple[int, str | None]:
+        """(429, ...) when this client has PLAYGROUND_CLIENT_CALLS queued or running calls, (503, ...) when the queue
+        holds PLAYGROUND_QUEUE_SIZE; (200, None) for a call that does not queue or fits."""
+        if scope["path"] != _JOIN and not scope["path"].startswith(f"{_PREFIX}/call/"):
+            return 200, None  # run/<name>: a call outside the queue (the page's small handlers, MCP's own bound)
+        queue = blocks._queue
+        if self.queue_size and len(queue) >= self.queue_size:
+            return 503, i18n.t("error.gate.queue_full", lang, limit=self.queue_size)
+        if self.client_calls:
+            client = self.client(scope)
+            calls = sum(1 for event in _live_events(queue)
+                        if event.request is not None and self.client(event.request.scope) == client)
+            if calls >= self.client_calls:
+                return 429, i18n.t("error.gate.client_calls", lang, limit=self.client_calls)
+        return 200, None
+
     async def watch(self, server_app: Any) -> None:
         """End every queued call whose session has had no open answer stream for STREAM_OPEN_S."""
         while True:
@@ -207,11 +254,7 @@ class Gate:
 
     async def end_unread(self, queue: Any) -> None:
         now = time.monotonic()
-        events = [e for job in queue.active_jobs if job for e in job]
-        events += [e for q in list(queue.event_queue_per_concurrency_id.values()) for e in list(q.queue)]
-        for event in events:
-            if not event.alive:
-                continue
+        for event in _live_events(queue):
             since = self.streams.unread_since((event.session_hash, event._id), event.enqueue_time)
             if since is not None and now - since > STREAM_OPEN_S:
                 # tests/test_hostile3.py and tests/measure/hostile_sweep.py read this line
@@ -219,6 +262,13 @@ class Gate:
                             STREAM_OPEN_S)
                 await queue.clean_events(event_id=event._id)
         self.streams.forget_older_than(now - 4 * STREAM_OPEN_S)
+
+
+def _live_events(queue: Any) -> list[Any]:
+    """Every call Gradio's queue holds that has not ended: running (its active jobs), then waiting."""
+    events = [e for job in queue.active_jobs if job for e in job]
+    events += [e for q in list(queue.event_queue_per_concurrency_id.values()) for e in list(q.queue)]
+    return [e for e in events if e.alive]
 
 
 def _query(scope: dict[str, Any]) -> dict[str, str]:
@@ -260,12 +310,13 @@ def _call_refusal(path: str, body: bytes, blocks: Any, lang: str) -> tuple[int, 
     return 200, None
 
 
-async def answer(send: Send, status: int, message: str) -> None:
-    """One line of ours as Gradio words its own refusals (`{"detail": ...}`, FastAPI's), with the status."""
+async def answer(send: Send, status: int, message: str, close: bool = False) -> None:
+    """One line of ours as Gradio words its own refusals (`{"detail": ...}`, FastAPI's), with the status; `close`:
+    the connection closes after it (nothing more read from it)."""
     body = json.dumps({"detail": message}, ensure_ascii=False).encode()
+    headers = [(b"content-type", b"application/json; charset=utf-8"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode())]})
+                "headers": headers + ([(b"connection", b"close")] if close else [])})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -282,10 +333,54 @@ def _heads_reach_the_gate() -> None:
     h11_impl.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE = max(h11_impl.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, MAX_HEAD_BYTES)
 
 
+# uvicorn (0.55) gives a request's head no time limit: its keep-alive timer stops at the first byte, so a connection
+# that sends one byte a second stays open for as long as its head lasts (slowloris: 50 such stayed open). A head
+# that has not arrived in full HEAD_TIMEOUT_S after the connection opened, or after its previous answer, closes it.
+HEAD_TIMEOUT_S = 10.0
+
+
+def _heads_in_time() -> None:
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    if getattr(H11Protocol, "_playground_head_timeout", False):
+        return
+
+    def arm(protocol: Any) -> None:
+        if (timer := getattr(protocol, "_head_timer", None)) is not None:
+            timer.cancel()
+
+        def late() -> None:
+            if protocol.conn.their_state is h11.IDLE and not protocol.transport.is_closing():
+                protocol.transport.close()  # no whole request head in time: nothing to answer
+
+        protocol._head_timer = protocol.loop.call_later(HEAD_TIMEOUT_S, late)
+
+    made, complete, lost = H11Protocol.connection_made, H11Protocol.on_response_complete, H11Protocol.connection_lost
+
+    def connection_made(self: Any, transport: Any) -> None:
+        made(self, transport)
+        arm(self)
+
+    def on_response_complete(self: Any) -> None:
+        complete(self)
+        arm(self)
+
+    def connection_lost(self: Any, exc: Exception | None) -> None:
+        if (timer := getattr(self, "_head_timer", None)) is not None:
+            timer.cancel()
+        lost(self, exc)
+
+    H11Protocol.connection_made, H11Protocol.on_response_complete = connection_made, on_response_complete
+    H11Protocol.connection_lost = connection_lost
+    H11Protocol._playground_head_timeout = True
+
+
 def middleware() -> list[Any]:
     """What `launch(app_kwargs=...)` takes to put the gate in front of Gradio's routes (and uvicorn's head limit
-    raised, so that a long address reaches it)."""
+    raised, so that a long address reaches it; a head's time bounded)."""
     from starlette.middleware import Middleware
 
     _heads_reach_the_gate()
+    _heads_in_time()
     return [Middleware(Gate)]

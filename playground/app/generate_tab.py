@@ -33,7 +33,7 @@ from ..request import MAX_NEW_TOKENS, RunRequest, default, method_for
 from ..settings import get_settings
 from . import handout_button, links, preload, presenter, preset_picker, trace_files
 from .background import in_thread
-from .guard import PRIVATE, guarded, session_key
+from .guard import PRIVATE, guarded, session_key, url_query
 from .language import L, language_of, with_language
 from .methods_tab import lecture_html
 from .outputs import PARAM, Outputs
@@ -222,7 +222,7 @@ def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ..
 def restore_link(request: gr.Request) -> tuple[Any, ...]:
     """`RESTORED`: the settings of a shareable link (the page's URL query), validated as the API's values are; and
     what the guide-example picker's `applied` state becomes (a restored example is applied, as a pick's is)."""
-    query = dict(request.query_params) if request is not None else {}
+    query = url_query(request)
     updates = LINKED.read(links.restore(query, PARAMS, language_of(request)))
     return RESTORED(updates, applied=preset_picker.applied_after(updates["preset"]))
 

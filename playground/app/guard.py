@@ -21,12 +21,23 @@ from ..trace import TraceFormatError
 logger = logging.getLogger(__name__)
 
 
+def url_query(request: gr.Request | None) -> dict[str, str]:
+    """The page's URL query, each name's FIRST value, as the page's own scripts read it (`URLSearchParams.get`):
+    `?view=presenter&view=normal` is the presenter's view for the layout and its switch alike (`dict()` of the
+    query kept the last)."""
+    params = getattr(request, "query_params", None) if request is not None else None
+    query: dict[str, str] = {}
+    for key, value in (params.multi_items() if hasattr(params, "multi_items") else dict(params or {}).items()):
+        query.setdefault(key, value)
+    return query
+
+
 def language_of(request: gr.Request = None) -> str:  # type: ignore[assignment]
     """The visitor's language for a handler: the page's ?lang=, else the browser's; English for API calls."""
     if request is None:
         return i18n.DEFAULT_LANGUAGE
     try:
-        query = dict(request.query_params or {})
+        query = url_query(request)
         header = (request.headers or {}).get("accept-language")
     except (AttributeError, TypeError):
         return i18n.DEFAULT_LANGUAGE

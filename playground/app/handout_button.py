@@ -13,6 +13,7 @@ from typing import Any
 import gradio as gr
 
 from ..handout import handout_html
+from ..settings import get_settings
 from ..trace import Trace
 from . import trace_files
 from .guard import PRIVATE, guarded, language_of
@@ -29,7 +30,9 @@ def make_handout(trace: Trace | None, request: gr.Request = None) -> Any:  # typ
     if not isinstance(trace, Trace):
         return gr.update(value=None, visible=False)
     key = (getattr(request, "session_hash", None) or "default") if request is not None else "default"
-    path = trace_files.save_handout(handout_html(trace, language_of(request)), trace.method, key)
+    # A public server names no version anywhere (its Code tab neither): the handout leaves Transformers' out.
+    page = handout_html(trace, language_of(request), versions=not get_settings().public)
+    path = trace_files.save_handout(page, trace.method, key)
     return gr.update(value=path, visible=True)
 
 

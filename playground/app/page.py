@@ -94,5 +94,5 @@ def build_ui() -> gr.Blocks:
         demo.load(guarded(localize_tabs), None, TAB_VIEWS.components(views), **PRIVATE)
         # After each run: replay it, place it on the theory curves with its diagnosis, show its code.
         main.run_event.then(after_run, [main.run_trace, baselines], AFTER_RUN.components(views), **PRIVATE_QUEUED)
-    demo.queue(default_concurrency_limit=settings.concurrency)
+    demo.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size or None)
     return demo

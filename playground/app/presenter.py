@@ -28,7 +28,7 @@ from ..pace import DEFAULT_SECONDS, FREE, MAX_SECONDS, MIN_SECONDS, MODES, SLOW,
 from ..errors import PlaygroundError
 from ..trace import short_repr
 from . import links
-from .guard import PRIVATE, guarded, session_key
+from .guard import PRIVATE, guarded, session_key, url_query
 from .language import L
 
 MAX_PACES = 1000  # visitors' paces kept (least recently set dropped first): a few hundred bytes each
@@ -76,7 +76,7 @@ def step_on(request: gr.Request = None) -> None:  # type: ignore[assignment]
 
 def restore_view(request: gr.Request = None) -> Any:  # type: ignore[assignment]
     """On page load: the presenter's switch as the link asks (`links.presenter_view`)."""
-    query = dict(request.query_params) if request is not None else {}
+    query = url_query(request)
     return True if links.presenter_view(query) else gr.skip()
 
 

@@ -1,0 +1,324 @@
+"""Hostile visitors, fourth sweep (issue 42): one client with many sessions, request smuggling, slow heads, the
+monitoring pages, and the handout as careful as the page.
+
+The server tests run one real `python app.py` configured as a public Space (`test_hostile.public_server`); the
+handout's through the real CLI (`python -m playground handout`) and its HTML writer.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+from test_hostile3 import long_models  # noqa: E402,F401  (the fixture: the tiny target and a long-context copy)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --------------------------------------------------------------------------- the client's address (no server)
+
+
+def _scope(peer: str, forwarded: str | None = None) -> dict[str, Any]:
+    headers = [(b"x-forwarded-for", forwarded.encode())] if forwarded is not None else []
+    return {"type": "http", "client": (peer, 5555), "headers": headers}
+
+
+def test_the_clients_address_is_the_peer_unless_a_known_proxy_sets_the_forwarded_header(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside a Space the header is the client's own word (any address it likes): the socket's peer counts. Inside
+    one (SYSTEM=spaces or SPACE_ID) or by PLAYGROUND_TRUST_FORWARDED, the last entry, the one the proxy added (a
+    client may put anything before it)."""
+    from playground.app.gate import Gate
+
+    for name in ("SYSTEM", "SPACE_ID", "PLAYGROUND_TRUST_FORWARDED"):
+        monkeypatch.delenv(name, raising=False)
+    assert Gate(None).client(_scope("10.0.0.1", "1.2.3.4")) == "10.0.0.1"
+    monkeypatch.setenv("SYSTEM", "spaces")
+    assert Gate(None).client(_scope("10.0.0.1", "6.6.6.6, 1.2.3.4")) == "1.2.3.4"
+    assert Gate(None).client(_scope("10.0.0.1")) == "10.0.0.1"
+    monkeypatch.delenv("SYSTEM")
+    monkeypatch.setenv("SPACE_ID", "someone/playground")
+    assert Gate(None).client(_scope("10.0.0.1", "1.2.3.4")) == "1.2.3.4"
+    monkeypatch.setenv("PLAYGROUND_TRUST_FORWARDED", "0")
+    assert Gate(None).client(_scope("10.0.0.1", "1.2.3.4")) == "10.0.0.1"
+
+
+# --------------------------------------------------------------------------- through the real server
+
+
+@pytest.fixture(scope="module")
+def server(long_models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:  # noqa: F811
+    from test_hostile import public_server
+
+    # PLAYGROUND_CONCURRENCY and PLAYGROUND_CLIENT_CALLS at their defaults (3 and 2)
+    with public_server(long_models, tmp_path_factory, "hostile4-server",
+                       {"PLAYGROUND_MAX_NEW_TOKENS": "8000"}) as served:
+        yield served
+
+
+def _unread_stream(url: str, session: str) -> socket.socket:
+    """The queue's answer stream for `session`, opened and never read."""
+    port = int(url.rstrip("/").rsplit(":", 1)[1])
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(f"GET /gradio_api/queue/data?session_hash={session} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return sock
+
+
+def _run_from(url: str, address: str, body: dict[str, Any], within_s: float) -> dict[str, Any]:
+    """Join `body` from the local `address` and read its stream to the end: the last message (or a timeout's)."""
+    transport = httpx.HTTPTransport(local_address=address)
+    with httpx.Client(transport=transport, timeout=within_s) as client:
+        joined = client.post(f"{url}gradio_api/queue/join", json=body)
+        assert joined.status_code == 200, joined.text
+        deadline = time.monotonic() + within_s
+        try:
+            with client.stream("GET", f"{url}gradio_api/queue/data",
+                               params={"session_hash": body["session_hash"]}) as stream:
+                for line in stream.iter_lines():
+                    if line.startswith("data:") and (message := json.loads(line[5:])).get("msg") == \
+                            "process_completed":
+                        return message
+                    if time.monotonic() > deadline:
+                        break
+        except httpx.ReadTimeout:
+            pass
+    return {"msg": "timed out", "after_s": within_s}
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_one_client_with_many_sessions_holds_a_bounded_share_and_another_visitor_is_served(
+        server: Any, long_models: dict[str, str]) -> None:  # noqa: F811
+    """Twenty session hashes from one address (127.0.0.1), each joining a long generate (8000 tokens) and opening
+    its answer stream without reading it: two are taken (PLAYGROUND_CLIENT_CALLS), the rest refused in one line
+    (429); a visitor from another address (127.0.0.2) gets a place at once and its run ends while the client's runs
+    still go on. (Before: all twenty queued, and the visitor waited behind them: 420 s for a hundred.)"""
+    from test_hostile import _worker_threads, generate_args
+
+    fn_index = server.deps["generate"]["id"]
+    statuses, details, streams = [], [], []
+    try:
+        for _ in range(20):
+            session = uuid.uuid4().hex[:11]
+            body = {"data": generate_args({"target": long_models["long"]}, max_new_tokens=8000),
+                    "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
+            joined = httpx.post(f"{server.url}gradio_api/queue/join", json=body, timeout=30)
+            statuses.append(joined.status_code)
+            details.append(joined.json().get("detail"))
+            if joined.status_code == 200:
+                streams.append(_unread_stream(server.url, session))
+        visitor = {"data": generate_args({"target": long_models["target"]}, max_new_tokens=4), "fn_index": fn_index,
+                   "session_hash": uuid.uuid4().hex[:11], "event_data": None, "trigger_id": None}
+        began = time.monotonic()
+        done = _run_from(server.url, "127.0.0.2", visitor, within_s=60)
+        print(f"the other visitor's run: {time.monotonic() - began:.1f} s; the client's joins: {statuses}")
+        assert done.get("success"), f"the other visitor was not served: {done}"
+        assert _worker_threads(server) > 0, "the client's own runs are still going"
+        assert statuses == [200] * 2 + [429] * 18, statuses
+        assert set(details[2:]) == {"this address already has 2 calls queued or running, the most one client may "
+                                    "have at once; wait for one to end, then try again"}, details
+    finally:
+        for sock in streams:
+            sock.close()  # Gradio ends a call whose stream closes
+    assert server.alive()
+
+
+def _raw(url: str, request: bytes, read_s: float = 5.0) -> bytes:
+    """Everything the server sends back on one connection for `request`, until it closes it or `read_s` passes."""
+    port = int(url.rstrip("/").rsplit(":", 1)[1])
+    data = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=read_s) as sock:
+        sock.sendall(request)
+        try:
+            while chunk := sock.recv(65536):
+                data += chunk
+        except TimeoutError:
+            pass
+    return data
+
+
+@pytest.mark.server
+def test_a_request_with_both_a_length_and_chunks_is_refused_and_its_connection_closed(server: Any) -> None:
+    """Content-Length and Transfer-Encoding both: h11 reads the chunks, and the bytes after them ran as a second
+    request on the same connection (smuggling). Now one 400 in our words, and nothing more is read."""
+    smuggled = b"GET /config HTTP/1.1\r\nHost: x\r\n\r\n"
+    body = b"0\r\n\r\n" + smuggled
+    request = (b"POST /gradio_api/run/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n" + body)
+    data = _raw(server.url, request)
+    assert data.count(b"HTTP/1.1 ") == 1, data[:2000]
+    head, _, answer = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400") and b"connection: close" in head.lower(), head
+    assert json.loads(answer)["detail"] == \
+        "the request gives both Content-Length and Transfer-Encoding; send one of them"
+
+
+@pytest.mark.server
+def test_the_monitoring_pages_are_closed_in_public_mode(server: Any) -> None:
+    """Gradio's /monitoring/summary showed every endpoint's request counts and timings to anyone."""
+    for path in ("monitoring", "monitoring/summary", "monitoring/anything"):
+        answered = httpx.get(f"{server.url}{path}", timeout=30)
+        assert answered.status_code == 404, (path, answered.text[:300])
+        assert answered.json()["detail"] == "this server does not show its monitoring pages in public mode"
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_connections_whose_head_trickles_in_are_closed_and_others_served(server: Any) -> None:
+    """Twenty connections sending their head one byte a second (slowloris): each is closed once HEAD_TIMEOUT_S has
+    passed without a whole head; meanwhile a page request is answered. (Before: all stayed open.)"""
+    from playground.app.gate import HEAD_TIMEOUT_S
+
+    port = int(server.url.rstrip("/").rsplit(":", 1)[1])
+    slow = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(20)]
+    head = b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100
+    closed = [False] * len(slow)
+    start = time.monotonic()
+    try:
+        for i in range(len(head)):
+            if all(closed) or time.monotonic() - start > HEAD_TIMEOUT_S + 15:
+                break
+            for n, sock in enumerate(slow):
+                if closed[n]:
+                    continue
+                try:
+                    sock.sendall(head[i:i + 1])
+                    sock.setblocking(False)
+                    closed[n] = sock.recv(1024) == b""
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    closed[n] = True
+                finally:
+                    sock.setblocking(True)
+            if i == 3:
+                assert httpx.get(server.url, timeout=30).status_code == 200, "a visitor is served meanwhile"
+            time.sleep(1)
+        assert all(closed), f"{closed.count(False)} of {len(slow)} slow heads still open after " \
+                            f"{time.monotonic() - start:.0f} s"
+    finally:
+        for sock in slow:
+            sock.close()
+    assert server.alive()
+
+
+# --------------------------------------------------------------------------- the handout, as careful as the page
+
+# A bidi override, a left-to-right isolate, the Arabic letter mark and an escape sequence: Chromium showed "evil"
+# as "live" on a handout holding them raw.
+BIDI = "\u202eevil\u2066x\u061c\x1b[2J"
+
+
+def _handout_trace(**changes: Any) -> dict[str, Any]:
+    """A valid greedy prompt-lookup trace (test_hostile3's, with its one real parameter) with `changes` at the top."""
+    from test_hostile3 import _lookup_trace
+
+    data = _lookup_trace()
+    data["params"] = {"prompt_lookup_num_tokens": 2}
+    data.update(changes)
+    return data
+
+
+@pytest.mark.parametrize("changes, line", [
+    ({"method": "nosuch"}, "unknown method 'nosuch'; choose one of baseline, speculative, prompt_lookup"),
+    ({"decoding": {"sample": True, "temperature": "__import__('os').system('id')"}},
+     "malformed trace: trace.decoding.temperature must be a finite number; got \"__import__('os').system('id')\""),
+    ({"decoding": {"sample": "yes"}}, "malformed trace: trace.decoding.sample must be true or false; got 'yes'"),
+    ({"decoding": {"sample": True, "seed": "1); import os; os.system('x'"}},
+     "malformed trace: trace.decoding.seed must be a whole number"),
+    ({"decoding": {"max_new_tokens": "9e9"}}, "malformed trace: trace.decoding.max_new_tokens must be a whole number"),
+    ({"params": {"prompt_lookup_num_tokens": "__import__('os').system('id')"}},
+     "prompt_lookup_num_tokens must be an integer; got \"__import__('os').system('id')\""),
+    ({"params": {"<script>alert(1)</script>": 1}}, "prompt_lookup has no parameter '<script>alert(1)</script>'"),
+    ({"params": {"prompt_lookup_num_tokens": 2, "assistant_ensemble_weight": "x"}},
+     "prompt_lookup has no parameter 'assistant_ensemble_weight'"),
+], ids=["unknown-method", "code-in-temperature", "sample-text", "code-in-seed", "length-text", "code-in-params",
+        "markup-params-key", "ensemble-on-lookup"])
+def test_a_trace_the_handout_cannot_describe_is_refused_in_one_line(tmp_path: Path, capsys, changes: dict[str, Any],
+                                                                     line: str) -> None:
+    """`python -m playground handout` on a crafted trace: one line naming what is wrong, exit 2, no file written
+    (before: a Python traceback and exit 1)."""
+    from playground import cli
+
+    path = tmp_path / "crafted.json"
+    path.write_text(json.dumps(_handout_trace(**changes)), encoding="utf-8")
+    assert cli.main(["handout", str(path), "--out", str(tmp_path / "out.html")]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.startswith(f"error: {path}: ") and line in out.err, out.err
+    assert len(out.err.strip().splitlines()) == 1 and "Traceback" not in out.err
+    assert not (tmp_path / "out.html").exists()
+
+
+@pytest.mark.parametrize("lang", ["en", "ru", "ar"])
+def test_the_handout_writes_bidi_and_control_characters_of_every_field_as_visible_escapes(tmp_path: Path, capsys,
+                                                                                          lang: str) -> None:
+    """Every text of the trace (prompt, token and top-k texts, output, model names, dtype, a reason) holding U+202E,
+    U+2066, U+061C and ESC: the handout holds none of them raw, and shows each as `\\uXXXX`."""
+    from playground import cli
+    from test_hostile3 import _lookup_trace
+
+    data = _lookup_trace(BIDI)
+    data["params"] = {"prompt_lookup_num_tokens": 2}
+    data["assistant"] = None
+    data["env"] = {"dtype": BIDI, "transformers": BIDI}
+    path = tmp_path / "bidi.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "bidi.html"
+    assert cli.main(["handout", str(path), "--lang", lang, "--out", str(out)]) == 0, capsys.readouterr().err
+    page = out.read_text(encoding="utf-8")
+    assert not {"\u202e", "\u2066", "\u061c", "\x1b"} & set(page), "a raw bidi or control character"
+    for shown in ("\\u202eevil", "\\u2066x", "\\u061c", "\\u001b[2J"):
+        assert page.count(shown) >= 4, (shown, page.count(shown))  # prompt, target, dtype, token texts at least
+
+
+def test_the_public_servers_handout_names_no_version(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The page's handout button (`make_handout`) on a public server: no Transformers version (its Code tab names
+    none); locally the version is there."""
+    from playground.app import handout_button
+    from playground.trace import Trace
+
+    data = _handout_trace(env={"dtype": "float32", "transformers": "5.24.0"})
+    trace = Trace.from_dict(data)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the session's folder (trace_files.trace_root)
+    monkeypatch.setenv("PLAYGROUND_PUBLIC", "1")
+    public = Path(handout_button.make_handout(trace)["value"]).read_text(encoding="utf-8")
+    monkeypatch.setenv("PLAYGROUND_PUBLIC", "0")
+    local = Path(handout_button.make_handout(trace)["value"]).read_text(encoding="utf-8")
+    assert "5.24.0" in local and "5.24.0" not in public
+
+
+@pytest.mark.models
+def test_code_on_a_trace_whose_length_is_text_says_so_in_one_line(tmp_path: Path) -> None:
+    """`python -m playground code` on a trace whose decoding.max_new_tokens is "9e9": one line naming the field,
+    exit 2 (before: a traceback on stderr, then "failed inside the playground", blaming itself)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(_handout_trace(decoding={"sample": False, "max_new_tokens": "9e9"})), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "playground", "code", str(path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2 and done.stdout == "", done
+    assert done.stderr.strip() == f"error: cannot show the code for {path}: malformed trace: "\
+        "trace.decoding.max_new_tokens must be a whole number from 0 to 9007199254740992; got '9e9'", done.stderr
+
+
+@pytest.mark.server
+def test_a_link_naming_its_view_twice_follows_its_first_value_on_the_server_as_in_the_browser(server: Any) -> None:
+    """`?view=presenter&view=normal`: the page's script reads the first value (URLSearchParams.get: the presenter's
+    layout) and the server read the last (the switch off): one rule now, the first, for both."""
+    from test_hostile import Server
+
+    assert isinstance(server, Server)
+    first = server.call("restore_view", [], query="?view=presenter&view=normal")
+    assert first.success and first.data == [True], first
+    last = server.call("restore_view", [], query="?view=normal&view=presenter")
+    assert last.success and last.data != [True], last
