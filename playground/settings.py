@@ -36,12 +36,22 @@ SETTINGS_DOC: list[tuple[str, str, str]] = [
     ("PLAYGROUND_MAX_PROMPT_TOKENS", "4096", "Upper limit for prompt length in tokens."),
     ("PLAYGROUND_MEMORY_BUDGET_GB", "8.0",
      "Parameter memory the model store may hold; least recently used models are evicted."),
-    ("PLAYGROUND_RUN_TIMEOUT_S", "300", "Wall-clock limit for one run, in seconds."),
+    ("PLAYGROUND_RUN_TIMEOUT_S", "300",
+     "Time limit for one run's own work, in seconds: its computing and any time it waits at the slowed pace (not the "
+     "wait for other runs' steps, nor a step-by-step pause: docs/limits.md)."),
+    ("PLAYGROUND_PAUSE_IDLE_S", "180",
+     'A step-by-step run with no press of "Next step" for this many seconds ends and says why (in the '
+     "visitor's language)."),
+    ("PLAYGROUND_RUN_LIFETIME_S", "3600",
+     "Wall-clock bound on one run from its start, pauses and waits included: nothing holds a run alive longer."),
+    ("PLAYGROUND_MAX_RUNS", "12",
+     "Page generations that may exist at once, running or paused (Gradio's limit for Generate; more wait in its "
+     "queue). Each keeps its KV cache and pending scores (docs/limits.md)."),
     ("PLAYGROUND_PRELOAD", "true", "Load the default models at start-up."),
     ("PLAYGROUND_CONCURRENCY", "3",
-     "Page generations served at once (Gradio's queue); they take turns one decoding step at a time, so a visitor's "
-     "run starts within one step of each other running generation. Each holds its own KV cache and pending scores "
-     "(docs/limits.md): raise it only with memory to spare."),
+     "Visitors' generations computing at once (the cores' places; the page's other queued handlers too); they take "
+     "turns one decoding step at a time, so a visitor's run starts within one step of each other computing "
+     "generation. A run standing paused or slowed between two steps holds no place (docs/limits.md)."),
     ("PLAYGROUND_TOP_K", "5",
      "How many of the most probable tokens the step microscope records per judged position for p, q, the "
      "ensemble mixture and the residual (0 to 10; 0 records none)."),
@@ -68,6 +78,9 @@ class Settings:
     concurrency: int
     mcp: bool
     top_k: int = 5  # the step microscope's top-k per distribution (0: record none)
+    pause_idle_s: float = 180.0  # a step-by-step pause with no press this long ends the run
+    run_lifetime_s: float = 3600.0  # no run lives longer, pauses included
+    max_runs: int = 12  # page generations existing at once (running or paused)
 
 
 def _raw(name: str) -> str | None:
@@ -146,4 +159,7 @@ def get_settings() -> Settings:
         concurrency=_int("PLAYGROUND_CONCURRENCY", 3, minimum=1),
         mcp=_bool("PLAYGROUND_MCP", False),
         top_k=_int_at_most("PLAYGROUND_TOP_K", 5, minimum=0, maximum=MICROSCOPE_MAX_TOP_K),
+        pause_idle_s=_float("PLAYGROUND_PAUSE_IDLE_S", 180.0),
+        run_lifetime_s=_float("PLAYGROUND_RUN_LIFETIME_S", 3600.0),
+        max_runs=_int("PLAYGROUND_MAX_RUNS", 12, minimum=1),
     )
