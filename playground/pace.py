@@ -17,6 +17,7 @@ FREE, STEP, SLOW = "free", "step", "slow"
 MODES = (FREE, STEP, SLOW)  # as fast as the machine makes them; stop after each step; seconds per step
 DEFAULT_SECONDS = 2.0
 MIN_SECONDS, MAX_SECONDS = 0.25, 10.0
+IDLE, TIMEOUT = "idle", "timeout"  # why a wait ends the run (`Pace.wait`): no press for long; the run's time is up
 POLL_S = 0.25  # how often a waiting worker looks whether its run was stopped (its visitor left, Stop, the time limit)
 
 
@@ -32,6 +33,7 @@ class Pace:
         self._since = time.monotonic()  # when the current step's wait may be measured from (slow pace)
         self.waiting = False  # a run waits for this pace now (the page says so)
         self.pauses = 0  # pauses of the current run
+        self.runs = 0  # runs going at this pace now: the page's table of paces never drops it meanwhile
         self.set(mode, seconds)
 
     def set(self, mode: str, seconds: float | None = None) -> None:
@@ -57,31 +59,51 @@ class Pace:
             self._since = time.monotonic()
             self.pauses = 0
             self.waiting = False
+            self.runs += 1
+
+    def end_run(self) -> None:
+        """The run that `begin_run` started has ended (the pace may be dropped from the page's table again)."""
+        with self._cond:
+            self.runs = max(0, self.runs - 1)
 
     def holds(self) -> bool:
         """Whether the run should stop after the step just ended (the pace is not free)."""
         return self.mode != FREE
 
-    def wait(self, stopped: Callable[[], bool], limit_s: float | None) -> bool:
+    def wait(self, stopped: Callable[[], bool], idle_s: float | None = None, slow_until: float | None = None,
+             until: float | None = None) -> tuple[str | None, float]:
         """Block the worker after a step as the pace asks: until a press of "Step on" (STEP), until `seconds` have
         passed since the last step began to be computed (SLOW), or at once (FREE); also when `stopped()` turns true.
-        False when the wait reached `limit_s` (the run's time limit bounds each pause), else True."""
-        began = time.monotonic()
+
+        Bounds (monotonic times, None: none): a STEP pause with no press for `idle_s` ends the run (IDLE: the visitor
+        walked away from a paused run); time waited at the SLOW pace counts against the run's time limit, which
+        `slow_until` marks (TIMEOUT); `until` bounds every wait (the run's lifetime: TIMEOUT). Returns (None, or why the
+        run should end, seconds of this wait spent at the STEP pace: those alone do not count against the run's time
+        limit, so a presenter's pause never ends a run whose presenter is there)."""
+        began = last = time.monotonic()
+        held = 0.0  # seconds of this wait at the STEP pace
         with self._cond:
             self.waiting = True
             self.pauses += 1
             try:
                 while True:
+                    now = time.monotonic()
+                    if self.mode == STEP:
+                        held += now - last
+                    last = now
                     if stopped():
-                        return True
+                        return None, held
                     if self._presses:
                         self._presses -= 1
-                        return True
-                    now = time.monotonic()
+                        return None, held
                     if self.mode == FREE or (self.mode == SLOW and now >= self._since + self.seconds):
-                        return True
-                    if limit_s is not None and now - began >= limit_s:
-                        return False
+                        return None, held
+                    if until is not None and now >= until:
+                        return TIMEOUT, held
+                    if self.mode == STEP and idle_s is not None and now - began >= idle_s:
+                        return IDLE, held
+                    if self.mode == SLOW and slow_until is not None and now >= slow_until + held:
+                        return TIMEOUT, held
                     timeout = POLL_S if self.mode == STEP else min(POLL_S, self._since + self.seconds - now)
                     self._cond.wait(max(0.001, timeout))
             finally:

@@ -36,16 +36,26 @@ SETTINGS_DOC: list[tuple[str, str, str]] = [
     ("PLAYGROUND_MAX_PROMPT_TOKENS", "4096", "Upper limit for prompt length in tokens."),
     ("PLAYGROUND_MEMORY_BUDGET_GB", "8.0",
      "Parameter memory the model store may hold; least recently used models are evicted."),
-    ("PLAYGROUND_RUN_TIMEOUT_S", "300", "Wall-clock limit for one run, in seconds."),
+    ("PLAYGROUND_RUN_TIMEOUT_S", "300",
+     "Time limit for one run's own work, in seconds: its computing and any time it waits at the slowed pace (not the "
+     "wait for other runs' steps, nor a step-by-step pause: docs/limits.md)."),
+    ("PLAYGROUND_PAUSE_IDLE_S", "180",
+     'A step-by-step run with no press of "Next step" for this many seconds ends and says why (in the '
+     "visitor's language)."),
+    ("PLAYGROUND_RUN_LIFETIME_S", "3600",
+     "Wall-clock bound on one run from its start, pauses and waits included: nothing holds a run alive longer."),
+    ("PLAYGROUND_MAX_RUNS", "12",
+     "Page generations that may exist at once, running or paused (Gradio's limit for Generate; more wait in its "
+     "queue). Each keeps its KV cache and pending scores (docs/limits.md)."),
     ("PLAYGROUND_PRELOAD", "true", "Load the default models at start-up."),
     ("PLAYGROUND_CONCURRENCY", "3",
-     "Page generations served at once (Gradio's queue); they take turns one decoding step at a time, so a visitor's "
-     "run starts within one step of each other running generation. Each holds its own KV cache and pending scores "
-     "(docs/limits.md): raise it only with memory to spare."),
+     "Visitors' generations computing at once (the cores' places; the page's other queued handlers too); they take "
+     "turns one decoding step at a time, so a visitor's run starts within one step of each other computing "
+     "generation. A run standing paused or slowed between two steps holds no place (docs/limits.md)."),
     ("PLAYGROUND_CLIENT_CALLS", "2",
      "Queued or running calls (a run, a Compare, a trace's upload ...) one client address may have at once; one more "
-     "is refused in one line (HTTP 429). Below PLAYGROUND_CONCURRENCY, so that one client never holds every place. "
-     "A class behind one address (a school's network, one Space) shares it: raise it to the class's size there, or "
+     "is refused in one line (HTTP 429). Below PLAYGROUND_MAX_RUNS, so that one client never holds every run's "
+     "place. A class behind one address (a school's network, one Space) shares it: raise it to the class's size there, or "
      "0: no bound."),
     ("PLAYGROUND_QUEUE_SIZE", "64", "Calls waiting in the queue, all clients together; one more is refused in one "
      "line (HTTP 503). 0: no bound."),
@@ -82,6 +92,9 @@ class Settings:
     client_calls: int = 2  # queued or running calls per client address (0: no bound)
     queue_size: int = 64  # calls waiting in the queue, all clients (0: no bound)
     trust_forwarded: bool = False  # the client's address from X-Forwarded-For (a Space's proxy sets it)
+    pause_idle_s: float = 180.0  # a step-by-step pause with no press this long ends the run
+    run_lifetime_s: float = 3600.0  # no run lives longer, pauses included
+    max_runs: int = 12  # page generations existing at once (running or paused)
 
 
 def _raw(name: str) -> str | None:
@@ -163,6 +176,9 @@ def get_settings() -> Settings:
         client_calls=_int("PLAYGROUND_CLIENT_CALLS", 2, minimum=0),
         queue_size=_int("PLAYGROUND_QUEUE_SIZE", 64, minimum=0),
         trust_forwarded=_bool("PLAYGROUND_TRUST_FORWARDED", default=in_a_space()),
+        pause_idle_s=_float("PLAYGROUND_PAUSE_IDLE_S", 180.0),
+        run_lifetime_s=_float("PLAYGROUND_RUN_LIFETIME_S", 3600.0),
+        max_runs=_int("PLAYGROUND_MAX_RUNS", 12, minimum=1),
     )
 
 

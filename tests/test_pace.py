@@ -119,10 +119,42 @@ def test_stop_or_a_visitor_who_leaves_ends_a_paused_run(store, tiny_models) -> N
     assert not live.running and live.generated_steps == 1 and live.cancel.is_set()
 
 
-def test_a_pause_is_bounded_by_the_runs_time_limit(store, tiny_models) -> None:
-    live = LiveRun(prepare(_request(tiny_models), store), timeout_s=0.5, pace=Pace(STEP))
+def test_a_step_pause_never_counts_against_the_time_limit_but_ends_the_run_with_no_press(store, tiny_models,
+                                                                                      monkeypatch) -> None:
+    """A presenter's pause is not the run's own time (PLAYGROUND_RUN_TIMEOUT_S 2 s does not end it); a pause with no
+    press for PLAYGROUND_PAUSE_IDLE_S ends the run as `idle` (on the old code the pause was bounded by the time limit
+    and the run ended as `timeout` at 2 s)."""
+    monkeypatch.setenv("PLAYGROUND_PAUSE_IDLE_S", "3")
+    pace = Pace(STEP)
+    live = LiveRun(prepare(_request(tiny_models), store), timeout_s=2.0, pace=pace)
+    trace = Consumer(live).join()
+    assert trace.finish_reason == "idle" and len(trace.steps) == 1
+    assert trace.paused_ms >= 3000 and pace.runs == 0
+
+
+def test_time_waited_at_the_slowed_pace_counts_against_the_time_limit(store, tiny_models) -> None:
+    """Slowed to 10 s a step, a run with a 1 s time limit ends at its limit, in its first wait (on the old code the
+    waits extended the deadline: it went on 10 s a step)."""
+    live = LiveRun(prepare(_request(tiny_models), store), timeout_s=1.0, pace=Pace(SLOW, 10.0))
+    began = time.monotonic()
     trace = Consumer(live).join()
     assert trace.finish_reason == "timeout" and len(trace.steps) == 1
+    assert time.monotonic() - began < 9, "ended before the first slowed step was due"
+
+
+def test_no_run_outlives_its_lifetime_whatever_its_pace(store, tiny_models, monkeypatch) -> None:
+    """PLAYGROUND_RUN_LIFETIME_S bounds a run from its start, pauses included: a step-by-step run whose presenter keeps
+    pressing "Next step" ends at it (on the old code nothing bounded such a run but its steps)."""
+    monkeypatch.setenv("PLAYGROUND_RUN_LIFETIME_S", "2")
+    pace = Pace(STEP)
+    live = LiveRun(prepare(_request(tiny_models, tokens=200), store), pace=pace)
+    consumer = Consumer(live)
+    began = time.monotonic()
+    while consumer.thread.is_alive() and time.monotonic() - began < WAIT_S:
+        time.sleep(0.3)
+        pace.step_on()  # a presenter who is there
+    trace = consumer.join()
+    assert trace.finish_reason == "timeout" and 1 < len(trace.steps) < 200
 
 
 def test_a_slowed_run_gives_the_same_tokens_and_reports_its_pauses_apart(store, tiny_models) -> None:

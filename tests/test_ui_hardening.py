@@ -565,15 +565,19 @@ def test_cli_hub_rows(target: str, fragment: str, hub: str, tmp_path: Path) -> N
 
 
 def test_queue_concurrency_default_fits_two_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Three page generations at once by default (they take turns per step, so they share the cores rather than
-    fight over them; docs/limits.md has the memory reason); PLAYGROUND_CONCURRENCY changes it."""
+    """Three places at the cores by default (PLAYGROUND_CONCURRENCY: the queue's default, and the engine's places for
+    computing generations); Generate's own limit is how many runs may exist at once, paused ones included
+    (PLAYGROUND_MAX_RUNS: a paused run holds no place another visitor needs; docs/limits.md has the memory reason)."""
     from playground.app import page
 
     monkeypatch.delenv("PLAYGROUND_CONCURRENCY", raising=False)
+    monkeypatch.delenv("PLAYGROUND_MAX_RUNS", raising=False)
     demo = page.build_ui()
     assert demo._queue.default_concurrency_limit == 3
     generate = next(fn for fn in demo.fns.values() if fn.api_name == "generate")
-    assert generate.concurrency_limit == "default" and generate.queue  # it follows the queue's default
+    assert generate.concurrency_limit == 12 and generate.queue
+    monkeypatch.setenv("PLAYGROUND_MAX_RUNS", "5")
+    assert next(fn for fn in page.build_ui().fns.values() if fn.api_name == "generate").concurrency_limit == 5
     # Gradio keeps a copy of each trace it serves; they must not pile up for the server's lifetime.
     frequency, age = demo.delete_cache
     assert 0 < frequency <= age

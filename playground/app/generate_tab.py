@@ -141,6 +141,14 @@ class _Session:
     stop: threading.Event = field(default_factory=threading.Event)
     live: LiveRun | None = None
     stream: render.TokenStream | None = None  # the tokens shown so far (a failure keeps them in view)
+    replaced: bool = False  # ended because its visitor started another run (one run per visitor)
+
+    def end(self, replaced: bool = False) -> None:
+        """Ask the run to end after its current step (a paused one at once)."""
+        self.replaced = self.replaced or replaced
+        self.stop.set()
+        if self.live is not None:
+            self.live.stop()
 
 
 _SESSIONS: dict[str, _Session] = {}
@@ -156,9 +164,7 @@ def stop(request: gr.Request = None) -> str:  # type: ignore[assignment]
         session = _SESSIONS.get(_session_key(request))
     if session is None:
         return render.status_html(t("status.nothing_running", language_of(request)), "idle")
-    session.stop.set()
-    if session.live is not None:
-        session.live.stop()
+    session.end()
     return gr.skip()
 
 
@@ -240,11 +246,15 @@ def _prepare_in_thread(request: RunRequest, session: _Session) -> Iterator[tuple
         yield ("ready" if kind == "done" else kind), value
 
 
-def _done_message(live: LiveRun, lang: str = "en") -> tuple[str, str]:
+def _done_message(live: LiveRun, lang: str = "en", replaced: bool = False) -> tuple[str, str]:
     trace = live.trace
     s = trace.summary
     known = ("eos", "length", "stopped", "timeout")
     reason = t(f"status.finish.{trace.finish_reason}", lang) if trace.finish_reason in known else trace.finish_reason
+    if trace.finish_reason == "idle":  # a step-by-step run nobody stepped on for PLAYGROUND_PAUSE_IDLE_S
+        reason = t("status.finish.idle", lang, s=number(live.pause_idle_s, lang, "g"))
+    elif trace.finish_reason == "stopped" and replaced:
+        reason = t("status.finish.replaced", lang)
     message = t("status.done", lang, tokens=tn("status.tokens", s.new_tokens, lang),
                 steps=tn("status.steps", s.steps, lang), s=number(s.elapsed_s, lang), reason=reason)
     note = localize(trace.env.get("precision", trace.env.get("dtype", "")), lang)
@@ -293,8 +303,11 @@ def generate(
     key = _session_key(request)
     lang = language_of(request)
     session = _Session(stream=render.TokenStream(lang))
-    with _SESSIONS_LOCK:
+    with _SESSIONS_LOCK:  # one run per visitor: a second Generate from the same page replaces the first
+        earlier = _SESSIONS.get(key)
         _SESSIONS[key] = session
+    if earlier is not None:
+        earlier.end(replaced=True)
     trace_files.drop_session_trace(key)
     try:
         run_request = build_request(prompt, target, assistant, method, params, max_new_tokens, sample,
@@ -328,7 +341,7 @@ def _run(run_request: RunRequest, check: bool, session: _Session, key: str, lang
                   trace_file=gr.update(**NO_FILE), run_trace=None)
         return
     live = yield from _streamed(prepared, session, key, run_request.target, lang)
-    message, note = _done_message(live, lang)
+    message, note = _done_message(live, lang, session.replaced)
     # The steps' q and p were filled in when generation ended (`LiveRun._figures_later`): the final view has them.
     session.stream = stream = render.TokenStream(lang)
     stream.extend(live.trace.steps)
@@ -570,6 +583,9 @@ def _wire(demo: gr.Blocks, ui: dict[str, Any], param_components: list[Any]) -> G
         guarded(with_language(on_generate_click)), [method, *param_components], out(CLICKED), **PRIVATE).then(
         generate, [*api_inputs, ui["check_plain"], ui["preset"]], out(RUN), api_name="generate",
         show_progress="minimal", show_progress_on=[ui["status"]],
+        # Runs that may exist at once, paused ones included; the engine's places (PLAYGROUND_CONCURRENCY) bound how many
+        # compute (`engine.turns._Scheduler.take_place`), so a paused run keeps no other visitor's run from starting.
+        concurrency_limit=get_settings().max_runs,
         # The values reach `build_request` and the engine's checks as sent, so a bad one from the API
         # (a word for a number, a value off a slider's range) gets the same clear message in the
         # status as in the CLI, not Gradio's generic refusal.

@@ -15,7 +15,7 @@ from .. import microscope_view, render
 from ..i18n import LANGUAGES, t
 from ..models import DEFAULT_TARGET, gc_paused
 from ..settings import get_settings
-from . import access, gate, language, mcp_tools, presenter
+from . import access, gate, language, mcp_tools, presenter, sessions
 from .head_start import configure_logging
 from .page import build_ui
 from .preload import PRELOAD
@@ -93,6 +93,8 @@ def launch_kwargs() -> dict[str, Any]:
             "head": language.HEAD + PAGE_HEAD + access.HEAD + presenter.HEAD, "i18n": language.L, "theme": access.theme(),
             # The only upload is a trace file: refuse anything larger before it reaches the disk.
             "max_file_size": MAX_TRACE_BYTES,
+            # Sessions kept at most (Gradio's default 10,000 each with a copy of the page's last values): `sessions`.
+            "state_session_capacity": sessions.MAX_SESSIONS,
             # In front of Gradio's routes: bounded URLs and bodies, our answer where Gradio's is a 500, and an end to
             # queued calls whose answer nobody opens (`gate`).
             "app_kwargs": {"middleware": gate.middleware()}}

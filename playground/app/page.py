@@ -12,7 +12,7 @@ import gradio as gr
 
 from ..i18n import t
 from ..settings import get_settings
-from . import mcp_tools, presenter
+from . import mcp_tools, presenter, sessions
 from .after_run import AFTER_RUN, after_run
 from .code_tab import CODE, build_code
 from .code_tab import initial_status as code_initial_status
@@ -94,5 +94,6 @@ def build_ui() -> gr.Blocks:
         demo.load(guarded(localize_tabs), None, TAB_VIEWS.components(views), **PRIVATE)
         # After each run: replay it, place it on the theory curves with its diagnosis, show its code.
         main.run_event.then(after_run, [main.run_trace, baselines], AFTER_RUN.components(views), **PRIVATE_QUEUED)
+        sessions.wire(demo)  # what a session keeps, freed when its visitor leaves (and bounded: `sessions`)
     demo.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size or None)
     return demo

@@ -48,10 +48,29 @@ def _pace_for(key: str) -> Pace:
         pace = _PACES.get(key)
         if pace is None:
             pace = _PACES[key] = Pace()
-            while len(_PACES) > MAX_PACES:
-                _PACES.popitem(last=False)
+            _drop_unused_paces_locked()
         _PACES.move_to_end(key)
         return pace
+
+
+def _drop_unused_paces_locked() -> None:
+    """Past MAX_PACES, drop the least recently set paces no run goes at (caller holds `_PACES_LOCK`). A pace a run
+    waits on is never dropped: its visitor's "Next step" and pace switch must keep reaching it. So the table holds at
+    most MAX_PACES plus the runs going at once (PLAYGROUND_MAX_RUNS)."""
+    excess = len(_PACES) - MAX_PACES
+    if excess <= 0:
+        return
+    for key in [key for key, pace in _PACES.items() if not pace.runs][:excess]:
+        del _PACES[key]
+
+
+def forget_pace(key: str) -> None:
+    """The visitor left: their pace goes, unless a run still goes at it (that run ends soon; the table's bound then
+    drops it)."""
+    with _PACES_LOCK:
+        pace = _PACES.get(key)
+        if pace is not None and not pace.runs:
+            del _PACES[key]
 
 
 def _seconds(value: Any) -> float:

@@ -125,11 +125,14 @@ class LiveRun:
         self._recorder: _Recorder | None = None  # the current attempt's
         self._watch = _ScoreWatch()
         self._stop = _Stop(self.cancel, None, self._watch)
-        # A visitor's run at a pace stops after its steps as `pace` asks (`_Stop._pause`); each pause at most the run's
-        # time limit. While it stands paused its consumer hears None every `idle_s` (`__iter__`), so the page's handler
-        # yields and notices a visitor who left.
+        # A visitor's run at a pace stops after its steps as `pace` asks (`_Stop._pause`): a step-by-step pause at most
+        # PLAYGROUND_PAUSE_IDLE_S without a press, the whole run at most PLAYGROUND_RUN_LIFETIME_S. While it stands
+        # paused its consumer hears None every `idle_s` (`__iter__`), so the page's handler yields and notices a
+        # visitor who left.
         self.pace = self._stop.pace = pace
-        self._stop.pause_limit_s = self.timeout_s or None
+        settings = get_settings()
+        self.pause_idle_s = self._stop.pause_idle_s = settings.pause_idle_s
+        self.lifetime_s = settings.run_lifetime_s
         self.idle_s: float | None = None
         self.gave_way = 0  # times this run gave way to a visitor's run and started again (`run`)
         self._turns: _Turns | None = None  # a run that is not redone takes turns per step with the others like it
@@ -229,6 +232,7 @@ class LiveRun:
                         stack.enter_context(manager)
                 self._start = recorder.started = recorder._stamp()
                 self._stop.deadline = self._start + self.timeout_s if self.timeout_s else None
+                self._stop.ends_at = self._start + self.lifetime_s if self.lifetime_s else None
                 model.generate(**kwargs)
                 self._elapsed = recorder.finish() - self._start - recorder.waited
         except _StoppedWaiting:  # stopped before its first turn (its visitor or agent left): no step, nothing to report
@@ -244,7 +248,7 @@ class LiveRun:
             raise RuntimeError("a LiveRun can be iterated once")
         check_stopped()  # a stopped job starts no further run
         if self.pace is not None:
-            self.pace.begin_run()
+            self.pace.begin_run()  # ended in `_finish`'s caller below, however the run ends
         # A run shown as it comes keeps Transformers' tensors: its first step should not wait for a buffer's pages,
         # and the spare buffer stays free for a run nobody watches started meanwhile (an MCP generate).
         if self.held and torch.device(self.prepared.target.device).type == "cpu":
@@ -293,6 +297,8 @@ class LiveRun:
             if self._ring is not None:  # every step is built (or dropped): nothing reads the buffer any more
                 logit_ring._give_back_ring(self._ring)
                 self._ring = None
+            if self.pace is not None:
+                self.pace.end_run()
         self._finish()
 
     def _items(self) -> Iterator[Any]:
@@ -393,6 +399,8 @@ class LiveRun:
             raise self._error
         if self._stop.timed_out:
             trace.finish_reason = "timeout"
+        elif self._stop.idle:  # a step-by-step pause with no press for PLAYGROUND_PAUSE_IDLE_S
+            trace.finish_reason = "idle"
         elif self.cancel.is_set():
             trace.finish_reason = "stopped"
         elif trace.output_ids and trace.output_ids[-1] in self.prepared.eos_ids:

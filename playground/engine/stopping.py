@@ -12,7 +12,7 @@ import torch
 from transformers import StoppingCriteria
 
 from ..i18n import Message
-from ..pace import Pace
+from ..pace import IDLE, TIMEOUT, Pace
 from .jobs import _JOB
 from .turns import _SCHEDULER, _Turns, others_waiting
 
@@ -79,9 +79,13 @@ class _Stop(StoppingCriteria):
         self.on_wait: Callable[[float], None] = lambda seconds: None
         self.before_pause: Callable[[torch.Tensor], None] = lambda input_ids: None  # the step reaches its viewer first
         # A visitor's run at a pace (`pace.Pace`): after each step but the last it waits as the pace asks, outside its
-        # turn (`_Turns.pause`); each pause is bounded by `pause_limit_s` (the run's time limit), else it times out.
+        # turn and its place (`_Turns.pause`). A step-by-step pause with no press for `pause_idle_s` ends the run
+        # (`idle`); time waited at the slowed pace counts against the run's time limit (`deadline`); `ends_at` (the
+        # run's lifetime, pauses and waits included) bounds everything. Times are `time.perf_counter()`'s.
         self.pace: Pace | None = None
-        self.pause_limit_s: float | None = None
+        self.pause_idle_s: float | None = None
+        self.ends_at: float | None = None
+        self.idle = False  # the run ended after a step-by-step pause with no press for `pause_idle_s`
         self.max_length: int | None = None
         self.eos_ids: frozenset[int] = frozenset()
 
@@ -91,7 +95,8 @@ class _Stop(StoppingCriteria):
                 or (bool(self.eos_ids) and int(input_ids[0, -1]) in self.eos_ids))
 
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
-        if self.deadline is not None and time.perf_counter() > self.deadline:
+        now = time.perf_counter()
+        if (self.deadline is not None and now > self.deadline) or (self.ends_at is not None and now > self.ends_at):
             self.timed_out = True
         if self.job is not None and self.job.is_set():
             self.cancel.set()
@@ -122,13 +127,20 @@ class _Stop(StoppingCriteria):
             return self.cancel.is_set() or (self.job is not None and self.job.is_set())
 
         self.before_pause(input_ids)
-        paused, queued, in_time = self.turns.pause(lambda: pace.wait(stopped, self.pause_limit_s))
+        # The bounds as monotonic times (the pace's clock) from the perf_counter ones kept here.
+        shift = time.monotonic() - time.perf_counter()
+        slow_until = None if self.deadline is None else self.deadline + shift
+        until = None if self.ends_at is None else self.ends_at + shift
+        paused, queued, (why, held) = self.turns.pause(
+            lambda: pace.wait(stopped, self.pause_idle_s, slow_until, until))
         pace.resumed()
         self.on_wait(paused + queued)  # in no phase and not in the elapsed time
-        if self.deadline is not None:  # the run's time limit bounds its own work, not its pauses
-            self.deadline += paused + queued
-        if not in_time:
+        if self.deadline is not None:  # a step-by-step pause and the wait for a turn are not the run's own time
+            self.deadline += held + queued
+        if why == IDLE:
+            self.idle = True
+        elif why == TIMEOUT:
             self.timed_out = True
         if self.job is not None and self.job.is_set():
             self.cancel.set()
-        return self.cancel.is_set() or self.timed_out
+        return self.cancel.is_set() or self.timed_out or self.idle

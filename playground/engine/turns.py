@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from ..settings import get_settings
 from .jobs import _JOB, GaveWay, JobStopped
 from .prepared import PreparedRun
 
@@ -79,6 +80,10 @@ class _Scheduler:
         self.queue: collections.deque[_Turns | _OneTurn] = collections.deque()
         self.shared_locks: dict[int, list[Any]] = {}  # id(lock) -> [lock, runs sharing it]
         self.acquiring: set[int] = set()  # locks a run is acquiring for the holders now
+        # The cores' places (PLAYGROUND_CONCURRENCY): a visitor's run computing (or queued for the baton) holds one; a
+        # run standing paused at its pace holds none (`_Turns.pause`), so paused runs never keep a run from starting.
+        self.places = threading.Condition()
+        self.places_taken = 0
 
     @contextlib.contextmanager
     def turn(self, job: threading.Event | None) -> Iterator[None]:
@@ -108,6 +113,33 @@ class _Scheduler:
         finally:
             with self.foreground:
                 self.job_runs -= 1
+
+    def step_out(self) -> None:
+        """A visitor's run stands paused at its pace: it no longer counts as one long jobs wait for (`turn`)."""
+        with self.foreground:
+            self.foreground_runs -= 1
+            self.foreground.notify_all()
+
+    def step_in(self) -> None:
+        """The paused run goes on: long jobs wait for it (and a long job's run gives way) again."""
+        with self.foreground:
+            self.foreground_runs += 1
+
+    def take_place(self, stopped: Callable[[], bool]) -> bool:
+        """Wait for one of the cores' places (`PLAYGROUND_CONCURRENCY`); False, without one, when `stopped()` turned
+        true meanwhile (the run then ends at once)."""
+        with self.places:
+            while self.places_taken >= get_settings().concurrency:
+                if stopped():
+                    return False
+                self.places.wait(0.25)
+            self.places_taken += 1
+            return True
+
+    def give_place(self) -> None:
+        with self.places:
+            self.places_taken -= 1
+            self.places.notify_all()
 
     def join_holders(self, locks: list[Any]) -> None:
         """Share `locks` (in the order given) with the runs that take turns; acquire each one nobody of them holds."""
@@ -247,6 +279,7 @@ class _Turns:
         self.waited_s = 0.0
         self.paused_s = 0.0  # of which the run stood paused at its visitor's pace (`pause`), reported apart
         self.turns = 0
+        self.has_place = False  # holds one of the cores' places now (`_Scheduler.take_place`)
         self._rng: tuple[torch.Tensor, torch.Tensor | None] | None = None
         self._saved_config: dict[str, Any] = {}
         self._stack: contextlib.ExitStack | None = None
@@ -293,37 +326,58 @@ class _Turns:
 
     @contextlib.contextmanager
     def holding(self) -> Iterator[None]:
-        """The run's models, shared with the runs that take turns, and its first turn; its last turn ends after."""
+        """One of the cores' places, the run's models shared with the runs that take turns, and its first turn; its
+        last turn ends after."""
         locks = self.locks()
         began = time.perf_counter()
-        _SCHEDULER.join_holders(locks)
+        if not _SCHEDULER.take_place(self.stopped):
+            raise _StoppedWaiting("stopped while waiting for a place")
+        self.has_place = True
         try:
-            with _SCHEDULER.baton:
-                _SCHEDULER.await_baton_locked(self, first=True)
-            self.waited_s += time.perf_counter() - began
+            _SCHEDULER.join_holders(locks)
             try:
-                self._begin_turn()
-                yield
-            finally:
-                self._end_turn()  # also after a failed start of the turn: what it set is undone
                 with _SCHEDULER.baton:
-                    _SCHEDULER.pass_baton_locked(self)
+                    _SCHEDULER.await_baton_locked(self, first=True)
+                self.waited_s += time.perf_counter() - began
+                try:
+                    self._begin_turn()
+                    yield
+                finally:
+                    self._end_turn()  # also after a failed start of the turn: what it set is undone
+                    with _SCHEDULER.baton:
+                        _SCHEDULER.pass_baton_locked(self)
+            finally:
+                _SCHEDULER.leave_holders(locks)
         finally:
-            _SCHEDULER.leave_holders(locks)
+            if self.has_place:
+                self.has_place = False
+                _SCHEDULER.give_place()
 
-    def pause(self, wait: Callable[[], bool]) -> tuple[float, float, bool]:
-        """At a boundary between two of the run's steps: end this turn and hand the baton on (other runs step and
-        nothing of this run is on the models), `wait()` for the presenter's pace (`pace.Pace.wait`: no core is held),
-        then queue for the next turn. Returns (seconds paused, seconds then queued again for the baton, whether the wait
-        ended before its limit); the queueing counts as waiting for others (`waited_s`), the pause apart (`paused_s`)."""
+    def pause(self, wait: Callable[[], Any]) -> tuple[float, float, Any]:
+        """At a boundary between two of the run's steps: end this turn, hand the baton on, and step out of everything
+        another run or job needs: the models' locks (a long job may take them), the count long jobs wait for, and the
+        run's place among the cores' (another visitor's run starts in it); then `wait()` for the presenter's pace
+        (`pace.Pace.wait`: no core is held), and come back in as a new run does (a place, the locks, the baton).
+        Returns (seconds paused, seconds then waited for a place and the baton, what `wait()` returned); the waiting
+        counts as waiting for others (`waited_s`), the pause apart (`paused_s`)."""
         began = time.perf_counter()
+        locks = self.locks()
         self._end_turn()
         with _SCHEDULER.baton:
             _SCHEDULER.pass_baton_locked(self)
+        _SCHEDULER.leave_holders(locks)
+        _SCHEDULER.step_out()
+        if self.has_place:
+            self.has_place = False
+            _SCHEDULER.give_place()
         try:
             ended = wait()
         finally:
             paused = time.perf_counter() - began
+            _SCHEDULER.step_in()
+            # A stopped run takes no place: its one last turn only lets `generate()` return.
+            self.has_place = not self.stopped() and _SCHEDULER.take_place(self.stopped)
+            _SCHEDULER.join_holders(locks)
             with _SCHEDULER.baton:
                 _SCHEDULER.await_baton_locked(self, first=False)
             self._begin_turn()

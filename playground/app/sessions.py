@@ -1,0 +1,106 @@
+"""What a visitor's session keeps, given back: when the visitor leaves, after a bounded time, and bounded in count.
+
+Gradio 6.31 keeps, per session, a copy of every component's configuration with the last value each handler wrote
+to it (the run's token view, its charts, its tables: kept so a page can be rebuilt) and the session's `gr.State`
+values (the last run's trace, the baselines, Compare's results); it frees the State values an hour after the page
+closed and the rest only when 10,000 newer sessions push it out. On a Space a class leaves behind hundreds of MB
+that way. Here:
+
+- the visitor leaves (Gradio's `unload`, when the page's heartbeat connection closes): their pace and trace file go
+  at once; the session's State values `LEFT_GRACE_S` later (a page that reconnects within it keeps its run), then
+  the session itself (`_drop`);
+- a session no event touched for `IDLE_SESSION_S` (a client that never held the heartbeat, such as a script speaking
+  the queue protocol) is treated as left (`_sweep`);
+- at most `MAX_SESSIONS` sessions are kept (`launch`'s `state_session_capacity`), the least recently used dropped.
+
+What a run itself keeps (its KV cache, its deferred scores) lives only while the run does (docs/limits.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import datetime
+from typing import Any
+
+import gradio as gr
+
+from . import presenter, trace_files
+from .guard import session_key
+
+LEFT_GRACE_S = 60.0  # a page that lost its connection for less than this (a phone's network) keeps its session
+IDLE_SESSION_S = 1800.0  # a session no event touched this long is freed as if its visitor had left
+MAX_SESSIONS = 300  # sessions kept at most (Gradio drops the least recently used past it)
+SWEEP_EVERY_S = 30.0
+
+
+def forget(key: str) -> None:
+    """What the playground itself keeps for a session: the visitor's pace (unless a run still goes at it) and the
+    last run's trace file."""
+    presenter.forget_pace(key)
+    trace_files.drop_session_trace(key)
+
+
+def _drop(holder: Any, key: str, state: Any) -> None:
+    """The session's State values and the session itself, once its grace has passed (in the server's event loop,
+    where Gradio's own code reads the sessions: nothing else changes them meanwhile)."""
+    with holder.lock:
+        if holder.session_data.get(key) is not state or not state.is_closed:
+            return  # a newer session of that name, or the page came back
+        for component, value, _ in list(state.state_components):
+            component.delete_callback(value)
+        del holder.session_data[key]
+        holder.time_last_used.pop(key, None)
+
+
+def _close_later(holder: Any, key: str, grace_s: float) -> None:
+    """Mark the session closed: Gradio's own sweep (every second) frees its State values `grace_s` after they were
+    last set; `_drop` then removes the rest, in the event loop."""
+    state = holder.session_data.get(key)
+    if state is None:
+        return
+    state.STATE_TTL_WHEN_CLOSED = grace_s
+    state.is_closed = True
+    asyncio.get_running_loop().call_later(grace_s + 1.0, _drop, holder, key, state)
+
+
+_LOOP: list[asyncio.AbstractEventLoop] = []  # the server's event loop, once a handler of ours ran in it
+
+
+def _sweep(demo: gr.Blocks) -> None:
+    """Forever, every SWEEP_EVERY_S: sessions no event touched for IDLE_SESSION_S are freed as if left (their State
+    values by Gradio's own sweep; the sessions themselves in the event loop, once it is known)."""
+    while True:
+        time.sleep(SWEEP_EVERY_S)
+        holder = getattr(demo, "state_holder", None)
+        if holder is None:
+            continue
+        now = datetime.now()
+        for key, used in list(holder.time_last_used.items()):
+            state = holder.session_data.get(key)
+            if state is None or state.is_closed or (now - used).total_seconds() <= IDLE_SESSION_S:
+                continue
+            forget(key)
+            if _LOOP:
+                _LOOP[0].call_soon_threadsafe(_close_later, holder, key, 0.0)
+            else:  # attributes Gradio's sweep reads: its State values go within a second
+                state.STATE_TTL_WHEN_CLOSED = 0.0
+                state.is_closed = True
+
+
+def wire(demo: gr.Blocks) -> None:
+    """Free a session's keep when its visitor leaves (`demo.unload`, in the server's event loop), and sweep idle
+    sessions (a thread)."""
+
+    async def left(request: gr.Request = None) -> None:  # type: ignore[assignment]
+        if not _LOOP:
+            _LOOP.append(asyncio.get_running_loop())
+        key = session_key(request)
+        forget(key)
+        holder = getattr(demo, "state_holder", None)
+        if holder is not None:
+            _close_later(holder, key, LEFT_GRACE_S)
+
+    demo.unload(left)
+    threading.Thread(target=_sweep, args=(demo,), name="playground-sessions", daemon=True).start()
