@@ -48,6 +48,13 @@ SETTINGS_DOC: list[tuple[str, str, str]] = [
     ("PLAYGROUND_MCP", "false",
      "Also serve the app as an MCP server (Gradio's mcp_server) at /gradio_api/mcp/, with the tools generate, "
      "compare and bench."),
+    ("PLAYGROUND_ROOMS", "20",
+     "Classes that may follow a presenter at once (each presenter's page opens one room, `?follow=CODE`); one more is "
+     "refused in words until a room ends."),
+    ("PLAYGROUND_ROOM_FOLLOWERS", "200",
+     "Followers one room takes (a follower counts while its page is open); one more is refused in words."),
+    ("PLAYGROUND_ROOM_GRACE_S", "120",
+     "Seconds a room outlives the last beat of its presenter's page (the page beats every second while open); then it ends and what it held is freed."),
 ]
 
 
@@ -68,6 +75,9 @@ class Settings:
     concurrency: int
     mcp: bool
     top_k: int = 5  # the step microscope's top-k per distribution (0: record none)
+    max_rooms: int = 20  # classes following a presenter at once (playground.rooms)
+    room_followers: int = 200  # followers one room takes
+    room_grace_s: float = 120.0  # how long a room outlives its presenter's page
 
 
 def _raw(name: str) -> str | None:
@@ -146,4 +156,7 @@ def get_settings() -> Settings:
         concurrency=_int("PLAYGROUND_CONCURRENCY", 3, minimum=1),
         mcp=_bool("PLAYGROUND_MCP", False),
         top_k=_int_at_most("PLAYGROUND_TOP_K", 5, minimum=0, maximum=MICROSCOPE_MAX_TOP_K),
+        max_rooms=_int("PLAYGROUND_ROOMS", 20, minimum=1),
+        room_followers=_int("PLAYGROUND_ROOM_FOLLOWERS", 200, minimum=1),
+        room_grace_s=_float("PLAYGROUND_ROOM_GRACE_S", 120.0),
     )
