@@ -69,6 +69,13 @@ SETTINGS_DOC: list[tuple[str, str, str]] = [
     ("PLAYGROUND_MCP", "false",
      "Also serve the app as an MCP server (Gradio's mcp_server) at /gradio_api/mcp/, with the tools generate, "
      "compare and bench."),
+    ("PLAYGROUND_ROOMS", "20",
+     "Classes that may follow a presenter at once (each presenter's page opens one room, `?follow=CODE`); one more is "
+     "refused in words until a room ends."),
+    ("PLAYGROUND_ROOM_FOLLOWERS", "200",
+     "Followers one room takes (a follower counts while its page is open); one more is refused in words."),
+    ("PLAYGROUND_ROOM_GRACE_S", "120",
+     "Seconds a room outlives the last beat of its presenter's page (the page beats every second while open); then it ends and what it held is freed."),
 ]
 
 
@@ -95,6 +102,9 @@ class Settings:
     pause_idle_s: float = 180.0  # a step-by-step pause with no press this long ends the run
     run_lifetime_s: float = 3600.0  # no run lives longer, pauses included
     max_runs: int = 12  # page generations existing at once (running or paused)
+    max_rooms: int = 20  # classes following a presenter at once (playground.rooms)
+    room_followers: int = 200  # followers one room takes
+    room_grace_s: float = 120.0  # how long a room outlives its presenter's page
 
 
 def _raw(name: str) -> str | None:
@@ -179,6 +189,9 @@ def get_settings() -> Settings:
         pause_idle_s=_float("PLAYGROUND_PAUSE_IDLE_S", 180.0),
         run_lifetime_s=_float("PLAYGROUND_RUN_LIFETIME_S", 3600.0),
         max_runs=_int("PLAYGROUND_MAX_RUNS", 12, minimum=1),
+        max_rooms=_int("PLAYGROUND_ROOMS", 20, minimum=1),
+        room_followers=_int("PLAYGROUND_ROOM_FOLLOWERS", 200, minimum=1),
+        room_grace_s=_float("PLAYGROUND_ROOM_GRACE_S", 120.0),
     )
 
 

@@ -476,6 +476,14 @@ def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
         "restore_view": [],
         "replay_speed": [1.0],
         "on_pick": [next(iter(dict(gallery.choices()).values()))],  # a recording of the replay's gallery
+        "open_class": ["http://127.0.0.1/"],  # the page's address, as the presenter's browser sends it
+        "class_tick": [],
+        "join_class": [],  # the class link's code comes in the page's address
+        "follow_stream": [None],  # the followed room's code (a State)
+        "answer_kept": [None],  # the step asked (a State)
+        "answer_refused": [None],
+        "leave_class": [],
+        "try_it_yourself": [],
     }
 
 

@@ -29,7 +29,7 @@ TEXT = {
     "advice", "assistant", "base", "choice", "choices", "device", "draft", "dtype", "error", "example", "factors",
     "failed", "filename", "flags", "got", "kind", "known", "label", "method", "methods", "misses", "model", "models",
     "name", "needs", "other", "package", "pace", "prefix", "prompt", "prompts", "reason", "reasons", "run", "shows",
-    "source", "spec", "stage", "stand_in", "steps", "tab", "target", "text", "title", "token", "tokens", "top",
+    "source", "spec", "stage", "stand_in", "steps", "tab", "target", "text", "title", "token", "tokens", "top", "answer",
     "verdict", "what", "wheel", "where", "who", "why", "customdata[0]", "customdata[1]", "customdata[2]",
 }
 # Numbers that are not the count a sentence's forms follow, by the reason they need no forms.
@@ -40,7 +40,8 @@ NOT_COUNTS = {
     "bound": {"limit", "last", "lo", "hi", "min", "context", "k"},
     # «принято: 3/5», «приняла 3 из них», «قبل 3 منها»: a tally after a colon, a slash or «из»/«من»; the counted
     # noun, where there is one, is already inflected before it.
-    "tally": {"accepted", "drafted", "judged", "kept", "verified", "done", "settings", "matched", "new", "repeats"},
+    "tally": {"accepted", "drafted", "judged", "kept", "verified", "done", "settings", "matched", "new", "repeats",
+              "refused", "right", "answers"},
     # Written by i18n.number with decimals, a unit symbol (мс, с, ГБ, م‌ث) or a sign (×, %): CLDR gives a fraction the
     # "other" form, which is what a sentence uses before a noun («2,50 токена за шаг»), and unit symbols do not inflect.
     "measure": {"ms", "s", "x", "y", "tps", "tau", "gamma", "alpha", "c", "cost", "o", "v", "positions", "share",

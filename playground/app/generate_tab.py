@@ -31,7 +31,7 @@ from ..methods import METHODS, get_method
 from ..models import CATALOGUE, DEFAULT_TARGET, host_precision_note, hub_reachable, model_label
 from ..request import MAX_NEW_TOKENS, RunRequest, default, method_for
 from ..settings import get_settings
-from . import handout_button, links, preload, presenter, preset_picker, trace_files
+from . import follow, handout_button, links, preload, presenter, preset_picker, trace_files
 from .background import in_thread
 from .guard import PRIVATE, guarded, session_key, url_query
 from .language import L, language_of, with_language
@@ -180,6 +180,9 @@ def open_token(trace: Any, evt: gr.EventData, request: gr.Request = None) -> str
             session = _SESSIONS.get(_session_key(request))
         live = session.live if session is not None else None
         trace = live.trace if live is not None else None
+        followed = follow.followed_panel(_session_key(request), data, language_of(request)) if live is None else None
+        if followed is not None:  # the visitor follows the presenter's run (`follow`)
+            return followed
         step = data.get("step") if isinstance(data, dict) else None
         if live is not None and isinstance(step, int) and not isinstance(step, bool):
             live.figures_now(step)
@@ -228,8 +231,12 @@ def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ..
 def restore_link(request: gr.Request) -> tuple[Any, ...]:
     """`RESTORED`: the settings of a shareable link (the page's URL query), validated as the API's values are; and
     what the guide-example picker's `applied` state becomes (a restored example is applied, as a pick's is)."""
-    query = url_query(request)
-    updates = LINKED.read(links.restore(query, PARAMS, language_of(request)))
+    return restore_query(url_query(request), language_of(request))
+
+
+def restore_query(query: dict[str, str], lang: str) -> tuple[Any, ...]:
+    """`RESTORED` from a link's query (the page's address, or a followed run's settings: `follow`)."""
+    updates = LINKED.read(links.restore(query, PARAMS, lang))
     return RESTORED(updates, applied=preset_picker.applied_after(updates["preset"]))
 
 
@@ -366,6 +373,7 @@ def _streamed(prepared: Any, session: _Session, key: str, target: str,
     if pace is not None:
         live.idle_s = IDLE_S
     session.live = live
+    follow.publish(key, live)  # the presenter's class, if they opened one, follows this run
     stream = session.stream
     assert stream is not None
     status = render.status_html(t("status.generating", lang, method=prepared.method.localized(lang).title,
@@ -537,6 +545,7 @@ def _output_column() -> dict[str, Any]:
             ui["stop_btn"] = gr.Button(L("ui.stop"), variant="stop", elem_id="pg-stop")
             ui["link_btn"] = gr.Button(L("ui.link.make"), size="sm", elem_id="pg-link-make")
         presenter.build_pace("pg-output")
+        ui.update(follow.build_class_box())
         ui["check_plain"] = gr.Checkbox(value=False, label=L("ui.check_plain.label"), elem_id="pg-check-plain",
                                         info=L("ui.check_plain.info"))
         ui["link_box"] = gr.Textbox(label=L("ui.link.box"), interactive=False, buttons=["copy"], elem_id="pg-link",
@@ -598,10 +607,11 @@ def _wire(demo: gr.Blocks, ui: dict[str, Any], param_components: list[Any]) -> G
     ui["timer"].tick(guarded(preload.poll_preload), ui["run_started"], out(preload.POLLED), **PRIVATE)
     # Fill the prompt after the page loads, so the API's `prompt` stays required.
     # Then a shareable link's settings, checked by the API's request builder (links.restore).
-    demo.load(on_page_load, None, out(PAGE_LOAD), **PRIVATE).then(
+    loaded = demo.load(on_page_load, None, out(PAGE_LOAD), **PRIVATE).then(
         guarded(localize_view), method, out(LOCALIZED), **PRIVATE).then(
         guarded(preset_picker.localized_choices), None, ui["preset"], **PRIVATE).then(
         guarded(restore_link), None, out(RESTORED), **PRIVATE)
+    follow.wire(loaded, ui, restore_query, out(RESTORED), _done_message)  # a class link's follower, after the load
     return GenerateView(prompt=ui["prompt"], target=target, assistant=ui["assistant"], method=method,
                         dtype=ui["dtype"], chat=ui["chat"], max_new_tokens=ui["max_new_tokens"], preset=ui["preset"],
                         params_json=ui["params_json"], param_components=param_components, api_inputs=api_inputs,

@@ -15,7 +15,7 @@ from .. import microscope_view, render
 from ..i18n import LANGUAGES, t
 from ..models import DEFAULT_TARGET, gc_paused
 from ..settings import get_settings
-from . import access, gate, language, mcp_tools, presenter, sessions
+from . import access, follow, gate, language, mcp_tools, presenter, sessions
 from .head_start import configure_logging
 from .page import build_ui
 from .preload import PRELOAD
@@ -89,7 +89,7 @@ PAGE_HEAD = """<script>(function () {
 
 def launch_kwargs() -> dict[str, Any]:
     """What `launch()` needs besides the server address: styles, title and the upload limit."""
-    return {"css": render.CSS + microscope_view.CSS + PAGE_CSS + language.CSS + access.CSS + presenter.CSS,
+    return {"css": render.CSS + microscope_view.CSS + PAGE_CSS + language.CSS + access.CSS + presenter.CSS + follow.CSS,
             "head": language.HEAD + PAGE_HEAD + access.HEAD + presenter.HEAD, "i18n": language.L, "theme": access.theme(),
             # The only upload is a trace file: refuse anything larger before it reaches the disk.
             "max_file_size": MAX_TRACE_BYTES,

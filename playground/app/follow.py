@@ -1,0 +1,395 @@
+"""Follow the presenter: the class link on the presenter's page, the follower's live view, and asking the class.
+
+- The presenter's page: "Class link" opens the presenter's room (`rooms.ROOMS`) and shows ``?follow=CODE`` with a QR
+  code (segno, inline SVG) in ``#pg-class-link``; while the page is open it beats once a second (`class_tick`), which
+  keeps the room open and shows who follows and the class's answers (``#pg-class-tally``). Each run the presenter
+  starts is published into the room (`publish`, called by the page's `generate`).
+- A follower's page (``?follow=CODE``): after the page load, `follow_stream` (an async generator, in a queue group of
+  its own with no limit: it holds no place a run needs, and no thread) looks at the room a few times a second and,
+  when what the class sees changed, writes the page's own token view, figures, charts and status, in the follower's
+  language. A click on a token opens the step microscope from the room's trace (`followed_panel`). "Try it yourself"
+  puts the run's settings into the follower's page, as a shared link does, and stops following. Pressing Generate
+  stops following too (the follower's own run takes the view).
+- Ask the class (`rooms`): at the step-by-step pace, the step the presenter stands at is the class's question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import html
+import time
+import weakref
+from types import SimpleNamespace
+from typing import Any, Callable
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+import gradio as gr
+import segno
+
+from .. import charts, microscope_view, render
+from ..errors import localized_message
+from ..i18n import number, t, tn
+from ..methods import get_method
+from ..pace import STEP
+from ..rooms import ANSWERS, KEPT, REFUSED, ROOMS, Room, RoomError, RoomView, Tally, answer_of
+from ..trace import summarize_steps
+from . import links
+from .guard import PRIVATE, guarded, session_key
+from .language import L, language_of
+from .outputs import Outputs
+
+LOOK_EVERY_S = 0.2  # how often a follower's stream looks at its room (a dictionary read; it renders only on change)
+BEAT_S = 5.0  # a follower's stream writes at least this often, so Gradio notices a page that closed
+TICK_S = 1.0  # the presenter's page's beat
+MAX_ADDRESS_CHARS = 2000
+
+# What the follower's stream writes (the page's own run views, and the class's question).
+FOLLOWED = Outputs("tokens", "stats", "status", "acceptance", "timing", "class_question", "answer_kept",
+                   "answer_refused", "asked_step")
+JOINED = Outputs("follow_code", "follow_bar", "follow_try", "status", "run_started")
+ANSWERED = Outputs("class_question", "answer_kept", "answer_refused")
+LEFT = Outputs("follow_code", "follow_bar", "follow_try", "class_question", "answer_kept", "answer_refused")
+
+
+# --------------------------------------------------------------------------- the presenter's side
+
+
+def publish(key: str, live: Any) -> None:
+    """The presenter `key` starts the run `live` (an engine `LiveRun`): it becomes their room's, if they opened one.
+    The room keeps the trace, the run's pace (whether it stops after each step) and a weak handle on the run's
+    `figures_now` (the microscope's figures of a step, from the run's own kept scores: no model work)."""
+    pace = live.pace
+    fill = weakref.WeakMethod(live.figures_now)
+
+    def fill_step(index: int) -> None:
+        method = fill()
+        if method is not None:
+            method(index)
+
+    ROOMS.publish(key, live.trace, lambda: pace is not None and pace.mode == STEP, fill_step)
+
+
+def class_url(address: Any, code: str) -> str:
+    """The class link: the page's address (as the presenter's browser has it) with ``?follow=CODE``."""
+    parts = urlsplit(address) if isinstance(address, str) and len(address) <= MAX_ADDRESS_CHARS else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        raise RoomError.keyed("error.room.address")
+    return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", f"follow={code}", ""))
+
+
+def link_html(url: str, lang: str) -> str:
+    """The class link, written out and as a QR code a room can scan from the projector."""
+    qr = segno.make(url, error="m").svg_inline(scale=5, dark="#000", light="#fff", border=2)
+    label = html.escape(t("class.qr_label", lang))
+    shown = html.escape(url)
+    return (f'<div class="pg-class-link" data-testid="pg-class-link" data-url="{shown}">'
+            f'<p>{html.escape(t("class.link_intro", lang))}</p>'
+            f'<p class="pg-class-url"><bdi dir="ltr"><a href="{shown}" target="_blank" rel="noopener">{shown}</a></bdi></p>'
+            f'<figure class="pg-class-qr" role="img" aria-label="{label}">{qr}</figure></div>')
+
+
+def open_class(address: Any, request: gr.Request = None) -> tuple[Any, Any, Any]:  # type: ignore[assignment]
+    """"Class link": the presenter's room (opened now, or the one they have), its link and QR; the page's beat
+    starts."""
+    lang = language_of(request)
+    key = session_key(request)
+    class_url(address, "-" * 16)  # the address checked before a room is opened for it
+    room = ROOMS.open(key)
+    url = class_url(address, room.code)
+    tally = ROOMS.tally(key)
+    return link_html(url, lang), tally_html(tally, lang), gr.update(active=True)
+
+
+def tally_html(tally: Tally | None, lang: str) -> str:
+    """Who follows, the open question's tally, and the last answered step's answer beside the class's."""
+    if tally is None:
+        return ""
+    lines = [tn("class.followers", tally.followers, lang)]
+    if tally.asked is not None:
+        kept, refused = tally.asked_tally
+        lines.append(t("class.tally", lang, step=number(tally.asked + 1, lang, "d"), kept=number(kept, lang, "d"),
+                       refused=number(refused, lang, "d")))
+    if tally.answered is not None:
+        kept, refused = tally.answered_tally
+        truth = answer_of(tally.answered)
+        right = kept if truth == KEPT else refused
+        lines.append(t("class.answer", lang, step=number(tally.answered.index + 1, lang, "d"),
+                       verdict=t(f"class.verdict.{truth}", lang), right=number(right, lang, "d"),
+                       answers=number(kept + refused, lang, "d")))
+    asked = "" if tally.asked is None else f' data-asked="{tally.asked}"'
+    return (f'<div class="pg-class-tally" data-testid="pg-class-tally" data-followers="{tally.followers}"{asked} '
+            f'role="status">' + "".join(f"<p>{html.escape(line)}</p>" for line in lines) + "</div>")
+
+
+def class_tick(request: gr.Request = None) -> Any:  # type: ignore[assignment]
+    """The presenter's page beats: the room stays open, the tally is shown; without a room the beat stops."""
+    tally = ROOMS.tally(session_key(request))
+    if tally is None:
+        return "", gr.update(active=False)
+    return tally_html(tally, language_of(request)), gr.skip()
+
+
+# --------------------------------------------------------------------------- the follower's side
+
+
+def join_class(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    """On page load: a ``?follow=CODE`` link joins the class (an unknown or ended code gets one line, in the
+    visitor's language); the status box becomes the class's (the start-up load's poll stops writing to it)."""
+    query = dict(request.query_params) if request is not None else {}
+    if "follow" not in query:
+        return JOINED.skip()
+    lang = language_of(request)
+    try:
+        room = ROOMS.join(query["follow"], session_key(request))
+    except RoomError as exc:
+        return JOINED(follow_code=None, status=render.status_html(localized_message(exc, lang), "error"),
+                      run_started=True)
+    banner = f'<div class="pg-follow" data-testid="pg-follow" role="note">{html.escape(t("follow.banner", lang))}</div>'
+    return JOINED(follow_code=room.code, follow_bar=gr.update(value=banner, visible=True),
+                  follow_try=gr.update(visible=True), status=render.status_html(t("follow.waiting", lang), "idle"),
+                  run_started=True)
+
+
+def _shown_summary(view: RoomView) -> Any:
+    """The figures of the steps the class is shown (the question's step left out: its acceptance is the answer)."""
+    trace = view.trace
+    if trace is None:
+        return None
+    if view.finished:
+        return trace.summary
+    steps = list(view.steps)
+    return summarize_steps(steps, (trace.setup_ms + sum(s.time_ms for s in steps)) / 1000, trace.setup_ms)
+
+
+def _rendered(room: Room, view: RoomView, lang: str, done_message: Callable[..., tuple[str, str]]) -> dict[str, Any]:
+    """The run's views for `view` in `lang`, rendered once per version and language for the whole class."""
+    cache_key = (view.version, lang)
+    cached = room.rendered.get(cache_key)
+    if cached is not None:
+        return cached
+    trace = view.trace
+    if trace is None:
+        views = {"tokens": render.empty_tokens(t("follow.waiting", lang), lang), "stats": render.stats_html(None, lang=lang),
+                 "status": render.status_html(t("follow.waiting", lang), "idle")}
+    else:
+        steps = list(view.steps)
+        tokens = (render.render_tokens(steps, lang=lang) if steps
+                  else render.empty_tokens(t("render.waiting", lang), lang))
+        if view.finished:
+            message, note = done_message(SimpleNamespace(trace=trace), lang)
+            status = render.status_html(message, "done", note)
+        else:
+            title = get_method(trace.method).localized(lang).title
+            status = render.status_html(t("follow.running", lang, method=title, target=trace.target), "running")
+        figures = dict(zip(("acceptance", "timing"), charts.figures(steps, lang=lang)))
+        views = {"tokens": tokens, "stats": render.stats_html(_shown_summary(view), lang=lang), "status": status,
+                 **figures}
+    if len(room.rendered) > 16:  # only the current version's are read again
+        room.rendered.clear()
+    room.rendered[cache_key] = views
+    return views
+
+
+def question_html(view: RoomView, given: str | None, last: tuple[Any, str | None] | None, lang: str) -> str:
+    """The class's question (the step's drafted tokens, not their fate), the follower's answer, and after the step
+    what the target did."""
+    parts = []
+    if last is not None and last[1] is not None:
+        step, said = last
+        truth = answer_of(step)
+        parts.append(t("follow.result", lang, step=number(step.index + 1, lang, "d"),
+                       verdict=t(f"class.verdict.{truth}", lang), answer=t(f"class.answer_word.{said}", lang),
+                       right=t("follow.right" if said == truth else "follow.wrong", lang)))
+    question = view.question
+    if question is not None:
+        texts = (question.drafted_text or [""] * len(question.drafted))[:question.verified_drafts]
+        drafts = " ".join(f"«{text}»" for text in texts)
+        parts.append(t("follow.question", lang, step=number(question.index + 1, lang, "d"), tokens=drafts))
+        if given is not None:
+            parts.append(t("follow.answered", lang, answer=t(f"class.answer_word.{given}", lang)))
+    if not parts:
+        return ""
+    asked = f' data-asked="{question.index}"' if question is not None else ""
+    return (f'<div class="pg-class-question" data-testid="pg-class-question"{asked}>'
+            + "".join(f"<p>{html.escape(p)}</p>" for p in parts) + "</div>")
+
+
+def _follower_views(room: Room, view: RoomView, key: str, lang: str,
+                    done_message: Callable[..., tuple[str, str]]) -> tuple[Any, ...]:
+    given = ROOMS.answer_given(key, view.question.index) if view.question is not None else None
+    last_step = view.steps[-1] if view.steps and view.steps[-1].index in room.answers else None
+    last = (last_step, ROOMS.answer_given(key, last_step.index)) if last_step is not None else None
+    open_question = view.question is not None and given is None
+    return FOLLOWED(_rendered(room, view, lang, done_message),
+                    class_question=question_html(view, given, last, lang),
+                    answer_kept=gr.update(visible=open_question), answer_refused=gr.update(visible=open_question),
+                    asked_step=view.question.index if view.question is not None else None)
+
+
+def stream_for(done_message: Callable[..., tuple[str, str]]) -> Callable[..., Any]:
+    """The follower's stream (`FOLLOWED`), `done_message` wording a finished run as the presenter's page does."""
+
+    async def follow_stream(code: Any, request: gr.Request = None):  # type: ignore[assignment,no-untyped-def]
+        """Looks at the room `code` every `LOOK_EVERY_S` and writes what the class sees when it changed; ends when the
+        room ends or the follower stops following. Holds no thread and touches no model."""
+        if not isinstance(code, str):
+            yield FOLLOWED.skip()
+            return
+        key, lang = session_key(request), language_of(request)
+        shown: Any = None
+        beat = time.monotonic()
+        while True:
+            room = ROOMS.look(code, key)
+            if room is None:
+                if ROOMS.followed(key) is None and shown is not None:
+                    yield FOLLOWED(status=render.status_html(t("follow.ended", lang), "idle"), class_question="",
+                                   answer_kept=gr.update(visible=False), answer_refused=gr.update(visible=False),
+                                   asked_step=None)
+                return
+            view = room.view()
+            given = ROOMS.answer_given(key, view.question.index) if view.question is not None else None
+            state = (view.version, given)
+            now = time.monotonic()
+            if state != shown:
+                shown, beat = state, now
+                yield _follower_views(room, view, key, lang, done_message)
+            elif now - beat >= BEAT_S:
+                beat = now
+                yield FOLLOWED.skip()
+            await asyncio.sleep(LOOK_EVERY_S)
+
+    return follow_stream
+
+
+def _answer(choice: str, asked: Any, request: gr.Request) -> tuple[Any, ...]:
+    key, lang = session_key(request), language_of(request)
+    ROOMS.answer(key, asked, choice)
+    text = t("follow.answered", lang, answer=t(f"class.answer_word.{choice}", lang))
+    return ANSWERED(class_question=f'<div class="pg-class-question" data-testid="pg-class-question">'
+                                   f"<p>{html.escape(text)}</p></div>",
+                    answer_kept=gr.update(visible=False), answer_refused=gr.update(visible=False))
+
+
+def answer_kept(asked: Any, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    """A follower answers "kept" for the class's question (the step `asked`)."""
+    return _answer(KEPT, asked, request)
+
+
+def answer_refused(asked: Any, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    """A follower answers "refused" for the class's question (the step `asked`)."""
+    return _answer(REFUSED, asked, request)
+
+
+def leave_class(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    """The follower runs their own (Generate): they stop following, and their stream ends."""
+    key = session_key(request)
+    if ROOMS.followed(key) is None:
+        return LEFT.skip()
+    ROOMS.leave(key)
+    hidden = gr.update(visible=False)
+    return LEFT(follow_code=None, follow_bar=gr.update(value="", visible=False), follow_try=hidden,
+                class_question="", answer_kept=hidden, answer_refused=hidden)
+
+
+def followed_panel(key: str, data: Any, lang: str) -> str | None:
+    """The step microscope for a follower's click (None: the visitor follows no run). Only the steps the class is
+    shown can be opened (the question's fate stays hidden); the step's figures come from the presenter's run's own
+    kept scores, filled in once for everyone (no model work)."""
+    room = ROOMS.followed(key)
+    view = room.view() if room is not None else None
+    if view is None or view.trace is None:
+        return None
+    step = data.get("step") if isinstance(data, dict) else None
+    fill = room.fill if room is not None else None
+    if fill is not None and any(s.index == step for s in view.steps if isinstance(step, int)):
+        fill(step)
+    shown = dataclasses.replace(view.trace, steps=list(view.steps))
+    return microscope_view.panel_for_click(shown, data, lang)
+
+
+def settings_query(room: Room | None) -> dict[str, str]:
+    """The followed run's settings as a shared link's query (`links.query_for`), read back as the link's values."""
+    trace = room.trace if room is not None else None
+    if trace is None:
+        raise RoomError.keyed("error.room.no_run")
+    d = trace.decoding
+    dtype = trace.env.get("dtype")
+    query = links.query_for(None, trace.prompt, trace.target, trace.assistant, trace.method, trace.params,
+                            d.get("max_new_tokens"), bool(d.get("sample")), d.get("temperature", 1.0),
+                            d.get("top_p", 1.0), d.get("top_k", 0), d.get("seed", 0), "on" if trace.chat else "off",
+                            dtype if dtype in ("float32", "bfloat16", "float16") else "auto")
+    return dict(parse_qsl(query[1:], keep_blank_values=True))
+
+
+def try_for(restore: Callable[[dict[str, str], str], tuple[Any, ...]]) -> Callable[..., tuple[Any, ...]]:
+    """"Try it yourself": `restore` (the page's link restorer) fills the follower's page with the run's settings,
+    and the follower stops following."""
+
+    def try_it_yourself(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+        key, lang = session_key(request), language_of(request)
+        restored = restore(settings_query(ROOMS.followed(key)), lang)
+        return (*restored, *leave_class(request))
+
+    return try_it_yourself
+
+
+# --------------------------------------------------------------------------- the view
+
+
+def build_class_box() -> dict[str, Any]:
+    """The presenter's class link and tally, and the follower's bar and question (call inside the output column)."""
+    ui: dict[str, Any] = {}
+    with gr.Row(elem_id="pg-class-row", equal_height=False):
+        ui["class_open"] = gr.Button(L("ui.class.open"), size="sm", elem_id="pg-class-open", scale=0, min_width=150)
+        ui["follow_try"] = gr.Button(L("ui.follow.try"), size="sm", elem_id="pg-follow-try", visible=False, scale=0,
+                                     min_width=150)
+        ui["class_address"] = gr.Textbox(visible=False, elem_id="pg-class-address")
+    ui["class_link"] = gr.HTML("", elem_id="pg-class-link")
+    ui["class_tally"] = gr.HTML("", elem_id="pg-class-tally-box")
+    ui["follow_bar"] = gr.HTML("", elem_id="pg-follow-bar", visible=False)
+    ui["class_question"] = gr.HTML("", elem_id="pg-class-question-box")
+    with gr.Row(elem_id="pg-class-answers"):
+        ui["answer_kept"] = gr.Button(L("ui.class.kept"), visible=False, elem_id="pg-answer-kept", min_width=140)
+        ui["answer_refused"] = gr.Button(L("ui.class.refused"), visible=False, elem_id="pg-answer-refused",
+                                         min_width=140)
+    ui["class_timer"] = gr.Timer(TICK_S, active=False)
+    ui["follow_code"] = gr.State(None)
+    ui["asked_step"] = gr.State(None)
+    return ui
+
+
+# The page's address as the presenter's browser has it (behind a Space's proxy the server cannot know it).
+ADDRESS_JS = "() => [window.location.origin + window.location.pathname]"
+
+
+def wire(loaded: Any, ui: dict[str, Any], restore: Callable[[dict[str, str], str], tuple[Any, ...]],
+         restored: list[Any], done_message: Callable[..., tuple[str, str]]) -> None:
+    """The class's events. `loaded`: the page load's chain (a follower joins after it, so its views are not written
+    over); `restore`/`restored`: the page's link restorer and its output components (for "Try it yourself");
+    `done_message`: how the page words a finished run."""
+    out = lambda outputs: outputs.components(ui)  # noqa: E731
+    ui["class_open"].click(guarded(open_class), ui["class_address"],
+                           [ui["class_link"], ui["class_tally"], ui["class_timer"]], js=ADDRESS_JS, **PRIVATE)
+    ui["class_timer"].tick(guarded(class_tick), None, [ui["class_tally"], ui["class_timer"]], **PRIVATE)
+    # The follower's stream: in a queue group of its own without a limit (it waits on no run and holds no thread).
+    loaded.then(guarded(join_class), None, out(JOINED), **PRIVATE).then(
+        stream_for(done_message), ui["follow_code"], out(FOLLOWED), api_visibility="private", show_progress="hidden",
+        preprocess=False, concurrency_id="follow", concurrency_limit=None)
+    ui["answer_kept"].click(guarded(answer_kept), ui["asked_step"], out(ANSWERED), **PRIVATE)
+    ui["answer_refused"].click(guarded(answer_refused), ui["asked_step"], out(ANSWERED), **PRIVATE)
+    ui["generate_btn"].click(guarded(leave_class), None, out(LEFT), **PRIVATE)
+    ui["follow_try"].click(guarded(try_for(restore)), None, [*restored, *out(LEFT)], **PRIVATE)
+
+
+CSS = """
+#pg-class-row { align-items: center; }
+.pg-class-link { display: flex; flex-wrap: wrap; gap: 4px 16px; align-items: center; }
+.pg-class-link p { margin: 0; }
+.pg-class-url a { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; overflow-wrap: anywhere; }
+.pg-class-qr { margin: 0; line-height: 0; }
+.pg-class-qr svg { width: 180px; height: 180px; }
+.pg-class-tally p, .pg-class-question p, .pg-follow { margin: 2px 0; }
+.pg-class-tally, .pg-class-question, .pg-follow { border-inline-start: 4px solid #0072B2; padding-inline-start: 8px; }
+html.pg-presenter .pg-class-tally { font-size: 18px; }
+"""

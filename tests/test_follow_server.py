@@ -1,0 +1,143 @@
+"""Follow the presenter on a real public server (`playground.app.follow`, `playground.rooms`), its visitors speaking
+Gradio's own protocol (`classroom.Visitor`): a presenter steps through a run at the step-by-step pace with a class link
+open; a follower sees the run step by step, answers "kept or refused?", opens a token's microscope; the presenter's
+page shows the tally and the answer; an unknown code is refused in words; a follower cannot step the run."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from appserver import ARTIFACTS, start_app, stop_app, free_port
+from classroom import CODE_IN_LINK, Visitor, handlers, shown_after, steps_in, text_of
+
+pytestmark = [pytest.mark.server, pytest.mark.models]
+
+PROMPT = "one two three four five six seven eight nine ten"
+
+
+@pytest.fixture(scope="module")
+def server(tiny_models: dict[str, str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    ARTIFACTS.mkdir(exist_ok=True)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "GRADIO_"))}
+    extra = {"PLAYGROUND_PRELOAD": "0", "PLAYGROUND_PUBLIC": "1",
+             "PLAYGROUND_ALLOWED_DIRS": str(Path(tiny_models["target"]).resolve().parent)}
+    port = free_port()
+    proc = start_app(port, ARTIFACTS / "follow-server.log", extra, base_env=base)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        yield url, handlers(url)
+    finally:
+        stop_app(proc)
+
+
+def run_args(models: dict[str, str], tokens: int = 24) -> list[Any]:
+    return [PROMPT, models["target"], models["noisy"], "speculative", {"num_assistant_tokens": 3}, tokens, False, 1.0,
+            1.0, 0, 0, "off", "float32", False, None]
+
+
+def until(check: Any, what: str, timeout_s: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Watched:
+    """A queued handler's stream read in a thread: its latest outputs, and all of them."""
+
+    def __init__(self, visitor: Visitor, name: str, data: list[Any]) -> None:
+        self.seen: list[list[Any]] = []
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._read, args=(visitor, name, data), daemon=True)
+        self.thread.start()
+
+    def _read(self, visitor: Visitor, name: str, data: list[Any]) -> None:
+        try:
+            for outputs in visitor.stream(name, data):
+                self.seen.append(shown_after(self.last, outputs))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+    @property
+    def last(self) -> list[Any]:
+        """What the page shows now: each output's latest value (a skip leaves it as it was)."""
+        return self.seen[-1] if self.seen else [None] * 9
+
+
+def test_a_follower_sees_the_presenters_run_step_by_step_and_the_class_answers(
+        server: tuple[str, dict[str, Any]], tiny_models: dict[str, str]) -> None:
+    url, deps = server
+    presenter, follower = Visitor(url, deps), Visitor(url, deps)
+    presenter.call("set_pace", ["step", 1.0])
+    link = presenter.call("open_class", [url])[0]
+    code = CODE_IN_LINK.search(link).group(1)
+    assert "<svg" in link and f"{url}?follow={code}" in link.replace("&amp;", "&")
+    follower.query = f"?follow={code}"
+    joined = follower.call("join_class")
+    assert "follow" in text_of(str(joined)).lower()
+
+    run = Watched(presenter, "generate", run_args(tiny_models))
+    view = Watched(follower, "follow_stream", [None])
+    # The run stands after its first step; the class is asked about it (its drafts shown, its fate not).
+    until(lambda: "pg-class-question" in str(view.last[5]), "the class's first question")
+    asked = int(re.search(r'data-asked="(\d+)"', view.last[5]).group(1))
+    assert steps_in(view.last[0]) == asked  # every step before the question, none after
+    follower.call("answer_kept", [None])
+    with pytest.raises(RuntimeError, match="already answered"):
+        follower.call("answer_refused", [None])
+    tally = presenter.call("class_tick")[0]
+    assert 'data-followers="1"' in tally and "kept 1 · refused 0" in text_of(tally), tally
+    # A follower's "Next step" is their own page's: the presenter's run does not move.
+    shown = len(run.seen)
+    follower.call("step_on")
+    time.sleep(1.5)
+    assert steps_in(run.last[0]) == steps_in(run.seen[shown - 1][0])
+    # Step by step: each press of the presenter's shows the class one more step.
+    for press in range(3):
+        before = steps_in(view.last[0])
+        presenter.call("step_on")
+        until(lambda: steps_in(view.last[0]) > before, f"the follower's view after press {press + 1}")
+        assert steps_in(view.last[0]) == before + 1
+    tally = text_of(presenter.call("class_tick")[0])
+    assert f"Step {asked + 1}: the target" in tally and "right answers: " in tally and "/1." in tally, tally
+    assert "You said kept" in text_of(view.last[5]) or steps_in(view.last[0]) > asked + 1
+    # The microscope on a token the class was shown, from the room's trace.
+    panel = follower.call("open_token", [None], event_data={"step": 0, "pos": 0})[0]
+    assert 'data-testid="pg-micro"' in panel and 'data-step="0"' in panel and "data-empty" not in panel
+    # ... and not on the step under question (its fate is the answer).
+    hidden = int(re.search(r'data-asked="(\d+)"', view.last[5]).group(1))
+    panel = follower.call("open_token", [None], event_data={"step": hidden, "pos": 0})[0]
+    assert 'data-empty="true"' in panel
+    # The rest at the free pace: the follower ends with the presenter's whole output and the done status.
+    presenter.call("set_pace", ["free", 1.0])
+    presenter.call("step_on")
+    run.thread.join(120)
+    assert run.error is None and 'data-kind="done"' in run.last[4]
+    until(lambda: 'data-kind="done"' in str(view.last[2]), "the follower's finished view")
+    assert steps_in(view.last[0]) == steps_in(run.last[0])
+    assert text_of(view.last[0]) == text_of(run.last[0])
+    # The follower stops following (their own Generate): their stream ends.
+    follower.call("leave_class")
+    view.thread.join(30)
+    assert not view.thread.is_alive() and view.error is None
+
+
+@pytest.mark.parametrize("lang, words", [("en", "unknown or its class has ended"), ("ru", "занятие уже закончилось"),
+                                         ("ar", "انتهى صفه")])
+def test_an_unknown_code_is_refused_in_the_visitors_language(server: tuple[str, dict[str, Any]], lang: str,
+                                                             words: str) -> None:
+    url, deps = server
+    for code in ("A" * 16, "nonsense"):
+        visitor = Visitor(url, deps, f"?follow={code}&lang={lang}")
+        joined = visitor.outputs("join_class", visitor.call("join_class"))
+        status = next(v for v in joined.values() if isinstance(v, str) and "pg-status" in v)
+        assert 'data-kind="error"' in status and words in text_of(status)
