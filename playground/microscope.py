@@ -72,6 +72,17 @@ def number(x: float | None, lang: str = DEFAULT_LANGUAGE) -> str:
     return written if normalize(lang) == DEFAULT_LANGUAGE else written.localized(lang)
 
 
+def numbers_apart(a: float, b: float) -> tuple[Number, Number, Number]:
+    """`a`, `b` and `a − b` written with the fewest decimals (three at least, nine at most) at which `a` and `b`
+    read differently: a refusal at "0.078 vs 0.078, margin 0.000" shows its digits instead."""
+    spec = ".3f"
+    for digits in range(3, 10):
+        spec = f".{digits}f"
+        if i18n_number(a, DEFAULT_LANGUAGE, spec) != i18n_number(b, DEFAULT_LANGUAGE, spec):
+            break
+    return Number(a, spec), Number(b, spec), Number(a - b, spec)
+
+
 def visible(text: str) -> str:
     """A token's text with whitespace made visible (a bare space or newline would read as nothing)."""
     if not text:
@@ -155,8 +166,9 @@ def explain(step: Step, i: int, decoding: dict[str, Any]) -> Verdict:
                                        p_top=number(position.p[0].prob), p=number(position.p_drafted)))
             else:
                 verdict.margin = top.prob - (v or 0.0)
-                says(Message.keyed("microscope.ensemble.greedy.refused", draft=draft, v=number(v), top=top_text,
-                                   v_top=number(top.prob), margin=number(verdict.margin)))
+                v_top, v_draft, margin = numbers_apart(top.prob, v or 0.0)
+                says(Message.keyed("microscope.ensemble.greedy.refused", draft=draft, v=v_draft, top=top_text,
+                                   v_top=v_top, margin=margin))
             verdict.consistent = (top.id == drafted) == (outcome == KEPT) and (outcome == KEPT or top.id == chosen)
         else:
             p = position.p_drafted
@@ -164,8 +176,9 @@ def explain(step: Step, i: int, decoding: dict[str, Any]) -> Verdict:
                 says(Message.keyed("microscope.greedy.kept", draft=draft, p=number(p)))
             else:
                 verdict.margin = top.prob - (p or 0.0)
-                says(Message.keyed("microscope.greedy.refused", draft=draft, p=number(p), top=top_text,
-                                   p_top=number(top.prob), margin=number(verdict.margin)))
+                p_top, p_draft, margin = numbers_apart(top.prob, p or 0.0)
+                says(Message.keyed("microscope.greedy.refused", draft=draft, p=p_draft, top=top_text,
+                                   p_top=p_top, margin=margin))
             verdict.consistent = (top.id == drafted) == (outcome == KEPT) and (outcome == KEPT or top.id == chosen)
         return verdict
     if outcome == TARGET:
@@ -205,6 +218,20 @@ def explain(step: Step, i: int, decoding: dict[str, Any]) -> Verdict:
     return verdict
 
 
+def self_draft_note(trace: Trace, verdict: Verdict) -> Message | None:
+    """Why q differs from p where the target drafts for itself under sampling (None elsewhere). Transformers 5.24
+    hands the target's logits processors, its temperature warper included, to the drafter's own generate()
+    (`AssistedCandidateGenerator._prepare_generation_args`), whose `_get_logits_processor` appends the temperature
+    warper of the same generation config again: the drafter's scores are divided by T twice, so q is the model's
+    distribution at T², p at T. At T = 1 no warper is added and q = p."""
+    temperature = trace.decoding.get("temperature")
+    if (verdict.rule not in (SAMPLING, SAMPLING_ENSEMBLE) or verdict.drafted is None or not trace.assistant
+            or trace.assistant != trace.target or not temperature or temperature == 1.0):
+        return None
+    return Message.keyed("microscope.sampling.self_draft", temperature=Number(temperature, "g"),
+                         temperature_squared=Number(temperature * temperature, "g"))
+
+
 def _draw_message(verdict: Verdict) -> Message:
     """Why the draw kept or refused the draft: "kept because r ≤ a" / "refused because r > a" with the recorded r;
     where the chance a is 1, kept whatever the draw; a trace without draws says r is not recorded."""
@@ -214,9 +241,7 @@ def _draw_message(verdict: Verdict) -> Message:
                 else Message.keyed("microscope.draw.always_unrecorded"))
     if r is None or a is None:
         return Message.keyed("microscope.draw.unrecorded", a=number(a))
-    written_r, written_a = number(r), number(a)
-    if str(written_r) == str(written_a):  # too close for three decimals: enough digits to tell them apart
-        written_r, written_a = Number(r, ".6f"), Number(a, ".6f")
+    written_r, written_a, _ = numbers_apart(r, a)  # too close for three decimals: enough digits to tell them apart
     key = "microscope.draw.kept" if verdict.outcome == KEPT else "microscope.draw.refused"
     return Message.keyed(key, r=written_r, a=written_a)
 
@@ -367,6 +392,9 @@ def panel_text(trace: Trace, step_no: int, token_no: int, lang: str = "en") -> s
                                           prob=number(shown.drafted_prob, lang), k=len(shown.ranked)))
     lines.append(t("microscope.rule", lang))
     lines += [f"  {message.localized(lang)}" for message in verdict.messages]
+    note = self_draft_note(trace, verdict)
+    if note is not None:
+        lines.append(f"  {note.localized(lang)}")
     if verdict.source is not None:
         start, end = verdict.source
         lines.append(t("microscope.source", lang, start=start, end=end,

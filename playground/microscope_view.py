@@ -205,8 +205,9 @@ def panel_html(trace: Trace | None, step_index: int, pos: int, lang: str = DEFAU
     if row is not None:
         lists = [_ranked_list(shown, drafted, drafted_text, lang) for shown in microscope.shown_lists(row, verdict)]
         parts.append(f'<div class="pg-micro-dists">{"".join(lists)}</div>')
+    note = microscope.self_draft_note(trace, verdict)
     lines = "".join(f"<li>{_isolate_numbers(html.escape(message.localized(lang), quote=False))}</li>"
-                    for message in verdict.messages)
+                    for message in [*verdict.messages, *([note] if note is not None else [])])
     missing = "" if verdict.recorded else ' data-recorded="false"'
     parts.append(f'<h4 class="pg-micro-rule-title">{html.escape(t("microscope.rule", lang))}</h4>'
                  f'<ul class="pg-micro-rule" data-testid="pg-micro-rule"{missing}>{lines}</ul>')

@@ -110,7 +110,7 @@ def test_the_panel_says_kept_because_or_refused_because_r(lang) -> None:
     assert i18n.number(0.3, lang, ".3f") in because and i18n.number(0.2, lang, ".3f") in because and ">" in because
     if lang == "en":
         assert always == "With a chance of 1 the draft is kept whatever the random draw (here r = 0.900)."
-        assert because == "Refused because the random draw r = 0.300 > 0.200."
+        assert because == "Refused because the random draw r = 0.300 > 0.200 (r is drawn uniformly from [0, 1) for each draft)."
     else:
         assert not english_words(always + because)
     assert not any("fell" in m for m in kept.messages + refused.messages)
@@ -139,7 +139,7 @@ def test_a_kept_draft_below_a_chance_of_one_and_a_trace_without_draws(lang) -> N
 def test_a_draw_too_close_to_the_chance_is_written_with_enough_digits() -> None:
     step = _step([0.9, 0.20004])
     text = str(microscope.explain(step, 1, SAMPLING).messages[1])
-    assert text == "Refused because the random draw r = 0.200040 > 0.200000."
+    assert text == "Refused because the random draw r = 0.20004 > 0.20000 (r is drawn uniformly from [0, 1) for each draft)."
 
 
 def _one_step_trace(step: Step):  # a one-step trace for the panel

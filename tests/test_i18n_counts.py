@@ -47,7 +47,7 @@ NOT_COUNTS = {
     "measure": {"ms", "s", "x", "y", "tps", "tau", "gamma", "alpha", "c", "cost", "o", "v", "positions", "share",
                 "setup", "verify", "theo", "ref", "measured", "predicted", "rel", "margin", "gain", "time", "change",
                 "ratio", "threshold", "expected", "weight", "rest", "p", "q", "r", "a", "prob", "p_top", "v_top",
-                "p_token", "size", "budget", "free", "left", "base_s", "method_s", "temperature"},
+                "p_token", "size", "budget", "free", "left", "base_s", "method_s", "temperature", "temperature_squared"},
 }
 NUMBERS = set().union(*NOT_COUNTS.values())
 # The registry prose's quoted numbers (Transformers' 0.4, the guide's 0.7): measures, named in methods.PROSE_NUMBERS.
