@@ -210,13 +210,28 @@ def token_positions(step: Step) -> list[int | None]:
     return positions
 
 
+# A view shows at most this many tokens of one step: twice the longest draft a run asks for (a draft length of at
+# most 64), so every real step is shown whole. A crafted trace's step of 99,999 drafts made a 62 MB answer per replay
+# slider move; past the bound a note counts what is left out (docs/limits.md).
+MAX_STEP_TOKENS_SHOWN = 128
+
+
+def more_tokens(hidden: int, lang: str = DEFAULT_LANGUAGE) -> str:
+    """The note for a step's tokens left out of a view (nothing when none is)."""
+    if hidden <= 0:
+        return ""
+    return f'<span class="pg-empty" data-hidden="{hidden}">{html.escape(tn("render.more_tokens", hidden, lang))}</span>'
+
+
 def render_step(step: Step, current: bool = False, lang: str = DEFAULT_LANGUAGE) -> str:
-    """All tokens of one step, in reading order, wrapped in one span per step.
+    """All tokens of one step (at most MAX_STEP_TOKENS_SHOWN, the rest counted), in reading order, wrapped in one
+    span per step.
 
     `current` marks the step a replay is showing (outlined, `data-current="true"`).
     """
-    spans = "".join(token_span(step, *entry, lang=lang, pos=pos)
-                    for entry, pos in zip(step.token_statuses(), token_positions(step)))
+    entries = list(zip(step.token_statuses(), token_positions(step)))
+    spans = "".join(token_span(step, *entry, lang=lang, pos=pos) for entry, pos in entries[:MAX_STEP_TOKENS_SHOWN])
+    spans += more_tokens(len(entries) - MAX_STEP_TOKENS_SHOWN, lang)
     if current:
         return f'<span class="pg-step pg-current" data-step="{_attr(step.index)}" data-current="true">{spans}</span>'
     return f'<span class="pg-step" data-step="{_attr(step.index)}">{spans}</span>'
@@ -391,8 +406,10 @@ def _reason(text: str, lang: str) -> str:
 
 
 def _quote(texts: Sequence[str], lang: str = DEFAULT_LANGUAGE) -> str:
-    """Token texts as one quoted string, whitespace made visible (bidi-isolated inside other languages' prose)."""
-    text = "".join(texts).replace("\n", "↵").replace("\t", "⇥")
+    """Token texts as one quoted string, whitespace made visible (bidi-isolated inside other languages' prose); past
+    MAX_STEP_TOKENS_SHOWN of them, an ellipsis."""
+    more = "…" if len(texts) > MAX_STEP_TOKENS_SHOWN else ""
+    text = ("".join(texts[:MAX_STEP_TOKENS_SHOWN]) + more).replace("\n", "↵").replace("\t", "⇥")
     return t("narrate.quote", lang, text=text)  # each language's own quotes (« … » in Russian and Arabic)
 
 
@@ -483,7 +500,7 @@ def step_detail_html(step: Step, method: str = "", position: int | None = None,
     statuses = {i: status for _, _, status, i in step.token_statuses() if i is not None}
     draft_chips = []
     verify_chips = []
-    for i, text in enumerate(drafted_text):
+    for i, text in enumerate(drafted_text[:MAX_STEP_TOKENS_SHOWN]):
         q = step.q[i] if step.q is not None and i < len(step.q) else None
         p = step.p[i] if step.p is not None and i < len(step.p) else None
         draft_chips.append(_chip("draft", text, f"q {_fmt_prob(q, lang)}" if q is not None else ""))
@@ -494,14 +511,17 @@ def step_detail_html(step: Step, method: str = "", position: int | None = None,
         label = ((f"p {_fmt_prob(p, lang)} " if p is not None and judged else "")
                  + (f"v {_fmt_prob(mix, lang)} " if mix is not None and judged else "") + mark)
         verify_chips.append(_chip(status, text, label))
-    append_chips = [_chip(status, text) for _, text, status, i in step.token_statuses()
-                    if status in (ACCEPTED, CORRECTION, BONUS, TARGET)]
+    appended = [(text, status) for _, text, status, i in step.token_statuses()
+                if status in (ACCEPTED, CORRECTION, BONUS, TARGET)]
+    append_chips = [_chip(status, text) for text, status in appended[:MAX_STEP_TOKENS_SHOWN]]
+    append_chips.append(more_tokens(len(appended) - MAX_STEP_TOKENS_SHOWN, lang))
+    more_drafts = more_tokens(len(drafted_text) - MAX_STEP_TOKENS_SHOWN, lang)
     if not step.drafted:
         draft_body = f'<span class="pg-none">{html.escape(t("detail.nothing_drafted", lang))}</span>'
         verify_body = f'<span class="pg-none">{html.escape(t("detail.plain_forward", lang))}</span>'
     else:
-        draft_body = "".join(draft_chips)
-        verify_body = "".join(verify_chips)
+        draft_body = "".join(draft_chips) + more_drafts
+        verify_body = "".join(verify_chips) + more_drafts
     phases = [
         (t("detail.phase.draft", lang), t("render.stat.ms", lang, ms=number(step.draft_ms, lang, ".1f")), draft_body),
         (t("detail.phase.verify", lang), t("render.stat.ms", lang, ms=number(step.verify_ms, lang, ".1f")), verify_body),

@@ -322,3 +322,44 @@ def test_a_link_naming_its_view_twice_follows_its_first_value_on_the_server_as_i
     assert first.success and first.data == [True], first
     last = server.call("restore_view", [], query="?view=normal&view=presenter")
     assert last.success and last.data != [True], last
+
+
+# --------------------------------------------------------------------------- views bounded by what a person reads
+
+
+def _one_step_of(drafts: int) -> Any:
+    """A sampling speculative trace of one step that drafted `drafts` tokens, refused the first (the rest discarded),
+    q, p and a draw recorded for each (the issue's amplification trace at 99,999: 1.4 MB of JSON)."""
+    from playground.trace import Position, Ranked, Step, Trace
+
+    step = Step(index=0, drafted=[5] * drafts, accepted=0, rejected=[5], discarded=[5] * (drafts - 1), emitted=[7],
+                drafted_text=["a"] * drafts, emitted_text=["b"], q=[0.5] * drafts, p=[0.4] * drafts,
+                draws=[0.9] * drafts,
+                dists=[Position(p=[Ranked(7, 0.9, "b")], p_drafted=0.05, p_emitted=0.9, q=[Ranked(5, 0.5, "a")],
+                                q_drafted=0.5)])
+    trace = Trace(method="speculative", target="t", assistant="t", prompt="x", params={"num_assistant_tokens": 5},
+                  decoding={"sample": True, "max_new_tokens": 1, "temperature": 1.0}, output_ids=[7], output_text="b",
+                  steps=[step], vocab_size=10)
+    trace.summarize(0.01)
+    return Trace.from_json(trace.to_json())  # as a file holds it, read by the upload's reader
+
+
+def _answer_size(values: tuple[Any, ...]) -> int:
+    return sum(len(v) if isinstance(v, str) else len(json.dumps(v, default=str)) for v in values)
+
+
+def test_a_replay_move_and_the_handout_of_a_99999_draft_step_are_a_small_multiple_of_a_real_runs() -> None:
+    """The replay slider's answer (tokens, the step's three phases, charts, figures), the microscope's panel and the
+    handout for one step of 99,999 drafts: at most twice those of a step of 64 drafts (the longest draft a run asks
+    for), every step's tokens past render.MAX_STEP_TOKENS_SHOWN counted in a note. (Before: 47 MB per slider move
+    and a 54 MB handout.)"""
+    from playground import handout, microscope_view, render
+    from playground.app.replay_tab import replay_view
+
+    crafted, real = _one_step_of(99_999), _one_step_of(64)
+    move = replay_view(crafted, 1, lang="en")
+    assert _answer_size(move) <= 2 * _answer_size(replay_view(real, 1, lang="en")), _answer_size(move)
+    hidden = 99_999 + 1 - render.MAX_STEP_TOKENS_SHOWN  # the drafts and the correction, less those shown
+    assert f'data-hidden="{hidden}"' in move[0] and "… 99872 more tokens of this step not shown …" in move[0]
+    assert len(microscope_view.panel_html(crafted, 0, 0, "en")) <= 2 * len(microscope_view.panel_html(real, 0, 0, "en"))
+    assert len(handout.handout_html(crafted, "en")) <= 2 * len(handout.handout_html(real, "en"))
