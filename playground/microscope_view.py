@@ -201,11 +201,8 @@ def panel_html(trace: Trace | None, step_index: int, pos: int, lang: str = DEFAU
     heading = _t_html("microscope.heading", lang, step=f'<bdi dir="ltr">{step.index + 1}</bdi>',
                       i=f'<bdi dir="ltr">{pos + 1}</bdi>', what=what)
     parts = [f'<p class="pg-micro-head">{heading}</p>']
-    row: Position | None = step.dists[pos] if verdict.recorded and step.dists is not None else None
-    if row is not None:
-        lists = [_ranked_list(shown, drafted, drafted_text, lang) for shown in microscope.shown_lists(row, verdict)]
-        parts.append(f'<div class="pg-micro-dists">{"".join(lists)}</div>')
     note = microscope.self_draft_note(trace, verdict)
+    # The rule with this token's numbers first (on a projector it is what the class reads), then the lists.
     lines = "".join(f"<li>{_isolate_numbers(html.escape(message.localized(lang), quote=False))}</li>"
                     for message in [*verdict.messages, *([note] if note is not None else [])])
     missing = "" if verdict.recorded else ' data-recorded="false"'
@@ -214,10 +211,20 @@ def panel_html(trace: Trace | None, step_index: int, pos: int, lang: str = DEFAU
     parts.append(_draw_html(verdict))
     if not verdict.recorded:
         parts.append(_recorded_figures(step, pos, lang))
+    row: Position | None = step.dists[pos] if verdict.recorded and step.dists is not None else None
+    if row is not None:
+        lists = [_ranked_list(shown, drafted, drafted_text, lang) for shown in microscope.shown_lists(row, verdict)]
+        parts.append(f'<div class="pg-micro-dists">{"".join(lists)}</div>')
     if verdict.source is not None:
         parts.append(_lookup_html(trace, k, verdict.source, lang))
-    return (f'<div class="pg-micro" data-testid="pg-micro" data-step="{step.index}" data-pos="{pos}" '
+    return (f'<div class="pg-micro" data-testid="pg-micro" {_region(lang)} data-step="{step.index}" data-pos="{pos}" '
             f'data-outcome="{verdict.outcome}" data-refused="{str(refused).lower()}">{"".join(parts)}</div>')
+
+
+def _region(lang: str) -> str:
+    """The panel's attributes as a named region the keyboard reaches (it scrolls on a projector: `presenter.CSS`)."""
+    return f'role="region" tabindex="0" aria-label="{html.escape(t("micro.region", lang))}"'
+
 
 
 def empty_panel(message: str | None = None, lang: str = DEFAULT_LANGUAGE) -> str:
@@ -393,5 +400,5 @@ def never_judged_panel(trace: Trace, step_index: int, draft: int, lang: str = DE
     q = step.q[draft] if step.q is not None and draft < len(step.q) else None
     if q is not None:
         parts.append(f'<p class="pg-micro-known">{_t_html("micro.never_judged.q", lang, q=_num(q, lang))}</p>')
-    return (f'<div class="pg-micro" data-testid="pg-micro" data-step="{step.index}" data-draft="{draft}" '
+    return (f'<div class="pg-micro" data-testid="pg-micro" {_region(lang)} data-step="{step.index}" data-draft="{draft}" '
             f'data-outcome="{status}">{"".join(parts)}</div>')

@@ -17,7 +17,8 @@ import gradio as gr
 __all__ = ["CSS", "FOCUS_DARK", "FOCUS_LIGHT", "HEAD", "theme"]
 
 FOCUS_LIGHT = "#1d4ed8"  # blue-700: 6.7:1 on white, 6.4:1 on the page's slate-50
-FOCUS_DARK = "#93c5fd"  # blue-300: 10:1 on the dark theme's background
+FOCUS_DARK = "#fcd34d"  # amber-300: 12:1 on the dark theme's background, 3.8:1 on a blue-600 fill (a light
+# blue ring read as white around the filled Generate button and a chosen radio)
 
 
 def theme() -> gr.themes.Base:
@@ -65,12 +66,92 @@ html[dir="rtl"] input[type=range]::-webkit-slider-runnable-track {
 # - a dropdown's open list, when long enough to scroll, is a focusable scroller in Chromium: Tab from the dropdown
 #   landed on the list, which then closed, and the focus fell to the page's top (the guide-example picker). The list
 #   is reached with the arrow keys from its box, so it leaves the Tab order.
+# - a code box's scroller (CodeMirror's) holds no control when the code is read-only: axe's scrollable-region-
+#   focusable (serious); it joins the Tab order as a region named by the box's label.
+# The highlighted code's colours are made to read at 4.5:1 in either theme (`ink`).
+# And the tabs' row answers the arrow keys as a tab list should (WAI-ARIA's tabs pattern; Gradio's answers Tab only):
+# Left and Right (mirrored on a right-to-left page) and Home and End choose the next, previous, first or last tab.
 HEAD = """<script>(function () {
   function mend() {
     document.querySelectorAll("div.empty[aria-label]:not([role])").forEach(function (el) {
       el.setAttribute("role", "img"); });
     document.querySelectorAll("ul[role=listbox]:not([tabindex])").forEach(function (el) {
       el.setAttribute("tabindex", "-1"); });
+    document.querySelectorAll(".cm-scroller:not([tabindex])").forEach(function (el) {
+      var block = el.closest(".block"), label = block && block.querySelector("[data-testid=block-info], label");
+      el.setAttribute("tabindex", "0"); el.setAttribute("role", "region");
+      el.setAttribute("aria-label", label ? label.textContent.trim() : "code"); });
   }
   new MutationObserver(mend).observe(document.documentElement, {childList: true, subtree: true});
+  // Highlighted code: each colour of the highlighter's palette that reads below 4.5:1 on the code's background is
+  // mixed toward the text's own colour until it passes (per theme: the mark says for which one it was checked).
+  function rgb(css) { var m = String(css).match(/[\d.]+/g) || []; return m.slice(0, 4).map(Number); }
+  function lum(c) { var v = c.slice(0, 3).map(function (x) { x /= 255;
+    return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4); });
+    return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]; }
+  function ratio(a, b) { var x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); }
+  function background(el) {
+    for (; el; el = el.parentElement) { var c = rgb(getComputedStyle(el).backgroundColor);
+      if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) { return c; } }
+    return [255, 255, 255];
+  }
+  var inked = {}, looks = {};
+  function ink() {
+    var dark = document.body && document.body.classList.contains("dark") ? "dark" : "light";
+    document.querySelectorAll(".cm-editor").forEach(function (editor) {
+      // The editor's look: the page's theme and the highlighter's own theme classes (it may switch after the page).
+      var look = dark + " " + editor.className, theme = looks[look] || (looks[look] = "k" + Object.keys(looks).length);
+      var spans = editor.querySelectorAll(".cm-line span:not([data-pg-ink=" + theme + "])");
+      if (!spans.length) { return; }
+      var back = background(editor), text = rgb(getComputedStyle(editor.querySelector(".cm-content") || editor).color);
+      spans.forEach(function (span) {
+        span.style.removeProperty("color");
+        var own = getComputedStyle(span).color, key = own + back;
+        if (!(key in inked)) {
+          var c = rgb(own), mixed = c, t = 0;
+          while (ratio(mixed, back) < 4.6 && t < 1) { t += 0.1;
+            mixed = c.slice(0, 3).map(function (x, i) { return Math.round(x + (text[i] - x) * t); }); }
+          inked[key] = t ? "rgb(" + mixed.join(", ") + ")" : "";
+        }
+        if (inked[key]) { span.style.setProperty("color", inked[key]); }
+        span.setAttribute("data-pg-ink", theme);
+      });
+    });
+  }
+  var inking = false;
+  new MutationObserver(function () {
+    if (inking) { return; }
+    inking = true;
+    requestAnimationFrame(function () { ink(); inking = false; });
+  }).observe(document.documentElement, {childList: true, subtree: true, attributes: true, attributeFilter: ["class"]});
+  // A radio group's arrow keys choose the next or previous choice (Gradio names each radio apart, so the browser's
+  // own arrows stay on one): Down and Right (Left on a right-to-left page) forward, Up and Left back.
+  document.addEventListener("keydown", function (event) {
+    var radio = event.target;
+    if (!(radio.matches && radio.matches("input[type=radio]")) || event.ctrlKey || event.metaKey || event.altKey) { return; }
+    var rtl = getComputedStyle(radio).direction === "rtl";
+    var moves = {ArrowDown: 1, ArrowUp: -1, ArrowRight: rtl ? -1 : 1, ArrowLeft: rtl ? 1 : -1};
+    var group = radio.closest("[role=radiogroup], .block");
+    var all = Array.prototype.slice.call(group.querySelectorAll("input[type=radio]"))
+      .filter(function (e) { return !e.disabled && e.offsetParent; });
+    var at = all.indexOf(radio);
+    if (at < 0 || !(event.key in moves)) { return; }
+    event.preventDefault();
+    var next = all[(at + moves[event.key] + all.length) % all.length];
+    next.focus();
+    next.click();
+  });
+  document.addEventListener("keydown", function (event) {
+    var tab = event.target.closest && event.target.closest("[role=tab]");
+    if (!tab || event.ctrlKey || event.metaKey || event.altKey) { return; }
+    var tabs = Array.prototype.slice.call(tab.closest("[role=tablist]").querySelectorAll("[role=tab]"))
+      .filter(function (e) { return e.offsetParent && !e.disabled; });
+    var at = tabs.indexOf(tab), rtl = getComputedStyle(tab).direction === "rtl";
+    var moves = {ArrowRight: rtl ? -1 : 1, ArrowLeft: rtl ? 1 : -1, Home: -at, End: tabs.length - 1 - at};
+    if (at < 0 || !(event.key in moves)) { return; }
+    event.preventDefault();
+    var next = tabs[(at + moves[event.key] + tabs.length) % tabs.length];
+    next.focus();
+    next.click();
+  });
 })();</script>"""

@@ -71,7 +71,7 @@ def example_names(lang: str) -> list[str]:
 # --------------------------------------------------------------------------- the outputs (`outputs.Outputs`)
 
 PARAMS = list(param_specs())  # every method's parameter controls, by their generate() names
-RUN = Outputs("tokens", "stats", "acceptance", "timing", "status", "trace_file", "run_trace")  # `generate`'s
+RUN = Outputs("tokens", "stats", "acceptance", "timing", "status", "trace_file", "run_trace", "run_line", "narration")  # `generate`'s
 METHOD_VIEWS = Outputs("method_summary", "lecture", "assistant", params=PARAMS)
 CLICKED = Outputs("params_json", "status", "run_started")
 SAMPLING = Outputs("temperature", "top_p", "top_k")
@@ -334,7 +334,7 @@ def _run(run_request: RunRequest, check: bool, session: _Session, key: str, lang
     yield RUN(_charts([], lang), tokens=render.empty_tokens(t("status.preparing_short", lang), lang),
               stats=render.stats_html(None, lang=lang),
               status=render.status_html(t("status.preparing", lang, target=run_request.target), "running"),
-              trace_file=gr.update(**NO_FILE), run_trace=None)
+              trace_file=gr.update(**NO_FILE), run_trace=None, run_line="", narration="")
     prepared = None
     for kind, value in _prepare_in_thread(run_request, session):
         if kind == "progress":
@@ -360,7 +360,7 @@ def _run(run_request: RunRequest, check: bool, session: _Session, key: str, lang
               stats=render.stats_html(live.trace.summary, plain, lang=lang),
               status=render.status_html(message, "done", note),
               trace_file=gr.update(value=path, visible=True, label=t("status.download", lang, name=Path(path).name)),
-              run_trace=live.trace)
+              run_trace=live.trace, narration=_narration(live, lang))
 
 
 def _streamed(prepared: Any, session: _Session, key: str, target: str,
@@ -378,7 +378,8 @@ def _streamed(prepared: Any, session: _Session, key: str, target: str,
     assert stream is not None
     status = render.status_html(t("status.generating", lang, method=prepared.method.localized(lang).title,
                                   target=target), "running", localize(prepared.precision.reason, lang))
-    yield RUN(tokens=render.empty_tokens(t("render.waiting", lang), lang), status=status)
+    yield RUN(tokens=render.empty_tokens(t("render.waiting", lang), lang), status=status,
+              run_line=presenter.run_line_html(live.trace, lang))
     last_update, last_chart = 0.0, time.perf_counter()
     shown, paused_shown, last_beat = 0, False, last_chart
     with contextlib.closing(iter(live)) as steps:  # closing it (client gone) ends the worker
@@ -391,7 +392,7 @@ def _streamed(prepared: Any, session: _Session, key: str, target: str,
                               else status if paused_shown else gr.skip())  # paused, or going on again
                     shown, paused_shown, last_update, last_beat = len(stream), waiting, now, now
                     yield RUN(tokens=stream.html(), stats=render.stats_html(live.trace.summary, lang=lang),
-                              status=paused)
+                              status=paused, narration=_narration(live, lang))
                 elif now - last_beat >= BEAT_S:
                     last_beat = now
                     yield RUN.skip()
@@ -408,8 +409,14 @@ def _streamed(prepared: Any, session: _Session, key: str, target: str,
                 last_chart = now
                 charted = _charts(live.trace.steps, lang)
             yield RUN(charted, tokens=stream.html(), stats=render.stats_html(live.trace.summary, lang=lang),
-                      status=resumed)
+                      status=resumed, narration=_narration(live, lang))
     return live
+
+
+def _narration(live: LiveRun, lang: str) -> str:
+    """The latest step in words (under the output)."""
+    steps = live.trace.steps
+    return presenter.narration_html(steps[-1] if steps else None, live.trace.method, lang)
 
 
 def _checked_against_plain(prepared: Any, live: LiveRun, stream: render.TokenStream,
@@ -553,10 +560,15 @@ def _output_column() -> dict[str, Any]:
         ui["link_status"] = gr.HTML("", elem_id="pg-link-status")
         ui["status"] = gr.HTML(preload.initial_status(), elem_id="pg-status-box")
         ui["stats"] = gr.HTML(render.stats_html(None), elem_id="pg-stats-box")
-        ui["legend"] = gr.HTML(render.legend_html(), elem_id="pg-legend-box")
-        with gr.Row(equal_height=False):
-            ui["tokens"] = gr.HTML(render.empty_tokens(), elem_id="pg-output", max_height=560, autoscroll=True,
-                                   js_on_load=microscope_view.PICK_JS, scale=3, min_width=320)
+        # The run's settings line above the output, the latest step in words under it, the legend beside it
+        # (`presenter.CSS` lays them out for a projector).
+        ui["run_line"] = gr.HTML("", elem_id="pg-run-line-box")
+        with gr.Row(equal_height=False, elem_id="pg-output-row"):
+            with gr.Column(scale=3, min_width=320, elem_id="pg-output-col"):
+                ui["tokens"] = gr.HTML(render.empty_tokens(), elem_id="pg-output", max_height=560, autoscroll=True,
+                                       js_on_load=microscope_view.PICK_JS)
+                ui["narration"] = gr.HTML("", elem_id="pg-narration-box")
+            ui["legend"] = gr.HTML(render.legend_html(), elem_id="pg-legend-box", min_width=150)
             ui["micro_panel"] = gr.HTML(microscope_view.empty_panel(), elem_id="pg-micro-box", scale=2,
                                         min_width=280, js_on_load=None)
         ui["run_tables"] = gr.HTML("", elem_id="pg-run-tables")

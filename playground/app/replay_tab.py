@@ -113,6 +113,14 @@ def replay_next(trace: Trace | None, value: Any) -> Any:
     return gr.update(value=min(n, step_number(value, n) + 1))
 
 
+def replay_key(trace: Trace | None, value: Any) -> Any:
+    """N or a clicker's Page Down on the replay (`presenter.HEAD`): the next step; from the last one (where a loaded
+    trace opens) back to step 1, so a class sees the run from its start."""
+    n = _steps_in(trace)
+    step = step_number(value, n)
+    return gr.update(value=1 if step >= n else step + 1)
+
+
 PLAY_EVERY_S = 1.0  # one verification step per second by default: time to read the sentence under the text
 PLAY_SECONDS = (0.25, 10.0)  # the speed control's range (seconds per step)
 PLAY, PAUSE = t("ui.replay.play"), t("ui.replay.pause")  # the button's two names (English; the page's: `L`)
@@ -250,6 +258,8 @@ def build_replay(demo: gr.Blocks) -> ReplayTab:
             replay_prev_btn = gr.Button(L("ui.replay.prev"), size="sm", elem_id="pg-replay-prev")
             replay_next_btn = gr.Button(L("ui.replay.next"), size="sm", elem_id="pg-replay-next")
             replay_play_btn = gr.Button(L("ui.replay.play"), size="sm", variant="primary", elem_id="pg-replay-play")
+            # What N and Page Down press on this tab (`presenter.HEAD`); not shown, not in the Tab order.
+            replay_key_btn = gr.Button(L("ui.replay.next"), visible="hidden", elem_id="pg-replay-key")
             replay_seconds = gr.Slider(*PLAY_SECONDS, value=PLAY_EVERY_S, step=0.25, label=L("ui.replay.speed"),
                                        elem_id="pg-replay-speed", min_width=200)
         replay_timer = gr.Timer(PLAY_EVERY_S, active=False)
@@ -278,6 +288,7 @@ def build_replay(demo: gr.Blocks) -> ReplayTab:
     replay_slider.change(guarded(replay_view), [replay_trace, replay_slider], replay_views, **PRIVATE)
     replay_prev_btn.click(guarded(replay_prev), [replay_trace, replay_slider], replay_slider, **PRIVATE)
     replay_next_btn.click(guarded(replay_next), [replay_trace, replay_slider], replay_slider, **PRIVATE)
+    replay_key_btn.click(guarded(replay_key), [replay_trace, replay_slider], replay_slider, **PRIVATE)
     play_outputs = PLAYING.components(dict(slider=replay_slider, timer=replay_timer, button=replay_play_btn,
                                            playing=replay_playing))
     replay_play_btn.click(guarded(replay_play), [replay_trace, replay_slider, replay_playing], play_outputs, **PRIVATE)
