@@ -266,10 +266,20 @@ def _pct(value: float, lang: str) -> str:
     return number(value, lang, ".0%")
 
 
-def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LANGUAGE) -> list[str]:
-    """A few plain sentences (in `lang`) on why this run was faster or slower than baseline (pure; for the UI)."""
+# The figures a comparison's table shows (`bench.Aggregate`'s names) that `diagnose` quotes in their place.
+FIGURES = ("speedup", "tokens_per_s", "baseline_tokens_per_s", "theoretical_speedup", "refined_speedup")
+
+
+def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LANGUAGE,
+             figures: dict[str, float | None] | None = None) -> list[str]:
+    """A few plain sentences (in `lang`) on why this run was faster or slower than baseline (pure; for the UI).
+
+    `figures` (keys of `FIGURES`): the numbers a table over several repeats shows beside these sentences; where
+    given they are what the sentences quote (the measured speedup, both tokens/s, both predictions), so the table
+    and its text read one set of numbers; the rest (acceptance, step cost) is the representative run's own."""
     s = trace.summary
     out: list[str] = []
+    figures = {k: v for k, v in (figures or {}).items() if k in FIGURES and v is not None}
     if is_reference(trace.method):
         T = baseline_step_ms(trace)
         if T:
@@ -279,6 +289,10 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
         return out
 
     est = estimate(trace, baseline)
+    if baseline is not None:
+        est.measured_speedup = figures.get("speedup", est.measured_speedup)
+    est.theoretical_speedup = figures.get("theoretical_speedup", est.theoretical_speedup)
+    est.refined_speedup = figures.get("refined_speedup", est.refined_speedup)
     if baseline is None:
         out.append(t("diag.no_baseline", lang))
     elif est.measured_speedup is not None:
@@ -290,8 +304,10 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
             verdict = t("diag.verdict.slower", lang, x=_x(sp, lang))
         else:
             verdict = t("diag.verdict.same", lang, x=_x(sp, lang))
-        out.append(t("diag.this_run", lang, verdict=verdict, tps=number(s.tokens_per_s or 0, lang, ".1f"),
-                     base=number(b.tokens_per_s or 0, lang, ".1f")))
+        tps = figures.get("tokens_per_s", s.tokens_per_s or 0)
+        base_tps = figures.get("baseline_tokens_per_s", b.tokens_per_s or 0)
+        out.append(t("diag.this_run", lang, verdict=verdict, tps=number(tps, lang, ".1f"),
+                     base=number(base_tps, lang, ".1f")))
         if trace.env.get("dtype") and baseline.env.get("dtype") and trace.env.get("dtype") != baseline.env.get("dtype"):
             out.append(t("diag.dtype_mismatch", lang, run=trace.env["dtype"], base=baseline.env["dtype"]))
 
@@ -327,7 +343,7 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
                 sentence += t("diag.gap.beats", lang, x=measured)
         out.append(sentence)
         if est.measured_speedup is not None and est.measured_speedup < 1.0:
-            out.append(_advice(est, lang))
+            out.append(_advice(est, lang, trace.env.get("dtype")))
     elif baseline is not None:
         out.append(t("diag.baseline_too_short", lang))
     else:
@@ -351,9 +367,13 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
     return out
 
 
-def _advice(est: Estimates, lang: str = DEFAULT_LANGUAGE) -> str:
+def _advice(est: Estimates, lang: str = DEFAULT_LANGUAGE, dtype: str | None = None) -> str:
+    """One line of advice for a run slower than baseline; `dtype` is the run's own precision (a run already in
+    bfloat16 is not told to try it)."""
     alpha, gamma = est.alpha or 0.0, est.gamma or 0.0
     if est.v is not None and est.v > 1.5 and alpha > 0.5:
+        if dtype in REDUCED_DTYPES:
+            return t("diag.advice.verify_expensive_reduced", lang, dtype=dtype)
         return t("diag.advice.verify_expensive", lang)
     if alpha < 0.3:
         return t("diag.advice.rejected", lang)

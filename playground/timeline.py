@@ -42,9 +42,23 @@ def race_lane(trace: Trace, label: str | None = None) -> RaceLane:
     return RaceLane(label or trace.method, trace.method, points, round(t, 3), n)
 
 
-def race_timeline(baseline_trace: Trace, method_trace: Trace) -> dict[str, Any]:
-    """Both lanes of a race replay plus who finished first and by how much (JSON-ready)."""
+def _stretched(lane: RaceLane, total_ms: float) -> RaceLane:
+    """The lane with every time scaled so that it ends at `total_ms` (the steps keep their recorded shares)."""
+    if lane.total_ms <= 0 or total_ms <= 0:
+        return lane
+    k = total_ms / lane.total_ms
+    points = [RacePoint(round(p.t_ms * k, 3), p.tokens, p.step, p.text) for p in lane.points]
+    return RaceLane(lane.label, lane.method, points, round(total_ms, 3), lane.new_tokens)
+
+
+def race_timeline(baseline_trace: Trace, method_trace: Trace,
+                  totals_ms: tuple[float, float] | None = None) -> dict[str, Any]:
+    """Both lanes of a race replay plus who finished first and by how much (JSON-ready). `totals_ms` (baseline's,
+    the method's): the times a comparison's table reads (medians over its repeats); each lane keeps its run's
+    step-by-step shares and ends there, so the race and the table tell one story."""
     lanes = [race_lane(baseline_trace, REFERENCE), race_lane(method_trace, method_trace.method)]
+    if totals_ms is not None:
+        lanes = [_stretched(lane, total) for lane, total in zip(lanes, totals_ms)]
     b, m = lanes
     return {
         "lanes": [asdict(lane) for lane in lanes],

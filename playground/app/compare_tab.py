@@ -35,6 +35,12 @@ from .run_request import DEFAULT_METHOD, MAX_NAME_SHOWN, build_request, collect_
 from .theory_tab import remember_baseline
 
 MAX_COMPARE_REPEATS = 5  # as the page's slider
+# The slider's start: three repeats give each speedup a median and a spread (`bench.SETTLED_REPEATS`).
+DEFAULT_COMPARE_REPEATS = 3
+# "Quick compare", for a class waiting on it: one repeat of a few tokens per method (the table marks its
+# speedups as noise, and says why).
+QUICK_REPEATS = 1
+QUICK_TOKENS = 12
 RACE_MAX_S = 10.0  # a race replay lasts at most this long …
 RACE_MIN_S = 2.5  # … and at least this long (shorter races are slowed down, and say so)
 RACE_FPS = 12
@@ -46,6 +52,8 @@ class CompareState:
 
     baseline: Trace | None = None
     traces: dict[str, Trace] = field(default_factory=dict)
+    # Each label's time as the table reads it (its median over the repeats, in ms): the race ends its lanes there.
+    elapsed_ms: dict[str, float] = field(default_factory=dict)
 
 
 def _spec_label(name: str, params: dict[str, Any]) -> str:
@@ -269,7 +277,8 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
         result, skipped = outcome
         figs = bench.compare_figures(result, lang)
         state = CompareState(baseline=result.traces.get(REFERENCE),
-                             traces={k: v for k, v in result.traces.items() if k != REFERENCE})
+                             traces={k: v for k, v in result.traces.items() if k != REFERENCE},
+                             elapsed_ms={r.label: r.elapsed_s * 1000.0 for r in result.rows if r.elapsed_s})
         choices = list(state.traces)
         best = max((a for a in result.aggregates if a.label in state.traces and a.speedup is not None),
                    key=lambda a: a.speedup, default=None)
@@ -285,15 +294,30 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
         yield COMPARED(status=render.status_html(user_message(exc, t("error.what.comparison", lang), lang), "error"))
 
 
+def quick_compare(prompt: str, target: str | None, assistant: str | None, method: str | None, dtype: str | None,
+                  chat: Any, methods: Sequence[str] | None, max_new_tokens: float | None, repeats: float | None,
+                  baselines: list[Trace] | None, *param_values: Any,
+                  lang: str = DEFAULT_LANGUAGE) -> Iterator[tuple[Any, ...]]:
+    """`compare` in the time a class can wait: `QUICK_REPEATS` repeat(s) of at most `QUICK_TOKENS` new tokens
+    (the page's length when it is shorter); the sliders' own values are left as they are."""
+    tokens = QUICK_TOKENS
+    if isinstance(max_new_tokens, (int, float)) and not isinstance(max_new_tokens, bool) and max_new_tokens >= 2:
+        tokens = min(QUICK_TOKENS, int(max_new_tokens))
+    yield from compare(prompt, target, assistant, method, dtype, chat, methods, tokens, QUICK_REPEATS, baselines,
+                       *param_values, lang=lang)
+
+
 # --------------------------------------------------------------------------- race
 
 
 def race_frames(baseline: Trace, method: Trace, max_s: float = RACE_MAX_S, min_s: float = RACE_MIN_S,
-                fps: float = RACE_FPS, lang: str = "en") -> Iterator[tuple[float, str]]:
+                fps: float = RACE_FPS, lang: str = "en",
+                totals_ms: tuple[float, float] | None = None) -> Iterator[tuple[float, str]]:
     """(seconds into the replay, race HTML) frames: each lane shows the steps whose recorded end time
     (cumulative draft + verify ms, `timeline.race_timeline`) has passed; one frame per change, at most
-    `fps` a second; the replay lasts the recorded time, clamped to [min_s, max_s]."""
-    timeline = race_timeline(baseline, method)
+    `fps` a second; the replay lasts the recorded time, clamped to [min_s, max_s]. `totals_ms`: where the lanes
+    end (the comparison table's times), so the race's verdict is the table's speedup."""
+    timeline = race_timeline(baseline, method, totals_ms)
     traces = (baseline, method)
     duration_s = max(timeline["duration_ms"] / 1000.0, 1e-6)
     play_s = min(max(duration_s, min_s), max_s)
@@ -338,9 +362,12 @@ def play_race(choice: str | None, state: CompareState | None,
     if state is None or state.baseline is None or not state.traces:
         yield render.status_html(t("race.no_comparison", lang), "error")
         return
-    method = state.traces.get(choice if isinstance(choice, str) else "") or next(iter(state.traces.values()))
+    label = choice if isinstance(choice, str) and choice in state.traces else next(iter(state.traces))
+    method = state.traces[label]
+    totals = (state.elapsed_ms.get(REFERENCE), state.elapsed_ms.get(label))
     start = time.monotonic()
-    for t_play, frame in race_frames(state.baseline, method, lang=lang):
+    for t_play, frame in race_frames(state.baseline, method, lang=lang,
+                                     totals_ms=totals if None not in totals else None):  # type: ignore[arg-type]
         delay = start + t_play - time.monotonic()
         if delay > 0:
             time.sleep(delay)
@@ -375,9 +402,11 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
             with gr.Column(scale=1, min_width=220):
                 compare_tokens = gr.Slider(2, max_tokens, value=min(MAX_NEW_TOKENS["compare"], max_tokens),
                                            step=1, label=L("ui.compare.tokens"), elem_id="pg-compare-tokens")
-                compare_repeats = gr.Slider(1, 5, value=1, step=1, label=L("ui.compare.repeats"),
-                                            elem_id="pg-compare-repeats")
-        compare_btn = gr.Button(L("ui.compare.run"), variant="primary", elem_id="pg-compare-run")
+                compare_repeats = gr.Slider(1, MAX_COMPARE_REPEATS, value=DEFAULT_COMPARE_REPEATS, step=1,
+                                            label=L("ui.compare.repeats"), elem_id="pg-compare-repeats")
+        with gr.Row():
+            compare_btn = gr.Button(L("ui.compare.run"), variant="primary", elem_id="pg-compare-run")
+            quick_btn = gr.Button(L("ui.compare.quick"), elem_id="pg-compare-quick")
         idle_status, idle_race = idle_views()
         panel = results_panel("compare", idle_status, ("speedup", "cost"))
         compare_diag = gr.HTML("", elem_id="pg-compare-diagnosis")
@@ -388,11 +417,11 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
         race = gr.HTML(idle_race, elem_id="pg-race-box")
         compare_state = gr.State(None)
 
-    compare_btn.click(
-        with_language(compare), [*settings, compare_methods, compare_tokens, compare_repeats, baselines, *param_components],
-        COMPARED.components(dict(status=panel.status, table=panel.table, speedup=panel.left, cost=panel.right,
-                                 diagnosis=compare_diag, race_method=race_method, state=compare_state,
-                                 baselines=baselines)),
-        **long_job(panel.status))
+    compared = COMPARED.components(dict(status=panel.status, table=panel.table, speedup=panel.left, cost=panel.right,
+                                        diagnosis=compare_diag, race_method=race_method, state=compare_state,
+                                        baselines=baselines))
+    inputs = [*settings, compare_methods, compare_tokens, compare_repeats, baselines, *param_components]
+    compare_btn.click(with_language(compare), inputs, compared, **long_job(panel.status))
+    quick_btn.click(with_language(quick_compare), inputs, compared, **long_job(panel.status))
     race_btn.click(guarded(play_race), [race_method, compare_state], race, **PRIVATE_QUEUED)
     return dict(status=panel.status, race=race, methods=compare_methods)

@@ -157,8 +157,8 @@ def compare_on_prompt(
     checks: dict[str, LosslessCheck] = {}
     rows: list[BenchRow] = []
     traces: dict[str, Trace] = {}
-    diagnoses: dict[str, list[str]] = {}
     base_rep = _representative(base_m.traces) if base_m.traces else None
+    representatives: dict[str, Trace] = {}
     for spec in specs:
         m = results[spec.label]
         check = None
@@ -169,11 +169,28 @@ def compare_on_prompt(
                 report(f"{prompt_label}{spec.label}: {check.note}")
         rows.append(build_row(spec, bp, m, base_m, check))
         if m.traces:
-            rep = _representative(m.traces)
-            traces[spec.label] = rep
-            diagnoses[spec.label] = theory.diagnose(rep, base_rep if not spec.is_reference else None, lang)
-    return CompareResult(prompt=bp, rows=rows, aggregates=aggregate(rows), traces=traces, diagnoses=diagnoses,
+            traces[spec.label] = representatives[spec.label] = _representative(m.traces)
+    aggregates = aggregate(rows)
+    diagnoses = _diagnoses(specs, representatives, base_rep, aggregates, lang)
+    return CompareResult(prompt=bp, rows=rows, aggregates=aggregates, traces=traces, diagnoses=diagnoses,
                          checks=checks)
+
+
+def _diagnoses(specs: Sequence[MethodSpec], representatives: dict[str, Trace], base_rep: Trace | None,
+               aggregates: list[Aggregate], lang: str) -> dict[str, list[str]]:
+    """Each method's sentences (`theory.diagnose` on its representative run), quoting the table's figures (the
+    aggregates over every repeat), not the one run they read: the table and its text read one set of numbers."""
+    by_label = {a.label: a for a in aggregates}
+    base_agg = by_label.get(specs[0].label)
+    diagnoses: dict[str, list[str]] = {}
+    for spec in specs:
+        if spec.label in representatives:
+            agg = by_label.get(spec.label)
+            figures = {} if agg is None else {name: getattr(agg, name, None) for name in theory.FIGURES}
+            figures["baseline_tokens_per_s"] = base_agg.tokens_per_s if base_agg is not None else None
+            diagnoses[spec.label] = theory.diagnose(representatives[spec.label],
+                                                    base_rep if not spec.is_reference else None, lang, figures)
+    return diagnoses
 
 
 def _repeat_line(run: Trace, prefix: str, r: int, repeats: int, label: str, speedup: float | None, lang: str) -> str:
