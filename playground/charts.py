@@ -182,6 +182,7 @@ def figures(source: Trace | Sequence[Step], *, current: int | None = None,
 
 
 THEORY_GAMMAS = (1, 2, 3, 5, 8)
+ALPHA_TICKS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 _GAMMA_COLORS = ("#9ecae1", "#56B4E9", "#0072B2", "#08306b", "#6a51a3")
 MEASURED = "#D55E00"  # vermillion: the run's own point
 
@@ -199,7 +200,8 @@ def theory_figure(alpha: float | None = None, tau: float | None = None, gamma: f
     layout = _layout(t("chart.theory.title", lang), t("chart.theory.y", lang), lang)
     layout.update(hovermode="closest", barmode=None, height=380, uirevision=None)
     layout["xaxis"] = {**layout["xaxis"], "title": dict(text=t("chart.theory.x", lang)),
-                       "range": [0, 1.0], "tickformat": ".0%", "rangemode": "normal"}
+                       "range": [0, 1.0], "rangemode": "normal", "tickvals": list(ALPHA_TICKS),
+                       "ticktext": [number(a, lang, ".0%") for a in ALPHA_TICKS]}  # ru «40 %», not d3's "40%"
     top = max(gammas) + 1
     layout["yaxis"] = {**layout["yaxis"], "range": [0, top + 0.3]}
     layout["legend"] = {**layout["legend"], "y": -0.22}
@@ -208,15 +210,20 @@ def theory_figure(alpha: float | None = None, tau: float | None = None, gamma: f
         type="scatter", x=[0, 1], y=[1, 1], mode="lines", name=t("chart.theory.baseline", lang),
         line=dict(color=TEXT, width=1.5, dash="dot"), hoverinfo="skip",
     )]
+    # Plotly writes a percentage its own way ("45%", d3's): each point's α as the page's language writes it instead
+    # (ru «45 %»), for the hover texts' %{customdata}.
+    alpha_shown = [number(a, lang, ".0%") for a in alphas]
     for i, g in enumerate(gammas):
         traces.append(dict(
             type="scatter", x=alphas, y=[round(expected_tokens_per_step(a, g), 4) for a in alphas], mode="lines",
+            customdata=alpha_shown,
             name=f"γ = {g}", line=dict(color=_GAMMA_COLORS[i % len(_GAMMA_COLORS)], width=2),
             hovertemplate=t("chart.theory.hover_curve", lang, gamma=g) + "<extra></extra>",
         ))
     if gamma is not None and round(gamma, 1) not in {float(g) for g in gammas}:
         traces.append(dict(
             type="scatter", x=alphas, y=[round(expected_tokens_per_step(a, gamma), 4) for a in alphas], mode="lines",
+            customdata=alpha_shown,
             name=t("chart.theory.mean_draft", lang, gamma=number(gamma, lang, ".1f"), label=label),
             line=dict(color=MEASURED, width=1.5, dash="dash"),
             hovertemplate=t("chart.theory.hover_curve", lang, gamma=number(gamma, lang, ".1f")) + "<extra></extra>",
@@ -230,6 +237,7 @@ def theory_figure(alpha: float | None = None, tau: float | None = None, gamma: f
     if alpha is not None and tau is not None:
         traces.append(dict(
             type="scatter", x=[alpha], y=[round(tau, 4)], mode="markers+text", name=t("chart.theory.measured", lang, label=label),
+            customdata=[number(alpha, lang, ".0%")],
             marker=dict(size=14, color=MEASURED, symbol="diamond", line=dict(color="white", width=1)),
             text=[f"α {number(alpha, lang, '.0%')}, τ {number(tau, lang)}"], textposition="middle right" if alpha < 0.75 else "middle left",
             textfont=dict(color=MEASURED, size=12),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import plotly.graph_objects as go
 
 from .. import charts
-from ..i18n import DEFAULT_LANGUAGE, t
+from ..i18n import DEFAULT_LANGUAGE, number, t
 from ..methods import is_reference
 from ..report_html import BASELINE_COLOR, color, style_figure
 from .aggregation import ALL, Aggregate, in_category
@@ -76,7 +76,9 @@ def position_acceptance_figure(aggs: list[Aggregate], category: str | None = Non
     fig = go.Figure()
     for i, a in enumerate(_methods(in_category(aggs, category))):
         rates = a.position_acceptance
-        counts = a.position_counts
+        # each point's counts, then its rate as the page's language writes a percentage (Plotly's own is "45%")
+        counts = [[*c, number(rate, lang, ".0%") if rate is not None else ""]
+                  for c, rate in zip(a.position_counts, rates)]
         if not rates:
             continue
         fig.add_scatter(x=list(range(1, len(rates) + 1)), y=rates, mode="lines+markers", name=a.label,
@@ -86,7 +88,9 @@ def position_acceptance_figure(aggs: list[Aggregate], category: str | None = Non
         if judged:
             fig.add_scatter(x=list(range(1, len(judged) + 1)), y=judged, mode="lines+markers",
                             name=t("bench.chart.positions.judged", lang, label=a.label),
-                            line=dict(color=color(i), dash="dot"), customdata=counts,
+                            line=dict(color=color(i), dash="dot"),
+                            customdata=[[*c, number(rate, lang, ".0%") if rate is not None else ""]
+                                        for c, rate in zip(a.position_counts, judged)],
                             hovertemplate=t("bench.chart.positions.judged_hover", lang))
     return style_figure(fig, t("bench.chart.positions.title", lang), xaxis_title=t("bench.chart.positions.x", lang),
                         yaxis_title=t("bench.chart.positions.y", lang), yaxis_range=[0, 1.05], xaxis_dtick=1)
@@ -101,7 +105,7 @@ def step_cost_figure(aggs: list[Aggregate], category: str | None = None, lang: s
     fig.add_bar(x=labels, y=[a.verify_ms_per_step for a in rows], name=t("bench.chart.cost.verify", lang), marker_color="#636efa")
     fig.add_bar(x=labels, y=[a.other_ms_per_step or 0.0 for a in rows], name=t("bench.chart.cost.other", lang),
                 marker_color="#9a9a9a",
-                text=[("" if a.tokens_per_step is None else f"τ={a.tokens_per_step:.2f}") for a in rows],
+                text=[("" if a.tokens_per_step is None else f"τ = {number(a.tokens_per_step, lang)}") for a in rows],
                 textposition="outside")
     base = [a for a in rows if a.is_baseline]
     if base and base[0].verify_ms_per_step:
