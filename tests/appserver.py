@@ -58,13 +58,14 @@ def free_port() -> int:
 
 
 def start_app(port: int, log_path: Path, extra_env: dict[str, str] | None = None,
-              base_env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Launch app.py (environment: `base_env`, default ours, plus `extra_env`) and wait until it answers."""
+              base_env: dict[str, str] | None = None, root: Path = ROOT) -> subprocess.Popen:
+    """Launch `root`'s app.py (this checkout's unless told; environment: `base_env`, default ours, plus `extra_env`)
+    and wait until it answers."""
     env = {**(os.environ if base_env is None else base_env), "GRADIO_SERVER_PORT": str(port),
            "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1",
            **(extra_env or {})}
     STARTED.append(StartedApp(log_path, (env.get("PLAYGROUND_PRELOAD") or "").strip().lower() not in _FALSE))
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log_path.open("w"),
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=root, env=env, stdout=log_path.open("w"),
                             stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -136,24 +137,59 @@ def headless_chromium() -> Iterator[Any]:
             browser.close()
 
 
-def app_url_fixture(log_name: str, extra_env: dict[str, str] | None = None) -> Callable[[], Iterator[str]]:
-    """A module-scoped `app_url` fixture: one real app for the test module, its log in artifacts/`log_name`."""
+class SharedApps:
+    """The real apps a test session shares: one per configuration (its extra environment), started when a module first
+    asks for it and stopped when the session ends (conftest.py's `shared_apps`). A page is a visitor's own (Gradio
+    keeps each session's state apart), so modules that only open pages on an app of the same configuration need not
+    pay for its start each (a preloading app also loads and warms up the bundled Gemma): they share it. An app that
+    died is started again; its log is artifacts/`log_name` of the module that started it."""
+
+    def __init__(self) -> None:
+        self._apps: dict[tuple[tuple[str, str], ...], tuple[subprocess.Popen, str]] = {}
+
+    def url(self, log_name: str, extra_env: dict[str, str] | None = None) -> str:
+        key = tuple(sorted((extra_env or {}).items()))
+        running = self._apps.get(key)
+        if running is None or running[0].poll() is not None:
+            ARTIFACTS.mkdir(exist_ok=True)
+            port = free_port()
+            running = (start_app(port, ARTIFACTS / log_name, extra_env), f"http://127.0.0.1:{port}/")
+            self._apps[key] = running
+        return running[1]
+
+    def close(self) -> None:
+        for proc, _url in self._apps.values():
+            stop_app(proc)
+        self._apps.clear()
+
+
+def app_url_fixture(log_name: str, extra_env: dict[str, str] | None = None) -> Callable[..., Iterator[str]]:
+    """A module-scoped `app_url` fixture: the session's real app of this configuration (`SharedApps`), started by the
+    first module that asks for it, its log in artifacts/`log_name` of that module."""
 
     @pytest.fixture(scope="module")
-    def app_url() -> Iterator[str]:
-        ARTIFACTS.mkdir(exist_ok=True)
-        with running_app(ARTIFACTS / log_name, extra_env) as url:
-            yield url
+    def app_url(shared_apps: SharedApps) -> Iterator[str]:
+        yield shared_apps.url(log_name, extra_env)
 
     return app_url
 
 
-def browser_fixture(name: str = "browser") -> Callable[[], Iterator[Any]]:
-    """A module-scoped fixture (named `name`) holding one headless Chromium for the test module."""
+def browser_fixture(name: str = "browser") -> Callable[..., Iterator[Any]]:
+    """A module-scoped fixture (named `name`) holding the session's headless Chromium (conftest.py's
+    `shared_chromium`: launched once; each test opens contexts and pages of its own in it)."""
 
     @pytest.fixture(scope="module", name=name)
-    def browser() -> Iterator[Any]:
-        with headless_chromium() as launched:
-            yield launched
+    def browser(shared_chromium: Any) -> Iterator[Any]:
+        yield shared_chromium
 
     return browser
+
+
+def run_coroutine_apart(coroutine: Any) -> Any:
+    """`asyncio.run(coroutine)` in a thread of its own: the session's Chromium (Playwright's sync API) keeps an event
+    loop in the main thread, where asyncio.run refuses to start."""
+    import asyncio
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

@@ -26,8 +26,10 @@ from playground.models import ModelStore
 # wherever the fixture is defined; `module.name` only for that module's fixture of the name.
 FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
     "app_url": ("server",),  # appserver.app_url_fixture and test modules' own
+    "shared_apps": ("server",),  # the session's shared real apps (appserver.SharedApps)
     "server": ("server",),  # test_hostile, test_ui_hardening, test_mcp: one real app for the module
     "browser": ("browser",),  # appserver.browser_fixture
+    "shared_chromium": ("browser",),  # the session's Chromium (appserver.browser_fixture)
     "chromium": ("browser",),  # test_hostile's browser_fixture
     "teach_page_factory": ("browser", "server", "bundled"),  # its app preloads the bundled Gemma
     "test_snippet.cases": ("slow",),  # every case run, its script and command run in fresh processes
@@ -177,6 +179,24 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     noisy = save_tiny_llama(root / "noisy", seed=1, tokenizer=tok, perturb_from=target, noise=0.3)
     other = save_tiny_llama(root / "other", seed=2, layers=2, hidden=32, tokenizer=tok)
     return {"target": str(target), "noisy": str(noisy), "other": str(other)}
+
+
+@pytest.fixture(scope="session")
+def shared_apps() -> Iterator[appserver.SharedApps]:
+    """The real apps the session's modules share, one per configuration (`appserver.app_url_fixture`)."""
+    apps = appserver.SharedApps()
+    try:
+        yield apps
+    finally:
+        apps.close()
+
+
+@pytest.fixture(scope="session")
+def shared_chromium() -> Iterator[Any]:
+    """One headless Chromium for the session (`appserver.browser_fixture`): a launch costs seconds on two busy cores,
+    and every test opens its own contexts and pages in it."""
+    with appserver.headless_chromium() as launched:
+        yield launched
 
 
 @pytest.fixture(scope="module")

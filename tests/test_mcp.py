@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from appserver import free_port, start_app, stop_app
+from appserver import free_port, run_coroutine_apart, start_app, stop_app
 
 mcp = pytest.importorskip("mcp", reason="the gradio[mcp] extra (requirements.txt) is not installed")
 from mcp.client.session import ClientSession  # noqa: E402
@@ -45,7 +44,7 @@ def test_mcp_lists_generate_compare_bench_and_runs_generate(server: str, tiny_mo
         refused = await session.call_tool("generate", {"prompt": "", "target": tiny_models["target"]})
         return tools, called, refused
 
-    tools, called, refused = asyncio.run(_session(server, work))
+    tools, called, refused = run_coroutine_apart(_session(server, work))
     by_name = {tool.name: tool for tool in tools}
     assert set(by_name) == {"generate", "compare", "bench"}  # the page's HTML-streaming handler is not a tool
     assert "assisted-decoding" in by_name["generate"].description

@@ -11,10 +11,10 @@ Tests assert behaviour, never timings.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-from appserver import ARTIFACTS, browser_fixture, needs_chromium, running_app
+from appserver import ARTIFACTS, app_url_fixture, browser_fixture, needs_chromium
 
 from playground import i18n
 from playground.app.links import query_for
@@ -28,11 +28,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.server, needs_chromium]
 browser = browser_fixture()
 
 
-@pytest.fixture(scope="module")
-def app_url() -> Iterator[str]:
-    ARTIFACTS.mkdir(exist_ok=True)
-    with running_app(ARTIFACTS / "microscope-test-server.log", {"PLAYGROUND_PRELOAD": "0"}) as url:
-        yield url
+app_url = app_url_fixture("microscope-test-server.log", {"PLAYGROUND_PRELOAD": "0"})  # the session's (shared)
 
 
 def open_run(browser: Any, url: str, models: dict[str, str], lang: str, sample: bool = False) -> Any:

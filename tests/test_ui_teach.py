@@ -15,7 +15,7 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 import pytest
-from appserver import ARTIFACTS, headless_chromium, needs_chromium, running_app
+from appserver import ARTIFACTS, headless_chromium, needs_chromium
 from test_ui_browser import RUN_TIMEOUT_MS, set_number, wait_finished
 
 from playground import charts, render
@@ -441,10 +441,11 @@ def test_play_race_streams_frames(compared: list[tuple[Any, ...]]) -> None:
 # --------------------------------------------------------------------------- in the browser (the real app)
 
 @pytest.fixture(scope="module")
-def teach_page_factory() -> Any:
-    """New pages on one real app (it preloads the bundled Gemma) in one headless Chromium, for the module."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    with running_app(ARTIFACTS / "ui-teach-server.log") as url, headless_chromium() as browser:
+def teach_page_factory(shared_apps: Any) -> Any:
+    """New pages on the session's real app that preloads the bundled Gemma (`appserver.SharedApps`) in one headless
+    Chromium, for the module."""
+    url = shared_apps.url("ui-teach-server.log")
+    with headless_chromium() as browser:
         contexts = []
 
         def new_page() -> Any:
