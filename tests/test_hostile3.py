@@ -230,8 +230,11 @@ def long_models(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
 def server(long_models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from test_hostile import public_server
 
+    # Four calls from this one client at once (the never-read ones): over PLAYGROUND_CLIENT_CALLS' default of 2, which
+    # tests/test_hostile4.py checks; here the watcher that ends them is the subject.
     with public_server(long_models, tmp_path_factory, "hostile3-server",
-                       {"PLAYGROUND_MCP": "1", "PLAYGROUND_MAX_NEW_TOKENS": "8000"}) as served:
+                       {"PLAYGROUND_MCP": "1", "PLAYGROUND_MAX_NEW_TOKENS": "8000",
+                        "PLAYGROUND_CLIENT_CALLS": "8"}) as served:
         yield served
 
 
