@@ -52,11 +52,12 @@ SETTINGS_DOC: list[tuple[str, str, str]] = [
      "Visitors' generations computing at once (the cores' places; the page's other queued handlers too); they take "
      "turns one decoding step at a time, so a visitor's run starts within one step of each other computing "
      "generation. A run standing paused or slowed between two steps holds no place (docs/limits.md)."),
-    ("PLAYGROUND_CLIENT_CALLS", "2",
-     "Queued or running calls (a run, a Compare, a trace's upload ...) one client address may have at once; one more "
-     "is refused in one line (HTTP 429). Below PLAYGROUND_MAX_RUNS, so that one client never holds every run's "
-     "place. A class behind one address (a school's network, one Space) shares it: raise it to the class's size there, or "
-     "0: no bound."),
+    ("PLAYGROUND_CLIENT_CALLS", "2 in public mode, else 0",
+     "Queued or running calls of a handler with a bounded number of places (a run, a Compare, Tune, a run's follow-up "
+     "views; not a follower's look at its class, which holds no place) one client address may have at once; one "
+     "more is refused in one line (HTTP 429), so that one client never holds every run's place. A class behind one "
+     "address (a school's network reaching a Space) shares it: raise it to the class's size there. 0: no bound (the "
+     "default on a machine of one's own, where a class reaches it from its own addresses)."),
     ("PLAYGROUND_QUEUE_SIZE", "64", "Calls waiting in the queue, all clients together; one more is refused in one "
      "line (HTTP 503). 0: no bound."),
     ("PLAYGROUND_TRUST_FORWARDED", "true inside a HF Space (SYSTEM=spaces or SPACE_ID set), else false",
@@ -96,7 +97,7 @@ class Settings:
     concurrency: int
     mcp: bool
     top_k: int = 5  # the step microscope's top-k per distribution (0: record none)
-    client_calls: int = 2  # queued or running calls per client address (0: no bound)
+    client_calls: int = 0  # queued or running calls per client address (0: no bound; 2 in public mode)
     queue_size: int = 64  # calls waiting in the queue, all clients (0: no bound)
     trust_forwarded: bool = False  # the client's address from X-Forwarded-For (a Space's proxy sets it)
     pause_idle_s: float = 180.0  # a step-by-step pause with no press this long ends the run
@@ -169,9 +170,10 @@ def _paths(name: str) -> tuple[Path, ...]:
 
 def get_settings() -> Settings:
     """Read the settings from the environment; raises ValueError naming a malformed variable."""
+    public = _bool("PLAYGROUND_PUBLIC", default=bool(os.environ.get("SPACE_ID")))
     return Settings(
         cache_dir=Path(_raw("PLAYGROUND_CACHE_DIR") or DEFAULT_CACHE_DIR).expanduser(),
-        public=_bool("PLAYGROUND_PUBLIC", default=bool(os.environ.get("SPACE_ID"))),
+        public=public,
         trust_remote_code=_bool("PLAYGROUND_TRUST_REMOTE_CODE", False),
         allow_pickle=_bool("PLAYGROUND_ALLOW_PICKLE", False),
         allowed_dirs=_paths("PLAYGROUND_ALLOWED_DIRS"),
@@ -183,7 +185,7 @@ def get_settings() -> Settings:
         concurrency=_int("PLAYGROUND_CONCURRENCY", 3, minimum=1),
         mcp=_bool("PLAYGROUND_MCP", False),
         top_k=_int_at_most("PLAYGROUND_TOP_K", 5, minimum=0, maximum=MICROSCOPE_MAX_TOP_K),
-        client_calls=_int("PLAYGROUND_CLIENT_CALLS", 2, minimum=0),
+        client_calls=_int("PLAYGROUND_CLIENT_CALLS", 2 if public else 0, minimum=0),
         queue_size=_int("PLAYGROUND_QUEUE_SIZE", 64, minimum=0),
         trust_forwarded=_bool("PLAYGROUND_TRUST_FORWARDED", default=in_a_space()),
         pause_idle_s=_float("PLAYGROUND_PAUSE_IDLE_S", 180.0),

@@ -369,3 +369,35 @@ def test_a_replay_move_and_the_handout_of_a_99999_draft_step_are_a_small_multipl
     assert f'data-hidden="{hidden}"' in move[0] and "… 99872 more tokens of this step not shown …" in move[0]
     assert len(microscope_view.panel_html(crafted, 0, 0, "en")) <= 2 * len(microscope_view.panel_html(real, 0, 0, "en"))
     assert len(handout.handout_html(crafted, "en")) <= 2 * len(handout.handout_html(real, "en"))
+
+
+def test_the_per_client_bound_counts_only_handlers_that_hold_a_place() -> None:
+    """A follower's look at its class (a handler with no concurrency limit) is neither counted nor refused by
+    PLAYGROUND_CLIENT_CALLS: a class behind one address keeps following; a run's handler is counted."""
+    import gradio as gr
+
+    from playground.app import gate
+
+    with gr.Blocks() as blocks:
+        button = gr.Button()
+        button.click(lambda: None, None, None, api_name="bounded")
+        button.click(lambda: None, None, None, api_name="look", concurrency_limit=None)
+    by_name = {fn.api_name: index for index, fn in blocks.fns.items()}
+    bounded = gate._called_fn(gate._JOIN, json.dumps({"fn_index": by_name["bounded"]}).encode(), blocks)
+    look = gate._called_fn(gate._JOIN, json.dumps({"fn_index": by_name["look"]}).encode(), blocks)
+    assert bounded.api_name == "bounded" and look.api_name == "look"
+    assert gate._holds_a_place(bounded) and not gate._holds_a_place(look)
+    assert gate._called_fn("/gradio_api/call/look", b"{}", blocks).api_name == "look"
+    assert gate._holds_a_place(gate._called_fn(gate._JOIN, b"not json", blocks))  # unknown: counted
+
+
+def test_the_per_client_bound_is_on_in_public_mode_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from playground.settings import get_settings
+
+    monkeypatch.delenv("PLAYGROUND_CLIENT_CALLS", raising=False)
+    monkeypatch.setenv("PLAYGROUND_PUBLIC", "1")
+    assert get_settings().client_calls == 2
+    monkeypatch.setenv("PLAYGROUND_PUBLIC", "0")
+    assert get_settings().client_calls == 0
+    monkeypatch.setenv("PLAYGROUND_CLIENT_CALLS", "5")
+    assert get_settings().client_calls == 5

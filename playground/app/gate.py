@@ -235,10 +235,10 @@ class Gate:
         queue = blocks._queue
         if self.queue_size and len(queue) >= self.queue_size:
             return 503, i18n.t("error.gate.queue_full", lang, limit=self.queue_size)
-        if self.client_calls:
+        if self.client_calls and _holds_a_place(_called_fn(scope["path"], body, blocks)):
             client = self.client(scope)
-            calls = sum(1 for event in _live_events(queue)
-                        if event.request is not None and self.client(event.request.scope) == client)
+            calls = sum(1 for event in _live_events(queue) if _holds_a_place(event.fn)
+                        and event.request is not None and self.client(event.request.scope) == client)
             if calls >= self.client_calls:
                 return 429, i18n.t("error.gate.client_calls", lang, limit=self.client_calls)
         return 200, None
@@ -282,6 +282,25 @@ def _session_refusal(session: Any, lang: str) -> str | None:
     if isinstance(session, str) and 1 <= len(session) <= MAX_SESSION_HASH_CHARS:
         return None
     return i18n.t("error.gate.session_hash", lang, limit=MAX_SESSION_HASH_CHARS, got=shorten(repr(session), 40))
+
+
+def _holds_a_place(fn: Any) -> bool:
+    """Whether a handler's call takes one of a bounded number of places (a run, a long job, a run's views): a
+    handler registered with no concurrency limit (a follower's look at its class) holds none, so a class behind one
+    address is not refused its looks by the per-client bound. An unknown handler counts (Gradio refuses it anyway)."""
+    return fn is None or getattr(fn, "concurrency_limit", "default") is not None
+
+
+def _called_fn(path: str, body: bytes, blocks: Any) -> Any:
+    """The handler a queued call names (by `fn_index` on the join, by API name on `call/<name>`), or None."""
+    named = _NAMED.match(path)
+    if named:
+        return next((fn for fn in blocks.fns.values() if fn.api_name == named.group("name")), None)
+    try:
+        index = json.loads(body).get("fn_index")
+    except (ValueError, RecursionError, AttributeError):
+        return None
+    return blocks.fns.get(index) if isinstance(index, int) and not isinstance(index, bool) else None
 
 
 def _call_refusal(path: str, body: bytes, blocks: Any, lang: str) -> tuple[int, str | None]:
