@@ -205,15 +205,16 @@ def test_a_paused_runs_pace_survives_a_flood_of_other_sessions_paces(server: Ser
 
 
 def test_slowed_runs_end_at_their_time_limit_and_hold_no_place(server: Server, visitors: list[Visitor]) -> None:
-    """Issue 42's scenario, shortened: three runs slowed to 10 s a step, 400 tokens, nobody clicking. Their waits
-    count against the run time limit (RUN_TIMEOUT_S here): each ends at it, saying so, long before its 400 steps;
-    meanwhile a fourth visitor's short run ends. On the old code the waits extended the deadline and the slowed runs
-    held every place."""
+    """Issue 42's scenario, scaled down: three runs slowed to a few seconds a step (each wait shorter than the time
+    limit, as 10 s is shorter than 300 s), 400 tokens, nobody clicking. Their waits count against the run time limit
+    (RUN_TIMEOUT_S here): each ends at it, saying so, long before its 400 steps; meanwhile a fourth visitor's short
+    run ends. On the old code the waits extended the deadline (the runs went on a step every 2 s) and the slowed runs
+    held every place (the fourth waited)."""
     slowed = []
     for _ in range(3):
         visitor = Visitor(server)
         visitors.append(visitor)
-        visitor.pace("slow", 10.0)
+        visitor.pace("slow", 2.0)
         slowed.append(visitor.generate(max_new_tokens=400))  # the tiny model's context is 512
     _until(lambda: all(r.first_token_s() is not None for r in slowed),
            lambda: f"the slowed runs showed their first step: {[r.lines[-2:] for r in slowed]}")

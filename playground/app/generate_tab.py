@@ -551,7 +551,7 @@ def _output_column() -> dict[str, Any]:
             ui["generate_btn"] = gr.Button(L("ui.generate"), variant="primary", elem_id="pg-generate")
             ui["stop_btn"] = gr.Button(L("ui.stop"), variant="stop", elem_id="pg-stop")
             ui["link_btn"] = gr.Button(L("ui.link.make"), size="sm", elem_id="pg-link-make")
-        presenter.build_pace("pg-output")
+        ui["pace_controls"] = presenter.build_pace("pg-output")
         ui.update(follow.build_class_box())
         ui["check_plain"] = gr.Checkbox(value=False, label=L("ui.check_plain.label"), elem_id="pg-check-plain",
                                         info=L("ui.check_plain.info"))
@@ -613,6 +613,7 @@ def _wire(demo: gr.Blocks, ui: dict[str, Any], param_components: list[Any]) -> G
         preprocess=False,
     )
     ui["stop_btn"].click(stop, None, ui["status"], **PRIVATE)
+    presenter.wire_run(ui["pace_controls"], ui["generate_btn"], run_event)
     ui["tokens"].click(guarded(open_token), ui["run_trace"], ui["micro_panel"], **PRIVATE)
     run_event.then(guarded(after_run_tables), ui["run_trace"], out(TABLES), **PRIVATE)
     handout_button.wire(ui["generate_btn"], run_event, ui["run_trace"], ui["handout_file"])

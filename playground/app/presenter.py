@@ -207,6 +207,22 @@ def build_pace(view_id: str) -> PaceControls:
     return PaceControls(mode=mode, seconds=seconds, step_on=step, settings=settings)
 
 
+def _step_on_shown(mode: Any) -> Any:
+    """A run starts: "Next step" shows when the pace waits (any pace but free)."""
+    return gr.update(visible=mode in MODES and mode != FREE)
+
+
+def _step_on_hidden() -> Any:
+    """The run ended (its end, Stop, a pause nobody stepped on, an error): "Next step" has nothing to step."""
+    return gr.update(visible=False)
+
+
+def wire_run(controls: PaceControls, generate: gr.Button, run_event: Any) -> None:
+    """"Next step" shows while a run at a waiting pace goes, and goes with the run's end."""
+    generate.click(guarded(_step_on_shown), controls.mode, controls.step_on, **PRIVATE)
+    run_event.then(guarded(_step_on_hidden), None, controls.step_on, **PRIVATE)
+
+
 def wire_load(demo: gr.Blocks, presenter: gr.Checkbox) -> None:
     demo.load(guarded(restore_view), None, presenter, **PRIVATE)
 
