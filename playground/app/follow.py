@@ -42,6 +42,7 @@ from .outputs import Outputs
 LOOK_EVERY_S = 0.2  # how often a follower's stream looks at its room (a dictionary read; it renders only on change)
 BEAT_S = 5.0  # a follower's stream writes at least this often, so Gradio notices a page that closed
 TICK_S = 1.0  # the presenter's page's beat
+CHART_EVERY_S = 1.5  # as the presenter's own page (`generate_tab.CHART_EVERY_S`)
 MAX_ADDRESS_CHARS = 2000
 
 # What the follower's stream writes (the page's own run views, and the class's question).
@@ -182,11 +183,17 @@ def _rendered(room: Room, view: RoomView, lang: str, done_message: Callable[...,
         else:
             title = get_method(trace.method).localized(lang).title
             status = render.status_html(t("follow.running", lang, method=title, target=trace.target), "running")
-        figures = dict(zip(("acceptance", "timing"), charts.figures(steps, lang=lang)))
-        views = {"tokens": tokens, "stats": render.stats_html(_shown_summary(view), lang=lang), "status": status,
-                 **figures}
-    if len(room.rendered) > 16:  # only the current version's are read again
-        room.rendered.clear()
+        views = {"tokens": tokens, "stats": render.stats_html(_shown_summary(view), lang=lang), "status": status}
+        # The charts (a Plotly figure is re-sent whole, to every follower) at most every CHART_EVERY_S while the run
+        # goes as fast as it comes; at each question and at the end always.
+        last = room.rendered.get(("charts", lang), -CHART_EVERY_S)
+        now = time.monotonic()
+        if view.finished or view.question is not None or now - last >= CHART_EVERY_S:
+            room.rendered[("charts", lang)] = now
+            views.update(zip(("acceptance", "timing"), charts.figures(steps, lang=lang)))
+    if len(room.rendered) > 16:  # only the current version's are read again (and when the charts were drawn)
+        for old in [k for k in room.rendered if k[0] != "charts"]:
+            del room.rendered[old]
     room.rendered[cache_key] = views
     return views
 

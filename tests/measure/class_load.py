@@ -1,0 +1,360 @@
+"""Class load: a presenter stepping through a run with a class following, students running their own, paused runs.
+
+Starts `python app.py` on a free port and drives it through Gradio's own protocol (`tests/classroom.py`), plus a few
+followers as real Chromium pages (English, Russian, Arabic):
+
+1. alone: the presenter (step-by-step pace, a class link open) presses "Next step" `--presses` times; the presenter's
+   step time is press -> the step in the presenter's stream; then a whole run at the free pace (its wall time);
+2. followed: `--followers` followers join (`--browsers` of them Chromium pages, the rest protocol clients reading the
+   follower's stream) and the same again; each follower's lag is the time from the step reaching the presenter to the
+   same step reaching the follower (protocol followers; at the step-by-step pace a follower knows a step once it is
+   shown or asked);
+3. class: `--paused` visitors start a run at the step-by-step pace and never press; `--students` students start their
+   own `--student-tokens`-token runs at once while the presenter steps on; the students' first token (join -> a first
+   token in their stream) and the presenter's step time under that load.
+
+It prints each figure (p50 / p90 / max), the errors, and the server's resident memory over time (psutil, each second).
+The default models are the bundled Gemma 3 270M (converted once and cached); `--tiny` uses tiny random checkpoints
+built in a temporary folder (seconds, for a quick check of the machinery: their steps take milliseconds, so the
+times say little about a class).
+
+    python tests/measure/class_load.py                                   # 60 followers, 30 students, 3 paused
+    python tests/measure/class_load.py --followers 12 --browsers 3 --students 4 --presses 6 --tiny
+
+Not collected by pytest (the file name does not start with test_). A timing means something only on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from appserver import free_port, headless_chromium, start_app, stop_app  # noqa: E402
+from classroom import CODE_IN_LINK, Visitor, handlers, shown_after, steps_in  # noqa: E402
+
+ASKED = re.compile(r'data-asked="(\d+)"')
+TOKEN = 'class="tok"'
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def line(name: str, values: list[float], unit: str = "s") -> str:
+    if not values:
+        return f"{name}: none"
+    return (f"{name}: n={len(values)} p50 {pct(values, 0.5):.3f} {unit}, p90 {pct(values, 0.9):.3f} {unit}, "
+            f"max {max(values):.3f} {unit}, mean {statistics.fmean(values):.3f} {unit}")
+
+
+class Memory(threading.Thread):
+    """The server's resident memory, sampled every second."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.proc, self.samples, self.marks = psutil.Process(pid), [], []
+        self.t0 = time.monotonic()
+        self.running = True
+
+    def run(self) -> None:
+        while self.running:
+            try:
+                self.samples.append((time.monotonic() - self.t0, self.proc.memory_info().rss / 2**20))
+            except psutil.Error:
+                return
+            time.sleep(1.0)
+
+    def mark(self, what: str) -> None:
+        self.marks.append((time.monotonic() - self.t0, what))
+
+
+class Presenter:
+    """The presenter's session: its run's stream read in a thread; when each count of steps first reached it."""
+
+    def __init__(self, url: str, deps: dict[str, Any]) -> None:
+        self.visitor = Visitor(url, deps)
+        self.arrived: dict[int, float] = {}
+        self.errors: list[str] = []
+        self.done = threading.Event()
+
+    def start(self, args: list[Any]) -> None:
+        self.arrived, self.done = {}, threading.Event()
+        threading.Thread(target=self._read, args=(args,), daemon=True).start()
+
+    def _read(self, args: list[Any]) -> None:
+        shown: list[Any] = []
+        try:
+            for outputs in self.visitor.stream("generate", args):
+                shown = shown_after(shown, outputs)
+                n = steps_in(shown[0])
+                self.arrived.setdefault(n, time.monotonic())
+        except Exception as exc:  # noqa: BLE001 - counted and printed
+            self.errors.append(f"presenter: {exc}")
+        self.done.set()
+
+    def steps(self) -> int:
+        return max(self.arrived, default=0)
+
+
+class Follower:
+    """A protocol follower: when each count of known steps (shown, or asked) first reached it."""
+
+    def __init__(self, url: str, deps: dict[str, Any], code: str) -> None:
+        self.visitor = Visitor(url, deps, f"?follow={code}")
+        self.arrived: dict[int, float] = {}
+        self.errors: list[str] = []
+
+    def start(self) -> None:
+        self.visitor.call("join_class")
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        shown: list[Any] = []
+        try:
+            for outputs in self.visitor.stream("follow_stream", [None]):
+                shown = shown_after(shown, outputs)
+                known = steps_in(shown[0]) + (1 if ASKED.search(str(shown[5] or "")) else 0)
+                self.arrived.setdefault(known, time.monotonic())
+        except Exception as exc:  # noqa: BLE001
+            self.errors.append(f"follower: {exc}")
+
+
+def run_args(prompt: str, target: Any, tokens: int, method: str = "prompt_lookup") -> list[Any]:
+    params = {"prompt_lookup_num_tokens": 5} if method == "prompt_lookup" else {}
+    return [prompt, target, None, method, params, tokens, False, 1.0, 1.0, 0, 0, "off", "auto", False, None]
+
+
+def step_through(presenter: Presenter, presses: int, wait_s: float = 600.0) -> list[float]:
+    """Press "Next step" `presses` times once the run stands; each press's time to the next step."""
+    times = []
+    deadline = time.monotonic() + wait_s
+    while presenter.steps() < 1 and time.monotonic() < deadline and not presenter.done.is_set():
+        time.sleep(0.01)
+    for _ in range(presses):
+        n = presenter.steps()
+        time.sleep(0.3)  # the run stands paused after its step
+        pressed = time.monotonic()
+        presenter.visitor.call("step_on")
+        while presenter.steps() <= n and time.monotonic() < deadline and not presenter.done.is_set():
+            time.sleep(0.005)
+        if presenter.steps() > n:
+            times.append(presenter.arrived[n + 1] - pressed)
+    return times
+
+
+def finish(presenter: Presenter) -> None:
+    presenter.visitor.call("set_pace", ["free", 1.0])
+    presenter.visitor.call("step_on")
+    presenter.done.wait(600)
+    presenter.visitor.call("set_pace", ["step", 1.0])
+
+
+def free_run(presenter: Presenter, args: list[Any], server: psutil.Process) -> tuple[float, float]:
+    """The presenter's whole run at the free pace: its wall time, and the server's CPU seconds meanwhile (on a
+    shared machine the wall time also carries the other processes' load, the clients' own included)."""
+    presenter.visitor.call("set_pace", ["free", 1.0])
+    cpu = sum(server.cpu_times()[:2])
+    started = time.monotonic()
+    presenter.start(args)
+    presenter.done.wait(600)
+    wall = time.monotonic() - started
+    cpu = sum(server.cpu_times()[:2]) - cpu
+    presenter.visitor.call("set_pace", ["step", 1.0])
+    return wall, cpu
+
+
+def student_run(url: str, deps: dict[str, Any], args: list[Any], first: list[float], errors: list[str]) -> None:
+    visitor = Visitor(url, deps)
+    started = time.monotonic()
+    try:
+        seen = False
+        for outputs in visitor.stream("generate", args):  # read to the end: the student's whole run is load
+            if not seen and TOKEN in str(outputs[0]):
+                seen = True
+                first.append(time.monotonic() - started)
+    except Exception as exc:  # noqa: BLE001
+        errors.append(f"student: {exc}")
+    finally:
+        visitor.close()
+
+
+def paused_run(url: str, deps: dict[str, Any], args: list[Any], stop: threading.Event, errors: list[str]) -> None:
+    visitor = Visitor(url, deps)
+    try:
+        visitor.call("set_pace", ["step", 1.0])
+        for _ in visitor.stream("generate", args):
+            if stop.is_set():
+                break
+    except Exception as exc:  # noqa: BLE001
+        errors.append(f"paused: {exc}")
+    finally:
+        visitor.close()
+
+
+def lags(presenter: Presenter, followers: list[Follower], first: int, last: int) -> list[float]:
+    out = []
+    for f in followers:
+        for n in range(first, last + 1):
+            if n in presenter.arrived and n in f.arrived:
+                out.append(max(0.0, f.arrived[n] - presenter.arrived[n]))
+    return out
+
+
+def main() -> int:  # noqa: C901 - one scenario, in order
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--followers", type=int, default=60)
+    parser.add_argument("--browsers", type=int, default=3, help="followers that are Chromium pages (en, ru, ar, ...)")
+    parser.add_argument("--students", type=int, default=30)
+    parser.add_argument("--student-tokens", type=int, default=32)
+    parser.add_argument("--paused", type=int, default=3)
+    parser.add_argument("--presses", type=int, default=10)
+    parser.add_argument("--tokens", type=int, default=48, help="the presenter's run")
+    parser.add_argument("--tiny", action="store_true", help="tiny random models instead of the bundled Gemma")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="playground-class-"))
+    env = {"PLAYGROUND_PRELOAD": "1", "PLAYGROUND_ROOM_FOLLOWERS": str(max(200, args.followers + 10))}
+    target: Any = None  # the bundled default
+    prompt = "Rewrite this list in the same format, adding a fifth line:\n- apples: 3\n- pears: 5\n- plums: 7\n- figs: 2\n"
+    if args.tiny:
+        from tiny import build_tokenizer, save_tiny_llama
+
+        target = str(save_tiny_llama(work / "target", seed=0, tokenizer=build_tokenizer()))
+        env["PLAYGROUND_PRELOAD"] = "0"
+    port = free_port()
+    log = work / "server.log"
+    server = start_app(port, log, env)
+    url = f"http://127.0.0.1:{port}/"
+    memory = Memory(server.pid)
+    memory.start()
+    errors: list[str] = []
+    print(f"server pid {server.pid} on port {port}, log {log}; {psutil.cpu_count()} CPUs, "
+          f"models: {'tiny' if args.tiny else 'bundled Gemma 3 270M'}", flush=True)
+    try:
+        deps = handlers(url)
+        warm = Visitor(url, deps)
+        list(warm.stream("generate", run_args(prompt, target, 4)))  # the model loaded and warm
+        presenter = Presenter(url, deps)
+        presenter.visitor.call("set_pace", ["step", 1.0])
+        code = CODE_IN_LINK.search(presenter.visitor.call("open_class", [url])[0]).group(1)
+        beat = threading.Event()
+
+        def beating() -> None:  # the presenter's page beats once a second, as the page's timer does
+            while not beat.wait(1.0):
+                try:
+                    presenter.visitor.call("class_tick")
+                except Exception as exc:  # noqa: BLE001
+                    errors.append(f"beat: {exc}")
+        threading.Thread(target=beating, daemon=True).start()
+
+        memory.mark("alone")
+        presenter.start(run_args(prompt, target, args.tokens))
+        alone = step_through(presenter, args.presses)
+        finish(presenter)
+        alone_run, alone_cpu = free_run(presenter, run_args(prompt, target, args.tokens), memory.proc)
+        print(line("presenter's step time, alone", alone), flush=True)
+        print(f"presenter's run at the free pace, alone: {alone_run:.2f} s, server CPU {alone_cpu:.2f} s", flush=True)
+
+        memory.mark("followers join")
+        followers = [Follower(url, deps, code) for _ in range(max(0, args.followers - args.browsers))]
+        for f in followers:
+            f.start()
+        pages: list[Any] = []
+        chromium = None
+        if args.browsers:
+            chromium_cm = headless_chromium_cm()
+            chromium = chromium_cm.__enter__()
+            for i in range(args.browsers):
+                lang = ("en", "ru", "ar")[i % 3]
+                page = chromium.new_page(viewport={"width": 390, "height": 844} if lang == "ar" else None)
+                page.goto(f"{url}?follow={code}&lang={lang}")
+                pages.append(page)
+            for page in pages:
+                page.wait_for_selector("#pg-follow-bar [data-testid=pg-follow]", timeout=180_000)
+        time.sleep(2)
+        counted = re.search(r'data-followers="(\d+)"', presenter.visitor.call("class_tick")[0])
+        print(f"followers: {len(followers)} protocol clients + {len(pages)} Chromium pages; the presenter's page "
+              f"counts {counted.group(1) if counted else '?'}", flush=True)
+        memory.mark("followed")
+        presenter.start(run_args(prompt, target, args.tokens))
+        followed = step_through(presenter, args.presses)
+        time.sleep(1.0)
+        lag = lags(presenter, followers, 1, presenter.steps())
+        finish(presenter)
+        followed_run, followed_cpu = free_run(presenter, run_args(prompt, target, args.tokens), memory.proc)
+        free_lag = lags(presenter, followers, 1, presenter.steps())
+        print(line("presenter's step time, followed", followed), flush=True)
+        print(f"presenter's run at the free pace, followed: {followed_run:.2f} s "
+              f"({(followed_run / alone_run - 1) * 100:+.1f} % against alone), server CPU {followed_cpu:.2f} s "
+              f"({(followed_cpu / alone_cpu - 1) * 100:+.1f} %)", flush=True)
+        print(line("followers' lag behind the presenter, step by step", lag), flush=True)
+        print(line("followers' lag behind the presenter, free pace", free_lag), flush=True)
+
+        memory.mark("class")
+        stop_paused = threading.Event()
+        paused = [threading.Thread(target=paused_run, args=(url, deps, run_args(prompt, target, args.student_tokens),
+                                                            stop_paused, errors), daemon=True)
+                  for _ in range(args.paused)]
+        for thread in paused:
+            thread.start()
+        time.sleep(3)
+        firsts: list[float] = []
+        students = [threading.Thread(target=student_run,
+                                     args=(url, deps, run_args(prompt, target, args.student_tokens, "baseline"),
+                                           firsts, errors), daemon=True) for _ in range(args.students)]
+        presenter.start(run_args(prompt, target, args.tokens))
+        for thread in students:
+            thread.start()
+        loaded = step_through(presenter, args.presses)
+        for thread in students:
+            thread.join(900)
+        print(line("presenter's step time, with the class running", loaded), flush=True)
+        print(line(f"students' first token ({args.students} at once, {args.student_tokens}-token runs)", firsts),
+              flush=True)
+        finish(presenter)
+        stop_paused.set()
+        beat.set()
+        for page in pages:
+            page.close()
+        if chromium is not None:
+            chromium_cm.__exit__(None, None, None)
+        for f in followers:
+            errors += f.errors
+        errors += presenter.errors
+        memory.mark("end")
+        time.sleep(2)
+    finally:
+        memory.running = False
+        stop_app(server)
+    print(f"errors: {len(errors)}" + "".join(f"\n  {e}" for e in errors[:10]))
+    marks = dict((round(t), what) for t, what in memory.marks)
+    series = [f"{t:.0f}s {mb:.0f}MB" + (f" [{marks[round(t)]}]" if round(t) in marks else "")
+              for t, mb in memory.samples[:: max(1, len(memory.samples) // 20)]]
+    print("server memory: " + ", ".join(series))
+    print("server memory at marks: " + ", ".join(
+        f"{what} {next((mb for t2, mb in memory.samples if t2 >= t), float('nan')):.0f}MB" for t, what in memory.marks))
+    return 1 if errors else 0
+
+
+def headless_chromium_cm() -> Any:
+    """`appserver.headless_chromium` outside pytest (its skip becomes an error)."""
+    return headless_chromium()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
