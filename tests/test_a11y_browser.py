@@ -100,7 +100,7 @@ def test_axe_finds_nothing_serious_on_any_tab(page: Any, app_url: str, lang: str
                       24, False, 1.0, 1.0, 0, 0, "auto", "float32")
     found = {}
     load(page, f"{app_url}{query}&lang={lang}")
-    page.wait_for_function("p => document.querySelector('#pg-prompt textarea').value === p", arg=PROMPT)
+    page.wait_for_function("p => document.querySelector('#pg-prompt textarea').value === p", arg=PROMPT, timeout=120_000)
     for moment in ("before", "after"):
         if moment == "after":
             set_scheme(page, "light")

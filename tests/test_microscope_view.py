@@ -133,6 +133,10 @@ def test_the_rule_is_microscope_explain_in_the_pages_language(greedy: Trace) -> 
     for lang in i18n.LANGUAGES:
         panel = microscope_view.panel_html(greedy, step_index, pos, lang)
         rule = re.search(r'<ul class="pg-micro-rule"[^>]*>(.*?)</ul>', panel).group(1)
+        # The rule with this token's numbers comes first (a projector shows it above the fold), the lists after it;
+        # the panel is a named region the keyboard reaches (it scrolls in the presenter's view).
+        assert panel.index('class="pg-micro-rule"') < panel.index('class="pg-micro-dists"')
+        assert f'role="region" tabindex="0" aria-label="{i18n.t("micro.region", lang)}"' in panel
         assert [html.unescape(re.sub(r"</?bdi[^>]*>", "", x)) for x in re.findall(r"<li>(.*?)</li>", rule)] == [
             m.localized(lang) for m in verdict.messages]
         if lang != "en":

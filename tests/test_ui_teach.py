@@ -129,6 +129,32 @@ def test_replay_steps_through_the_last_run(runs: dict[str, Any]) -> None:
     # Previous / next move the slider within the run.
     assert replay_tab.replay_prev(trace, 1)["value"] == 1 and replay_tab.replay_prev(trace, 3)["value"] == 2
     assert replay_tab.replay_next(trace, n)["value"] == n and replay_tab.replay_next(trace, 1)["value"] == 2
+    # N and a clicker's Page Down: the next step, and from the last one (where a loaded trace opens) step 1.
+    assert replay_tab.replay_key(trace, n)["value"] == 1 and replay_tab.replay_key(trace, 1)["value"] == 2
+    assert replay_tab.replay_key(trace, n - 1)["value"] == n
+
+
+@pytest.mark.parametrize("lang", ["en", "ru", "ar"])
+def test_the_settings_line_names_the_runs_settings(lang: str) -> None:
+    """The presenter's one-line header: method, assistant, draft length, greedy or sampling at its temperature,
+    precision, each value isolated (a model's name keeps its direction in an Arabic line)."""
+    from playground.app import presenter
+    from playground.i18n import t
+
+    sampled = Trace(method="speculative", target="t", prompt="p", assistant="org/small-drafter",
+                    params={"num_assistant_tokens": 7}, decoding={"sample": True, "temperature": 0.5},
+                    env={"dtype": "bfloat16"})
+    line = presenter.run_line_html(sampled, lang)
+    text = html.unescape(re.sub(r"<[^>]+>", "", line))
+    assert METHODS["speculative"].localized(lang).title in text and "<bdi>org/small-drafter</bdi>" in line
+    assert METHODS["speculative"].params[0].localized(lang).label in text and "<bdi>7</bdi>" in line
+    assert t("handout.decoding.sampling", lang, temperature="0,5" if lang == "ru" else "0.5") in text
+    assert text.endswith("bfloat16")
+    greedy = Trace(method="prompt_lookup", target="t", prompt="p", params={"prompt_lookup_num_tokens": 10},
+                   decoding={"sample": False}, env={"dtype": "float32"})
+    text = html.unescape(re.sub(r"<[^>]+>", "", presenter.run_line_html(greedy, lang)))
+    assert t("handout.decoding.greedy", lang) in text and "10" in text and "float32" in text
+    assert presenter.run_line_html(None, lang) == ""
 
 
 def test_play_steps_through_the_run_and_stops_at_the_end(runs: dict[str, Any]) -> None:

@@ -3,10 +3,13 @@
 - The presenter's view (a switch in the header, or the link's ``?view=presenter``: `links.presenter_view`) gives the
   stream and the step microscope the screen in large type; the settings fold away behind a "Settings" button (still
   there, a click or Tab away). It is a class on ``<html>`` (`HEAD` sets it before the page draws, so a projector
-  never shows the ordinary layout first) and styles (`CSS`); on a phone the output and the microscope stack at full
-  width in either view.
+  never shows the ordinary layout first) and styles (`CSS`): at 1280×720 the run's settings line (`run_line_html`),
+  the output with the step just made marked, the step in words under it (`narration_html`), the legend beside it and
+  the microscope with its rule first fit one screen in 17 px type or larger. On a phone the prompt and Generate come
+  first and the output and the microscope stack at full width, in either view.
 - The pace (`pace.Pace`, one per visitor): "Step by step" stops the run after each verification step until the
-  presenter presses "Next step" (or the N key, or a clicker's Page Down); "Slowed" waits up to a number of seconds
+  presenter presses "Next step" (or the N key, or a clicker's Page Down, which step the replay when no live run
+  stands paused: `HEAD`); "Slowed" waits up to a number of seconds
   per step. The engine's worker does the waiting outside its turn at the models (`engine.turns._Turns.pause`), so other
   visitors' runs go on and the pause is in none of the step's timings. A change of pace applies to a run at once.
 - "Final text only" hides the rejected, discarded and unverified drafts of a token view (`render.FINAL_HIDDEN`), so
@@ -334,9 +337,9 @@ html.pg-presenter #pg-prompt textarea { max-height: 2.4em !important; }
 html.pg-presenter #pg-generate, html.pg-presenter #pg-stop, html.pg-presenter #pg-step-on { min-height: 0; padding-block: 6px; }
 html.pg-presenter .pg-status { font-size: 17px !important; padding: 4px 10px; }
 html.pg-presenter .pg-run-line { font-size: 17px !important; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
-html.pg-presenter .pg-live-narration { font-size: 17px !important; }
-html.pg-presenter .pg-tokens { font-size: 20px !important; line-height: 1.75 !important; min-height: 4em; }
-html.pg-presenter #pg-output > div { max-height: calc(100vh - 380px) !important; min-height: 5em; }
+html.pg-presenter .pg-live-narration { font-size: 17px !important; line-height: 1.35; }
+html.pg-presenter .pg-tokens { font-size: 20px !important; line-height: 1.6 !important; min-height: 4em; }
+html.pg-presenter #pg-output > div { max-height: calc(100vh - 470px) !important; min-height: 5em; }
 /* The step just made, marked live while the run goes (the replay's mark of its current step). */
 html.pg-presenter #pg-output .pg-step:last-of-type { outline: 2px solid #0072B2; outline-offset: 2px; border-radius: 4px;
   background: rgba(0,114,178,.07); }
