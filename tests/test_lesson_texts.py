@@ -116,3 +116,15 @@ def test_the_universal_stand_in_says_where_a_bos_draft_comes_from(lang: str) -> 
     from playground.presets import PRESETS
 
     assert "add_special_tokens=True" in PRESETS["universal-offline"].note_in(lang)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_universal_sampling_recording_says_why_gemma_is_offered_a_letter(lang: str) -> None:
+    """SmolLM2 writes a line break "Ċ" (byte-level); Transformers 5.24's AssistantToTargetTranslator matches the
+    vocabularies by that written form, so the draft reaches Gemma as Gemma's own token "Ċ" (a letter, which
+    Gemma's tokenizer decodes as "Ċ"). The recording shows it and the line under the picker says why."""
+    trace = gallery.load("universal-sampling")
+    offered = [step for step in trace.steps if "Ċ" in (step.drafted_text or [])]
+    assert offered and all("Ċ" not in (step.emitted_text or []) for step in offered)
+    look = gallery.get_recording("universal-sampling").look(lang)
+    assert "Ċ" in look and "SmolLM2" in look

@@ -24,7 +24,7 @@ def look_html(key: str, lang: str = DEFAULT_LANGUAGE) -> str:
     return f'<p class="pg-gallery-look" id="pg-gallery-look-{key}">{html.escape(gallery.get_recording(key).look(lang))}</p>'
 
 
-# How the replay opens a trace: replay_tab.replay_load (trace, source, lang) -> its outputs (`opened`, its
+# How the replay opens a trace: replay_tab.replay_from_the_start (trace, source, lang; at step 1) -> its outputs (`opened`, its
 # `Outputs`). Passed in by the replay tab, which imports this module (an import back would be a circle).
 OpenTrace = Callable[[Trace, str, str], tuple[Any, ...]]
 LOOK = Outputs("look")

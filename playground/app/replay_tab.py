@@ -93,11 +93,12 @@ def replay_view(trace: Trace | None, value: Any, request: gr.Request = None,  # 
     return STEP_VIEWS(tokens=tokens, detail=detail, acceptance=fig_a, timing=fig_t, stats=stats)
 
 
-def slider_for(trace: Trace | None) -> Any:
-    """The replay slider for a trace: 1 … its steps. Gradio refuses a slider whose minimum is its maximum, so a
-    one-step trace (a one-token run) gets 1 … 2, fixed at 1 and not movable (the handlers clamp to the steps)."""
+def slider_for(trace: Trace | None, at: int | None = None) -> Any:
+    """The replay slider for a trace: 1 … its steps, at step `at` (its last by default). Gradio refuses a slider
+    whose minimum is its maximum, so a one-step trace (a one-token run) gets 1 … 2, fixed at 1 and not movable (the
+    handlers clamp to the steps)."""
     n = len(trace.steps) if trace is not None and trace.steps else 1
-    return gr.update(minimum=1, maximum=max(n, 2), value=n, step=1, interactive=n > 1)
+    return gr.update(minimum=1, maximum=max(n, 2), value=min(n, at or n), step=1, interactive=n > 1)
 
 
 def _steps_in(trace: Trace | None) -> int:
@@ -158,13 +159,19 @@ def replay_speed(seconds: Any) -> Any:
     return gr.update(value=min(high, max(low, float(seconds))))
 
 
-def replay_load(trace: Trace | None, source: str, lang: str = "en") -> tuple[Any, ...]:
-    """`LOADED` for a freshly loaded trace, at its last step (in `lang`); the panel invites a click on a token."""
+def replay_load(trace: Trace | None, source: str, lang: str = "en", at: int | None = None) -> tuple[Any, ...]:
+    """`LOADED` for a freshly loaded trace, at step `at` (its last by default; in `lang`); the panel invites a click
+    on a token."""
     status = (render.status_html(t("replay.nothing", lang), "idle") if trace is None
               else render.status_html(describe_trace(trace, source, lang), "done"))
-    step = len(trace.steps) if trace is not None else 1
+    step = min(at or len(trace.steps), len(trace.steps)) if trace is not None and trace.steps else 1
     return LOADED(STEP_VIEWS.read(replay_view(trace, step, lang=lang)), trace=trace, status=status,
-                  slider=slider_for(trace), panel=microscope_view.empty_panel(lang=lang))
+                  slider=slider_for(trace, step), panel=microscope_view.empty_panel(lang=lang))
+
+
+def replay_from_the_start(trace: Trace | None, source: str, lang: str = "en") -> tuple[Any, ...]:
+    """`replay_load` at step 1: a gallery recording is a lesson to step through, so it opens at its beginning."""
+    return replay_load(trace, source, lang, at=1)
 
 
 def replay_last(trace: Trace | None, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
@@ -299,5 +306,5 @@ def build_replay(demo: gr.Blocks) -> ReplayTab:
     # In the queue: parsing and checking a trace of up to MAX_TRACE_BYTES is the heaviest thing a click here does.
     replay_upload.upload(on_trace_upload, replay_upload, replay_outputs, api_visibility="private",
                          show_progress="hidden", preprocess=False)
-    gallery_picker.wire(demo, gallery, gallery_look, views, LOADED, replay_load)
+    gallery_picker.wire(demo, gallery, gallery_look, views, LOADED, replay_from_the_start)
     return ReplayTab(last_run=last_run, views=views)

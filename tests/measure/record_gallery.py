@@ -73,7 +73,9 @@ def main() -> None:
     parser.add_argument("keys", nargs="*", help="recordings to make (default: all)")
     args = parser.parse_args()
     GALLERY_DIR.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
     record(args.keys)
+    print(f"all recorded in {time.perf_counter() - started:.0f} s", flush=True)
     if all(r.path.is_file() for r in GALLERY):
         write_readme()
 
