@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import gradio as gr
 import segno
+from gradio.components.plot import PlotData
 
 from .. import charts, microscope_view, render
 from ..errors import localized_message
@@ -86,7 +87,8 @@ def link_html(url: str, lang: str) -> str:
     shown = html.escape(url)
     return (f'<div class="pg-class-link" data-testid="pg-class-link" data-url="{shown}">'
             f'<p>{html.escape(t("class.link_intro", lang))}</p>'
-            f'<p class="pg-class-url"><bdi dir="ltr"><a href="{shown}" target="_blank" rel="noopener">{shown}</a></bdi></p>'
+            f'<p class="pg-class-url"><bdi dir="ltr"><a href="{shown}" target="_blank" rel="noopener">{shown}</a>'
+            '</bdi></p>'
             f'<figure class="pg-class-qr" role="img" aria-label="{label}">{qr}</figure></div>')
 
 
@@ -171,7 +173,8 @@ def _rendered(room: Room, view: RoomView, lang: str, done_message: Callable[...,
         return cached
     trace = view.trace
     if trace is None:
-        views = {"tokens": render.empty_tokens(t("follow.waiting", lang), lang), "stats": render.stats_html(None, lang=lang),
+        views = {"tokens": render.empty_tokens(t("follow.waiting", lang), lang),
+                 "stats": render.stats_html(None, lang=lang),
                  "status": render.status_html(t("follow.waiting", lang), "idle")}
     else:
         steps = list(view.steps)
@@ -190,7 +193,9 @@ def _rendered(room: Room, view: RoomView, lang: str, done_message: Callable[...,
         now = time.monotonic()
         if view.finished or view.question is not None or now - last >= CHART_EVERY_S:
             room.rendered[("charts", lang)] = now
-            views.update(zip(("acceptance", "timing"), charts.figures(steps, lang=lang)))
+            # Serialised once here for the whole class (Gradio would write each figure's JSON again per follower).
+            views.update((name, PlotData(type="plotly", plot=figure.to_json()))
+                         for name, figure in zip(("acceptance", "timing"), charts.figures(steps, lang=lang)))
     if len(room.rendered) > 16:  # only the current version's are read again (and when the charts were drawn)
         for old in [k for k in room.rendered if k[0] != "charts"]:
             del room.rendered[old]
