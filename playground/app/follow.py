@@ -44,6 +44,7 @@ LOOK_EVERY_S = 0.2  # how often a follower's stream looks at its room (a diction
 BEAT_S = 5.0  # a follower's stream writes at least this often, so Gradio notices a page that closed
 TICK_S = 1.0  # the presenter's page's beat
 CHART_EVERY_S = 1.5  # as the presenter's own page (`generate_tab.CHART_EVERY_S`)
+FREE_EVERY_S = 0.5  # a follower's writes while the run goes as fast as it comes
 MAX_ADDRESS_CHARS = 2000
 
 # What the follower's stream writes (the page's own run views, and the class's question).
@@ -263,7 +264,10 @@ def stream_for(done_message: Callable[..., tuple[str, str]]) -> Callable[..., An
             given = ROOMS.answer_given(key, view.question.index) if view.question is not None else None
             state = (view.version, given)
             now = time.monotonic()
-            if state != shown:
+            # At the free pace a follower is written at most every FREE_EVERY_S (each write costs the server
+            # milliseconds per follower); a question, a press and the end at once.
+            due = view.finished or view.question is not None or now - beat >= FREE_EVERY_S or shown is None
+            if state != shown and due:
                 shown, beat = state, now
                 yield _follower_views(room, view, key, lang, done_message)
             elif now - beat >= BEAT_S:
