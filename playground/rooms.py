@@ -31,6 +31,7 @@ from .trace import Step, Trace, short_repr
 
 CODE_BYTES = 12  # 96 random bits: `secrets.token_urlsafe` writes them as 16 characters
 CODE = re.compile(r"[A-Za-z0-9_-]{16}")
+SWEEP_EVERY_S = 1.0  # how often ended rooms are looked for (each sweep reads the settings)
 FOLLOWER_GONE_S = 30.0  # a follower whose stream has not looked for this long no longer counts (its page closed)
 KEPT, REFUSED = "kept", "refused"
 ANSWERS = (KEPT, REFUSED)
@@ -127,6 +128,7 @@ class Rooms:
         self._rooms: dict[str, Room] = {}  # code -> room
         self._by_owner: dict[str, str] = {}  # presenter's session key -> code
         self._following: dict[str, str] = {}  # follower's session key -> code
+        self._swept = float("-inf")
 
     def _limit(self, i: int) -> Any:
         given = self._limits[i]
@@ -136,7 +138,11 @@ class Rooms:
         return (s.max_rooms, s.room_followers, s.room_grace_s)[i]
 
     def _sweep(self, now: float) -> None:
-        """End the rooms whose presenter left more than the grace period ago (lock held)."""
+        """End the rooms whose presenter left more than the grace period ago (lock held; at most every SWEEP_EVERY_S:
+        followers look several times a second)."""
+        if now - self._swept < SWEEP_EVERY_S:
+            return
+        self._swept = now
         grace = self._limit(2)
         for code in [c for c, room in self._rooms.items() if now - room.seen > grace]:
             self._end(code)

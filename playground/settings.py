@@ -76,7 +76,8 @@ SETTINGS_DOC: list[tuple[str, str, str]] = [
     ("PLAYGROUND_ROOM_FOLLOWERS", "200",
      "Followers one room takes (a follower counts while its page is open); one more is refused in words."),
     ("PLAYGROUND_ROOM_GRACE_S", "120",
-     "Seconds a room outlives the last beat of its presenter's page (the page beats every second while open); then it ends and what it held is freed."),
+     "Seconds a room outlives the last beat of its presenter's page (the page beats every second while open); then "
+     "it ends and what it held is freed."),
 ]
 
 

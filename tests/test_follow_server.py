@@ -88,7 +88,7 @@ def test_a_follower_sees_the_presenters_run_step_by_step_and_the_class_answers(
     run = Watched(presenter, "generate", run_args(tiny_models))
     view = Watched(follower, "follow_stream", [None])
     # The run stands after its first step; the class is asked about it (its drafts shown, its fate not).
-    until(lambda: "pg-class-question" in str(view.last[5]), "the class's first question")
+    until(lambda: "pg-class-question" in str(view.last[5]), "the class's first question", 240)
     asked = int(re.search(r'data-asked="(\d+)"', view.last[5]).group(1))
     assert steps_in(view.last[0]) == asked  # every step before the question, none after
     follower.call("answer_kept", [None])
@@ -131,8 +131,8 @@ def test_a_follower_sees_the_presenters_run_step_by_step_and_the_class_answers(
     assert not view.thread.is_alive() and view.error is None
 
 
-@pytest.mark.parametrize("lang, words", [("en", "unknown or its class has ended"), ("ru", "занятие уже закончилось"),
-                                         ("ar", "انتهى صفه")])
+@pytest.mark.parametrize("lang, words", [("en", "unknown or its class has ended"),
+                                         ("ru", "занятие уже закончилось"), ("ar", "انتهى صفه")])
 def test_an_unknown_code_is_refused_in_the_visitors_language(server: tuple[str, dict[str, Any]], lang: str,
                                                              words: str) -> None:
     url, deps = server

@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import gradio as gr
 import segno
+from gradio.components.plot import PlotData
 
 from .. import charts, microscope_view, render
 from ..errors import localized_message
@@ -43,6 +44,7 @@ LOOK_EVERY_S = 0.2  # how often a follower's stream looks at its room (a diction
 BEAT_S = 5.0  # a follower's stream writes at least this often, so Gradio notices a page that closed
 TICK_S = 1.0  # the presenter's page's beat
 CHART_EVERY_S = 1.5  # as the presenter's own page (`generate_tab.CHART_EVERY_S`)
+FREE_EVERY_S = 0.5  # a follower's writes while the run goes as fast as it comes
 MAX_ADDRESS_CHARS = 2000
 
 # What the follower's stream writes (the page's own run views, and the class's question).
@@ -86,7 +88,8 @@ def link_html(url: str, lang: str) -> str:
     shown = html.escape(url)
     return (f'<div class="pg-class-link" data-testid="pg-class-link" data-url="{shown}">'
             f'<p>{html.escape(t("class.link_intro", lang))}</p>'
-            f'<p class="pg-class-url"><bdi dir="ltr"><a href="{shown}" target="_blank" rel="noopener">{shown}</a></bdi></p>'
+            f'<p class="pg-class-url"><bdi dir="ltr"><a href="{shown}" target="_blank" rel="noopener">{shown}</a>'
+            '</bdi></p>'
             f'<figure class="pg-class-qr" role="img" aria-label="{label}">{qr}</figure></div>')
 
 
@@ -171,7 +174,8 @@ def _rendered(room: Room, view: RoomView, lang: str, done_message: Callable[...,
         return cached
     trace = view.trace
     if trace is None:
-        views = {"tokens": render.empty_tokens(t("follow.waiting", lang), lang), "stats": render.stats_html(None, lang=lang),
+        views = {"tokens": render.empty_tokens(t("follow.waiting", lang), lang),
+                 "stats": render.stats_html(None, lang=lang),
                  "status": render.status_html(t("follow.waiting", lang), "idle")}
     else:
         steps = list(view.steps)
@@ -190,7 +194,9 @@ def _rendered(room: Room, view: RoomView, lang: str, done_message: Callable[...,
         now = time.monotonic()
         if view.finished or view.question is not None or now - last >= CHART_EVERY_S:
             room.rendered[("charts", lang)] = now
-            views.update(zip(("acceptance", "timing"), charts.figures(steps, lang=lang)))
+            # Serialised once here for the whole class (Gradio would write each figure's JSON again per follower).
+            views.update((name, PlotData(type="plotly", plot=figure.to_json()))
+                         for name, figure in zip(("acceptance", "timing"), charts.figures(steps, lang=lang)))
     if len(room.rendered) > 16:  # only the current version's are read again (and when the charts were drawn)
         for old in [k for k in room.rendered if k[0] != "charts"]:
             del room.rendered[old]
@@ -258,7 +264,10 @@ def stream_for(done_message: Callable[..., tuple[str, str]]) -> Callable[..., An
             given = ROOMS.answer_given(key, view.question.index) if view.question is not None else None
             state = (view.version, given)
             now = time.monotonic()
-            if state != shown:
+            # At the free pace a follower is written at most every FREE_EVERY_S (each write costs the server
+            # milliseconds per follower); a question, a press and the end at once.
+            due = view.finished or view.question is not None or now - beat >= FREE_EVERY_S or shown is None
+            if state != shown and due:
                 shown, beat = state, now
                 yield _follower_views(room, view, key, lang, done_message)
             elif now - beat >= BEAT_S:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import statistics
 import sys
 import tempfile
@@ -226,11 +227,13 @@ def main() -> int:  # noqa: C901 - one scenario, in order
     parser.add_argument("--tokens", type=int, default=48, help="the presenter's run")
     parser.add_argument("--tiny", action="store_true", help="tiny random models instead of the bundled Gemma")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # `timeout` stops the script: the server stops with it
 
     work = Path(tempfile.mkdtemp(prefix="playground-class-"))
     env = {"PLAYGROUND_PRELOAD": "1", "PLAYGROUND_ROOM_FOLLOWERS": str(max(200, args.followers + 10))}
     target: Any = None  # the bundled default
-    prompt = "Rewrite this list in the same format, adding a fifth line:\n- apples: 3\n- pears: 5\n- plums: 7\n- figs: 2\n"
+    prompt = ("Rewrite this list in the same format, adding a fifth line:\n"
+              "- apples: 3\n- pears: 5\n- plums: 7\n- figs: 2\n")
     if args.tiny:
         from tiny import build_tokenizer, save_tiny_llama
 
