@@ -34,6 +34,7 @@ from collections import defaultdict
 from typing import Any, Awaitable, Callable
 
 from .. import i18n
+from ..compat import gradio_internals as internals
 from ..errors import shorten
 from ..outside import MAX_INPUT_BYTES, MAX_INPUT_MB
 
@@ -197,27 +198,30 @@ class Gate:
         await self.app(scope, replay, send)
 
     async def watch(self, server_app: Any) -> None:
-        """End every queued call whose session has had no open answer stream for STREAM_OPEN_S."""
+        """End every queued call whose session has had no open answer stream for STREAM_OPEN_S. Where Gradio's queue
+        is not what it was (`InternalMoved`), say so once, loudly, and stop: the page keeps serving, unwatched."""
         while True:
             await asyncio.sleep(WATCH_S)
             try:
-                await self.end_unread(server_app.get_blocks()._queue)
-            except Exception:  # noqa: BLE001  (Gradio's internals moved: log it, keep serving)
+                await self.end_unread(internals.queue_of(server_app.get_blocks()))
+            except (internals.InternalMoved, AttributeError):  # a hook moved: no later look can work
+                logger.error("the unread-call watcher stopped: Gradio's queue moved; calls nobody reads are no longer "
+                             "ended (see playground/compat/gradio_internals.py)", exc_info=True)
+                return
+            except Exception:  # noqa: BLE001  (one look failed: log it, keep serving)
                 logger.warning("the unread-call watcher failed", exc_info=True)
 
     async def end_unread(self, queue: Any) -> None:
         now = time.monotonic()
-        events = [e for job in queue.active_jobs if job for e in job]
-        events += [e for q in list(queue.event_queue_per_concurrency_id.values()) for e in list(q.queue)]
-        for event in events:
+        for event in internals.queued_events(queue):
             if not event.alive:
                 continue
-            since = self.streams.unread_since((event.session_hash, event._id), event.enqueue_time)
+            since = self.streams.unread_since((event.session_hash, internals.event_id(event)), event.enqueue_time)
             if since is not None and now - since > STREAM_OPEN_S:
                 # tests/test_hostile3.py and tests/measure/hostile_sweep.py read this line
-                logger.info("ended %s: no answer stream open for %.0f s", event.fn.api_name or event.fn._id,
+                logger.info("ended %s: no answer stream open for %.0f s", event.fn.api_name or internals.fn_id(event.fn),
                             STREAM_OPEN_S)
-                await queue.clean_events(event_id=event._id)
+                await internals.end_event(queue, internals.event_id(event))
         self.streams.forget_older_than(now - 4 * STREAM_OPEN_S)
 
 
@@ -277,9 +281,7 @@ MAX_HEAD_BYTES = 4 * MAX_URL_CHARS
 
 
 def _heads_reach_the_gate() -> None:
-    from uvicorn.protocols.http import h11_impl
-
-    h11_impl.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE = max(h11_impl.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, MAX_HEAD_BYTES)
+    internals.raise_head_limit(MAX_HEAD_BYTES)
 
 
 def middleware() -> list[Any]:
