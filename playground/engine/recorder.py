@@ -20,9 +20,10 @@ from .records import _Other, _Raw, _Setup
 from .stopping import _ScoreWatch
 
 
-# Raw records waiting for the consumer hold their logits (a few MB a step for a 262k vocabulary). Past this
-# many queued items (about half as many steps) the worker turns logits into probabilities itself, in the
-# step's `other` phase, so a consumer that falls far behind cannot make memory grow with the run.
+# A run shown as it comes hands the consumer one raw record a step (`push`), holding its logits (a few MB a step
+# for a 262k vocabulary). Past this many queued records (as many steps) the worker turns the logits into the step's
+# figures itself (`_digest`), in the step's `other` phase, so a consumer that falls far behind cannot make memory
+# grow with the run. A held run (`batched`) copies its logits into the ring instead (`logit_ring`).
 MAX_PENDING_LOGITS = 64
 
 
