@@ -19,9 +19,9 @@ import threading
 from typing import Any, Callable, Iterator
 
 import torch
-from transformers.generation import utils as generation_utils
+from .compat.transformers_internals import SAMPLING_MODULE as generation_utils, SPECULATIVE_SAMPLING
 
-TRANSFORMERS_FUNCTION = "_speculative_sampling"  # generation/utils.py's name for the rejection-sampling step
+TRANSFORMERS_FUNCTION = SPECULATIVE_SAMPLING  # generation/utils.py's name for the rejection-sampling step
 
 _lock = threading.Lock()
 _users = 0

@@ -300,10 +300,6 @@ def empty_tokens(message: str | None = None, lang: str = DEFAULT_LANGUAGE) -> st
     return f'{open_tokens(lang)}<span class="pg-empty">{html.escape(shown)}</span></div>'
 
 
-# Where q is shown: what it is under sampling in Transformers 5.24, for each kind of drafter (Method.q_source).
-Q_NOTE = t("render.q_note")
-
-
 def legend_html(lang: str = DEFAULT_LANGUAGE) -> str:
     """The colour key; sample words, labels, meanings and hints in `lang`."""
     keys = []

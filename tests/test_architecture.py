@@ -174,6 +174,11 @@ def test_the_engines_modules_import_only_those_its_map_lists_before_them() -> No
     assert _check_package_map("engine")[-1] == "live"
 
 
+def test_the_apps_modules_import_only_those_its_map_lists_before_them() -> None:
+    """playground/app/__init__.py maps every module of the page, lowest first; each imports only those above it."""
+    assert _check_package_map("app")[-2:] == ["page", "launch"]
+
+
 def test_tunes_modules_import_only_those_its_map_lists_before_them() -> None:
     """playground/tune/__init__.py maps its modules lowest first, the pure part before the measuring part."""
     listed = _check_package_map("tune")

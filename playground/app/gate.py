@@ -42,6 +42,7 @@ from collections import defaultdict
 from typing import Any, Awaitable, Callable
 
 from .. import i18n
+from ..compat import gradio_internals as internals
 from ..errors import shorten
 from ..outside import MAX_INPUT_BYTES, MAX_INPUT_MB
 from ..settings import get_settings
@@ -232,7 +233,7 @@ class Gate:
         holds PLAYGROUND_QUEUE_SIZE; (200, None) for a call that does not queue or fits."""
         if scope["path"] != _JOIN and not scope["path"].startswith(f"{_PREFIX}/call/"):
             return 200, None  # run/<name>: a call outside the queue (the page's small handlers, MCP's own bound)
-        queue = blocks._queue
+        queue = internals.queue_of(blocks)
         if self.queue_size and len(queue) >= self.queue_size:
             return 503, i18n.t("error.gate.queue_full", lang, limit=self.queue_size)
         if self.client_calls and _holds_a_place(_called_fn(scope["path"], body, blocks)):
@@ -244,31 +245,34 @@ class Gate:
         return 200, None
 
     async def watch(self, server_app: Any) -> None:
-        """End every queued call whose session has had no open answer stream for STREAM_OPEN_S."""
+        """End every queued call whose session has had no open answer stream for STREAM_OPEN_S. Where Gradio's queue
+        is not what it was (`InternalMoved`), say so once, loudly, and stop: the page keeps serving, unwatched."""
         while True:
             await asyncio.sleep(WATCH_S)
             try:
-                await self.end_unread(server_app.get_blocks()._queue)
-            except Exception:  # noqa: BLE001  (Gradio's internals moved: log it, keep serving)
+                await self.end_unread(internals.queue_of(server_app.get_blocks()))
+            except (internals.InternalMoved, AttributeError):  # a hook moved: no later look can work
+                logger.error("the unread-call watcher stopped: Gradio's queue moved; calls nobody reads are no longer "
+                             "ended (see playground/compat/gradio_internals.py)", exc_info=True)
+                return
+            except Exception:  # noqa: BLE001  (one look failed: log it, keep serving)
                 logger.warning("the unread-call watcher failed", exc_info=True)
 
     async def end_unread(self, queue: Any) -> None:
         now = time.monotonic()
         for event in _live_events(queue):
-            since = self.streams.unread_since((event.session_hash, event._id), event.enqueue_time)
+            since = self.streams.unread_since((event.session_hash, internals.event_id(event)), event.enqueue_time)
             if since is not None and now - since > STREAM_OPEN_S:
                 # tests/test_hostile3.py and tests/measure/hostile_sweep.py read this line
-                logger.info("ended %s: no answer stream open for %.0f s", event.fn.api_name or event.fn._id,
+                logger.info("ended %s: no answer stream open for %.0f s", event.fn.api_name or internals.fn_id(event.fn),
                             STREAM_OPEN_S)
-                await queue.clean_events(event_id=event._id)
+                await internals.end_event(queue, internals.event_id(event))
         self.streams.forget_older_than(now - 4 * STREAM_OPEN_S)
 
 
 def _live_events(queue: Any) -> list[Any]:
     """Every call Gradio's queue holds that has not ended: running (its active jobs), then waiting."""
-    events = [e for job in queue.active_jobs if job for e in job]
-    events += [e for q in list(queue.event_queue_per_concurrency_id.values()) for e in list(q.queue)]
-    return [e for e in events if e.alive]
+    return [e for e in internals.queued_events(queue) if e.alive]
 
 
 def _query(scope: dict[str, Any]) -> dict[str, str]:
@@ -347,9 +351,7 @@ MAX_HEAD_BYTES = 4 * MAX_URL_CHARS
 
 
 def _heads_reach_the_gate() -> None:
-    from uvicorn.protocols.http import h11_impl
-
-    h11_impl.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE = max(h11_impl.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, MAX_HEAD_BYTES)
+    internals.raise_head_limit(MAX_HEAD_BYTES)
 
 
 # uvicorn (0.55) gives a request's head no time limit: its keep-alive timer stops at the first byte, so a connection

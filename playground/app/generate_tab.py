@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator
 import gradio as gr
 
 from .. import bench, charts, microscope_view, render
+from ..compat import gradio_internals
 from ..examples import BY_NAME, localized_examples
 from ..i18n import DEFAULT_LANGUAGE, LANGUAGES, localize, number, t, tn
 from ..gpu import gpu
@@ -155,13 +156,10 @@ _SESSIONS: dict[str, _Session] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-_session_key = session_key
-
-
 def stop(request: gr.Request = None) -> str:  # type: ignore[assignment]
     """Ask this session's run to end after the current step (what was produced is kept)."""
     with _SESSIONS_LOCK:
-        session = _SESSIONS.get(_session_key(request))
+        session = _SESSIONS.get(session_key(request))
     if session is None:
         return render.status_html(t("status.nothing_running", language_of(request)), "idle")
     session.end()
@@ -174,10 +172,10 @@ def stop(request: gr.Request = None) -> str:  # type: ignore[assignment]
 def open_token(trace: Any, evt: gr.EventData, request: gr.Request = None) -> str:  # type: ignore[assignment]
     """A click on a token of the output: its panel (the finished run's trace, or while it runs the live one, whose
     step gets its figures now: a run shown as it comes computes them when generation ends, `LiveRun.figures_now`)."""
-    data = getattr(evt, "_data", None)
+    data = gradio_internals.event_data(evt)
     if trace is None:
         with _SESSIONS_LOCK:
-            session = _SESSIONS.get(_session_key(request))
+            session = _SESSIONS.get(session_key(request))
         live = session.live if session is not None else None
         trace = live.trace if live is not None else None
         followed = follow.followed_panel(_session_key(request), data, language_of(request)) if live is None else None
@@ -307,7 +305,7 @@ def generate(
 
     Every failure becomes a message in the page (and a warning toast); the server keeps serving.
     """
-    key = _session_key(request)
+    key = session_key(request)
     lang = language_of(request)
     session = _Session(stream=render.TokenStream(lang))
     with _SESSIONS_LOCK:  # one run per visitor: a second Generate from the same page replaces the first

@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterator
 import anyio.from_thread
 import gradio as gr
 
-from ..bench import Aggregate, BenchError, compare_on_prompt, load_prompts, parse_methods, run_bench
+from ..bench import Aggregate, compare_on_prompt, load_prompts, parse_methods, run_bench
+from ..compat import gradio_internals as internals
 from ..errors import PlaygroundError, shorten
 from ..gpu import gpu
 from ..i18n import Message
@@ -211,15 +212,13 @@ def _client_connected() -> Callable[[], bool] | None:
     marks the queue's event no longer `alive` (`Queue.clean_events`). `/gradio_api/run/<name>` (allowed for a
     `queue=False` function) calls it in the POST's own task: that request sees its connection close
     (`Request.is_disconnected`, asked on the server's event loop)."""
-    from gradio.context import LocalContext
-
-    queue = getattr(LocalContext.blocks.get(None), "_queue", None)
-    event_id = LocalContext.event_id.get(None)
+    blocks, event_id, gr_request = internals.call_context()
+    queue = internals.queue_of(blocks, None)
     if queue is not None and event_id:
-        event = next((e for job in queue.active_jobs if job for e in job if e._id == event_id), None)
+        event = next((e for e in internals.running_events(queue) if internals.event_id(e) == event_id), None)
         if event is not None:
             return lambda: bool(event.alive)
-    request = getattr(LocalContext.request.get(None), "request", None)  # the call's HTTP request (gr.Request's)
+    request = getattr(gr_request, "request", None)  # the call's HTTP request (gr.Request's)
     if request is None or not hasattr(request, "is_disconnected"):
         return None
     try:
@@ -309,7 +308,7 @@ def register(page_handler: Callable[..., Any]) -> None:
     own task (`blocks.process_api`) instead of through a loopback queue client, so `end_with_agent` can reach it."""
     for tool in TOOLS:
         gr.api(_tool(tool), api_name=f"mcp_{tool.__name__}", queue=False)
-    page_handler._mcp_type = "page"  # type: ignore[attr-defined]
+    internals.not_an_mcp_tool(page_handler)
 
 
 def end_with_agent(demo: gr.Blocks) -> bool:
@@ -320,12 +319,12 @@ def end_with_agent(demo: gr.Blocks) -> bool:
     cancellation cannot interrupt, so this wraps the server's call-tool handler: the call runs in a task of its own
     that carries a stop event (`_AGENT_GONE`); a cancellation sets the event, and the tool's runs end at their next
     decoding step (`engine.stopped_by`). False when the page serves no MCP."""
-    server = getattr(getattr(demo, "mcp_server_obj", None), "mcp_server", None)
-    if server is None:
+    handlers = internals.mcp_request_handlers(demo)
+    if handlers is None:
         return False
     from mcp import types
 
-    inner = server.request_handlers[types.CallToolRequest]
+    inner = handlers[types.CallToolRequest]
 
     async def call_tool(request: Any) -> Any:
         gone = AgentGone()
@@ -342,7 +341,7 @@ def end_with_agent(demo: gr.Blocks) -> bool:
             call.add_done_callback(_forget)
             raise
 
-    server.request_handlers[types.CallToolRequest] = call_tool
+    handlers[types.CallToolRequest] = call_tool
     return True
 
 

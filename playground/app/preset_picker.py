@@ -13,6 +13,7 @@ from typing import Any
 
 import gradio as gr
 
+from ..compat import gradio_internals
 from ..errors import PlaygroundError
 from ..i18n import DEFAULT_LANGUAGE, t
 from ..request import method_for
@@ -129,7 +130,7 @@ def wire(views: dict[str, Any], param_names: list[str]) -> gr.State:
         return apply(name, language_of(request))
 
     def choose_preset(request: gr.Request, evt: gr.EventData) -> tuple[Any, ...]:
-        data = getattr(evt, "_data", None)  # {"index": …, "value": name, "selected": …} as the client sent it
+        data = gradio_internals.event_data(evt)  # {"index": …, "value": name, "selected": …} as the client sent it
         return apply(data.get("value") if isinstance(data, dict) else data, language_of(request))
 
     def clear_preset() -> tuple[Any, ...]:

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
-from gradio import utils as gradio_utils
 
 from .. import charts, microscope_view, render
+from ..compat import gradio_internals
 from ..errors import PlaygroundError, shorten
 from ..i18n import Message, Number, t, tn
 from ..outside import MAX_INPUT_BYTES, read_bounded
@@ -201,7 +201,7 @@ def uploaded_path(upload: Any) -> Path:
     if not isinstance(path, str) or not path or len(path) > MAX_UPLOAD_PATH_CHARS:
         raise TraceFormatError.keyed("error.trace.not_an_upload", got=short_repr(upload, MAX_NAME_SHOWN))
     try:
-        folder = Path(gradio_utils.get_upload_folder()).resolve()
+        folder = Path(gradio_internals.upload_folder()).resolve()
         resolved = Path(path).resolve()
     except (ValueError, OSError):  # a NUL byte, a lone surrogate, a loop of links
         raise TraceFormatError.keyed("error.trace.bad_path") from None
@@ -237,7 +237,7 @@ def on_trace_upload(upload: Any, request: gr.Request = None) -> tuple[Any, ...]:
 
 def replay_open_token(trace: Trace | None, evt: gr.EventData, request: gr.Request = None) -> str:  # type: ignore[assignment]
     """A click on a token of the replayed (or uploaded) trace: the step microscope's panel for it."""
-    return microscope_view.panel_for_click(trace, getattr(evt, "_data", None), language_of(request))
+    return microscope_view.panel_for_click(trace, gradio_internals.event_data(evt), language_of(request))
 
 
 @dataclass

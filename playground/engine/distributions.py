@@ -1,6 +1,7 @@
 """A step's logits to figures: probabilities (`_softmax`), the drafted tokens' p and q, and the step microscope's
-top-k lists of p, q, ensemble verification's mixture and the residual (`_step_dists`, `_digest`), computed in the
-consumer's thread without starting an OpenMP team."""
+top-k lists of p, q, ensemble verification's mixture and the residual (`_step_dists`, `_digest`), without starting an
+OpenMP team (the note above GRAIN_SIZE). Computed in the consumer's thread, or in the generating worker's when the
+consumer fell MAX_PENDING_LOGITS records behind (`recorder._Recorder.push`)."""
 
 from __future__ import annotations
 

@@ -13,15 +13,17 @@ import torch
 from transformers import LogitsProcessorList
 from transformers.generation.streamers import BaseStreamer
 
+from ..compat.transformers_internals import CANDIDATE_GENERATOR_FACTORY, LOGITS_PROCESSOR_FACTORY
 from . import logit_ring
 from .logit_ring import _LogitRing
 from .records import _Other, _Raw, _Setup
 from .stopping import _ScoreWatch
 
 
-# Raw records waiting for the consumer hold their logits (a few MB a step for a 262k vocabulary). Past this
-# many queued items (about half as many steps) the worker turns logits into probabilities itself, in the
-# step's `other` phase, so a consumer that falls far behind cannot make memory grow with the run.
+# A run shown as it comes hands the consumer one raw record a step (`push`), holding its logits (a few MB a step
+# for a 262k vocabulary). Past this many queued records (as many steps) the worker turns the logits into the step's
+# figures itself (`_digest`), in the step's `other` phase, so a consumer that falls far behind cannot make memory
+# grow with the run. A held run (`batched`) copies its logits into the ring instead (`logit_ring`).
 MAX_PENDING_LOGITS = 64
 
 
@@ -235,16 +237,16 @@ class _Recorder:
 @contextlib.contextmanager
 def _instrumented(model: Any, recorder: _Recorder) -> Iterator[None]:
     """Wrap this model instance's candidate-generator factory for one run (restored after)."""
-    factory = type(model)._get_candidate_generator
+    factory = getattr(type(model), CANDIDATE_GENERATOR_FACTORY)
 
     def build(*args: Any, **kwargs: Any) -> Any:
         return recorder.instrument(factory(model, *args, **kwargs))
 
-    model._get_candidate_generator = build
+    setattr(model, CANDIDATE_GENERATOR_FACTORY, build)
     try:
         yield
     finally:
-        del model._get_candidate_generator
+        delattr(model, CANDIDATE_GENERATOR_FACTORY)
 
 
 class _TappedProcessors(LogitsProcessorList):
@@ -269,14 +271,14 @@ def _step_starts_at_forward(model: Any, recorder: _Recorder) -> Iterator[None]:
     """Plain decoding: each target forward begins a step, and the processor list (the sampling warpers Transformers
     appends behind the caller's processors included) hands the recorder its scores (hook and wrapper removed after)."""
     handle = model.register_forward_pre_hook(recorder.forward_pre_hook)
-    factory = type(model)._get_logits_processor
+    factory = getattr(type(model), LOGITS_PROCESSOR_FACTORY)
 
     def processors(*args: Any, **kwargs: Any) -> LogitsProcessorList:
         return _TappedProcessors(factory(model, *args, **kwargs), recorder)
 
-    model._get_logits_processor = processors
+    setattr(model, LOGITS_PROCESSOR_FACTORY, processors)
     try:
         yield
     finally:
         handle.remove()
-        del model._get_logits_processor
+        delattr(model, LOGITS_PROCESSOR_FACTORY)

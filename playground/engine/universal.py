@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..compat.transformers_internals import universal_translator_cache
 from ..models import LoadedModel, ModelStore, Precision
 from ..request import RunRequest
 from .turns import _RNG_LOCK, one_turn
@@ -59,10 +60,9 @@ def forget_universal_translator(target_tokenizer: Any, assistant_tokenizer: Any)
     """Drop Transformers' cached translator for this tokenizer pair. Its cache is keyed weakly on the tokenizers,
     but the translator it stores refers to both of them (and to the pruned copy's embeddings), so without this
     the entry, the tokenizers and the embedding weights live as long as the process."""
-    from transformers.generation.candidate_generator import AssistantVocabTranslatorCache
-
-    pairs = AssistantVocabTranslatorCache._cache.get(target_tokenizer)
+    cache = universal_translator_cache()
+    pairs = cache.get(target_tokenizer)
     if pairs is not None:
         pairs.pop(assistant_tokenizer, None)
         if not len(pairs):
-            AssistantVocabTranslatorCache._cache.pop(target_tokenizer, None)
+            cache.pop(target_tokenizer, None)

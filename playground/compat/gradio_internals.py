@@ -1,0 +1,101 @@
+"""Gradio's (and uvicorn's, mcp's) private names the page reads, each with what it is used for.
+
+Written against gradio 6.31.0, uvicorn 0.55.0 and mcp (`WRITTEN_AGAINST`). `tests/test_compat.py` checks each name
+is still where, and what, it was (test_the_gradio_internals_are_where_and_what_they_were). Nothing here imports
+Gradio at its top: `app/gate.py` reads the queue it is handed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+WRITTEN_AGAINST = {"gradio": "6.31.0", "uvicorn": "0.55.0"}
+
+
+class InternalMoved(RuntimeError):
+    """A dependency's internal the project reads is not where it was: what relies on it cannot work (say so once)."""
+
+
+def _read(owner: Any, name: str) -> Any:
+    try:
+        return getattr(owner, name)
+    except AttributeError:
+        raise InternalMoved(f"{type(owner).__name__}.{name} is gone (written against {WRITTEN_AGAINST})") from None
+
+
+def queue_of(blocks: Any, default: Any = InternalMoved) -> Any:
+    """`Blocks._queue`, the app's `gradio.queueing.Queue`: the gate's watcher and an MCP call's liveness read its
+    events. `default` instead of InternalMoved where there may be none (no Gradio call)."""
+    return _read(blocks, "_queue") if default is InternalMoved else getattr(blocks, "_queue", default)
+
+
+def queued_events(queue: Any) -> list[Any]:
+    """Every event the queue runs (`Queue.active_jobs`: a list of batches, None for a free worker) or holds
+    (`Queue.event_queue_per_concurrency_id`: id -> `EventQueue`, whose `.queue` is a list)."""
+    events = [e for job in _read(queue, "active_jobs") if job for e in job]
+    return events + [e for q in list(_read(queue, "event_queue_per_concurrency_id").values()) for e in list(q.queue)]
+
+
+def running_events(queue: Any) -> list[Any]:
+    """The events the queue's workers are running (`Queue.active_jobs`)."""
+    return [e for job in _read(queue, "active_jobs") if job for e in job]
+
+
+def event_id(event: Any) -> str:
+    """`queueing.Event._id`: the event id a client's `/call/<name>/<event_id>` stream and `clean_events` name."""
+    return _read(event, "_id")
+
+
+def fn_id(fn: Any) -> int:
+    """`BlockFunction._id`: the handler's index, for a log line where it has no API name."""
+    return _read(fn, "_id")
+
+
+async def end_event(queue: Any, event_id: str) -> None:
+    """`Queue.clean_events(event_id=...)`: end a queued or running call as Gradio does for a closed stream (the
+    event no longer `alive`, its handler closed at its next yield)."""
+    await _read(queue, "clean_events")(event_id=event_id)
+
+
+def event_data(evt: Any) -> Any:
+    """`EventData._data`: the client's payload of a select event as it was sent (None where there is none); the
+    public attributes of gr.SelectData drop what the page's handlers read."""
+    return getattr(evt, "_data", None)
+
+
+def call_context() -> tuple[Any, str | None, Any]:
+    """(the Blocks, the event id, the gr.Request) of the Gradio call running in this context
+    (`gradio.context.LocalContext`'s context variables), each None where there is none."""
+    from gradio.context import LocalContext
+
+    return LocalContext.blocks.get(None), LocalContext.event_id.get(None), LocalContext.request.get(None)
+
+
+def upload_folder() -> str:
+    """`gradio.utils.get_upload_folder()`: where Gradio keeps uploaded files (a replayed trace must come from there)."""
+    from gradio import utils as gradio_utils
+
+    return gradio_utils.get_upload_folder()
+
+
+MCP_TYPE = "_mcp_type"  # a function's attribute Gradio's MCP server reads: only "tool" (or none) is listed as a tool
+
+
+def not_an_mcp_tool(fn: Any) -> None:
+    """Keep an API endpoint out of the MCP server's tool list (`fn._mcp_type`, read by gradio/mcp.py)."""
+    setattr(fn, MCP_TYPE, "page")
+
+
+def mcp_request_handlers(demo: Any) -> dict[Any, Any] | None:
+    """`Blocks.mcp_server_obj.mcp_server.request_handlers` (Gradio's `GradioMCPServer`, mcp's low-level `Server`):
+    request type -> handler; None when the page serves no MCP."""
+    server = getattr(getattr(demo, "mcp_server_obj", None), "mcp_server", None)
+    return None if server is None else server.request_handlers
+
+
+def raise_head_limit(limit: int) -> None:
+    """uvicorn's `h11_impl.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE` (read by each new `H11Protocol`; Gradio builds its
+    `uvicorn.Config` without `h11_max_incomplete_event_size`), raised to at least `limit`."""
+    from uvicorn.protocols.http import h11_impl
+
+    h11_impl.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE = max(h11_impl.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, limit)
