@@ -10,7 +10,8 @@ import pytest
 
 from playground import gallery, i18n
 from playground.app.gallery_picker import LOOK, localized_choices, look_html, on_gallery_pick
-from playground.app.replay_tab import LOADED, replay_load
+from playground.app import replay_tab
+from playground.app.replay_tab import LOADED, replay_from_the_start, replay_load
 from playground.errors import PlaygroundError
 from playground.methods import METHODS
 from playground.request import method_for
@@ -75,13 +76,15 @@ def test_every_recording_has_its_title_and_line_in_each_language(lang):
 def test_picking_a_recording_opens_it_in_the_replay(lang):
     request = FakeRequest(lang)
     for recording in gallery.GALLERY:
-        out = (LOADED + LOOK).read(on_gallery_pick(replay_load, LOADED, recording.key, request))
+        out = (LOADED + LOOK).read(on_gallery_pick(replay_from_the_start, LOADED, recording.key, request))
         trace = gallery.load(recording.key)
-        expected = LOADED.read(replay_load(trace, "", lang))
+        expected = LOADED.read(replay_load(trace, "", lang, at=1))
         assert out["trace"] is trace
-        assert out["slider"]["maximum"] == max(len(trace.steps), 2) and out["slider"]["value"] == len(trace.steps)
+        # A recording is a lesson to step through: it opens at step 1, not at its end (issue 47).
+        assert out["slider"]["maximum"] == max(len(trace.steps), 2) and out["slider"]["value"] == 1
         assert recording.title(lang) in out["status"]  # the status names the recording
-        assert out["tokens"] == expected["tokens"]  # the coloured text of the last step, as a replay of the file draws it
+        assert out["tokens"] == expected["tokens"]  # the coloured text of step 1, as a replay of the file draws it
+        assert out["tokens"] != LOADED.read(replay_load(trace, "", lang))["tokens"]  # not the last step's
         assert out["look"] == look_html(recording.key, lang)
         assert recording.look(lang)[:20] in out["look"].replace("&#x27;", "'")
     assert localized_choices(request)["choices"] == gallery.choices(lang)
@@ -93,3 +96,29 @@ def test_clearing_the_picker_changes_nothing_and_an_unknown_key_is_refused():
         assert len(out) == len(LOADED) + 1 and all(item == gr.skip() for item in out)
     with pytest.raises(PlaygroundError, match="baseline-greedy"):
         on_gallery_pick(replay_load, LOADED, "../../etc/passwd")
+
+
+def test_the_page_opens_a_picked_recording_at_step_1():
+    """The replay tab wires the picker to the opener at step 1 (its source, read: the wiring is one call)."""
+    import inspect
+
+    source = inspect.getsource(replay_tab.build_replay)
+    assert "gallery_picker.wire(demo, gallery, gallery_look, views, LOADED, replay_from_the_start)" in source
+
+
+@pytest.mark.parametrize("recording", [r for r in gallery.GALLERY if r.sample], ids=lambda r: r.key)
+def test_sampling_recordings_keep_the_draws_that_decided(recording):
+    """Speculative sampling's r at each judged draft (schema 4): the microscope shows r against min(1, p/q)."""
+    from playground import microscope
+
+    trace = gallery.load(recording.key)
+    judged = [(step, i) for step in trace.steps for i in range(min(len(step.drafted), step.accepted + 1))
+              if step.q is not None and step.drafted]
+    if not judged:  # prompt lookup has no q: the target's own draw decides, nothing to keep
+        return
+    assert all(step.draws is not None and len(step.draws) >= i + 1 for step, i in judged)
+    refused = [(s, s.accepted) for s in trace.steps if s.rejected and s.q is not None]
+    assert refused, "a sampling recording to teach from shows a refusal"
+    for step, i in refused:
+        verdict = microscope.explain(step, i, trace.decoding)
+        assert verdict.draw is not None and verdict.draw > verdict.acceptance
