@@ -16,7 +16,9 @@ Its modules, each importing only those listed before it (`tests/test_architectur
   handout_button  the run's printable handout, offered after each run
   preset_picker   the presets: a scenario's settings applied to the controls
   links           shareable links: the settings as URL query parameters, and a page restored from one
+  follow          follow the presenter: the class link and QR code, a follower's live view, "kept or refused?"
   presenter       for a class: the presenter's view, the pace of a run, "Final text only"
+  sessions        what a visitor's session keeps, bounded and freed when the visitor leaves
   gallery_picker  the gallery of recorded runs, opened in the replay at once
   methods_tab     the Methods tab: the registry's table, the lecture texts
   theory_tab      the Theory tab: the speed-up curves and a run's diagnosis

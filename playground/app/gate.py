@@ -361,40 +361,7 @@ HEAD_TIMEOUT_S = 10.0
 
 
 def _heads_in_time() -> None:
-    import h11
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    if getattr(H11Protocol, "_playground_head_timeout", False):
-        return
-
-    def arm(protocol: Any) -> None:
-        if (timer := getattr(protocol, "_head_timer", None)) is not None:
-            timer.cancel()
-
-        def late() -> None:
-            if protocol.conn.their_state is h11.IDLE and not protocol.transport.is_closing():
-                protocol.transport.close()  # no whole request head in time: nothing to answer
-
-        protocol._head_timer = protocol.loop.call_later(HEAD_TIMEOUT_S, late)
-
-    made, complete, lost = H11Protocol.connection_made, H11Protocol.on_response_complete, H11Protocol.connection_lost
-
-    def connection_made(self: Any, transport: Any) -> None:
-        made(self, transport)
-        arm(self)
-
-    def on_response_complete(self: Any) -> None:
-        complete(self)
-        arm(self)
-
-    def connection_lost(self: Any, exc: Exception | None) -> None:
-        if (timer := getattr(self, "_head_timer", None)) is not None:
-            timer.cancel()
-        lost(self, exc)
-
-    H11Protocol.connection_made, H11Protocol.on_response_complete = connection_made, on_response_complete
-    H11Protocol.connection_lost = connection_lost
-    H11Protocol._playground_head_timeout = True
+    internals.bound_head_time(HEAD_TIMEOUT_S)
 
 
 def middleware() -> list[Any]:

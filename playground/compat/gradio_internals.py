@@ -99,3 +99,43 @@ def raise_head_limit(limit: int) -> None:
     from uvicorn.protocols.http import h11_impl
 
     h11_impl.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE = max(h11_impl.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, limit)
+
+
+def bound_head_time(timeout_s: float) -> None:
+    """uvicorn's `H11Protocol` (its `connection_made`, `on_response_complete`, `connection_lost`, and the `conn`,
+    `loop`, `transport` they use): a request head not whole `timeout_s` after the connection opened or after its
+    previous answer closes the connection (uvicorn 0.55 has no head timeout; `app/gate.py` says why)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    if getattr(H11Protocol, "_playground_head_timeout", False):
+        return
+
+    def arm(protocol: Any) -> None:
+        if (timer := getattr(protocol, "_head_timer", None)) is not None:
+            timer.cancel()
+
+        def late() -> None:
+            if protocol.conn.their_state is h11.IDLE and not protocol.transport.is_closing():
+                protocol.transport.close()  # no whole request head in time: nothing to answer
+
+        protocol._head_timer = protocol.loop.call_later(timeout_s, late)
+
+    made, complete, lost = H11Protocol.connection_made, H11Protocol.on_response_complete, H11Protocol.connection_lost
+
+    def connection_made(self: Any, transport: Any) -> None:
+        made(self, transport)
+        arm(self)
+
+    def on_response_complete(self: Any) -> None:
+        complete(self)
+        arm(self)
+
+    def connection_lost(self: Any, exc: Exception | None) -> None:
+        if (timer := getattr(self, "_head_timer", None)) is not None:
+            timer.cancel()
+        lost(self, exc)
+
+    H11Protocol.connection_made, H11Protocol.on_response_complete = connection_made, on_response_complete
+    H11Protocol.connection_lost = connection_lost
+    H11Protocol._playground_head_timeout = True
