@@ -370,8 +370,8 @@ def _ranked_lines(shown: Shown, drafted: int | None, lang: str) -> list[str]:
 
 
 def panel_text(trace: Trace, step_no: int, token_no: int, lang: str = "en") -> str | None:
-    """One position as text (`step_no`, `token_no` from 1): what was drafted and emitted there, the top-k of p, q, v
-    and the residual with the drafted and emitted tokens marked, the rule with its numbers, prompt lookup's source.
+    """One position as text (`step_no`, `token_no` from 1): what was drafted and emitted there, the rule with its
+    numbers, the top-k of p, q, v and the residual with the drafted and emitted tokens marked, prompt lookup's source.
     None when the trace has no such position."""
     if not 1 <= step_no <= len(trace.steps) or not 1 <= token_no <= len(trace.steps[step_no - 1].emitted):
         return None
@@ -381,6 +381,12 @@ def panel_text(trace: Trace, step_no: int, token_no: int, lang: str = "en") -> s
     draft = visible(drafted_texts[i]) if verdict.drafted is not None else ""
     what = t(heading_key(verdict), lang, draft=draft, token=visible(emitted_texts[i]))
     lines = [t("microscope.heading", lang, step=step_no, i=token_no, what=what)]
+    # The rule with its numbers first, then the lists (as the page's panel: `microscope_view.panel_html`).
+    lines.append(t("microscope.rule", lang))
+    lines += [f"  {message.localized(lang)}" for message in verdict.messages]
+    note = self_draft_note(trace, verdict)
+    if note is not None:
+        lines.append(f"  {note.localized(lang)}")
     position = step.dists[i] if step.dists is not None and i < len(step.dists) else None
     if position is not None:
         for shown in shown_lists(position, verdict):
@@ -390,11 +396,6 @@ def panel_text(trace: Trace, step_no: int, token_no: int, lang: str = "en") -> s
                     and all(e.id != verdict.drafted for e in shown.ranked)):
                 lines.append("      " + t("microscope.outside", lang, draft=draft,
                                           prob=number(shown.drafted_prob, lang), k=len(shown.ranked)))
-    lines.append(t("microscope.rule", lang))
-    lines += [f"  {message.localized(lang)}" for message in verdict.messages]
-    note = self_draft_note(trace, verdict)
-    if note is not None:
-        lines.append(f"  {note.localized(lang)}")
     if verdict.source is not None:
         start, end = verdict.source
         lines.append(t("microscope.source", lang, start=start, end=end,

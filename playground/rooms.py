@@ -11,7 +11,7 @@ fate is the class's question: followers see its drafted tokens, not what the tar
 once, "kept" (the target keeps every drafted token) or "refused" (it refuses one); the step is shown, and the answer
 with the tally, once the presenter steps on. Answers live in the room only (the current and the last asked step).
 
-Bounds: at most `PLAYGROUND_ROOMS` rooms and `PLAYGROUND_ROOM_FOLLOWERS` followers a room (a follower counts while its
+Bounds: at most `PLAYGROUND_MAX_ROOMS` rooms and `PLAYGROUND_ROOM_FOLLOWERS` followers a room (a follower counts while its
 stream is alive, `FOLLOWER_GONE_S`); a room whose presenter has not been heard of for `PLAYGROUND_ROOM_GRACE_S`
 ends, and with it everything it held.
 """

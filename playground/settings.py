@@ -70,7 +70,7 @@ SETTINGS_DOC: list[tuple[str, str, str]] = [
     ("PLAYGROUND_MCP", "false",
      "Also serve the app as an MCP server (Gradio's mcp_server) at /gradio_api/mcp/, with the tools generate, "
      "compare and bench."),
-    ("PLAYGROUND_ROOMS", "20",
+    ("PLAYGROUND_MAX_ROOMS", "20",
      "Classes that may follow a presenter at once (each presenter's page opens one room, `?follow=CODE`); one more is "
      "refused in words until a room ends."),
     ("PLAYGROUND_ROOM_FOLLOWERS", "200",
@@ -192,7 +192,7 @@ def get_settings() -> Settings:
         pause_idle_s=_float("PLAYGROUND_PAUSE_IDLE_S", 180.0),
         run_lifetime_s=_float("PLAYGROUND_RUN_LIFETIME_S", 3600.0),
         max_runs=_int("PLAYGROUND_MAX_RUNS", 12, minimum=1),
-        max_rooms=_int("PLAYGROUND_ROOMS", 20, minimum=1),
+        max_rooms=_int("PLAYGROUND_MAX_ROOMS", 20, minimum=1),
         room_followers=_int("PLAYGROUND_ROOM_FOLLOWERS", 200, minimum=1),
         room_grace_s=_float("PLAYGROUND_ROOM_GRACE_S", 120.0),
     )

@@ -141,7 +141,7 @@ def test_settings_parsing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
         cache_dir=tmp_path, public=True, trust_remote_code=True, allow_pickle=True,
         allowed_dirs=(Path("/models"), Path("/data/more")), max_new_tokens=64,
         max_prompt_tokens=1024, memory_budget_gb=2.5, run_timeout_s=30.0, preload=False,
-        concurrency=3, mcp=True, top_k=10)
+        concurrency=3, mcp=True, top_k=10, client_calls=2)  # public mode: the per-client bound is on
 
 
 @pytest.mark.parametrize(("name", "value"), [

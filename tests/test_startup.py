@@ -468,7 +468,7 @@ def test_a_process_that_finds_another_holding_the_lock_says_it_waits(tmp_path: P
             report(i18n.Message.keyed("load.dtype_copy", dtype="bfloat16"))
         released.join()
     assert messages[0] == "Waiting for another process that is converting Tiny…"
-    assert messages[0].localized("ru") == "Ждём другой процесс, который конвертирует Tiny…"
+    assert messages[0].localized("ru") == "Жду другой процесс, который преобразует Tiny…"
     assert messages[1:] == ["Keeping a bfloat16 copy of the weights (one time only)…"]
 
 
