@@ -315,7 +315,10 @@ def test_cli_show_prints_the_panel_and_the_tables(store, ckpt, tmp_path: Path, c
     out = capsys.readouterr().out
     position = step.dists[step.accepted]
     top = position.p[0]
-    assert f"[{top.id}]" in out.split("q, the drafter's")[0].splitlines()[3], "the target's top token comes first"
+    lines = out.splitlines()
+    p_title = next(n for n, line in enumerate(lines) if line.startswith("p, the target model's"))
+    assert lines.index("The rule that decided:") < p_title, "the rule comes first, as on the page"
+    assert f"[{top.id}]" in lines[p_title + 1], "the target's top token comes first"
     assert "← drafted" in out and "Refused: the target model's top choice is" in out
     assert i18n.t("micro.refusals.caption") in out and i18n.t("micro.confidence.caption") in out
     assert cli.main(["show", str(path), "--step", str(step_no), "--token", "1", "--lang", "ru"]) == 0
