@@ -225,7 +225,12 @@ def test_slowed_runs_end_at_their_time_limit_and_hold_no_place(server: Server, v
     assert any(r.ended is None for r in slowed), "it ended while slowed runs were still waiting"
     _until(lambda: all(r.ended is not None for r in slowed), "the slowed runs ended", within_s=RUN_TIMEOUT_S * 10)
     for r in slowed:
-        assert "stopped by the run time limit (PLAYGROUND_RUN_TIMEOUT_S)" in r.final_status(), r.final_status()
+        status = r.final_status()
+        assert "stopped by the run time limit (PLAYGROUND_RUN_TIMEOUT_S)" in status, status
+        steps = int(re.search(r"in (\d+) steps?", status).group(1))
+        # Each step after the first waited 2 s of the run's 6: on the old code the waits did not count and the runs
+        # went on until their computing alone reached the limit (dozens of steps on this machine).
+        assert steps <= RUN_TIMEOUT_S // 2 + 1, f"{steps} steps: the waits did not count against the limit"
 
 
 def test_a_paused_run_nobody_steps_on_ends_and_says_why(models: dict[str, str],
