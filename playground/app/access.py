@@ -77,22 +77,27 @@ HEAD = """<script>(function () {
       el.setAttribute("role", "img"); });
     document.querySelectorAll("ul[role=listbox]:not([tabindex])").forEach(function (el) {
       el.setAttribute("tabindex", "-1"); });
-    document.querySelectorAll(".cm-scroller:not([tabindex])").forEach(function (el) {
+    document.querySelectorAll(".cm-scroller:not([data-pg-region])").forEach(function (el) {
+      el.setAttribute("data-pg-region", "true");  // CodeMirror gives it tabindex -1: out of the Tab order
       var block = el.closest(".block"), label = block && block.querySelector("[data-testid=block-info], label");
       el.setAttribute("tabindex", "0"); el.setAttribute("role", "region");
       el.setAttribute("aria-label", label ? label.textContent.trim() : "code"); });
   }
   new MutationObserver(mend).observe(document.documentElement, {childList: true, subtree: true});
   // Highlighted code: each colour of the highlighter's palette that reads below 4.5:1 on the code's background is
-  // mixed toward the text's own colour until it passes (per theme: the mark says for which one it was checked).
-  function rgb(css) { var m = String(css).match(/[\d.]+/g) || []; return m.slice(0, 4).map(Number); }
+  // mixed toward white (a dark background) or black until it passes (per look: the mark says for which it was checked).
+  var paint = document.createElement("canvas").getContext("2d", {willReadFrequently: true});
+  function rgb(css) {  // any CSS colour (rgb(), oklch(), color(srgb …)) as [r, g, b, alpha]
+    paint.clearRect(0, 0, 1, 1); paint.fillStyle = "#000"; paint.fillStyle = css; paint.fillRect(0, 0, 1, 1);
+    var d = paint.getImageData(0, 0, 1, 1).data; return [d[0], d[1], d[2], d[3] / 255];
+  }
   function lum(c) { var v = c.slice(0, 3).map(function (x) { x /= 255;
     return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4); });
     return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]; }
   function ratio(a, b) { var x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); }
   function background(el) {
     for (; el; el = el.parentElement) { var c = rgb(getComputedStyle(el).backgroundColor);
-      if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) { return c; } }
+      if (c[3] > 0.5) { return c; } }
     return [255, 255, 255];
   }
   var inked = {}, looks = {};
@@ -103,7 +108,7 @@ HEAD = """<script>(function () {
       var look = dark + " " + editor.className, theme = looks[look] || (looks[look] = "k" + Object.keys(looks).length);
       var spans = editor.querySelectorAll(".cm-line span:not([data-pg-ink=" + theme + "])");
       if (!spans.length) { return; }
-      var back = background(editor), text = rgb(getComputedStyle(editor.querySelector(".cm-content") || editor).color);
+      var back = background(editor), text = lum(back) < 0.18 ? [255, 255, 255] : [0, 0, 0];
       spans.forEach(function (span) {
         span.style.removeProperty("color");
         var own = getComputedStyle(span).color, key = own + back;
