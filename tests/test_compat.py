@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from appserver import run_coroutine_apart
 from playground.compat import gradio_internals, transformers_internals
 
 PACKAGE = Path(__file__).resolve().parent.parent / "playground"
@@ -234,7 +235,7 @@ def test_the_watcher_stops_once_and_says_so_when_gradios_queue_moved(monkeypatch
 
     monkeypatch.setattr(gate, "WATCH_S", 0.01)
     with caplog.at_level(logging.WARNING, logger=gate.logger.name):
-        asyncio.run(asyncio.wait_for(gate.Gate(None).watch(Server()), 2))
+        run_coroutine_apart(asyncio.wait_for(gate.Gate(None).watch(Server()), 2))
     records = [r for r in caplog.records if r.name == gate.logger.name]
     assert [r.levelno for r in records] == [logging.ERROR] and "Gradio's queue moved" in records[0].getMessage()
 
@@ -267,6 +268,6 @@ def test_the_watcher_keeps_watching_after_one_failed_look(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(gate, "WATCH_S", 0.01)
     with caplog.at_level(logging.WARNING, logger=gate.logger.name), pytest.raises(asyncio.CancelledError):
-        asyncio.run(asyncio.wait_for(gate.Gate(None).watch(Server()), 2))
+        run_coroutine_apart(asyncio.wait_for(gate.Gate(None).watch(Server()), 2))
     assert len(looks) == 3
     assert [r.levelno for r in caplog.records if r.name == gate.logger.name] == [logging.WARNING]

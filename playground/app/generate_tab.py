@@ -178,7 +178,7 @@ def open_token(trace: Any, evt: gr.EventData, request: gr.Request = None) -> str
             session = _SESSIONS.get(session_key(request))
         live = session.live if session is not None else None
         trace = live.trace if live is not None else None
-        followed = follow.followed_panel(_session_key(request), data, language_of(request)) if live is None else None
+        followed = follow.followed_panel(session_key(request), data, language_of(request)) if live is None else None
         if followed is not None:  # the visitor follows the presenter's run (`follow`)
             return followed
         step = data.get("step") if isinstance(data, dict) else None
