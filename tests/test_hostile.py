@@ -484,12 +484,18 @@ def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
         "answer_refused": [None],
         "leave_class": [],
         "try_it_yourself": [],
+        "_step_on_shown": ["step"],  # "Next step" shown with Generate at a waiting pace (the pace's mode)
+        "_step_on_hidden": [],
+        "replay_key": [None, 2],  # N / Page Down on the replay: the replayed trace (a State), the slider's step
+        "quick_compare": [PROMPT, models["target"], None, "prompt_lookup", "float32", "auto", ["prompt_lookup"], 2, 1,
+                          None, *params],  # as compare's (its tokens and repeats fixed by the handler)
+        "left": [],  # the visitor's page unloaded (`sessions`)
     }
 
 
 COMPARE_SWEPT = {0, 1, 2, 3, 4, 5, 6, 7, 8, 14, 15}  # compare's own inputs and prompt lookup's two parameters
 CORE_VALUES = ("null", "huge int", "NaN", "a list", "very long text", "lone surrogate", "deep object")
-LOADS_A_MODEL = ("generate", "show_code_for_settings", "compare", "tune_page")  # null for their target: the bundled
+LOADS_A_MODEL = ("generate", "show_code_for_settings", "compare", "quick_compare", "tune_page")  # null for their target: the bundled
 TARGET_INPUT = 1  # of the handlers that load a model: null there means the default (bundled) model
 
 
@@ -500,7 +506,7 @@ def handler_name(dep: dict[str, Any]) -> str:
 
 def swept_positions(server: Server, dep: dict[str, Any]) -> list[int]:
     """The inputs a client sets (a State's value is the server's: what a client sends for it is ignored)."""
-    if handler_name(dep) == "compare":
+    if handler_name(dep) in ("compare", "quick_compare"):
         return sorted(COMPARE_SWEPT)
     return [i for i, component in enumerate(dep["inputs"]) if component not in server.state_ids]
 

@@ -38,6 +38,8 @@ KEPT_IN_LATIN |= {"scikit-learn", "ROC"}
 KEPT_IN_LATIN |= {"Leviathan"}
 # The Hugging Face Hub, by the name the page gives it in every language ("нужен Hub", «يحتاج إلى Hub»).
 KEPT_IN_LATIN |= {"Hub"}
+# Keys by the names printed on them (a clicker's Page Down, Shift): the pace's help names the keys a presenter presses.
+KEPT_IN_LATIN |= {"Page", "Down", "Shift"}
 # Keys as their caps print them: a keyboard shows "Enter" in every language.
 KEPT_IN_LATIN |= {"Enter", "Tab"}
 # Formula names the lectures write in their formulas: min(1, p/q).
