@@ -35,7 +35,9 @@ SHORT_IDLE_S = 8  # the idle test's own server
 
 def _env(idle_s: int) -> dict[str, str]:
     return {"PLAYGROUND_RUN_TIMEOUT_S": str(RUN_TIMEOUT_S), "PLAYGROUND_PAUSE_IDLE_S": str(idle_s),
-            "PLAYGROUND_CONCURRENCY": "3"}
+            "PLAYGROUND_CONCURRENCY": "3",
+            # every visitor here is 127.0.0.1: public mode's per-client bound (2, `gate`) would refuse the third
+            "PLAYGROUND_CLIENT_CALLS": "0"}
 
 
 @pytest.fixture(scope="module")

@@ -233,7 +233,8 @@ def test_generate_is_an_api_endpoint(app_url: str) -> None:
                      "top_p", "top_k", "seed", "chat", "dtype", "check_plain", "preset"]
     assert [p["parameter_has_default"] for p in info["parameters"]] == [False] + [True] * 14
 
-    html_out, *_, status, trace_file = client.predict(
+    # The API's outputs by position from the first (outputs added later come after the trace file: run_line, narration)
+    html_out, _, _, _, status, trace_file, *_ = client.predict(
         prompt="Colours: red, green, blue, red, green, blue, red, green,", method="prompt_lookup",
         params=json.dumps({"prompt_lookup_num_tokens": 3}), max_new_tokens=12, api_name="/generate",
     )
@@ -251,15 +252,15 @@ def test_generate_is_an_api_endpoint(app_url: str) -> None:
     assert 'data-testid="pg-plain-check"' in stats and "the speed of plain generate()" in stats
 
     # A guide example by name (appended last, so the call above, which does not name it, works as before).
-    *_, status, trace_file = client.predict(prompt="", preset="prompt-lookup-greedy-offline", api_name="/generate")
+    _, _, _, _, status, trace_file, *_ = client.predict(prompt="", preset="prompt-lookup-greedy-offline", api_name="/generate")
     trace = Trace.from_json(Path(trace_file["value"]).read_bytes())
     assert 'data-kind="done"' in status and trace.prompt == "Hugging Face is an open-source company"
     assert trace.params == {"prompt_lookup_num_tokens": 5, "max_matching_ngram_size": 2}
     assert trace.summary.new_tokens == 20 and trace.method == "prompt_lookup"
 
     # Errors come back as the alert, and the endpoint keeps answering.
-    *_, status, _ = client.predict(prompt="hi", method="prompt_lookup", params={"no_such_param": 1},
-                                   api_name="/generate")
+    _, _, _, _, status, *_ = client.predict(prompt="hi", method="prompt_lookup", params={"no_such_param": 1},
+                                            api_name="/generate")
     assert 'role="alert"' in status and "no_such_param" in status
 
 

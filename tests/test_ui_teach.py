@@ -15,7 +15,7 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 import pytest
-from appserver import ARTIFACTS, headless_chromium, needs_chromium
+from appserver import ARTIFACTS, needs_chromium
 from test_ui_browser import RUN_TIMEOUT_MS, set_number, wait_finished
 
 from playground import charts, render
@@ -467,27 +467,28 @@ def test_play_race_streams_frames(compared: list[tuple[Any, ...]]) -> None:
 # --------------------------------------------------------------------------- in the browser (the real app)
 
 @pytest.fixture(scope="module")
-def teach_page_factory(shared_apps: Any) -> Any:
-    """New pages on the session's real app that preloads the bundled Gemma (`appserver.SharedApps`) in one headless
-    Chromium, for the module."""
+def teach_page_factory(shared_apps: Any, shared_chromium: Any) -> Any:
+    """New pages on the session's real app that preloads the bundled Gemma (`appserver.SharedApps`) in the session's
+    headless Chromium (a Chromium of the module's own cannot start beside it: Playwright's sync API refuses a second
+    one in the main thread's running loop)."""
     url = shared_apps.url("ui-teach-server.log")
-    with headless_chromium() as browser:
-        contexts = []
+    browser = shared_chromium
+    contexts = []
 
-        def new_page() -> Any:
-            context = browser.new_context(viewport={"width": 1440, "height": 1000})
-            contexts.append(context)
-            pg = context.new_page()
-            pg.set_default_timeout(60_000)
-            pg.goto(url)
-            pg.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value", timeout=60_000)
-            return pg
+    def new_page() -> Any:
+        context = browser.new_context(viewport={"width": 1440, "height": 1000})
+        contexts.append(context)
+        pg = context.new_page()
+        pg.set_default_timeout(60_000)
+        pg.goto(url)
+        pg.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value", timeout=60_000)
+        return pg
 
-        try:
-            yield new_page
-        finally:
-            for context in contexts:
-                context.close()
+    try:
+        yield new_page
+    finally:
+        for context in contexts:
+            context.close()
 
 
 def replay_state(page: Any) -> dict[str, Any]:
