@@ -619,7 +619,8 @@ def test_replay_theory_and_code_after_a_run_in_the_browser(teach_page_factory: A
     page.wait_for_selector("#pg-methods table")
     assert page.locator("#pg-methods tr[data-method]").count() == len(METHODS)
 
-    # The gallery: a recording picked in the step-through tab opens there, at its last step, with its line.
+    # The gallery: a recording picked in the step-through tab opens there, at its first step (a lesson steps it on
+    # from there), with its line.
     from playground import gallery
 
     recording = next(r for r in gallery.GALLERY if r.key == "prompt-lookup-greedy")
@@ -633,9 +634,9 @@ def test_replay_theory_and_code_after_a_run_in_the_browser(teach_page_factory: A
         const current = document.querySelector('#pg-replay-output .pg-current');
         return current && current.dataset.step === String(k)
             && document.querySelectorAll('#pg-replay-output .pg-step').length === k + 1;
-    }""", arg=len(recorded.steps) - 1)
+    }""", arg=0)
     opened = replay_state(page)
-    assert opened["steps"] == len(recorded.steps) and opened["narration"].startswith(f"Step {len(recorded.steps)}:")
+    assert opened["steps"] == 1 and opened["narration"].startswith("Step 1:")
     assert int(page.get_attribute("#pg-replay-slider input[type=range]", "max")) == max(len(recorded.steps), 2)
     assert recording.look("en")[:30] in page.inner_text("#pg-gallery-look")
 
