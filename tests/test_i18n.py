@@ -542,7 +542,7 @@ def test_tune_refusals_and_reasons_reach_the_page_in_its_language(lang):
     assert str(greedy) == "tune replays greedy decoding only: turn sampling off"
     assert user_message(greedy, lang=lang) == {
         "ru": "подбор воспроизводит только жадный поиск: выключите сэмплирование",
-        "ar": "الضبط يعيد البحث الجشع فقط: أوقف أخذ العيّنات"}[lang]
+        "ar": "لا يحاكي الضبط إلا البحث الجشع: أوقف أخذ العيّنات"}[lang]
     assert user_message(greedy, lang=lang) in tune_tab._failed(greedy, lang)[0]
     universal = refused(lambda: tune.tune(tune.TuneRequest(run=RunRequest(prompt="hi", method="universal")), ["hi"]))
     assert str(universal) == METHODS["universal"].replay_obstacle
@@ -564,8 +564,8 @@ def test_tune_refusals_and_reasons_reach_the_page_in_its_language(lang):
     assert tune_report.table_rows(data, lang=lang)[0][1] == {
         "ru": "нет прогноза: ансамблевая верификация идёт с потерями: её вывод не совпадает с жадным выводом целевой "
               "модели, от которого отталкивается воспроизведение",
-        "ar": "لا تنبؤ: التحقق عبر التجميع مع فقد: ناتجه ليس الناتج الجشع للنموذج الهدف الذي تبدأ منه إعادة "
-              "التشغيل"}[lang]
+        "ar": "لا تنبؤ: التحقق عبر التجميع مع فقد: ناتجه ليس الناتج الجشع للنموذج الهدف الذي تنطلق منه "
+              "المحاكاة"}[lang]
     assert tune.not_tunable_reason("nope") == "tune cannot predict nope"
     assert i18n.localize(tune.not_tunable_reason("nope"), lang) == {
         "ru": "подбор не умеет прогнозировать nope", "ar": "لا يستطيع الضبط التنبؤ بـnope"}[lang]
@@ -658,7 +658,7 @@ def test_trace_consistency_checks_reach_the_page_in_its_language(lang):
           "ar": "الخطوة 0: يجب أن يكون verify_ms زمنًا بالملّي ثانية (>= 0)"}),
         (refused(steps[1], output_ids=[5]), "emitted tokens of all steps do not concatenate to output_ids",
          {"ru": "выданные токены всех шагов вместе не совпадают с output_ids",
-          "ar": "رموز كل الخطوات المُخرجة لا تتسلسل لتساوي output_ids"}),
+          "ar": "الرموز المُخرَجة في كل الخطوات لا تساوي output_ids حين توصل معًا"}),
     ]
     for exc, english, local in cases:
         assert str(exc) == english and user_message(exc) == english
