@@ -283,7 +283,9 @@ def test_tune_views_speak_the_language(lang):
             + json.dumps([f.to_dict() for f in tune_report.figures(data, lang).values()], ensure_ascii=False))
     leaks = [phrase for phrase in ENGLISH_TUNE if phrase in page]
     assert not leaks, f"English in the {lang} Tune view: {leaks}"
-    assert "n=3 ★" in page and i18n.t("tune.head.measured_steps", lang) in page
+    shown = i18n.joined([i18n.t("tune.label.prompt_lookup_num_tokens", lang, value=3),
+                         i18n.t("tune.label.max_matching_ngram_size", lang, value=2)], lang)
+    assert shown + " ★" in page and "n=3" not in page and i18n.t("tune.head.measured_steps", lang) in page
     # The CLI's and the report's English is unchanged.
     assert tune_report.verdict(data).startswith("Recommended: n=3, predicted 1.30× baseline")
     assert "over 2 prompts" in tune_report.verdict(data)

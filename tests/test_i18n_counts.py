@@ -38,6 +38,8 @@ NOT_COUNTS = {
     "ordinal": {"step", "i", "index", "position", "line", "column", "start", "end", "id", "rep"},
     # «не больше 64», «от 1 до 12», «الحد 64»: a bound quoted after a word that already governs it; no noun follows.
     "bound": {"limit", "last", "lo", "hi", "min", "context", "k"},
+    # «длина черновика = 5», «طول المسودة = 5», "γ=5": a parameter's value after its name and "="; no noun follows.
+    "assigned": {"value"},
     # «принято: 3/5», «приняла 3 из них», «قبل 3 منها»: a tally after a colon, a slash or «из»/«من»; the counted
     # noun, where there is one, is already inflected before it.
     "tally": {"accepted", "drafted", "judged", "kept", "verified", "done", "settings", "matched", "new", "repeats",
