@@ -7,6 +7,7 @@ English is unchanged: tune.json, the CLI and the report know a setting by its En
 
 from __future__ import annotations
 
+import copy
 import html
 import re
 
@@ -113,3 +114,14 @@ def test_a_compare_label_with_changed_parameters_keeps_them_beside_the_title() -
     assert compare_tab.race_name(lane, "ru") == (METHODS["prompt_lookup"].localized("ru").title
                                                  + " (prompt_lookup_num_tokens=4)")
     assert compare_tab.race_name({"method": "nonesuch", "label": "x"}, "ru") == "x"
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_a_replayed_run_names_its_method_as_the_pages_pickers_do(lang: str) -> None:
+    from playground.app.replay_tab import describe_trace
+
+    line = describe_trace(gallery.load("prompt-lookup-greedy"), i18n.t("replay.last_run", lang), lang)
+    assert METHODS["prompt_lookup"].localized(lang).title in line and "prompt_lookup" not in line, line
+    unknown = copy.copy(gallery.load("prompt-lookup-greedy"))  # the gallery's own trace is shared: a copy
+    unknown.method = "someone_elses_method"  # a file's method the registry does not know: as the file writes it
+    assert "someone_elses_method" in describe_trace(unknown, "f", lang)
