@@ -125,3 +125,18 @@ def test_a_replayed_run_names_its_method_as_the_pages_pickers_do(lang: str) -> N
     unknown = copy.copy(gallery.load("prompt-lookup-greedy"))  # the gallery's own trace is shared: a copy
     unknown.method = "someone_elses_method"  # a file's method the registry does not know: as the file writes it
     assert "someone_elses_method" in describe_trace(unknown, "f", lang)
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_the_code_tabs_status_names_the_method_as_the_pages_pickers_do(lang: str, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from playground import snippet
+    from playground.app.code_tab import code_view
+    from playground.snippet import request_from_trace
+
+    # The script itself needs the model's tokenizer (a bundled load); this test is about the status line beside it.
+    monkeypatch.setattr(snippet, "show_code", lambda request: SimpleNamespace(python="", cli=""))
+
+    status = html.unescape(code_view(request_from_trace(gallery.load("prompt-lookup-greedy")), lang=lang)[-1])
+    assert METHODS["prompt_lookup"].localized(lang).title in status and "prompt_lookup" not in status, status

@@ -22,7 +22,7 @@ from ..errors import PlaygroundError
 from ..gpu import gpu
 from ..i18n import DEFAULT_LANGUAGE, list_of, localize, number, t, tn
 from ..report_html import fmt
-from ..methods import METHODS, REFERENCE, get_method, is_reference
+from ..methods import METHODS, REFERENCE, get_method, is_reference, method_title
 from ..request import MAX_NEW_TOKENS
 from ..settings import get_settings
 from ..trace import Trace, short_repr
@@ -317,7 +317,7 @@ def race_name(lane: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
     method, label = lane["method"], str(lane["label"])
     if method not in METHODS:
         return label
-    title = METHODS[method].localized(lang).title
+    title = method_title(method, lang)
     return f"{title} {label[len(method):]}" if label.startswith(method + "(") else title
 
 

@@ -19,7 +19,7 @@ from .. import charts, microscope_view, render
 from ..compat import gradio_internals
 from ..errors import PlaygroundError, shorten
 from ..i18n import Message, Number, t, tn
-from ..methods import METHODS
+from ..methods import method_title
 from ..outside import MAX_INPUT_BYTES, read_bounded
 from ..trace import Trace, TraceFormatError, short_repr, summarize_steps
 from . import gallery_picker, presenter
@@ -55,8 +55,8 @@ def describe_trace(trace: Trace, source: str, lang: str = "en") -> str:
     # A file's names are the file's (a trace may name a model of a million characters): cut for the status line.
     assistant = t("replay.with_assistant", lang, assistant=shorten(trace.assistant)) if trace.assistant else ""
     # The method as the page's pickers name it; a file's unknown method as the file writes it (cut).
-    method = METHODS[trace.method].localized(lang).title if trace.method in METHODS else shorten(trace.method)
-    return t("replay.describe", lang, source=source, method=method, target=shorten(trace.target),
+    return t("replay.describe", lang, source=source, method=shorten(method_title(trace.method, lang)),
+             target=shorten(trace.target),
              assistant=assistant,
              tokens=tn("status.tokens", s.new_tokens, lang), steps=tn("replay.steps", s.steps, lang))
 
