@@ -68,8 +68,9 @@ SINGLE_NUMBER = {("en", "one"), ("ar", "zero"), ("ar", "one"), ("ar", "two")}
 # The nouns the page counts, as each language spells their stems.
 COUNTED_NOUNS = {
     "en": r"(tokens?|steps?|characters?|entr(y|ies)|items?|layers?|settings?|prompts?|repeats?|tensors?|drafts?|values?"
-          r"|generations?|bits?)\b",
-    "ru": r"(токен|шаг|символ|запис|элемент|сло[йёя]|настро|промпт|повтор|тензор|черново|значени|генерац|бит)",
+          r"|generations?|bits?|class(es)?|followers?)\b",
+    "ru": r"(токен|шаг|символ|запис|элемент|сло[йёя]|настро|промпт|повтор|тензор|черново|значени|генерац|бит|класс|человек"
+          r"|студент)",
     "ar": r"(رمز|رموز|خطو|حرف|أحرف|مدخل|عنصر|عناصر|طبق|إعداد|موجّه|موتر|مسود|قيم|توليد|بت)",
 }
 
