@@ -771,6 +771,12 @@ def get_method(name: str) -> Method:
         raise MethodError.keyed("error.unknown_method", name=repr(name), known=", ".join(METHODS)) from None
 
 
+def method_title(name: str, lang: str = DEFAULT_LANGUAGE) -> str:
+    """A method as the page's pickers name it in `lang` (its title), for a sentence on the page; a name the registry
+    does not know (a trace file's) as written."""
+    return METHODS[name].localized(lang).title if name in METHODS else name
+
+
 def parse_assignments(items: list[str]) -> dict[str, Any]:
     """Parse CLI `KEY=VALUE` items; values stay strings for `Param.coerce` (choices stay text)."""
     out: dict[str, Any] = {}

@@ -562,7 +562,8 @@ def race_html(lanes: Sequence[dict], clock_s: float, speed: float, verdict: str 
               lang: str = DEFAULT_LANGUAGE) -> str:
     """Two (or more) race lanes side by side; `speed`: replay speed over the recorded one (1 = as recorded).
 
-    Each lane: label, steps (the steps shown so far), total_tokens, finish_s (recorded time of its last step).
+    Each lane: label (its id, in `data-lane`), name (shown; the label where absent), steps (the steps shown so far),
+    total_tokens, finish_s (recorded time of its last step).
     """
     rows = []
     lane_dir = "" if lang == DEFAULT_LANGUAGE else ' dir="auto"'
@@ -577,7 +578,7 @@ def race_html(lanes: Sequence[dict], clock_s: float, speed: float, verdict: str 
         rows.append(
             f'<div class="pg-lane" data-lane="{_attr(lane["label"])}" data-tokens="{_attr(tokens)}" '
             f'data-done="{str(done).lower()}">'
-            f'<div class="pg-lane-head"><b>{html.escape(str(lane["label"]))}</b>'
+            f'<div class="pg-lane-head"><b>{html.escape(str(lane.get("name") or lane["label"]))}</b>'
             f'<span>{html.escape(t("race.tokens", lang, done=tokens, n=lane["total_tokens"]))}</span>{finish}</div>'
             f'<div class="pg-bar"><div style="width:{100 * tokens / total:.1f}%"></div></div>'
             f'<div class="pg-tokens pg-lane-text"{lane_dir}>{emitted_spans(shown)}</div></div>'

@@ -11,7 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from .i18n import DEFAULT_LANGUAGE, localize, number, separators, t, tn
+from .i18n import DEFAULT_LANGUAGE, Number, joined, localize, normalize, number, separators, t, tn
 from .methods import get_method
 from .report_html import color, escape, figure_html, fmt, page, style_figure, table
 
@@ -21,13 +21,33 @@ def _draft_length(row: dict[str, Any]) -> int:
 
 
 def _series_name(row: dict[str, Any], lang: str) -> str:
+    """A chart series: a setting's knobs but its draft length, each named as the setting's label names it
+    (`tune.label.<parameter>`)."""
     p = row["params"]
     if get_method(row["method"]).draft_replay == "context_copy":
-        return f"n-gram ≤ {p['max_matching_ngram_size']}"
-    name = p.get("num_assistant_tokens_schedule", "constant")
-    if p.get("assistant_confidence_threshold"):
-        name += f", conf ≥ {number(p['assistant_confidence_threshold'], lang, 'g')}"
-    return name
+        return t("tune.label.max_matching_ngram_size", lang, value=p["max_matching_ngram_size"])
+    schedule, threshold = p.get("num_assistant_tokens_schedule", "constant"), p.get("assistant_confidence_threshold")
+    parts = [t("tune.label.num_assistant_tokens_schedule", lang, value=schedule)] if schedule != "constant" or not threshold else []
+    if threshold:
+        parts.append(t("tune.label.assistant_confidence_threshold", lang, value=Number(float(threshold), "g")))
+    return joined(parts, lang)
+
+
+def shown_label(label: str | None, data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
+    """A setting's label (tune.json's English name) as the page names the setting in `lang`
+    (`tune.settings.setting_label`, from its row's method and values); as written where no row or method knows it
+    (a tune.json from elsewhere)."""
+    if label is None or normalize(lang) == DEFAULT_LANGUAGE:
+        return label or ""
+    row = next((r for r in data["rows"] if r["label"] == label), None)
+    if row is None:
+        return label
+    from .tune.settings import setting_label
+
+    try:
+        return setting_label(row["method"], row["params"], lang)
+    except (KeyError, ValueError):  # a method tune has no replay for, or values missing: its label as written
+        return label
 
 
 def _series(rows: list[dict[str, Any]], key: str, lang: str) -> dict[str, list[tuple[int, float]]]:
@@ -73,7 +93,8 @@ def position_figure(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> go.Fi
     for i, row in enumerate(r for r in data["rows"] if r["label"] in wanted):
         counts = (row.get("predicted") or {}).get("by_position") or []
         rates = [c[1] / c[0] if c[0] else None for c in counts]  # kept / verified
-        fig.add_trace(go.Bar(x=[k + 1 for k in range(len(rates))], y=rates, name=row["label"], marker_color=color(i)))
+        fig.add_trace(go.Bar(x=[k + 1 for k in range(len(rates))], y=rates, name=shown_label(row["label"], data, lang),
+                             marker_color=color(i)))
     return style_figure(fig, _counts_title("tune.chart.positions.title", data, lang), xaxis_title=t("tune.chart.positions.x", lang),
                         yaxis_title=t("tune.chart.positions.y", lang), yaxis_range=[0, 1.05], barmode="group",
                         separators=separators(lang))
@@ -126,9 +147,9 @@ def table_rows(data: dict[str, Any], rows: list[dict[str, Any]] | None = None,
     for r in rows if rows is not None else data["rows"]:
         if r.get("predicted") is None:
             reason = localize(r.get("refused"), lang)  # a Message from this run; text from a tune.json as written
-            out.append([r["label"], t("tune.no_prediction", lang, reason=reason)] + [""] * 11)
+            out.append([shown_label(r["label"], data, lang), t("tune.no_prediction", lang, reason=reason)] + [""] * 11)
             continue
-        out.append([r["label"] + _mark(r["label"], data, lang)] + _fields(r["predicted"], lang)
+        out.append([shown_label(r["label"], data, lang) + _mark(r["label"], data, lang)] + _fields(r["predicted"], lang)
                    + _fields(r.get("measured"), lang))
     return out
 
@@ -162,22 +183,22 @@ def verdict(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
     fastest = data.get("fastest_predicted")
     if _beats_baseline(data):
         p = best["predicted"]
-        text = t("tune.verdict.recommended", lang, label=best["label"], x=number(p['speedup'], lang),
+        text = t("tune.verdict.recommended", lang, label=shown_label(best["label"], data, lang), x=number(p['speedup'], lang),
                  tau=number(p['tokens_per_step'], lang), accepted=p["accepted"], drafted=p["drafted"], prompts=prompts)
         if fastest and fastest != best["label"] and data.get("predicted_gain") is not None:
-            text += t("tune.verdict.no_clear_win", lang, label=fastest,
+            text += t("tune.verdict.no_clear_win", lang, label=shown_label(fastest, data, lang),
                       gain=number(data['predicted_gain'], lang, ".0%"), margin=number(data['margin'], lang, ".0%"))
     else:
         best = rows.get(fastest or "") or best  # the fastest predicted: the one the verdict speaks of
         text = _no_win(best, data, prompts, lang)
     default = rows.get(data.get("default") or "")
     if default and default is not best and default.get("predicted"):
-        text += t("tune.verdict.default", lang, label=default["label"], x=number(default['predicted']['speedup'], lang))
+        text += t("tune.verdict.default", lang, label=shown_label(default["label"], data, lang), x=number(default['predicted']['speedup'], lang))
     measured = [(r["label"], r["predicted"]["speedup"], r["measured"]["speedup"]) for r in data["rows"]
                 if r.get("measured") and r.get("predicted") and r["measured"].get("speedup")]
     for label, predicted, real in measured:  # a run that took longer than the baselines beside it says so
         key = "tune.verdict.measured_slower" if real < 1.0 else "tune.verdict.measured"
-        text += t(key, lang, label=label, x=number(real, lang), predicted=number(predicted, lang))
+        text += t(key, lang, label=shown_label(label, data, lang), x=number(real, lang), predicted=number(predicted, lang))
     meta = data["meta"]
     if meta.get("counts_exact"):
         text += t("tune.verdict.exact", lang)
@@ -199,7 +220,7 @@ def _no_win(fastest: dict[str, Any], data: dict[str, Any], prompts: str, lang: s
     (none faster), or its gain against the margin (faster only within it)."""
     p = fastest["predicted"]
     x, tau = p["speedup"], p["tokens_per_step"]
-    fields = dict(label=fastest["label"], x=number(x, lang), tau=number(tau, lang), accepted=p["accepted"],
+    fields = dict(label=shown_label(fastest["label"], data, lang), x=number(x, lang), tau=number(tau, lang), accepted=p["accepted"],
                   drafted=p["drafted"], prompts=prompts, margin=number(data['margin'], lang, ".0%"))
     if data["standing"] == "slower":
         # speedup = τ ÷ (a step's time ÷ a baseline step's): the baseline makes one token per step
@@ -218,7 +239,7 @@ def tn_prompts(n: int, lang: str = DEFAULT_LANGUAGE) -> str:
 
 
 def losses_rows(data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> list[list[str]]:
-    return [[escape(x["prompt"]), escape(x["own_best"]), fmt(x["own_best_speedup"], ".2f", "×", lang),
+    return [[escape(x["prompt"]), escape(shown_label(x["own_best"], data, lang)), fmt(x["own_best_speedup"], ".2f", "×", lang),
              fmt(x["overall_best_speedup"], ".2f", "×", lang), fmt(x["loss"], ".1%", lang=lang)]
             for x in data["losses"]]
 

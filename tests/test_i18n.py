@@ -283,7 +283,9 @@ def test_tune_views_speak_the_language(lang):
             + json.dumps([f.to_dict() for f in tune_report.figures(data, lang).values()], ensure_ascii=False))
     leaks = [phrase for phrase in ENGLISH_TUNE if phrase in page]
     assert not leaks, f"English in the {lang} Tune view: {leaks}"
-    assert "n=3 ★" in page and i18n.t("tune.head.measured_steps", lang) in page
+    shown = i18n.joined([i18n.t("tune.label.prompt_lookup_num_tokens", lang, value=3),
+                         i18n.t("tune.label.max_matching_ngram_size", lang, value=2)], lang)
+    assert shown + " ★" in page and "n=3" not in page and i18n.t("tune.head.measured_steps", lang) in page
     # The CLI's and the report's English is unchanged.
     assert tune_report.verdict(data).startswith("Recommended: n=3, predicted 1.30× baseline")
     assert "over 2 prompts" in tune_report.verdict(data)
@@ -452,7 +454,9 @@ def test_rarer_refusals_reach_the_page_in_its_language(lang):
                                                                                   lang) in phrase
     assert "the prompt" not in phrase
     assert user_message(refused(lambda: validate_request(dataclasses.replace(request, seed=-2**64))), lang=lang) == {
-        "ru": f"seed должен быть целым числом от 0 до 2^64 − 1 (или вниз до −2^63); получено {-2**64}",
+        # the control's name («Зерно (seed)»), and negative seeds allowed down to −2^63, as torch.manual_seed takes them
+        "ru": f"зерно (seed) должно быть целым числом от 0 до 2^64 − 1 (допустимы и отрицательные, не меньше −2^63); "
+              f"получено {-2**64}",
         "ar": f"يجب أن تكون البذرة (seed) عددًا صحيحًا من 0 إلى \u20682^64 − 1\u2069 (أو حتى \u2068−2^63\u2069)؛ وصل {-2**64}"}[lang]
 
 
@@ -674,8 +678,9 @@ def test_lossy_reasons_reach_the_page_in_its_language(lang):
     assert reason == ("ensemble verification (weight 0.7): drafts are checked against 0.7·target + 0.3·draft, so "
                       "the output follows that mixture, not the target alone")
     assert i18n.localize(reason, lang) == {
-        "ru": "ансамблевая верификация (вес 0,7): черновики проверяются по 0,7·целевая + 0,3·черновик, поэтому вывод "
-              "следует этой смеси, а не одной целевой модели",
+        # v = w·p + (1 − w)·q, Transformers' `_speculative_sampling`: the weight is the target's share
+        "ru": "ансамблевая верификация (вес 0,7): черновики проверяются по смеси 0,7·p + 0,3·q (p — распределение "
+              "целевой модели, q — черновика), поэтому вывод следует этой смеси, а не одной целевой модели",
         "ar": "التحقق عبر التجميع (الوزن 0.7): يُتحقَّق من المسودات مقابل 0.7·الهدف + 0.3·المسودة، فيتبع الناتج هذا "
               "المزيج لا النموذج الهدف وحده"}[lang]
     drafter = METHODS["mtp_drafter"]

@@ -104,3 +104,45 @@ def test_the_check_finds_plotlys_percentage_and_a_whole_numbers_noun_after_a_fra
     assert wrong_forms(["принято 45%", "2,35 токенов за шаг"], "ru") == ["5%", "2,35 токенов"]
     assert wrong_forms(["принято 45\u00a0%", "2,35 токена за шаг", "3 токенов"], "ru") == []
     assert wrong_forms(["45 %"], "en") == ["5 %"]
+
+
+def _page_figures(lang: str) -> list[Any]:
+    """Every figure the page draws: the run's charts and the theory curve, Compare's and Tune's charts."""
+    from test_i18n import sample_compare, sample_tune
+
+    from playground import bench, tune_report
+
+    return [*_figures(lang), *bench.compare_figures(sample_compare(lang), lang).values(),
+            *tune_report.figures(sample_tune(), lang).values()]
+
+
+def _written(figure: Any) -> list[str]:
+    """The text a figure writes itself (bar and point labels, tick labels, annotations), not through a template."""
+    fig = figure.to_dict() if hasattr(figure, "to_dict") else figure
+    out = [str(text) for trace in fig["data"] for text in (trace.get("text") if isinstance(trace.get("text"), list)
+                                                            else [trace.get("text") or ""])]
+    out += [str(a.get("text") or "") for a in fig["layout"].get("annotations") or []]
+    out += [str(tick) for name, axis in fig["layout"].items() if name.startswith(("xaxis", "yaxis"))
+            for tick in axis.get("ticktext") or []]
+    return out
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGUAGES))
+def test_every_figures_axes_and_labels_write_numbers_as_the_language_does(lang: str) -> None:
+    """Plotly writes an axis's ticks with the figure's `separators` (ru "0,5"; without them, "0.5") and a d3
+    `tickformat` percentage as "45%" in every language: each figure the page draws carries the language's separators,
+    formats no axis as a d3 percentage, and writes the numbers of its own labels with the language's decimal sign."""
+    figures = _page_figures(lang)
+    decimal = i18n.separators(lang)[0]
+    assert len(figures) >= 8
+    for figure in figures:
+        layout = figure.to_dict()["layout"]
+        assert layout.get("separators") == i18n.separators(lang), (lang, layout.get("title"))
+        for name, axis in layout.items():
+            if name.startswith(("xaxis", "yaxis")):
+                assert "%" not in str(axis.get("tickformat", "")) + str(axis.get("ticksuffix", "")), (lang, name)
+    other = "." if decimal == "," else ","
+    written = [text for figure in figures for text in _written(figure)]
+    assert any(re.search(r"\d" + re.escape(decimal) + r"\d", text) for text in written)
+    wrong = [text for text in written if re.search(r"\d" + re.escape(other) + r"\d", text)]
+    assert not wrong, f"{lang}: numbers written with another language's decimal sign: {wrong}"

@@ -475,7 +475,7 @@ def test_a_setting_is_recommended_over_the_default_only_beyond_the_prediction_s_
     assert data["recommended"] == (other.label if picks_other else result.default().label)
     assert data["fastest_predicted"] == other.label
     for lang in ("en", "ru", "ar"):
-        said = t("tune.verdict.no_clear_win", lang, label=other.label, gain=number(data['predicted_gain'], lang, ".0%"),
+        said = t("tune.verdict.no_clear_win", lang, label=other.shown(lang), gain=number(data['predicted_gain'], lang, ".0%"),
                  margin=number(data['margin'], lang, ".0%"))
         assert (said in tune_report.verdict(data, lang)) is not picks_other
 
@@ -492,7 +492,8 @@ def _opening(data: dict, lang: str) -> str:
     row = rows[data["recommended"] if standing == "faster" else data["fastest_predicted"]]
     p = row["predicted"]
     x, tau = p["speedup"], p["tokens_per_step"]
-    fields = dict(label=row["label"], x=number(x, lang), tau=number(tau, lang), accepted=p["accepted"],
+    fields = dict(label=tune_report.shown_label(row["label"], data, lang), x=number(x, lang), tau=number(tau, lang),
+                  accepted=p["accepted"],
                   drafted=p["drafted"], prompts=tune_report.tn_prompts(data["meta"].get("prompts", 1), lang))
     if standing == "faster":
         return t("tune.verdict.recommended", lang, **fields)
@@ -504,9 +505,11 @@ def _opening(data: dict, lang: str) -> str:
 
 def _mark(data: dict, lang: str) -> str:
     """The table's first cell of the setting the verdict opens with: ★ on a recommendation, else what it is."""
+    from playground import tune_report
+
     if data["standing"] == "faster":
-        return data["recommended"] + " ★"
-    return data["fastest_predicted"] + t(f"tune.mark.{data['standing']}", lang)
+        return tune_report.shown_label(data["recommended"], data, lang) + " ★"
+    return tune_report.shown_label(data["fastest_predicted"], data, lang) + t(f"tune.mark.{data['standing']}", lang)
 
 
 def html_text(fragment: str) -> str:
@@ -552,7 +555,7 @@ def test_a_setting_measured_slower_than_plain_decoding_is_called_so(measured_spe
     data = result.to_dict()
     for lang in ("en", "ru", "ar"):
         text = tune_report.verdict(data, lang)
-        fields = dict(label=other.label, x=number(measured_speedup, lang), predicted=number(1.25, lang))
+        fields = dict(label=other.shown(lang), x=number(measured_speedup, lang), predicted=number(1.25, lang))
         assert (t("tune.verdict.measured_slower", lang, **fields) in text) is (measured_speedup < 1), lang
         assert (t("tune.verdict.measured", lang, **fields) in text) is (measured_speedup >= 1), lang
 

@@ -12,6 +12,7 @@ import gradio as gr
 
 from ..trace import Trace
 from ..i18n import t
+from ..methods import method_title
 from .code_tab import CODE, code_view
 from .language import language_of
 from .outputs import Outputs
@@ -32,8 +33,8 @@ def after_run(trace: Any, baselines: list[Trace] | None,
         return AFTER_RUN.skip()
     baseline = find_baseline(trace, baselines)
     lang = language_of(request)
-    code = code_view(request_from_trace(trace), t("code.last_run", lang, method=trace.method, target=trace.target),
-                     lang)
+    code = code_view(request_from_trace(trace),
+                     t("code.last_run", lang, method=method_title(trace.method, lang), target=trace.target), lang)
     return AFTER_RUN({**LOADED.read(replay_load(trace, t("replay.last_run", lang), lang), "replay."),
                       **THEORY.read(theory_view(trace, baseline, lang), "theory."),
                       **CODE.read(code, "code.")},

@@ -14,6 +14,7 @@ import gradio as gr
 
 from .. import render
 from ..i18n import localize, t
+from ..methods import method_title
 from .background import in_thread
 from .guard import PRIVATE, PRIVATE_QUEUED, guarded
 from .language import L, with_language
@@ -35,7 +36,7 @@ def code_view(request: RunRequest, note: str = "", lang: str = "en") -> tuple[An
         view = show_code(request)
     except Exception as exc:
         return CODE(status=render.status_html(t("code.cannot", lang, reason=user_message(exc, lang=lang)), "error"))
-    message = note or t("code.for", lang, method=request.method, target=request.target)
+    message = note or t("code.for", lang, method=method_title(request.method, lang), target=request.target)
     return CODE(python=view.python, cli=view.cli, status=render.status_html(message, "done"))
 
 
@@ -55,7 +56,7 @@ def show_code_for_settings(*inputs: Any, lang: str = "en") -> Iterator[tuple[Any
             else:
                 view = value
         yield CODE(python=view.python, cli=view.cli, status=render.status_html(
-            t("code.for_settings", lang, method=request.method, target=request.target), "done"))
+            t("code.for_settings", lang, method=method_title(request.method, lang), target=request.target), "done"))
     except Exception as exc:
         yield CODE(status=render.status_html(t("code.cannot", lang, reason=user_message(exc, lang=lang)), "error"))
 

@@ -22,7 +22,7 @@ from ..errors import PlaygroundError
 from ..gpu import gpu
 from ..i18n import DEFAULT_LANGUAGE, list_of, localize, number, t, tn
 from ..report_html import fmt
-from ..methods import METHODS, REFERENCE, get_method, is_reference
+from ..methods import METHODS, REFERENCE, get_method, is_reference, method_title
 from ..request import MAX_NEW_TOKENS
 from ..settings import get_settings
 from ..trace import Trace, short_repr
@@ -310,6 +310,17 @@ def quick_compare(prompt: str, target: str | None, assistant: str | None, method
 # --------------------------------------------------------------------------- race
 
 
+def race_name(lane: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
+    """A race lane's method as the page names it in `lang` (its title, as the method pickers show it), with the
+    parameters its Compare label changed (`_spec_label`, written as `generate()` takes them); a trace of a method the
+    registry does not know keeps its label."""
+    method, label = lane["method"], str(lane["label"])
+    if method not in METHODS:
+        return label
+    title = method_title(method, lang)
+    return f"{title} {label[len(method):]}" if label.startswith(method + "(") else title
+
+
 def race_frames(baseline: Trace, method: Trace, max_s: float = RACE_MAX_S, min_s: float = RACE_MIN_S,
                 fps: float = RACE_FPS, lang: str = "en",
                 totals_ms: tuple[float, float] | None = None) -> Iterator[tuple[float, str]]:
@@ -328,17 +339,18 @@ def race_frames(baseline: Trace, method: Trace, max_s: float = RACE_MAX_S, min_s
         out = []
         for lane, trace, lane_ends in zip(timeline["lanes"], traces, ends):
             shown = sum(1 for e in lane_ends if e <= t_ms + 1e-9)
-            out.append({"label": lane["label"], "steps": trace.steps[:shown], "total_tokens": lane["new_tokens"],
-                        "total_steps": len(trace.steps), "finish_s": lane["total_ms"] / 1000.0})
+            out.append({"label": lane["label"], "name": race_name(lane, lang), "steps": trace.steps[:shown],
+                        "total_tokens": lane["new_tokens"], "total_steps": len(trace.steps),
+                        "finish_s": lane["total_ms"] / 1000.0})
         return out
 
     b, m = timeline["lanes"]
     ratio = timeline.get("time_ratio")
     if ratio and ratio >= 1.0:
-        verdict = t("race.method_first", lang, method=m["label"], method_s=number(m['total_ms'] / 1000, lang),
+        verdict = t("race.method_first", lang, method=race_name(m, lang), method_s=number(m['total_ms'] / 1000, lang),
                     base_s=number(b['total_ms'] / 1000, lang), x=number(ratio, lang))
     elif ratio:
-        verdict = t("race.baseline_first", lang, method=m["label"], method_s=number(m['total_ms'] / 1000, lang),
+        verdict = t("race.baseline_first", lang, method=race_name(m, lang), method_s=number(m['total_ms'] / 1000, lang),
                     base_s=number(b['total_ms'] / 1000, lang), x=number(ratio, lang))
     else:
         verdict = ""

@@ -19,6 +19,7 @@ from .. import charts, microscope_view, render
 from ..compat import gradio_internals
 from ..errors import PlaygroundError, shorten
 from ..i18n import Message, Number, t, tn
+from ..methods import method_title
 from ..outside import MAX_INPUT_BYTES, read_bounded
 from ..trace import Trace, TraceFormatError, short_repr, summarize_steps
 from . import gallery_picker, presenter
@@ -53,7 +54,9 @@ def describe_trace(trace: Trace, source: str, lang: str = "en") -> str:
     s = trace.summary
     # A file's names are the file's (a trace may name a model of a million characters): cut for the status line.
     assistant = t("replay.with_assistant", lang, assistant=shorten(trace.assistant)) if trace.assistant else ""
-    return t("replay.describe", lang, source=source, method=shorten(trace.method), target=shorten(trace.target),
+    # The method as the page's pickers name it; a file's unknown method as the file writes it (cut).
+    return t("replay.describe", lang, source=source, method=shorten(method_title(trace.method, lang)),
+             target=shorten(trace.target),
              assistant=assistant,
              tokens=tn("status.tokens", s.new_tokens, lang), steps=tn("replay.steps", s.steps, lang))
 

@@ -118,8 +118,8 @@ def tuned_status(result: tune.TuneResult, lang: str = DEFAULT_LANGUAGE) -> str:
                 prompts=tune_report.tn_prompts(len(result.prompts), lang))
     standing, best, fastest = result.standing(), result.recommended(), result.best()
     if standing in (tune.SLOWER, tune.UNCLEAR) and fastest:
-        return message + t(f"tune.status.{standing}", lang, label=fastest.setting.label)
-    return message + t("tune.status.recommended", lang, label=best.setting.label) if best else message
+        return message + t(f"tune.status.{standing}", lang, label=fastest.setting.shown(lang))
+    return message + t("tune.status.recommended", lang, label=best.setting.shown(lang)) if best else message
 
 
 @gpu(duration=300)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import plotly.graph_objects as go
 
 from .. import charts
-from ..i18n import DEFAULT_LANGUAGE, number, t
+from ..i18n import DEFAULT_LANGUAGE, number, separators, t
 from ..methods import is_reference
 from ..report_html import BASELINE_COLOR, color, style_figure
 from .aggregation import ALL, Aggregate, in_category
@@ -39,10 +39,10 @@ def speedup_vs_theory_figure(aggs: list[Aggregate], category: str | None = None,
                               ("theoretical_speedup", "leviathan", "#ffa15a")):
         values = [getattr(a, key) for a in rows]
         fig.add_bar(x=labels, y=values, name=t(f"bench.chart.speedup.{name}", lang), marker_color=colour,
-                    text=[("–" if v is None else f"{v:.2f}×") for v in values], textposition="outside")
+                    text=[("–" if v is None else number(v, lang) + "×") for v in values], textposition="outside")
     fig.add_hline(y=1.0, line_dash="dash", line_color=BASELINE_COLOR, annotation_text=t("tune.chart.baseline", lang))
     return style_figure(fig, t("bench.chart.speedup.title", lang), barmode="group",
-                        yaxis_title=t("bench.chart.speedup.y", lang))
+                        yaxis_title=t("bench.chart.speedup.y", lang), separators=separators(lang))
 
 
 def speedup_by_category_figure(aggs: list[Aggregate]) -> go.Figure:
@@ -67,7 +67,7 @@ def throughput_figure(aggs: list[Aggregate], lang: str = DEFAULT_LANGUAGE) -> go
         fig.add_bar(x=cats, y=[by_cat[c].tokens_per_s if c in by_cat else None for c in cats], name=label,
                     marker_color=colour)
     return style_figure(fig, t("bench.chart.throughput.title", lang), barmode="group",
-                        yaxis_title=t("bench.chart.throughput.y", lang))
+                        yaxis_title=t("bench.chart.throughput.y", lang), separators=separators(lang))
 
 
 def position_acceptance_figure(aggs: list[Aggregate], category: str | None = None,
@@ -93,7 +93,8 @@ def position_acceptance_figure(aggs: list[Aggregate], category: str | None = Non
                                         for c, rate in zip(a.position_counts, judged)],
                             hovertemplate=t("bench.chart.positions.judged_hover", lang))
     return style_figure(fig, t("bench.chart.positions.title", lang), xaxis_title=t("bench.chart.positions.x", lang),
-                        yaxis_title=t("bench.chart.positions.y", lang), yaxis_range=[0, 1.05], xaxis_dtick=1)
+                        yaxis_title=t("bench.chart.positions.y", lang), yaxis_range=[0, 1.05], xaxis_dtick=1,
+                        separators=separators(lang))
 
 
 def step_cost_figure(aggs: list[Aggregate], category: str | None = None, lang: str = DEFAULT_LANGUAGE) -> go.Figure:
@@ -112,7 +113,8 @@ def step_cost_figure(aggs: list[Aggregate], category: str | None = None, lang: s
         # Named in the legend, not labelled on the line: a label there lands on the tallest bar.
         fig.add_hline(y=base[0].verify_ms_per_step + (base[0].other_ms_per_step or 0.0), line_dash="dash",
                       line_color=BASELINE_COLOR, showlegend=True, name=t("bench.chart.cost.baseline_step", lang))
-    return style_figure(fig, t("bench.chart.cost.title", lang), barmode="stack", yaxis_title=t("bench.chart.cost.y", lang))
+    return style_figure(fig, t("bench.chart.cost.title", lang), barmode="stack", yaxis_title=t("bench.chart.cost.y", lang),
+                        separators=separators(lang))
 
 
 def race_figure(timeline: dict[str, Any]) -> go.Figure:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..errors import RunError
-from ..i18n import Message
+from ..i18n import DEFAULT_LANGUAGE, Message, Number, joined, normalize, t
 from ..methods import METHODS, Method, ensemble_weight, get_method
 from ..models import method_defaults
 from ..request import RunRequest
@@ -42,7 +42,20 @@ class Setting:
 
     @property
     def label(self) -> str:
-        return f"{self.method}({replay_of(self.method).label(self.values)})"
+        """The setting's English name: tune.json's, the CLI's and the report's (`setting_label`)."""
+        return setting_label(self.method, self.values)
+
+    def shown(self, lang: str = DEFAULT_LANGUAGE) -> str:
+        """The setting as the page names it in `lang` (`setting_label`)."""
+        return setting_label(self.method, self.values, lang)
+
+
+def setting_label(method: str, values: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
+    """A setting in a few words: its swept values, each as the catalogue's `tune.label.<parameter>` writes it in `lang`
+    (Russian and Arabic name a parameter as the page's control does, «длина черновика = 5»). In English the method's
+    registry name leads (``speculative(γ=5, conf≥0.4)``): the name tune.json, the CLI and the report know it by."""
+    swept = replay_of(method).label(values, lang)
+    return f"{method}({swept})" if normalize(lang) == DEFAULT_LANGUAGE else swept
 
 
 @dataclass
@@ -104,8 +117,14 @@ def _copy_grid(max_draft: int, grid: Grid, make: MakeSetting) -> list[Setting]:
             for size in grid.ngram_sizes for tokens in range(1, max_draft + 1)]
 
 
-def _copy_label(values: dict[str, Any]) -> str:
-    return f"tokens={values['prompt_lookup_num_tokens']}, ngram={values['max_matching_ngram_size']}"
+def _named(name: str, value: Any, lang: str) -> str:
+    """One swept parameter's value, named as `lang` names it (`tune.label.<name>`; a fraction written by `i18n.number`)."""
+    return t(f"tune.label.{name}", lang, value=Number(value, "g") if isinstance(value, float) else value)
+
+
+def _copy_label(values: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
+    return joined([_named(name, values[name], lang) for name in ("prompt_lookup_num_tokens", "max_matching_ngram_size")],
+                  lang)
 
 
 def _drafter_grid(max_draft: int, grid: Grid, make: MakeSetting) -> list[Setting]:
@@ -119,13 +138,13 @@ def _drafter_grid(max_draft: int, grid: Grid, make: MakeSetting) -> list[Setting
     return out
 
 
-def _drafter_label(values: dict[str, Any]) -> str:
-    parts = [f"γ={values['num_assistant_tokens']}"]
+def _drafter_label(values: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
+    parts = [_named("num_assistant_tokens", values["num_assistant_tokens"], lang)]
     if values["num_assistant_tokens_schedule"] != "constant":
-        parts.append(values["num_assistant_tokens_schedule"])
+        parts.append(_named("num_assistant_tokens_schedule", values["num_assistant_tokens_schedule"], lang))
     if values["assistant_confidence_threshold"]:
-        parts.append(f"conf≥{values['assistant_confidence_threshold']:g}")
-    return ", ".join(parts)
+        parts.append(_named("assistant_confidence_threshold", float(values["assistant_confidence_threshold"]), lang))
+    return joined(parts, lang)
 
 
 @dataclass(frozen=True)
@@ -134,7 +153,7 @@ class Replay:
 
     swept: tuple[str, ...]  # the parameters a sweep varies (the others stay as the request fixed them)
     grid: Callable[[int, Grid, MakeSetting], list[Setting]]  # the settings for draft lengths 1..max_draft
-    label: Callable[[dict[str, Any]], str]  # a setting's swept values in a few characters
+    label: Callable[[dict[str, Any], str], str]  # a setting's swept values in a few words, in a language
     model_pass: bool  # drafts come from a greedy pass of a model (False: from the token sequence alone)
     exit_layer_param: str | None = None  # the drafter is the target cut after this many layers
     # Transformers re-fits the confidence threshold after each step when scikit-learn is installed (only in

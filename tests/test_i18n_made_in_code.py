@@ -1,0 +1,142 @@
+"""Text the code puts together reaches a Russian or Arabic page in that language (issue 45): a tune setting's label
+(«tokens=5, conf≥0.4» was built in code, in English, inside Russian and Arabic verdicts) and the race's verdict and
+lanes (the registry's id, "prompt_lookup", where the page's pickers name the method by its title).
+
+English is unchanged: tune.json, the CLI and the report know a setting by its English label.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import re
+
+import pytest
+
+from playground import gallery, i18n, tune_report
+from playground.app import compare_tab, tune_tab
+from playground.methods import METHODS
+from playground.tune.settings import REPLAYS, Setting, sweep_settings
+
+OTHER_LANGUAGES = ("ru", "ar")
+TUNABLE = [name for name, method in METHODS.items() if method.draft_replay]
+# What the English labels are made of: none of it belongs on a Russian or Arabic page.
+ENGLISH_LABEL = re.compile(r"tokens=|ngram=|γ=|conf≥|\b(?:" + "|".join(METHODS) + r")\(")
+
+
+def _page_name(name: str, lang: str) -> str:
+    """A parameter's name as the page's control labels it in `lang`, as it reads inside a phrase (lower case first)."""
+    label = i18n.t(f"param.{name}.label", lang)
+    return label[0].lower() + label[1:]
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_each_swept_parameter_is_named_as_the_pages_control_names_it(lang: str) -> None:
+    for name in sorted({swept for replay in REPLAYS.values() for swept in replay.swept}):
+        assert i18n.t(f"tune.label.{name}", lang, value="X").startswith(_page_name(name, lang) + " = "), (lang, name)
+
+
+def test_the_english_labels_are_tune_jsons_as_before() -> None:
+    lookup = Setting.of("prompt_lookup", {"prompt_lookup_num_tokens": 5, "max_matching_ngram_size": 2})
+    drafter = Setting.of("speculative", {"num_assistant_tokens": 4, "num_assistant_tokens_schedule": "heuristic",
+                                         "assistant_confidence_threshold": 0.4})
+    assert (lookup.label, drafter.label) == ("prompt_lookup(tokens=5, ngram=2)", "speculative(γ=4, heuristic, conf≥0.4)")
+    assert (lookup.shown("en"), drafter.shown("en")) == (lookup.label, drafter.label)
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_every_swept_setting_is_named_in_the_page_language(lang: str) -> None:
+    decimal = i18n.separators(lang)[0]
+    for method in TUNABLE:
+        for setting in sweep_settings(method, 3, thresholds=(0.0, 0.45)):
+            shown = setting.shown(lang)
+            assert not ENGLISH_LABEL.search(shown), (lang, setting.label, shown)
+            values = setting.values
+            for name in REPLAYS[METHODS[method].draft_replay].swept:
+                value = values[name]
+                if name == "num_assistant_tokens_schedule" and value == "constant":
+                    continue  # the default schedule is left unsaid, as in English
+                if name == "assistant_confidence_threshold" and not value:
+                    continue  # off: left unsaid
+                written = i18n.number(value, lang, "g") if isinstance(value, float) else str(value)
+                assert _page_name(name, lang) in shown and written in shown, (lang, setting.label, shown)
+            assert "0.45" not in shown or decimal == "."  # a fraction with the language's decimal sign
+
+
+def _tune_data() -> dict:
+    """tune.json's shape, from real settings: the recommended, the default, one measured, one refused."""
+    made = [Setting.of("prompt_lookup", {"prompt_lookup_num_tokens": n, "max_matching_ngram_size": 2}) for n in (3, 5, 10)]
+    outcome = dict(steps=5, drafted=12, accepted=7, tokens_per_step=2.2, time_s=0.5, speedup=1.4,
+                   by_position=[[5, 4], [4, 2], [2, 1]])
+    rows = [dict(method=s.method, label=s.label, params=s.values, predicted={**outcome, "speedup": 1.0 + i / 10},
+                 measured=None, refused=None) for i, s in enumerate(made)]
+    rows[1]["measured"] = {**outcome, "speedup": 1.1}
+    return dict(meta={"prompts": 2, "method": "prompt_lookup"}, rows=rows, recommended=made[2].label,
+                default=made[1].label, fastest_predicted=made[2].label, predicted_gain=0.2, margin=0.05,
+                losses=[dict(prompt="a", own_best=made[2].label, own_best_speedup=1.3, overall_best_speedup=1.3, loss=0.0),
+                        dict(prompt="b", own_best=made[0].label, own_best_speedup=1.2, overall_best_speedup=1.1,
+                             loss=0.08)])
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_the_tune_view_names_settings_in_the_page_language(lang: str) -> None:
+    data = _tune_data()
+    english = tune_tab.result_html(data)
+    assert "prompt_lookup(tokens=10, ngram=2)" in english and tune_report.verdict(data).startswith(
+        "Recommended: prompt_lookup(tokens=10, ngram=2), predicted 1.20× baseline")
+    page = html.unescape(tune_tab.result_html(data, lang) + " ".join(
+        trace.get("name") or "" for figure in tune_report.figures(data, lang).values()
+        for trace in figure.to_dict()["data"]))
+    leaks = sorted(set(m.group() for m in ENGLISH_LABEL.finditer(page)))
+    assert not leaks, f"English setting labels on the {lang} Tune view: {leaks}"
+    recommended = Setting.of("prompt_lookup", {"prompt_lookup_num_tokens": 10, "max_matching_ngram_size": 2})
+    opening = i18n.catalogue(lang)["tune.verdict.recommended"].split("{label}")[0]
+    assert opening + recommended.shown(lang) + ", " in page or opening + recommended.shown(lang) + "، " in page
+    assert recommended.shown(lang) + " ★" in page  # the table's mark on the recommended row, and the losses' own best
+    assert page.count(recommended.shown(lang)) >= 3
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_the_race_names_the_method_as_the_pages_pickers_do(lang: str) -> None:
+    method, base = gallery.load("prompt-lookup-greedy"), gallery.load("baseline-greedy")
+    for totals in ((9000.0, 3000.0), (3000.0, 9000.0)):  # the method first; baseline first
+        *_, (_, last) = compare_tab.race_frames(base, method, totals_ms=totals, lang=lang)
+        verdict = html.unescape(re.search(r'<div class="pg-verdict">(.*?)</div>', last, re.S).group(1))
+        heads = [html.unescape(h) for h in re.findall(r'<div class="pg-lane-head"><b>(.*?)</b>', last)]
+        title, reference = (METHODS[name].localized(lang).title for name in ("prompt_lookup", "baseline"))
+        assert title in verdict and "prompt_lookup" not in verdict, verdict
+        assert heads == [reference, title], heads
+        assert 'data-lane="baseline"' in last and 'data-lane="prompt_lookup"' in last  # the markup keeps the ids
+
+
+def test_a_compare_label_with_changed_parameters_keeps_them_beside_the_title() -> None:
+    lane = {"method": "prompt_lookup", "label": "prompt_lookup(prompt_lookup_num_tokens=4)"}
+    assert compare_tab.race_name(lane, "ru") == (METHODS["prompt_lookup"].localized("ru").title
+                                                 + " (prompt_lookup_num_tokens=4)")
+    assert compare_tab.race_name({"method": "nonesuch", "label": "x"}, "ru") == "x"
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_a_replayed_run_names_its_method_as_the_pages_pickers_do(lang: str) -> None:
+    from playground.app.replay_tab import describe_trace
+
+    line = describe_trace(gallery.load("prompt-lookup-greedy"), i18n.t("replay.last_run", lang), lang)
+    assert METHODS["prompt_lookup"].localized(lang).title in line and "prompt_lookup" not in line, line
+    unknown = copy.copy(gallery.load("prompt-lookup-greedy"))  # the gallery's own trace is shared: a copy
+    unknown.method = "someone_elses_method"  # a file's method the registry does not know: as the file writes it
+    assert "someone_elses_method" in describe_trace(unknown, "f", lang)
+
+
+@pytest.mark.parametrize("lang", OTHER_LANGUAGES)
+def test_the_code_tabs_status_names_the_method_as_the_pages_pickers_do(lang: str, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from playground import snippet
+    from playground.app.code_tab import code_view
+    from playground.snippet import request_from_trace
+
+    # The script itself needs the model's tokenizer (a bundled load); this test is about the status line beside it.
+    monkeypatch.setattr(snippet, "show_code", lambda request: SimpleNamespace(python="", cli=""))
+
+    status = html.unescape(code_view(request_from_trace(gallery.load("prompt-lookup-greedy")), lang=lang)[-1])
+    assert METHODS["prompt_lookup"].localized(lang).title in status and "prompt_lookup" not in status, status
