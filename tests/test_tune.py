@@ -596,7 +596,8 @@ def test_where_every_setting_is_slower_than_plain_decoding_tune_says_so_everywhe
         assert html_text(tune_tab.result_html(data, lang)).startswith(_opening(data, lang))
         assert _mark(data, lang) in html_text(tune_tab.result_html(data, lang))
         assert tune_tab.tuned_status(result, lang).endswith(t("tune.status.slower", lang,
-                                                              label=data["fastest_predicted"]))
+                                                              label=tune_report.shown_label(
+                                                                  data["fastest_predicted"], data, lang)))
     assert html_text(tune_report.render_report(data)).count(_opening(data, "en")) == 1
     code = main(["tune", "--target", tiny_models["target"], "--method", "speculative", "--assistant", contrary_drafter,
                  "--prompt", PROMPTS[0], "--max-new-tokens", "16", "--max-draft", "2", "--schedules", "constant",
