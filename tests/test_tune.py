@@ -629,7 +629,8 @@ def test_where_a_setting_wins_clearly_tune_recommends_it(tiny_models, one_torch_
         assert tune_report.verdict(data, lang).startswith(_opening(data, lang))
         assert _mark(data, lang) in html_text(tune_tab.result_html(data, lang))
         assert tune_tab.tuned_status(result, lang).endswith(t("tune.status.recommended", lang,
-                                                              label=data["recommended"]))
+                                                              label=tune_report.shown_label(
+                                                                  data["recommended"], data, lang)))
     assert html_text(table).startswith(_opening(data, "en")) and "recommended" in html_text(status)
 
 
