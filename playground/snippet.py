@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import transformers
 
 from .engine import (
     ASSISTANT_ADAPTATIONS, ID_ORDERED_VOCABULARY, PRUNED_BEFORE_SEEDING, PreparedRun, prepare,
@@ -35,6 +34,7 @@ from .engine import (
 from .errors import PlaygroundError
 from .methods import get_method
 from .models import CATALOGUE, STORE, ModelStore, converted_dir
+from .models.transformers_once import transformers
 from .request import MAX_NEW_TOKENS, RunRequest, default, new_request
 from .settings import get_settings
 from .trace import Trace

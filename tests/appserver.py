@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -34,6 +35,11 @@ def picture_path(name: str) -> Path:
     folder = ROOT / "docs" if refresh else ARTIFACTS
     folder.mkdir(exist_ok=True)
     return folder / name
+# httpx.get/post/stream build a client per call, and every client loads certifi's bundle into a new SSL context:
+# ~25 ms of CPU each, three per hostile call (join, stream, the liveness check), minutes over test_hostile's sweep.
+# Tests talk plain HTTP to 127.0.0.1 and pass this one context instead (`verify=LOCAL_TLS`): each call still has a
+# client and a connection of its own, as before; only the unused certificate load is shared.
+LOCAL_TLS = ssl.create_default_context()
 START_TIMEOUT_S = 180  # importing torch + gradio on two busy cores
 CHROMIUM = "/usr/bin/chromium"  # Debian's; Playwright's own download is out of reach here
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

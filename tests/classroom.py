@@ -11,6 +11,8 @@ from typing import Any, Iterator
 
 import httpx
 
+from appserver import LOCAL_TLS
+
 WAIT_S = 300.0
 STEP_SPAN = re.compile(r'class="pg-step[ "]')
 CODE_IN_LINK = re.compile(r"follow=([A-Za-z0-9_-]{16})")
@@ -18,7 +20,7 @@ CODE_IN_LINK = re.compile(r"follow=([A-Za-z0-9_-]{16})")
 
 def handlers(url: str) -> dict[str, dict[str, Any]]:
     """The page's event handlers by name (Gradio's api_name; private ones too), as its config lists them."""
-    config = httpx.get(f"{url}config", timeout=60).json()
+    config = httpx.get(f"{url}config", timeout=60, verify=LOCAL_TLS).json()
     return {d["api_name"]: d for d in config["dependencies"] if d.get("api_name")}
 
 

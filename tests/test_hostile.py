@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from appserver import ARTIFACTS, browser_fixture, free_port, start_app, stop_app
+from appserver import ARTIFACTS, LOCAL_TLS, browser_fixture, free_port, start_app, stop_app
 from playground.trace import Step, Trace, classify_step
 
 httpx = pytest.importorskip("httpx")
@@ -85,17 +85,18 @@ class Server:
         content, headers = json.dumps(body), {"content-type": "application/json"}
         if dep.get("queue") is False:
             response = httpx.post(f"{self.url}gradio_api/run/predict{query}", content=content, headers=headers,
-                                  timeout=WAIT_S)
+                                  timeout=WAIT_S, verify=LOCAL_TLS)
             answer = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
             if response.status_code != 200:
                 return Outcome(False, [], str(answer.get("error", response.text)))
             return Outcome(True, answer.get("data", []))
-        response = httpx.post(f"{self.url}gradio_api/queue/join", content=content, headers=headers, timeout=30)
+        response = httpx.post(f"{self.url}gradio_api/queue/join", content=content, headers=headers,
+                              timeout=30, verify=LOCAL_TLS)
         if response.status_code != 200:
             return Outcome(False, [], f"HTTP {response.status_code}: {response.text[:200]}")
         last: list[Any] = []
         with httpx.stream("GET", f"{self.url}gradio_api/queue/data", params={"session_hash": session},
-                          timeout=WAIT_S) as stream:
+                          timeout=WAIT_S, verify=LOCAL_TLS) as stream:
             for line in stream.iter_lines():
                 if not line.startswith("data:"):
                     continue
@@ -111,14 +112,16 @@ class Server:
 
     def upload(self, name: str, content: bytes) -> dict[str, Any]:
         """Upload a file as the page does; its FileData."""
-        response = httpx.post(f"{self.url}gradio_api/upload", files={"files": (name, content)}, timeout=60)
+        response = httpx.post(f"{self.url}gradio_api/upload", files={"files": (name, content)},
+                              timeout=60, verify=LOCAL_TLS)
         assert response.status_code == 200, response.text
         (path,) = response.json()
         return {"path": path, "orig_name": name, "meta": {"_type": "gradio.FileData"}}
 
     def alive(self) -> bool:
         """The process runs and its queue answers (a cheap request, made after every hostile call)."""
-        return self.proc.poll() is None and httpx.get(f"{self.url}gradio_api/queue/status", timeout=30).is_success
+        return self.proc.poll() is None and httpx.get(f"{self.url}gradio_api/queue/status",
+                                                      timeout=30, verify=LOCAL_TLS).is_success
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +153,7 @@ def public_server(models: dict[str, str], tmp_path_factory: pytest.TempPathFacto
     proc = start_app(port, log, extra, base_env=base)
     try:
         url = f"http://127.0.0.1:{port}/"
-        config = httpx.get(f"{url}config", timeout=30).json()
+        config = httpx.get(f"{url}config", timeout=30, verify=LOCAL_TLS).json()
         deps = {d["api_name"]: d for d in config["dependencies"]}
         state_ids = {c["id"] for c in config["components"] if c.get("type") == "state"}
         yield Server(url=url, proc=proc, log=log, tmp=tmp, deps=deps, state_ids=state_ids)
@@ -235,7 +238,7 @@ def test_the_session_hash_never_becomes_a_path(server: Server, models: dict[str,
         assert outcome.success, outcome
         download = outcome.data[5]
         assert download.get("visible") and download.get("value"), download
-        assert httpx.get(download["value"]["url"], timeout=30).status_code == 200
+        assert httpx.get(download["value"]["url"], timeout=30, verify=LOCAL_TLS).status_code == 200
     # Nothing appeared outside the server's trace folder (Gradio's own cache is its business), nothing was deleted.
     assert (outside / "trace-mine.json").read_text() == "keep me" and len(list(outside.iterdir())) == 1
     new = _tree(server.tmp.parent) - before_tmp_parent
@@ -729,9 +732,9 @@ def test_compare_stops_when_its_client_leaves(server: Server, models: dict[str, 
     data[7], data[8] = 512, 5  # 512 tokens, 5 repeats, every method warmed up: a minute of generations
     body = {"data": data, "fn_index": server.deps["compare"]["id"], "session_hash": session, "event_data": None,
             "trigger_id": None}
-    assert httpx.post(f"{server.url}gradio_api/queue/join", json=body, timeout=30).status_code == 200
+    assert httpx.post(f"{server.url}gradio_api/queue/join", json=body, timeout=30, verify=LOCAL_TLS).status_code == 200
     with httpx.stream("GET", f"{server.url}gradio_api/queue/data", params={"session_hash": session},
-                      timeout=WAIT_S) as stream:
+                      timeout=WAIT_S, verify=LOCAL_TLS) as stream:
         for line in stream.iter_lines():
             if "rep 1/5" in line:
                 break  # measuring has begun; leaving the block closes the connection
@@ -980,9 +983,9 @@ def _leave_after(server: Server, name: str, data: list[Any], seen: str) -> str:
     session = uuid.uuid4().hex[:11]
     body = {"data": data, "fn_index": server.deps[name]["id"], "session_hash": session, "event_data": None,
             "trigger_id": None}
-    assert httpx.post(f"{server.url}gradio_api/queue/join", json=body, timeout=30).status_code == 200
+    assert httpx.post(f"{server.url}gradio_api/queue/join", json=body, timeout=30, verify=LOCAL_TLS).status_code == 200
     with httpx.stream("GET", f"{server.url}gradio_api/queue/data", params={"session_hash": session},
-                      timeout=WAIT_S) as stream:
+                      timeout=WAIT_S, verify=LOCAL_TLS) as stream:
         for line in stream.iter_lines():
             assert "process_completed" not in line, f"{name} ended before {seen!r} was seen: {line[:300]}"
             if seen in line:
@@ -1126,7 +1129,7 @@ def test_an_mcp_function_called_over_rest_stops_when_its_client_leaves(mcp_serve
     data = [PROMPT, "prompt_lookup:prompt_lookup_num_tokens=3", models["target"], "", 448, 5, "float32"]
     start = len(mcp_server.log.read_bytes())
     if route == "call":
-        queued = httpx.post(f"{url}gradio_api/call/mcp_compare", json={"data": data}, timeout=30)
+        queued = httpx.post(f"{url}gradio_api/call/mcp_compare", json={"data": data}, timeout=30, verify=LOCAL_TLS)
         assert queued.status_code == 200, queued.text
         sock = _http_request(url, "GET", f"/gradio_api/call/mcp_compare/{queued.json()['event_id']}")
     elif route == "run":
@@ -1135,7 +1138,7 @@ def test_an_mcp_function_called_over_rest_stops_when_its_client_leaves(mcp_serve
         session = uuid.uuid4().hex[:11]
         body = {"data": data, "fn_index": mcp_server.deps["mcp_compare"]["id"], "session_hash": session,
                 "event_data": None, "trigger_id": None}
-        assert httpx.post(f"{url}gradio_api/queue/join", json=body, timeout=30).status_code == 200
+        assert httpx.post(f"{url}gradio_api/queue/join", json=body, timeout=30, verify=LOCAL_TLS).status_code == 200
         sock = _http_request(url, "GET", f"/gradio_api/queue/data?session_hash={session}")
     try:
         deadline = time.monotonic() + WAIT_S
@@ -1153,7 +1156,7 @@ def test_an_mcp_function_called_over_rest_stops_when_its_client_leaves(mcp_serve
     assert _worker_threads(mcp_server) == 0
     answered = httpx.post(f"{url}gradio_api/run/mcp_generate",
                           json={"data": [PROMPT, models["target"], "baseline", "", "{}", 4, False, 1.0, 0, "float32", ""]},
-                          timeout=WAIT_S)
+                          timeout=WAIT_S, verify=LOCAL_TLS)
     assert answered.status_code == 200, answered.text
     assert json.loads(answered.json()["data"][0])["summary"]["new_tokens"] == 4
 

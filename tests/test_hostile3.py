@@ -205,7 +205,7 @@ def test_show_and_code_put_no_raw_control_or_bidi_character_on_the_terminal(tmp_
 # --------------------------------------------------------------------------- through the real server
 
 httpx = pytest.importorskip("httpx")
-from appserver import raw_request  # noqa: E402
+from appserver import LOCAL_TLS, raw_request  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -245,7 +245,7 @@ def _detail(response: Any) -> str:
 @pytest.mark.server
 def test_gradio_level_inputs_get_one_line_of_ours_and_a_4xx(server: Any) -> None:
     url = server.url
-    config = httpx.get(f"{url}config", timeout=30).json()
+    config = httpx.get(f"{url}config", timeout=30, verify=LOCAL_TLS).json()
     js_only = [d["id"] for d in config["dependencies"] if not d.get("backend_fn")]
     assert js_only, "the page has JavaScript-only events"
     url_line = "characters long; this server reads at most 32768"
@@ -258,22 +258,24 @@ def test_gradio_level_inputs_get_one_line_of_ours_and_a_4xx(server: Any) -> None
     assert status == 414 and url_line in body, (status, body[:300])
     join = f"{url}gradio_api/queue/join"
     for fn_index in (10_000, -1, max(d["id"] for d in config["dependencies"]) + 1):
-        answered = httpx.post(join, json={"data": [], "fn_index": fn_index, "session_hash": "abc"}, timeout=30)
+        answered = httpx.post(join, json={"data": [], "fn_index": fn_index, "session_hash": "abc"}, timeout=30,
+                              verify=LOCAL_TLS)
         assert answered.status_code == 404 and _detail(answered) == \
             f"no event handler has the number {fn_index}; the page's config (/config) lists them", answered.text
     for fn_index in js_only:
         for route in ("queue/join", "run/predict"):
             answered = httpx.post(f"{url}gradio_api/{route}", json={"data": [], "fn_index": fn_index,
-                                                                    "session_hash": "abc"}, timeout=30)
+                                                                    "session_hash": "abc"}, timeout=30,
+                                  verify=LOCAL_TLS)
             assert answered.status_code == 422 and _detail(answered) == \
                 f"event {fn_index} runs in the browser only: the server has nothing to run for it", answered.text
-    answered = httpx.post(join, json={"data": [], "fn_index": 0, "session_hash": ""}, timeout=30)
+    answered = httpx.post(join, json={"data": [], "fn_index": 0, "session_hash": ""}, timeout=30, verify=LOCAL_TLS)
     assert answered.status_code == 422 and _detail(answered) == \
         "session_hash must be text, neither empty nor longer than the limit (128); got ''", answered.text
-    answered = httpx.get(f"{url}gradio_api/queue/data", params={"session_hash": ""}, timeout=30)
+    answered = httpx.get(f"{url}gradio_api/queue/data", params={"session_hash": ""}, timeout=30, verify=LOCAL_TLS)
     assert answered.status_code == 422 and "session_hash must be text" in _detail(answered)
     for route in ("call", "run"):
-        answered = httpx.post(f"{url}gradio_api/{route}/no_such_thing", json={"data": []}, timeout=30)
+        answered = httpx.post(f"{url}gradio_api/{route}/no_such_thing", json={"data": []}, timeout=30, verify=LOCAL_TLS)
         assert answered.status_code == 404 and _detail(answered) == \
             "this server has no endpoint named no_such_thing; its API page (?view=api) lists them", answered.text
     # 30 MB to the MCP server and to a REST endpoint: refused by the length it announces, before a byte is read
@@ -288,16 +290,16 @@ def test_gradio_level_inputs_get_one_line_of_ours_and_a_4xx(server: Any) -> None
 
     for path in ("run/mcp_generate", "component_server"):  # a handler's call (read, then checked); any other route
         answered = httpx.post(f"{url}gradio_api/{path}", content=chunks(), headers={"content-type": "application/json"},
-                              timeout=60)
+                              timeout=60, verify=LOCAL_TLS)
         assert answered.status_code == 413 and f"the request is over {MAX_INPUT_MB} MB" in _detail(answered), \
             (path, answered.text[:300])
     # the arity message, in plain text: no HTML entity; a seed of 1e300 named by its size, not echoed in 301 digits
-    answered = httpx.post(f"{url}gradio_api/run/mcp_generate", json={"data": ["x"]}, timeout=30)
+    answered = httpx.post(f"{url}gradio_api/run/mcp_generate", json={"data": ["x"]}, timeout=30, verify=LOCAL_TLS)
     assert "the page's config lists them" in answered.json()["error"] and "&#x27;" not in answered.text
     start = len(server.log.read_bytes())
     answered = httpx.post(f"{url}gradio_api/run/mcp_generate",
                           json={"data": ["x", "t", "baseline", "", "{}", 4, True, 1.0, 1e300, "float32", ""]},
-                          timeout=60)
+                          timeout=60, verify=LOCAL_TLS)
     assert answered.json()["error"] == "seed is far too large; got a number of 997 bits", answered.text
     time.sleep(0.5)
     assert "Traceback" not in server.log.read_bytes()[start:].decode(errors="replace"), "a refusal filled the log"
@@ -328,11 +330,11 @@ def test_calls_whose_answer_stream_is_never_opened_end_and_their_work_stops(serv
         "mcp_generate": [PROMPT, target, "baseline", "", "{}", 8000, False, 1.0, 0, "float32", ""],
     }
     for name, data in calls.items():
-        queued = httpx.post(f"{server.url}gradio_api/call/{name}", json={"data": data}, timeout=30)
+        queued = httpx.post(f"{server.url}gradio_api/call/{name}", json={"data": data}, timeout=30, verify=LOCAL_TLS)
         assert queued.status_code == 200, queued.text
     body = {"data": generate_args({"target": target}, max_new_tokens=8000), "fn_index": server.deps["generate"]["id"],
             "session_hash": uuid.uuid4().hex[:11], "event_data": None, "trigger_id": None}
-    assert httpx.post(f"{server.url}gradio_api/queue/join", json=body, timeout=30).status_code == 200
+    assert httpx.post(f"{server.url}gradio_api/queue/join", json=body, timeout=30, verify=LOCAL_TLS).status_code == 200
     for name in (*calls, "generate"):
         line = _wait_for_log(server, f"ended {name}: no answer stream", start, within_s=STREAM_OPEN_S + 60)
         assert line is not None, f"{name} went on with no one to read its answer"
@@ -348,7 +350,7 @@ def test_calls_whose_answer_stream_is_never_opened_end_and_their_work_stops(serv
     assert _cpu_s(server.proc.pid) - before < 0.3, "the server kept computing for calls nobody reads"
     answered = httpx.post(f"{server.url}gradio_api/run/mcp_generate",
                           json={"data": [PROMPT, target, "baseline", "", "{}", 4, False, 1.0, 0, "float32", ""]},
-                          timeout=120)
+                          timeout=120, verify=LOCAL_TLS)
     assert json.loads(answered.json()["data"][0])["summary"]["new_tokens"] == 4
 
 

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import pytest
 
 httpx = pytest.importorskip("httpx")
+from appserver import LOCAL_TLS  # noqa: E402
 from test_hostile3 import long_models  # noqa: E402,F401  (the fixture: the tiny target and a long-context copy)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +119,7 @@ def test_one_client_with_many_sessions_holds_a_bounded_share_and_another_visitor
             session = uuid.uuid4().hex[:11]
             body = {"data": generate_args({"target": long_models["long"]}, max_new_tokens=8000),
                     "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
-            joined = httpx.post(f"{server.url}gradio_api/queue/join", json=body, timeout=30)
+            joined = httpx.post(f"{server.url}gradio_api/queue/join", json=body, timeout=30, verify=LOCAL_TLS)
             statuses.append(joined.status_code)
             details.append(joined.json().get("detail"))
             if joined.status_code == 200:
@@ -171,7 +172,7 @@ def test_a_request_with_both_a_length_and_chunks_is_refused_and_its_connection_c
 def test_the_monitoring_pages_are_closed_in_public_mode(server: Any) -> None:
     """Gradio's /monitoring/summary showed every endpoint's request counts and timings to anyone."""
     for path in ("monitoring", "monitoring/summary", "monitoring/anything"):
-        answered = httpx.get(f"{server.url}{path}", timeout=30)
+        answered = httpx.get(f"{server.url}{path}", timeout=30, verify=LOCAL_TLS)
         assert answered.status_code == 404, (path, answered.text[:300])
         assert answered.json()["detail"] == "this server does not show its monitoring pages in public mode"
 
@@ -206,7 +207,8 @@ def test_connections_whose_head_trickles_in_are_closed_and_others_served(server:
                 finally:
                     sock.setblocking(True)
             if i == 3:
-                assert httpx.get(server.url, timeout=30).status_code == 200, "a visitor is served meanwhile"
+                served = httpx.get(server.url, timeout=30, verify=LOCAL_TLS).status_code
+                assert served == 200, "a visitor is served meanwhile"
             time.sleep(1)
         assert all(closed), f"{closed.count(False)} of {len(slow)} slow heads still open after " \
                             f"{time.monotonic() - start:.0f} s"

@@ -208,6 +208,10 @@ def test_transformers_universal_sampling_is_biased_without_the_engine_workaround
 # token 1; the second drafts one token with the checkpoint's one MTP layer, so token 2 passes through rejection
 # sampling and token 3 is the bonus or nothing. The pair (token 2, token 3) is tested, token 1 marginalised out.
 MTP_LENGTH = 3
+# 600 runs each (each a 61-layer forward per token: the slowest runs of this file): the fewest at which the pair's
+# distribution still has the ten cells of 5+ expected samples chi_square_p asks for, and the same 600 seeds reject
+# the injected argmax fault at p = 2e-39 (1000 runs: 2e-160), far below REJECT_P (measured on 4 Dec).
+MTP_RUNS = 600
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +228,7 @@ def _mtp_prepared(store, mtp_target: str) -> PreparedRun:
 
 def test_mtp_sampling_follows_the_target_distribution(store, mtp_target) -> None:
     prepared = _mtp_prepared(store, mtp_target)
-    counts, traces = sample_engine(prepared, 1000, skip=1, keep=2)
+    counts, traces = sample_engine(prepared, MTP_RUNS, skip=1, keep=2)
     full = [t for t in traces if len(t.output_ids) == MTP_LENGTH and len(t.steps) > 1]
     assert all(t.steps[1].draft_len == 1 for t in full), "the MTP layer drafts token 2"
     assert 0.2 < _acceptance(traces) < 0.9, "the test needs both accepted and rejected drafts"
@@ -247,8 +251,8 @@ def test_the_mtp_test_rejects_argmax_drafts_judged_as_samples(store, mtp_target,
 
     monkeypatch.setattr(MTPCandidateGenerator, "__init__", argmax_drafts)
     prepared = _mtp_prepared(store, mtp_target)
-    counts, traces = sample_engine(prepared, 1000, skip=1, keep=2)
-    assert sum(t.summary.drafted for t in traces) > 500
+    counts, traces = sample_engine(prepared, MTP_RUNS, skip=1, keep=2)
+    assert sum(t.summary.drafted for t in traces) > MTP_RUNS / 2
     assert chi_square_p(exact_distribution(prepared, MTP_LENGTH, skip=1, keep=2), counts) < REJECT_P
 
 
@@ -261,13 +265,14 @@ def test_mtp_drafter_sampling_does_not_follow_the_target_and_is_marked_lossy(sto
     are generated and the distribution of the second is tested (the first marginalised out).
     If this starts failing, Transformers has fixed it: drop Method.sampling_bias for mtp_drafter."""
     prepared = _prepare(store, small, length=3, target="gemma4", method="mtp_drafter", assistant="gemma4_assistant")
-    counts, traces = sample_engine(prepared, 400, skip=1, keep=1)
+    # 200 runs: the bias is rejected at p < 1e-260 from 100 runs on, and plain sampling passes at p = 0.8 (4 Dec).
+    counts, traces = sample_engine(prepared, 200, skip=1, keep=1)
     assert all(t.lossy for t in traces)
     assert all(t.steps[1].draft_len == 1 for t in traces if len(t.steps) > 1 and len(t.output_ids) == 3)
     assert chi_square_p(exact_distribution(prepared, 3, skip=1, keep=1), counts) < REJECT_P
     # The same enumeration and sample size accept plain sampling of that target: the harness is not the cause.
     baseline = _prepare(store, small, length=3, target="gemma4", method="baseline")
-    base_counts, _ = sample_engine(baseline, 400, skip=1, keep=1)
+    base_counts, _ = sample_engine(baseline, 200, skip=1, keep=1)
     assert chi_square_p(exact_distribution(baseline, 3, skip=1, keep=1), base_counts) > PASS_P
 
 

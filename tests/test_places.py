@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from appserver import LOCAL_TLS
 from test_hostile import WAIT_S, Server, generate_args, models, public_server  # noqa: F401  (`models`: a fixture)
 
 httpx = pytest.importorskip("httpx")
@@ -90,7 +91,7 @@ class Visitor:
     def predict(self, name: str, data: list[Any]) -> None:
         body = {"data": data, "fn_index": self.server.deps[name]["id"], "session_hash": self.session,
                 "event_data": None, "trigger_id": None}
-        answered = httpx.post(f"{self.server.url}gradio_api/run/predict", json=body, timeout=WAIT_S)
+        answered = httpx.post(f"{self.server.url}gradio_api/run/predict", json=body, timeout=WAIT_S, verify=LOCAL_TLS)
         assert answered.status_code == 200, answered.text
 
     def pace(self, mode: str, seconds: float = 2.0) -> None:
@@ -102,7 +103,7 @@ class Visitor:
                 "session_hash": self.session, "event_data": None, "trigger_id": None}
         self.joining += 1  # the reader goes on meanwhile, though every run it knows has ended
         try:
-            answered = httpx.post(f"{self.server.url}gradio_api/queue/join", json=body, timeout=30)
+            answered = httpx.post(f"{self.server.url}gradio_api/queue/join", json=body, timeout=30, verify=LOCAL_TLS)
             assert answered.status_code == 200, answered.text
             run = self.runs[answered.json()["event_id"]] = Run(answered.json()["event_id"])
         finally:
@@ -118,7 +119,7 @@ class Visitor:
 
     def _read(self) -> None:
         with httpx.stream("GET", f"{self.server.url}gradio_api/queue/data", params={"session_hash": self.session},
-                          timeout=WAIT_S) as stream:
+                          timeout=WAIT_S, verify=LOCAL_TLS) as stream:
             for line in stream.iter_lines():
                 if self.left.is_set():
                     return  # the visitor closes the page: the connection goes

@@ -200,6 +200,38 @@ def test_the_page_is_built_without_importing_torch() -> None:
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
+# The warm start's race (docs/startup.md): the first run imports the engine (and so Transformers) while the start-up
+# load imports Transformers for its load. The second thread starts the moment the first has put Transformers in
+# sys.modules, while its __init__ still runs (most of a second): on the code before models.transformers_once it got
+# the module Transformers then swaps out, and `import_modeling` failed on it (`... has no attribute
+# 'Gemma3ForCausalLM'`), as load_model's `from transformers import AutoConfig` did in the log.
+RACE = """
+import sys, threading, time, traceback
+from playground import models
+failures = []
+def first_run():
+    from playground.engine import prepare
+def start_up_load():
+    while "transformers" not in sys.modules:
+        time.sleep(0.0005)
+    try:
+        models.loading.import_modeling(models.DEFAULT_TARGET)
+    except Exception:
+        failures.append(traceback.format_exc())
+threads = [threading.Thread(target=start_up_load), threading.Thread(target=first_run)]
+[thread.start() for thread in threads]
+[thread.join() for thread in threads]
+print("FAILED", *failures) if failures else print("imported")
+"""
+
+
+@pytest.mark.slow  # a fresh process importing torch and Transformers: seconds on two busy cores
+def test_the_start_up_load_and_a_first_run_import_transformers_at_once() -> None:
+    result = subprocess.run([sys.executable, "-c", RACE], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "imported", result.stdout[-3000:]
+
+
 def test_a_bundled_assistant_is_converted_in_the_background_after_the_start_up_load(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_gguf: Path) -> None:
     """Choosing a method that needs a bundled assistant converts it in the background once the target's

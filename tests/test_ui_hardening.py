@@ -37,7 +37,7 @@ import torch
 
 from playground.engine import WORKER_OS_THREAD_NAME
 from playground.trace import Trace, check_invariants
-from appserver import free_port, start_app, stop_app
+from appserver import LOCAL_TLS, free_port, start_app, stop_app
 from tiny import build_other_tokenizer, build_tokenizer, llama_config, save_tiny_llama
 
 gradio_client = pytest.importorskip("gradio_client")
@@ -228,12 +228,13 @@ class Server:
         """What the page's Stop button sends (a private endpoint: not callable through gradio_client)."""
         response = httpx.post(f"{self.url}gradio_api/run/predict", timeout=30, json={
             "data": [], "fn_index": self.fn_index["stop"], "session_hash": session_hash, "event_data": None,
-            "trigger_id": None})
+            "trigger_id": None}, verify=LOCAL_TLS)
         assert response.status_code == 200, response.text
 
     def upload(self, name: str, content: bytes) -> dict[str, Any] | int:
         """Upload a file as the page does; its FileData, or the HTTP status when refused."""
-        response = httpx.post(f"{self.url}gradio_api/upload", files={"files": (name, content)}, timeout=60)
+        response = httpx.post(f"{self.url}gradio_api/upload", files={"files": (name, content)}, timeout=60,
+                              verify=LOCAL_TLS)
         if response.status_code != 200:
             return response.status_code
         (path,) = response.json()
@@ -245,13 +246,13 @@ class Server:
         body = {"data": data, "fn_index": self.fn_index[name], "session_hash": session, "event_data": None,
                 "trigger_id": None}
         if not self.queued[name]:
-            response = httpx.post(f"{self.url}gradio_api/run/predict", json=body, timeout=WAIT_S)
+            response = httpx.post(f"{self.url}gradio_api/run/predict", json=body, timeout=WAIT_S, verify=LOCAL_TLS)
             assert response.status_code == 200, response.text
             return response.json()["data"]
-        response = httpx.post(f"{self.url}gradio_api/queue/join", json=body, timeout=30)
+        response = httpx.post(f"{self.url}gradio_api/queue/join", json=body, timeout=30, verify=LOCAL_TLS)
         assert response.status_code == 200, response.text
         with httpx.stream("GET", f"{self.url}gradio_api/queue/data", params={"session_hash": session},
-                          timeout=WAIT_S) as stream:
+                          timeout=WAIT_S, verify=LOCAL_TLS) as stream:
             for line in stream.iter_lines():
                 if line.startswith("data:") and '"process_completed"' in line:
                     message = json.loads(line[5:])
@@ -265,7 +266,7 @@ class Server:
         assert isinstance(update, dict) and update.get("visible") and update.get("value"), update
         value = update["value"]  # the file's description (gradio_client leaves downloading to us)
         url = value["url"] if isinstance(value, dict) else f"{self.url}gradio_api/file={value}"
-        response = httpx.get(url, timeout=30)
+        response = httpx.get(url, timeout=30, verify=LOCAL_TLS)
         assert response.status_code == 200, response.text
         return Trace.from_json(response.content)
 
@@ -286,7 +287,7 @@ def server(models: dict[str, str], hub: str, tmp_path_factory: pytest.TempPathFa
     proc = start_app(port, log, extra, base_env=base)
     try:
         url = f"http://127.0.0.1:{port}/"
-        config = httpx.get(f"{url}config", timeout=30).json()
+        config = httpx.get(f"{url}config", timeout=30, verify=LOCAL_TLS).json()
         named = [d for d in config["dependencies"] if d.get("api_name")]
         yield Server(url=url, proc=proc, log=log, fn_index={d["api_name"]: d["id"] for d in named},
                      queued={d["api_name"]: d.get("queue") is not False for d in named})
@@ -732,11 +733,11 @@ def test_closing_the_connection_mid_stream_ends_the_worker_thread(server: Server
     args = request(target=models["long"], max_new_tokens=MAX_NEW_TOKENS)
     join = httpx.post(f"{server.url}gradio_api/queue/join", timeout=30, json={
         "data": list(args.values()), "fn_index": server.fn_index["generate"], "session_hash": session,
-        "event_data": None, "trigger_id": None})
+        "event_data": None, "trigger_id": None}, verify=LOCAL_TLS)
     assert join.status_code == 200, join.text
     streamed = 0
     with httpx.stream("GET", f"{server.url}gradio_api/queue/data", params={"session_hash": session},
-                      timeout=WAIT_S) as stream:
+                      timeout=WAIT_S, verify=LOCAL_TLS) as stream:
         for line in stream.iter_lines():
             if "process_generating" in line and "tok" in line:
                 streamed += 1

@@ -35,6 +35,7 @@ changes nothing for the module that uses it).
 """
 
 from ..errors import user_message
+from ..models import transformers_once  # noqa: F401  (first: the modules below import Transformers; see there)
 from ..request import RunRequest
 from .distributions import GRAIN_SIZE, MAX_CANDIDATES, SMALL_ROW, TOP_K_CHUNK
 from .jobs import GaveWay, JobStopped, check_stopped, in_worker_thread, redone_after_giving_way, stopped_by

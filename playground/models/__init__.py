@@ -10,6 +10,8 @@ Its modules, each importing only those listed before it:
   catalogue     the models offered by name, the defaults
   sources       where a model comes from (bundled, local folder, Hub), the Hub probe, load errors in one line
   gc_pause      the garbage collector paused while imports, a conversion or a load allocate in bulk
+  transformers_once  Transformers imported by one thread at a time (import it, not `transformers`, where a
+                thread may be the first to)
   cache         the conversion, dtype copies and precision measurement on disk, and the lock that lets one process
                 at a time write them
   hardware      the device and its precision facts (the kept measurement among them); a dtype choice resolved for a run

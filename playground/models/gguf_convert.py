@@ -236,7 +236,8 @@ def convert_gguf(path: Path, out: Path, progress: Callable[..., None] | None = N
     `progress(stage, what, within)` follows `_ConversionProgress`'s stages.
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .transformers_once import AutoModelForCausalLM, AutoTokenizer
 
     step = progress or (lambda *_args: None)
     step("parse", Message.keyed("load.stage.parse"))

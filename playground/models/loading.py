@@ -39,14 +39,13 @@ def import_modeling(spec: str) -> None:
     model_type = entry.gguf.model_type if entry is not None and entry.gguf is not None else None
     if model_type is None:
         return
-    import transformers
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from .transformers_once import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, transformers
 
     getattr(transformers, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type])
 
 
 def _is_causal_lm(config: PretrainedConfig) -> bool:
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+    from .transformers_once import MODEL_FOR_CAUSAL_LM_MAPPING
 
     return type(config) in MODEL_FOR_CAUSAL_LM_MAPPING or "AutoModelForCausalLM" in (
         getattr(config, "auto_map", None) or {})
@@ -72,8 +71,7 @@ def load_saved_tokenizer(directory: Path) -> Any:
     `__init__` and class settings (taken over here), and the folder has no legacy token files; anything else
     goes through `AutoTokenizer`. Tests compare both on ids, special tokens, chat template and backend JSON.
     """
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-    from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+    from .transformers_once import AutoTokenizer, PreTrainedTokenizerFast, tokenizer_class_from_name
 
     try:
         config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
@@ -99,7 +97,7 @@ def load_saved_tokenizer(directory: Path) -> Any:
 @gc_paused()
 def load_model(spec: str, dtype: str | Precision = "auto", progress: Progress | None = None) -> LoadedModel:
     """Load a catalogue key, Hub id (owner/name) or local directory for generation."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from .transformers_once import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     report = progress or _no_progress
     settings = get_settings()

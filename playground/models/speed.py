@@ -71,7 +71,7 @@ def _decode_s(loaded: Any, input_ids: Any, new_tokens: int, busy: Busy = _never_
     """Seconds one plain greedy `generate()` of exactly `new_tokens` tokens takes, begun once no run goes and begun
     again whenever one starts meanwhile (the decode stops at its next token: the run's wait is one token's)."""
     import torch
-    from transformers import StoppingCriteria, StoppingCriteriaList
+    from .transformers_once import StoppingCriteria, StoppingCriteriaList
 
     class _RunStarted(StoppingCriteria):
         def __init__(self) -> None:
