@@ -58,9 +58,10 @@ def test_the_clients_address_is_the_peer_unless_a_known_proxy_sets_the_forwarded
 def server(long_models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:  # noqa: F811
     from test_hostile import public_server
 
-    # PLAYGROUND_CONCURRENCY and PLAYGROUND_CLIENT_CALLS at their defaults (3 and 2)
+    # PLAYGROUND_CONCURRENCY and PLAYGROUND_CLIENT_CALLS at their defaults (3 and 2); room for two uploads of
+    # `test_a_public_server_holds_its_visitors_uploads_within_its_budget` (about 1.9 MB each once read)
     with public_server(long_models, tmp_path_factory, "hostile4-server",
-                       {"PLAYGROUND_MAX_NEW_TOKENS": "8000"}) as served:
+                       {"PLAYGROUND_MAX_NEW_TOKENS": "8000", "PLAYGROUND_UPLOADS_MB": "5"}) as served:
         yield served
 
 
@@ -401,3 +402,113 @@ def test_the_per_client_bound_is_on_in_public_mode_only(monkeypatch: pytest.Monk
     assert get_settings().client_calls == 0
     monkeypatch.setenv("PLAYGROUND_CLIENT_CALLS", "5")
     assert get_settings().client_calls == 5
+
+
+# --------------------------------------------------------------------------- uploaded traces, bounded in total
+
+
+def _visitor(session: str, lang: str = "en") -> Any:
+    """The `gr.Request` a handler gets from a visitor's page in `session` (its language from ?lang=)."""
+    import gradio as gr
+    from starlette.requests import Request
+
+    scope = {"type": "http", "query_string": f"lang={lang}".encode(), "headers": []}
+    return gr.Request(request=Request(scope), session_hash=session)
+
+
+def _uploaded(tmp_path: Path, name: str, n_steps: int) -> dict[str, Any]:
+    """A trace of `n_steps` steps written into Gradio's upload folder, as the file record a page sends."""
+    from test_hostile import make_trace
+
+    from playground.compat import gradio_internals
+
+    folder = Path(gradio_internals.upload_folder()) / uuid.uuid4().hex
+    folder.mkdir(parents=True)
+    (folder / name).write_text(json.dumps(make_trace(n_steps)), encoding="utf-8")
+    return {"path": str(folder / name), "orig_name": name, "meta": {"_type": "gradio.FileData"}}
+
+
+def test_uploaded_traces_of_many_sessions_are_held_within_one_budget(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """Ten sessions each upload a trace, through the page's own handlers, with room for two (PLAYGROUND_UPLOADS_MB):
+    each session's state holds a ticket, not the trace; what all hold together stays within the budget; the sessions
+    whose uploads were let go are told so in their language when they next step (the two latest still step); an upload
+    larger than the whole budget is refused in one line; a visitor who leaves frees theirs. (Before: every session's
+    state held its parsed trace, about 50 MB for a 20 MB file, with no bound but Gradio's 10,000 sessions.)"""
+    import gradio as gr
+
+    from playground.app import replay_tab, sessions
+    from playground.app.guard import guarded
+    from playground.i18n import t
+
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
+    upload = _uploaded(tmp_path, "t.json", 400)
+    first = replay_tab.on_trace_upload(upload, _visitor("s0"))
+    state = replay_tab.LOADED.read(first)["trace"]
+    assert "Loaded t.json" in replay_tab.LOADED.read(first)["status"]
+    view = guarded(replay_tab.replay_view)
+    from playground.trace import Trace
+
+    assert not isinstance(state, Trace), "the session's state holds the parsed trace itself"
+    from playground.app import uploads
+
+    one = uploads.footprint(uploads.resolve(state))
+    assert uploads.footprint(state) < 1000 < one
+    monkeypatch.setenv("PLAYGROUND_UPLOADS_MB", str(2.5 * one / 2**20))  # room for two uploads, not three
+    states = {"s0": state}
+    for n in range(1, 10):
+        states[f"s{n}"] = replay_tab.LOADED.read(replay_tab.on_trace_upload(upload, _visitor(f"s{n}")))["trace"]
+        assert uploads.held_bytes() <= 2.5 * one
+    for session in ("s8", "s9"):
+        assert "Step 400:" in html_text(view(states[session], 400, _visitor(session))[1])
+    let_go = t("error.upload.let_go", "ru", budget="0")[:40]
+    for session in ("s0", "s5", "s7"):
+        with pytest.raises(gr.Error) as refused:
+            view(states[session], 2, _visitor(session, "ru"))
+        assert let_go in refused.value.message, refused.value.message
+    # The play stops by itself instead of a toast every tick.
+    assert replay_tab.replay_tick(states["s0"], 2, True, _visitor("s0"))[3] is False
+
+    monkeypatch.setenv("PLAYGROUND_UPLOADS_MB", str(0.5 * one / 2**20))
+    too_big = replay_tab.LOADED.read(replay_tab.on_trace_upload(upload, _visitor("s10", "ar")))
+    assert t("error.upload.over_budget", "ar", size="0", budget="0")[:25] in html_text(too_big["status"])
+    assert isinstance(too_big["trace"], type(gr.skip())) or too_big["trace"] == gr.skip()
+    assert uploads.held_bytes() <= 2.5 * one  # nothing let go for a refused upload
+
+    sessions.forget("s9")
+    assert 0.99 * one <= uploads.held_bytes() <= 1.01 * one  # s8's alone
+    sessions.forget("s8")
+    assert uploads.held_bytes() == 0
+
+
+def html_text(markup: str) -> str:
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
+
+
+@pytest.mark.server
+def test_a_public_server_holds_its_visitors_uploads_within_its_budget(server: Any) -> None:
+    """Four sessions upload a 2,000-step trace to a server with room for two (PLAYGROUND_UPLOADS_MB=5): the two
+    latest step through theirs; the first two are told, in one line, that theirs was let go; a trace larger than the
+    whole budget is refused in one line; the server keeps serving. (Before: every session kept its trace.)"""
+    from test_hostile import make_trace
+
+    from playground.i18n import t
+
+    content = json.dumps(make_trace(2000)).encode()
+    sessions = [uuid.uuid4().hex[:11] for _ in range(4)]
+    for session in sessions:
+        loaded = server.call("on_trace_upload", [server.upload("t.json", content)], session)
+        assert loaded.success and "Loaded t.json" in loaded.text(), loaded
+    for session in sessions[2:]:
+        stepped = server.call("replay_view", [None, 5], session)
+        assert stepped.success and "Step 5:" in stepped.text(), stepped
+    for session in sessions[:2]:
+        stepped = server.call("replay_view", [None, 5], session)
+        assert not stepped.success, f"the first sessions' uploads are still held: {stepped.text()[:200]}"
+        assert t("error.upload.let_go", "en", budget="5") in html_text(stepped.error or ""), stepped
+    big = server.call("on_trace_upload", [server.upload("big.json", json.dumps(make_trace(8000)).encode())])
+    assert "more than the 5 MB it keeps for all visitors' uploaded traces together" in (big.alert() or ""), big
+    assert server.alive()
