@@ -512,3 +512,68 @@ def test_a_public_server_holds_its_visitors_uploads_within_its_budget(server: An
     big = server.call("on_trace_upload", [server.upload("big.json", json.dumps(make_trace(8000)).encode())])
     assert "more than the 5 MB it keeps for all visitors' uploaded traces together" in (big.alert() or ""), big
     assert server.alive()
+
+
+# --------------------------------------------------------------------------- the guard: our faults are ours
+
+
+def _fails_with(fault: Exception) -> Any:
+    def handler(value: Any, request: Any = None) -> Any:
+        raise fault
+
+    return handler
+
+
+def _streams_then_fails_with(fault: Exception) -> Any:
+    def handler(value: Any, request: Any = None) -> Any:
+        yield "first"
+        raise fault
+
+    return handler
+
+
+@pytest.mark.parametrize("fault", [NameError("name '_session_key' is not defined"),
+                                   AttributeError("'Trace' object has no attribute 'session_key'")])
+@pytest.mark.parametrize("make", [_fails_with, _streams_then_fails_with])
+def test_a_fault_in_our_own_handler_is_answered_as_ours_with_its_traceback_logged(
+        fault: Exception, make: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A NameError or AttributeError in a handler of ours (the removed `_session_key` alias of the first full run) is
+    the playground's failure: one line saying so in the visitor's language, the traceback in the log. (Before: "one of
+    its values is not what the page's controls send", blaming the visitor, and the log had one line without it.)"""
+    import html
+    import logging
+
+    import gradio as gr
+
+    from playground.app.guard import guarded
+    from playground.i18n import t
+
+    handler = guarded(make(fault))
+    for lang in ("en", "ru", "ar"):
+        caplog.clear()
+        with caplog.at_level(logging.ERROR), pytest.raises(gr.Error) as answered:
+            answer = handler(1, _visitor("s", lang))
+            list(answer) if make is _streams_then_fails_with else answer
+        assert html.escape(t("error.not_from_the_page", lang), quote=False) != answered.value.message
+        ours = t("error.internal", lang, failed=t("error.what.request", lang))
+        assert answered.value.message == html.escape(ours, quote=False), answered.value.message
+        logged = [r for r in caplog.records if r.exc_info is not None and r.exc_info[1] is fault]
+        assert logged and "Traceback" in caplog.text and type(fault).__name__ in caplog.text, caplog.text
+
+
+@pytest.mark.parametrize("bad", [[], {"a": 1}, "x" * 5, None])
+def test_a_visitors_bad_value_keeps_its_message(bad: Any) -> None:
+    """A value no control sends, failing deep in a handler (a TypeError, KeyError, ValueError): still "one of its
+    values is not what the page's controls send", in the visitor's language."""
+    import html
+
+    import gradio as gr
+
+    from playground.app.guard import guarded
+    from playground.i18n import t
+
+    handler = guarded(lambda value, request=None: {"a": 1, 2: "b"}[value] + int(value))
+    for lang in ("en", "ru", "ar"):
+        with pytest.raises(gr.Error) as answered:
+            handler(bad, _visitor("s", lang))
+        assert answered.value.message == html.escape(t("error.not_from_the_page", lang), quote=False)
