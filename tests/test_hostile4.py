@@ -8,6 +8,7 @@ handout's through the real CLI (`python -m playground handout`) and its HTML wri
 from __future__ import annotations
 
 import json
+import re
 import socket
 import tempfile
 import time
@@ -370,6 +371,82 @@ def test_a_replay_move_and_the_handout_of_a_99999_draft_step_are_a_small_multipl
     assert f'data-hidden="{hidden}"' in move[0] and "… 99872 more tokens of this step not shown …" in move[0]
     assert len(microscope_view.panel_html(crafted, 0, 0, "en")) <= 2 * len(microscope_view.panel_html(real, 0, 0, "en"))
     assert len(handout.handout_html(crafted, "en")) <= 2 * len(handout.handout_html(real, "en"))
+
+
+def _steps_of(n_steps: int, drafts: int, text: str) -> Any:
+    """A prompt-lookup trace of `n_steps` steps, each drafting `drafts` tokens of `text` and refusing the first."""
+    from playground.trace import Step, Trace
+
+    steps = [Step(index=i, drafted=[5] * drafts, accepted=0, rejected=[5], discarded=[5] * (drafts - 1), emitted=[7],
+                  drafted_text=[text] * drafts, emitted_text=[text], draft_ms=1.0, verify_ms=1.0)
+             for i in range(n_steps)]
+    trace = Trace(method="prompt_lookup", target="t", prompt="x", output_ids=[7] * n_steps, steps=steps, vocab_size=10)
+    trace.summarize(1.0)
+    return Trace.from_json(trace.to_json())
+
+
+@pytest.mark.slow  # two traces of 18.7 MB and 2.9 MB built and read back
+def test_a_slider_move_on_a_crafted_window_answers_no_more_than_a_real_runs_longest() -> None:
+    """200 steps of 128 drafts of 350 quotes each (an 18.7 MB file, under the upload limit): a slider move answers at
+    most 1.5 times a real run's longest window (512 steps of 64 refused drafts), the steps left out counted in the
+    note. (Before: 124 MB per move, every step of the window drawn whatever its tokens held.)"""
+    from playground.app.replay_tab import replay_view
+
+    crafted, real = _steps_of(200, 128, '"' * 350), _steps_of(512, 64, " word")
+    assert len(crafted.to_json()) < 20 * 2**20
+    move, usual = replay_view(crafted, 200, lang="en"), replay_view(real, 512, lang="en")
+    print(f"a slider move: {_answer_size(move):,} characters on the crafted trace, {_answer_size(usual):,} on a real run")
+    assert _answer_size(move) <= 1.5 * _answer_size(usual), (_answer_size(move), _answer_size(usual))
+    left_out = re.search(r"(\d+) earlier steps not shown", html_text(move[0]))
+    assert left_out and 150 < int(left_out.group(1)) < 200, html_text(move[0])[:300]
+    assert "312 earlier steps not shown" in html_text(usual[0])  # a real run's window is whole: 200 steps
+
+
+def _lookup_trace(earlier: int, text: str, ngram: int, copied: int, recorded: bool) -> Any:
+    """A prompt-lookup trace: `earlier` one-token steps emitting `text` each, then a step that copied `copied` tokens
+    of `text` after an n-gram of `ngram` tokens of the output, its source recorded as text (`lookup_text`) or left to
+    the panel to find (older traces). Read back as a file holds it."""
+    from playground.trace import Step, Trace
+
+    steps = [Step(index=i, drafted=[], accepted=0, rejected=[], emitted=[5], emitted_text=[text])
+             for i in range(earlier)]
+    source = [1, 1 + ngram] if recorded else [1 + earlier - ngram - copied, 1 + earlier - copied]
+    parts = ["", text * ngram, text * copied, ""] if recorded else None
+    steps.append(Step(index=earlier, drafted=[5] * copied, accepted=copied, rejected=[], emitted=[5] * (copied + 1),
+                      drafted_text=[text] * copied, emitted_text=[text] * (copied + 1), lookup_source=source,
+                      lookup_text=parts))
+    trace = Trace(method="prompt_lookup", target="t", prompt="x", prompt_tokens=1, params={},
+                  decoding={"sample": False, "max_new_tokens": 1}, output_ids=[5] * (earlier + copied + 1),
+                  steps=steps, vocab_size=10)
+    trace.summarize(0.01)
+    return Trace.from_json(trace.to_json())
+
+
+@pytest.mark.parametrize("recorded", [False, True])
+def test_a_microscope_click_on_a_crafted_lookup_source_answers_a_panel_not_the_file(recorded: bool) -> None:
+    """A click on a copied token whose recorded source claims the whole output as its n-gram (6,000 earlier tokens of
+    500 quotes each: 3.5 MB of file, each quote 6 characters once escaped) or a recorded n-gram and copy of 60,000
+    characters each: the panel's context shows at most its bounds (LOOKUP_CONTEXT_CHARS each side, LOOKUP_PART_CHARS of
+    the n-gram's end and of the copy's start, the cuts marked), and the panel is a small multiple of a real one's (a
+    10-token n-gram and a 64-token copy). (Before: 15 MB per click from a 5.6 MB file.)"""
+    from playground import microscope_view
+
+    if recorded:
+        crafted = _lookup_trace(0, '"' * 500, ngram=120, copied=120, recorded=True)
+    else:
+        crafted = _lookup_trace(6000, '"' * 500, ngram=5990, copied=10, recorded=False)
+    real = _lookup_trace(80, " word", ngram=10, copied=64, recorded=recorded)
+    clicked = microscope_view.panel_for_click(crafted, {"step": crafted.steps[-1].index, "pos": 0}, "en")
+    usual = microscope_view.panel_for_click(real, {"step": real.steps[-1].index, "pos": 0}, "en")
+    assert 'data-testid="pg-micro-match"' in clicked and 'data-testid="pg-micro-match"' in usual
+    print(f"the crafted source's panel: {len(clicked):,} characters; a real one's: {len(usual):,}")
+    # Besides the context: the clicked token's text (up to 512 characters) and the rule; a quote is 6 characters escaped.
+    assert len(clicked) <= 8 * len(usual), (len(clicked), len(usual))
+    context = re.search(r'<div class="pg-micro-context".*?</div>', clicked, re.S)
+    shown = 2 * (microscope_view.LOOKUP_CONTEXT_CHARS + microscope_view.LOOKUP_PART_CHARS + 1)  # "…" twice
+    assert context and len(html_text(context.group())) <= shown, len(html_text(context.group()))
+    assert '<mark class="pg-micro-match" data-testid="pg-micro-match">…&quot;' in clicked
+    assert '&quot;…</mark>' in clicked
 
 
 def test_the_per_client_bound_counts_only_handlers_that_hold_a_place() -> None:

@@ -29,6 +29,10 @@ from .run_request import MAX_NAME_SHOWN
 
 MAX_TRACE_BYTES = MAX_INPUT_BYTES  # Gradio's upload limit (launch) and our reader's are one
 REPLAY_WINDOW_STEPS = 200  # steps drawn around the replay's current one (text and charts)
+# ...and at most this much text in them: a token weighs 1, and 1 more for each 16 characters of its text. A real run's
+# window stays whole (512 new tokens and drafts of 64: 13,312 at most with tokens under 16 characters); a crafted
+# file's 200 steps of 128 tokens of 350 quotes (18.7 MB) answered 124 MB per slider move, now a few steps of it.
+REPLAY_WINDOW_WEIGHT = 16_384
 
 # What the replay's state holds: the last run's trace or a gallery recording, an upload's ticket (`uploads`), nothing.
 Replayed = Trace | uploads.Held | None
@@ -85,7 +89,7 @@ def replay_view(trace: Replayed, value: Any, request: gr.Request = None,  # type
                           timing=timing, stats=render.stats_html(None, lang=lang))
     n = len(trace.steps)
     k = step_number(value, n) - 1
-    first = max(0, k + 1 - REPLAY_WINDOW_STEPS)
+    first = window_start(trace, k)
     window = trace.steps[first: k + 1]
     tokens = render.render_tokens(window, current=k - first, earlier=first, lang=lang)
     detail = render.step_detail_html(trace.steps[k], trace.method, k, lang=lang)
@@ -94,6 +98,24 @@ def replay_view(trace: Replayed, value: Any, request: gr.Request = None,  # type
     elapsed = (trace.setup_ms + sum(s.time_ms for s in shown)) / 1000.0
     stats = render.stats_html(summarize_steps(shown, elapsed, trace.setup_ms), lang=lang)
     return STEP_VIEWS(tokens=tokens, detail=detail, acceptance=fig_a, timing=fig_t, stats=stats)
+
+
+def _weight(step: Any) -> int:
+    """What a step's tokens weigh in the replay's window (`REPLAY_WINDOW_WEIGHT`): those a view shows of it."""
+    shown = render.MAX_STEP_TOKENS_SHOWN
+    return sum(1 + len(text) // 16 for texts in (step.drafted_text, step.emitted_text) for text in texts[:shown])
+
+
+def window_start(trace: Trace, k: int) -> int:
+    """The first step of the replay's window ending at step `k` (0-based): at most REPLAY_WINDOW_STEPS steps and
+    REPLAY_WINDOW_WEIGHT of text, step `k` itself always."""
+    first, weight = k, _weight(trace.steps[k])
+    while first > 0 and k - first + 1 < REPLAY_WINDOW_STEPS:
+        weight += _weight(trace.steps[first - 1])
+        if weight > REPLAY_WINDOW_WEIGHT:
+            break
+        first -= 1
+    return first
 
 
 def slider_for(trace: Trace | None, at: int | None = None) -> Any:
