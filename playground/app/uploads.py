@@ -89,7 +89,7 @@ def hold(trace: Trace, session: str) -> Held:
     ticket = secrets.token_hex(16)
     with _LOCK:
         _drop(_BY_SESSION.pop(session, None))
-        while _HELD and held_bytes() + size > budget:
+        while _HELD and _total() + size > budget:
             _drop(next(iter(_HELD)))
         _HELD[ticket] = _Upload(trace, size, session)
         _BY_SESSION[session] = ticket
@@ -117,6 +117,11 @@ def drop_session(session: str) -> None:
 
 def held_bytes() -> int:
     """What the held uploads take together (`footprint`), in bytes."""
+    with _LOCK:
+        return _total()
+
+
+def _total() -> int:
     return sum(upload.size for upload in _HELD.values())
 
 
