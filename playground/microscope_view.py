@@ -166,8 +166,19 @@ def _lookup_html(trace: Trace, step_no: int, span: Sequence[int], lang: str) -> 
                          text[copy_at:copy_end], text[copy_end:copy_end + LOOKUP_CONTEXT_CHARS])
 
 
+# The most of the n-gram and of the copy the panel shows: a real n-gram is at most 10 tokens, a copy 64 (prompt lookup's
+# parameters). A trace file may claim a source spanning its whole output: the panel stays a panel (the n-gram's end
+# and the copy's start, where they meet, are kept; the cut is marked "…").
+LOOKUP_PART_CHARS = 320
+
+
 def _context_html(head: str, before: str, ngram: str, copied: str, after: str) -> str:
-    """The source sentence and the context with the n-gram highlighted and the copy after it underlined."""
+    """The source sentence and the context with the n-gram highlighted and the copy after it underlined (each part
+    cut to its bound)."""
+    n, m = LOOKUP_CONTEXT_CHARS, LOOKUP_PART_CHARS
+    before, after = before[-n:], after[:n]
+    ngram = ngram if len(ngram) <= m else "…" + ngram[-m:]
+    copied = copied if len(copied) <= m else copied[:m] + "…"
     context_html = (f'<div class="pg-micro-context" dir="auto">{html.escape(before)}'
                     f'<mark class="pg-micro-match" data-testid="pg-micro-match">{html.escape(ngram)}</mark>'
                     f'<mark class="pg-micro-copied">{html.escape(copied)}</mark>{html.escape(after)}</div>')

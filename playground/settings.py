@@ -60,6 +60,10 @@ SETTINGS_DOC: list[tuple[str, str, str]] = [
      "default on a machine of one's own, where a class reaches it from its own addresses)."),
     ("PLAYGROUND_QUEUE_SIZE", "64", "Calls waiting in the queue, all clients together; one more is refused in one "
      "line (HTTP 503). 0: no bound."),
+    ("PLAYGROUND_UPLOADS_MB", "512",
+     "Memory the uploaded traces of all sessions together may take, in MB (a 20 MB trace file takes about 50 once "
+     "read). An upload that does not fit lets go of the least recently viewed ones of other visitors, who are told "
+     "so when they next step through theirs; one larger than the whole budget is refused in one line."),
     ("PLAYGROUND_TRUST_FORWARDED", "true inside a HF Space (SYSTEM=spaces or SPACE_ID set), else false",
      "Take a client's address from the last entry of X-Forwarded-For (set by the Space's proxy) rather than the "
      "socket's peer. Only where a proxy that sets the header stands in front: elsewhere a client could name any "
@@ -100,6 +104,7 @@ class Settings:
     top_k: int = 5  # the step microscope's top-k per distribution (0: record none)
     client_calls: int = 0  # queued or running calls per client address (0: no bound; 2 in public mode)
     queue_size: int = 64  # calls waiting in the queue, all clients (0: no bound)
+    uploads_mb: float = 512.0  # memory all sessions' uploaded traces may take together (app.uploads)
     trust_forwarded: bool = False  # the client's address from X-Forwarded-For (a Space's proxy sets it)
     pause_idle_s: float = 180.0  # a step-by-step pause with no press this long ends the run
     run_lifetime_s: float = 3600.0  # no run lives longer, pauses included
@@ -188,6 +193,7 @@ def get_settings() -> Settings:
         top_k=_int_at_most("PLAYGROUND_TOP_K", 5, minimum=0, maximum=MICROSCOPE_MAX_TOP_K),
         client_calls=_int("PLAYGROUND_CLIENT_CALLS", 2 if public else 0, minimum=0),
         queue_size=_int("PLAYGROUND_QUEUE_SIZE", 64, minimum=0),
+        uploads_mb=_float("PLAYGROUND_UPLOADS_MB", 512.0),
         trust_forwarded=_bool("PLAYGROUND_TRUST_FORWARDED", default=in_a_space()),
         pause_idle_s=_float("PLAYGROUND_PAUSE_IDLE_S", 180.0),
         run_lifetime_s=_float("PLAYGROUND_RUN_LIFETIME_S", 3600.0),

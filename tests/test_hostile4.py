@@ -8,6 +8,7 @@ handout's through the real CLI (`python -m playground handout`) and its HTML wri
 from __future__ import annotations
 
 import json
+import re
 import socket
 import tempfile
 import time
@@ -59,9 +60,10 @@ def test_the_clients_address_is_the_peer_unless_a_known_proxy_sets_the_forwarded
 def server(long_models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:  # noqa: F811
     from test_hostile import public_server
 
-    # PLAYGROUND_CONCURRENCY and PLAYGROUND_CLIENT_CALLS at their defaults (3 and 2)
+    # PLAYGROUND_CONCURRENCY and PLAYGROUND_CLIENT_CALLS at their defaults (3 and 2); room for two uploads of
+    # `test_a_public_server_holds_its_visitors_uploads_within_its_budget` (about 1.9 MB each once read)
     with public_server(long_models, tmp_path_factory, "hostile4-server",
-                       {"PLAYGROUND_MAX_NEW_TOKENS": "8000"}) as served:
+                       {"PLAYGROUND_MAX_NEW_TOKENS": "8000", "PLAYGROUND_UPLOADS_MB": "5"}) as served:
         yield served
 
 
@@ -373,6 +375,82 @@ def test_a_replay_move_and_the_handout_of_a_99999_draft_step_are_a_small_multipl
     assert len(handout.handout_html(crafted, "en")) <= 2 * len(handout.handout_html(real, "en"))
 
 
+def _steps_of(n_steps: int, drafts: int, text: str) -> Any:
+    """A prompt-lookup trace of `n_steps` steps, each drafting `drafts` tokens of `text` and refusing the first."""
+    from playground.trace import Step, Trace
+
+    steps = [Step(index=i, drafted=[5] * drafts, accepted=0, rejected=[5], discarded=[5] * (drafts - 1), emitted=[7],
+                  drafted_text=[text] * drafts, emitted_text=[text], draft_ms=1.0, verify_ms=1.0)
+             for i in range(n_steps)]
+    trace = Trace(method="prompt_lookup", target="t", prompt="x", output_ids=[7] * n_steps, steps=steps, vocab_size=10)
+    trace.summarize(1.0)
+    return Trace.from_json(trace.to_json())
+
+
+@pytest.mark.slow  # two traces of 18.7 MB and 2.9 MB built and read back
+def test_a_slider_move_on_a_crafted_window_answers_no_more_than_a_real_runs_longest() -> None:
+    """200 steps of 128 drafts of 350 quotes each (an 18.7 MB file, under the upload limit): a slider move answers at
+    most 1.5 times a real run's longest window (512 steps of 64 refused drafts), the steps left out counted in the
+    note. (Before: 124 MB per move, every step of the window drawn whatever its tokens held.)"""
+    from playground.app.replay_tab import replay_view
+
+    crafted, real = _steps_of(200, 128, '"' * 350), _steps_of(512, 64, " word")
+    assert len(crafted.to_json()) < 20 * 2**20
+    move, usual = replay_view(crafted, 200, lang="en"), replay_view(real, 512, lang="en")
+    print(f"a slider move: {_answer_size(move):,} characters on the crafted trace, {_answer_size(usual):,} on a real run")
+    assert _answer_size(move) <= 1.5 * _answer_size(usual), (_answer_size(move), _answer_size(usual))
+    left_out = re.search(r"(\d+) earlier steps not shown", html_text(move[0]))
+    assert left_out and 150 < int(left_out.group(1)) < 200, html_text(move[0])[:300]
+    assert "312 earlier steps not shown" in html_text(usual[0])  # a real run's window is whole: 200 steps
+
+
+def _lookup_trace(earlier: int, text: str, ngram: int, copied: int, recorded: bool) -> Any:
+    """A prompt-lookup trace: `earlier` one-token steps emitting `text` each, then a step that copied `copied` tokens
+    of `text` after an n-gram of `ngram` tokens of the output, its source recorded as text (`lookup_text`) or left to
+    the panel to find (older traces). Read back as a file holds it."""
+    from playground.trace import Step, Trace
+
+    steps = [Step(index=i, drafted=[], accepted=0, rejected=[], emitted=[5], emitted_text=[text])
+             for i in range(earlier)]
+    source = [1, 1 + ngram] if recorded else [1 + earlier - ngram - copied, 1 + earlier - copied]
+    parts = ["", text * ngram, text * copied, ""] if recorded else None
+    steps.append(Step(index=earlier, drafted=[5] * copied, accepted=copied, rejected=[], emitted=[5] * (copied + 1),
+                      drafted_text=[text] * copied, emitted_text=[text] * (copied + 1), lookup_source=source,
+                      lookup_text=parts))
+    trace = Trace(method="prompt_lookup", target="t", prompt="x", prompt_tokens=1, params={},
+                  decoding={"sample": False, "max_new_tokens": 1}, output_ids=[5] * (earlier + copied + 1),
+                  steps=steps, vocab_size=10)
+    trace.summarize(0.01)
+    return Trace.from_json(trace.to_json())
+
+
+@pytest.mark.parametrize("recorded", [False, True])
+def test_a_microscope_click_on_a_crafted_lookup_source_answers_a_panel_not_the_file(recorded: bool) -> None:
+    """A click on a copied token whose recorded source claims the whole output as its n-gram (6,000 earlier tokens of
+    500 quotes each: 3.5 MB of file, each quote 6 characters once escaped) or a recorded n-gram and copy of 60,000
+    characters each: the panel's context shows at most its bounds (LOOKUP_CONTEXT_CHARS each side, LOOKUP_PART_CHARS of
+    the n-gram's end and of the copy's start, the cuts marked), and the panel is a small multiple of a real one's (a
+    10-token n-gram and a 64-token copy). (Before: 15 MB per click from a 5.6 MB file.)"""
+    from playground import microscope_view
+
+    if recorded:
+        crafted = _lookup_trace(0, '"' * 500, ngram=120, copied=120, recorded=True)
+    else:
+        crafted = _lookup_trace(6000, '"' * 500, ngram=5990, copied=10, recorded=False)
+    real = _lookup_trace(80, " word", ngram=10, copied=64, recorded=recorded)
+    clicked = microscope_view.panel_for_click(crafted, {"step": crafted.steps[-1].index, "pos": 0}, "en")
+    usual = microscope_view.panel_for_click(real, {"step": real.steps[-1].index, "pos": 0}, "en")
+    assert 'data-testid="pg-micro-match"' in clicked and 'data-testid="pg-micro-match"' in usual
+    print(f"the crafted source's panel: {len(clicked):,} characters; a real one's: {len(usual):,}")
+    # Besides the context: the clicked token's text (up to 512 characters) and the rule; a quote is 6 characters escaped.
+    assert len(clicked) <= 8 * len(usual), (len(clicked), len(usual))
+    context = re.search(r'<div class="pg-micro-context".*?</div>', clicked, re.S)
+    shown = 2 * (microscope_view.LOOKUP_CONTEXT_CHARS + microscope_view.LOOKUP_PART_CHARS + 1)  # "…" twice
+    assert context and len(html_text(context.group())) <= shown, len(html_text(context.group()))
+    assert '<mark class="pg-micro-match" data-testid="pg-micro-match">…&quot;' in clicked
+    assert '&quot;…</mark>' in clicked
+
+
 def test_the_per_client_bound_counts_only_handlers_that_hold_a_place() -> None:
     """A follower's look at its class (a handler with no concurrency limit) is neither counted nor refused by
     PLAYGROUND_CLIENT_CALLS: a class behind one address keeps following; a run's handler is counted."""
@@ -403,3 +481,178 @@ def test_the_per_client_bound_is_on_in_public_mode_only(monkeypatch: pytest.Monk
     assert get_settings().client_calls == 0
     monkeypatch.setenv("PLAYGROUND_CLIENT_CALLS", "5")
     assert get_settings().client_calls == 5
+
+
+# --------------------------------------------------------------------------- uploaded traces, bounded in total
+
+
+def _visitor(session: str, lang: str = "en") -> Any:
+    """The `gr.Request` a handler gets from a visitor's page in `session` (its language from ?lang=)."""
+    import gradio as gr
+    from starlette.requests import Request
+
+    scope = {"type": "http", "query_string": f"lang={lang}".encode(), "headers": []}
+    return gr.Request(request=Request(scope), session_hash=session)
+
+
+def _uploaded(tmp_path: Path, name: str, n_steps: int) -> dict[str, Any]:
+    """A trace of `n_steps` steps written into Gradio's upload folder, as the file record a page sends."""
+    from test_hostile import make_trace
+
+    from playground.compat import gradio_internals
+
+    folder = Path(gradio_internals.upload_folder()) / uuid.uuid4().hex
+    folder.mkdir(parents=True)
+    (folder / name).write_text(json.dumps(make_trace(n_steps)), encoding="utf-8")
+    return {"path": str(folder / name), "orig_name": name, "meta": {"_type": "gradio.FileData"}}
+
+
+def test_uploaded_traces_of_many_sessions_are_held_within_one_budget(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """Ten sessions each upload a trace, through the page's own handlers, with room for two (PLAYGROUND_UPLOADS_MB):
+    each session's state holds a ticket, not the trace; what all hold together stays within the budget; the sessions
+    whose uploads were let go are told so in their language when they next step (the two latest still step); an upload
+    larger than the whole budget is refused in one line; a visitor who leaves frees theirs. (Before: every session's
+    state held its parsed trace, about 50 MB for a 20 MB file, with no bound but Gradio's 10,000 sessions.)"""
+    import gradio as gr
+
+    from playground.app import replay_tab, sessions
+    from playground.app.guard import guarded
+    from playground.i18n import t
+
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
+    upload = _uploaded(tmp_path, "t.json", 400)
+    first = replay_tab.on_trace_upload(upload, _visitor("s0"))
+    state = replay_tab.LOADED.read(first)["trace"]
+    assert "Loaded t.json" in replay_tab.LOADED.read(first)["status"]
+    view = guarded(replay_tab.replay_view)
+    from playground.trace import Trace
+
+    assert not isinstance(state, Trace), "the session's state holds the parsed trace itself"
+    from playground.app import uploads
+
+    one = uploads.footprint(uploads.resolve(state))
+    assert uploads.footprint(state) < 1000 < one
+    monkeypatch.setenv("PLAYGROUND_UPLOADS_MB", str(2.5 * one / 2**20))  # room for two uploads, not three
+    states = {"s0": state}
+    for n in range(1, 10):
+        states[f"s{n}"] = replay_tab.LOADED.read(replay_tab.on_trace_upload(upload, _visitor(f"s{n}")))["trace"]
+        assert uploads.held_bytes() <= 2.5 * one
+    for session in ("s8", "s9"):
+        assert "Step 400:" in html_text(view(states[session], 400, _visitor(session))[1])
+    let_go = t("error.upload.let_go", "ru", budget="0")[:40]
+    for session in ("s0", "s5", "s7"):
+        with pytest.raises(gr.Error) as refused:
+            view(states[session], 2, _visitor(session, "ru"))
+        assert let_go in refused.value.message, refused.value.message
+    # The play stops by itself instead of a toast every tick.
+    assert replay_tab.replay_tick(states["s0"], 2, True, _visitor("s0"))[3] is False
+
+    monkeypatch.setenv("PLAYGROUND_UPLOADS_MB", str(0.5 * one / 2**20))
+    too_big = replay_tab.LOADED.read(replay_tab.on_trace_upload(upload, _visitor("s10", "ar")))
+    assert t("error.upload.over_budget", "ar", size="0", budget="0")[:25] in html_text(too_big["status"])
+    assert isinstance(too_big["trace"], type(gr.skip())) or too_big["trace"] == gr.skip()
+    assert uploads.held_bytes() <= 2.5 * one  # nothing let go for a refused upload
+
+    sessions.forget("s9")
+    assert 0.99 * one <= uploads.held_bytes() <= 1.01 * one  # s8's alone
+    sessions.forget("s8")
+    assert uploads.held_bytes() == 0
+
+
+def html_text(markup: str) -> str:
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
+
+
+@pytest.mark.server
+def test_a_public_server_holds_its_visitors_uploads_within_its_budget(server: Any) -> None:
+    """Four sessions upload a 2,000-step trace to a server with room for two (PLAYGROUND_UPLOADS_MB=5): the two
+    latest step through theirs; the first two are told, in one line, that theirs was let go; a trace larger than the
+    whole budget is refused in one line; the server keeps serving. (Before: every session kept its trace.)"""
+    from test_hostile import make_trace
+
+    from playground.i18n import t
+
+    content = json.dumps(make_trace(2000)).encode()
+    sessions = [uuid.uuid4().hex[:11] for _ in range(4)]
+    for session in sessions:
+        loaded = server.call("on_trace_upload", [server.upload("t.json", content)], session)
+        assert loaded.success and "Loaded t.json" in loaded.text(), loaded
+    for session in sessions[2:]:
+        stepped = server.call("replay_view", [None, 5], session)
+        assert stepped.success and "Step 5:" in stepped.text(), stepped
+    for session in sessions[:2]:
+        stepped = server.call("replay_view", [None, 5], session)
+        assert not stepped.success, f"the first sessions' uploads are still held: {stepped.text()[:200]}"
+        assert t("error.upload.let_go", "en", budget="5") in html_text(stepped.error or ""), stepped
+    big = server.call("on_trace_upload", [server.upload("big.json", json.dumps(make_trace(8000)).encode())])
+    assert "more than the 5 MB it keeps for all visitors' uploaded traces together" in (big.alert() or ""), big
+    assert server.alive()
+
+
+# --------------------------------------------------------------------------- the guard: our faults are ours
+
+
+def _fails_with(fault: Exception) -> Any:
+    def handler(value: Any, request: Any = None) -> Any:
+        raise fault
+
+    return handler
+
+
+def _streams_then_fails_with(fault: Exception) -> Any:
+    def handler(value: Any, request: Any = None) -> Any:
+        yield "first"
+        raise fault
+
+    return handler
+
+
+@pytest.mark.parametrize("fault", [NameError("name '_session_key' is not defined"),
+                                   AttributeError("'Trace' object has no attribute 'session_key'")])
+@pytest.mark.parametrize("make", [_fails_with, _streams_then_fails_with])
+def test_a_fault_in_our_own_handler_is_answered_as_ours_with_its_traceback_logged(
+        fault: Exception, make: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A NameError or AttributeError in a handler of ours (the removed `_session_key` alias of the first full run) is
+    the playground's failure: one line saying so in the visitor's language, the traceback in the log. (Before: "one of
+    its values is not what the page's controls send", blaming the visitor, and the log had one line without it.)"""
+    import html
+    import logging
+
+    import gradio as gr
+
+    from playground.app.guard import guarded
+    from playground.i18n import t
+
+    handler = guarded(make(fault))
+    for lang in ("en", "ru", "ar"):
+        caplog.clear()
+        with caplog.at_level(logging.ERROR), pytest.raises(gr.Error) as answered:
+            answer = handler(1, _visitor("s", lang))
+            list(answer) if make is _streams_then_fails_with else answer
+        assert html.escape(t("error.not_from_the_page", lang), quote=False) != answered.value.message
+        ours = t("error.internal", lang, failed=t("error.what.request", lang))
+        assert answered.value.message == html.escape(ours, quote=False), answered.value.message
+        logged = [r for r in caplog.records if r.exc_info is not None and r.exc_info[1] is fault]
+        assert logged and "Traceback" in caplog.text and type(fault).__name__ in caplog.text, caplog.text
+
+
+@pytest.mark.parametrize("bad", [[], {"a": 1}, "x" * 5, None])
+def test_a_visitors_bad_value_keeps_its_message(bad: Any) -> None:
+    """A value no control sends, failing deep in a handler (a TypeError, KeyError, ValueError): still "one of its
+    values is not what the page's controls send", in the visitor's language."""
+    import html
+
+    import gradio as gr
+
+    from playground.app.guard import guarded
+    from playground.i18n import t
+
+    handler = guarded(lambda value, request=None: {"a": 1, 2: "b"}[value] + int(value))
+    for lang in ("en", "ru", "ar"):
+        with pytest.raises(gr.Error) as answered:
+            handler(bad, _visitor("s", lang))
+        assert answered.value.message == html.escape(t("error.not_from_the_page", lang), quote=False)

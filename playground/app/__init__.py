@@ -13,6 +13,7 @@ Its modules, each importing only those listed before it (`tests/test_architectur
   head_start      what `python app.py` does before importing Gradio: the default model's conversion started
   preload         the start-up load: the default model loaded and warmed up while the page is served
   trace_files     the Download button's files
+  uploads         uploaded traces, held within one budget for all sessions together
   handout_button  the run's printable handout, offered after each run
   preset_picker   the presets: a scenario's settings applied to the controls
   links           shareable links: the settings as URL query parameters, and a page restored from one

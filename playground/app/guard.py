@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 import gradio as gr
 
 from .. import i18n
-from ..errors import PlaygroundError, localized_message
+from ..errors import PlaygroundError, localized_message, user_message
 from ..trace import TraceFormatError
 
 logger = logging.getLogger(__name__)
@@ -50,11 +50,18 @@ def session_key(request: gr.Request | None) -> str:
     return (getattr(request, "session_hash", None) or "default") if request is not None else "default"
 
 
+# Failures no value a client sends can cause: a fault in the playground's own code (a name it lost, an attribute it
+# misspelt) or the machine's. Answered as the playground's failure, the traceback logged, not blamed on the visitor.
+OUR_FAULTS = (NameError, AttributeError, ImportError, AssertionError, NotImplementedError, MemoryError)
+
+
 def refusal(exc: BaseException, lang: str = i18n.DEFAULT_LANGUAGE) -> str:
     """One line for a visitor whose request was refused (in `lang`): our message (cut short), never an exception's
-    text."""
+    text. A fault of our own (`OUR_FAULTS`) says so, its traceback in the log."""
     if isinstance(exc, (PlaygroundError, TraceFormatError)):
         message = localized_message(exc, lang)
+    elif isinstance(exc, OUR_FAULTS):
+        message = user_message(exc, i18n.t("error.what.request", lang), lang)
     else:  # a value no control of the page sends; the log keeps the details
         logger.warning("refused a request: %s: %s", type(exc).__name__, str(exc)[:200])
         message = i18n.t("error.not_from_the_page", lang)

@@ -22,15 +22,21 @@ from ..i18n import Message, Number, t, tn
 from ..methods import method_title
 from ..outside import MAX_INPUT_BYTES, read_bounded
 from ..trace import Trace, TraceFormatError, short_repr, summarize_steps
-from . import gallery_picker, presenter
-from .guard import PRIVATE, guarded
+from . import gallery_picker, presenter, uploads
+from .guard import PRIVATE, guarded, session_key
 from .language import L, language_of
 from .outputs import Outputs
 from .run_request import MAX_NAME_SHOWN
 
 MAX_TRACE_BYTES = MAX_INPUT_BYTES  # Gradio's upload limit (launch) and our reader's are one
 REPLAY_WINDOW_STEPS = 200  # steps drawn around the replay's current one (text and charts)
+# ...and at most this much text in them: a token weighs 1, and 1 more for each 16 characters of its text. A real run's
+# window stays whole (512 new tokens and drafts of 64: 13,312 at most with tokens under 16 characters); a crafted
+# file's 200 steps of 128 tokens of 350 quotes (18.7 MB) answered 124 MB per slider move, now a few steps of it.
+REPLAY_WINDOW_WEIGHT = 16_384
 
+# What the replay's state holds: the last run's trace or a gallery recording, an upload's ticket (`uploads`), nothing.
+Replayed = Trace | uploads.Held | None
 # The outputs of the replay's handlers (`outputs.Outputs`): a step's views, a loaded trace's, Play's.
 STEP_VIEWS = Outputs("tokens", "detail", "acceptance", "timing", "stats")
 LOADED = Outputs("trace", "status", "slider") + STEP_VIEWS + Outputs("panel")
@@ -70,7 +76,7 @@ def step_number(value: Any, n: int) -> int:
     return min(max(int(value), 1), n)
 
 
-def replay_view(trace: Trace | None, value: Any, request: gr.Request = None,  # type: ignore[assignment]
+def replay_view(trace: Replayed, value: Any, request: gr.Request = None,  # type: ignore[assignment]
                 lang: str | None = None) -> tuple[Any, ...]:
     """(coloured text, step in words, acceptance chart, timing chart, figures) for slider position `value`
     (1-based: the first `value` steps, the last of them outlined).
@@ -79,13 +85,14 @@ def replay_view(trace: Trace | None, value: Any, request: gr.Request = None,  # 
     slider costs the same on a trace of any length; the figures count every step up to it.
     """
     lang = lang or language_of(request)
+    trace = uploads.resolve(trace)
     if trace is None or not trace.steps:
         acceptance, timing = charts.figures([], lang=lang)
         return STEP_VIEWS(tokens=render.empty_tokens(t("replay.empty", lang), lang), detail="", acceptance=acceptance,
                           timing=timing, stats=render.stats_html(None, lang=lang))
     n = len(trace.steps)
     k = step_number(value, n) - 1
-    first = max(0, k + 1 - REPLAY_WINDOW_STEPS)
+    first = window_start(trace, k)
     window = trace.steps[first: k + 1]
     tokens = render.render_tokens(window, current=k - first, earlier=first, lang=lang)
     detail = render.step_detail_html(trace.steps[k], trace.method, k, lang=lang)
@@ -96,6 +103,24 @@ def replay_view(trace: Trace | None, value: Any, request: gr.Request = None,  # 
     return STEP_VIEWS(tokens=tokens, detail=detail, acceptance=fig_a, timing=fig_t, stats=stats)
 
 
+def _weight(step: Any) -> int:
+    """What a step's tokens weigh in the replay's window (`REPLAY_WINDOW_WEIGHT`): those a view shows of it."""
+    shown = render.MAX_STEP_TOKENS_SHOWN
+    return sum(1 + len(text) // 16 for texts in (step.drafted_text, step.emitted_text) for text in texts[:shown])
+
+
+def window_start(trace: Trace, k: int) -> int:
+    """The first step of the replay's window ending at step `k` (0-based): at most REPLAY_WINDOW_STEPS steps and
+    REPLAY_WINDOW_WEIGHT of text, step `k` itself always."""
+    first, weight = k, _weight(trace.steps[k])
+    while first > 0 and k - first + 1 < REPLAY_WINDOW_STEPS:
+        weight += _weight(trace.steps[first - 1])
+        if weight > REPLAY_WINDOW_WEIGHT:
+            break
+        first -= 1
+    return first
+
+
 def slider_for(trace: Trace | None, at: int | None = None) -> Any:
     """The replay slider for a trace: 1 … its steps, at step `at` (its last by default). Gradio refuses a slider
     whose minimum is its maximum, so a one-step trace (a one-token run) gets 1 … 2, fixed at 1 and not movable (the
@@ -104,20 +129,21 @@ def slider_for(trace: Trace | None, at: int | None = None) -> Any:
     return gr.update(minimum=1, maximum=max(n, 2), value=min(n, at or n), step=1, interactive=n > 1)
 
 
-def _steps_in(trace: Trace | None) -> int:
+def _steps_in(trace: Replayed) -> int:
+    trace = uploads.resolve(trace)
     return len(trace.steps) if trace is not None and trace.steps else 1
 
 
-def replay_prev(trace: Trace | None, value: Any) -> Any:
+def replay_prev(trace: Replayed, value: Any) -> Any:
     return gr.update(value=max(1, step_number(value, _steps_in(trace)) - 1))
 
 
-def replay_next(trace: Trace | None, value: Any) -> Any:
+def replay_next(trace: Replayed, value: Any) -> Any:
     n = _steps_in(trace)
     return gr.update(value=min(n, step_number(value, n) + 1))
 
 
-def replay_key(trace: Trace | None, value: Any) -> Any:
+def replay_key(trace: Replayed, value: Any) -> Any:
     """N or a clicker's Page Down on the replay (`presenter.HEAD`): the next step; from the last one (where a loaded
     trace opens) back to step 1, so a class sees the run from its start."""
     n = _steps_in(trace)
@@ -130,10 +156,11 @@ PLAY_SECONDS = (0.25, 10.0)  # the speed control's range (seconds per step)
 PLAY, PAUSE = t("ui.replay.play"), t("ui.replay.pause")  # the button's two names (English; the page's: `L`)
 
 
-def replay_play(trace: Trace | None, value: Any, playing: bool,
+def replay_play(trace: Replayed, value: Any, playing: bool,
                 request: gr.Request = None) -> tuple[Any, Any, Any, bool]:  # type: ignore[assignment]
     """Play / Pause: (slider, timer, button, playing). Playing from the last step starts over at step 1."""
     lang = language_of(request)
+    trace = uploads.resolve(trace)
     if playing is True or trace is None or len(trace.steps) < 2:
         return PLAYING(timer=gr.update(active=False), button=gr.update(value=t("ui.replay.play", lang)), playing=False)
     at_end = step_number(value, len(trace.steps)) >= len(trace.steps)
@@ -141,10 +168,14 @@ def replay_play(trace: Trace | None, value: Any, playing: bool,
                    button=gr.update(value=t("ui.replay.pause", lang)), playing=True)
 
 
-def replay_tick(trace: Trace | None, value: Any, playing: bool,
+def replay_tick(trace: Replayed, value: Any, playing: bool,
                 request: gr.Request = None) -> tuple[Any, Any, Any, bool]:  # type: ignore[assignment]
     """One step forward while playing; at the last step the play ends by itself."""
     play = gr.update(value=t("ui.replay.play", language_of(request)))
+    try:
+        trace = uploads.resolve(trace)
+    except PlaygroundError:  # let go while playing: the play stops here, the next view of it says why
+        trace = None
     if playing is not True or trace is None or not trace.steps:
         return PLAYING(timer=gr.update(active=False), button=play, playing=False)
     n = len(trace.steps)
@@ -230,7 +261,8 @@ def on_trace_upload(upload: Any, request: gr.Request = None) -> tuple[Any, ...]:
         path = uploaded_path(upload)
         name = path.name if len(path.name) <= MAX_NAME_SHOWN else path.name[:MAX_NAME_SHOWN] + "…"
         trace = load_trace_file(path)
-        return replay_load(trace, t("replay.loaded", lang, name=name), lang)
+        held = uploads.hold(trace, session_key(request))  # the session's state holds a ticket (`uploads`)
+        return LOADED(LOADED.read(replay_load(trace, t("replay.loaded", lang, name=name), lang)), trace=held)
     except Exception as exc:  # TraceFormatError, OSError, or anything else: one line, never a traceback
         reason = (exc.localized(lang) if isinstance(exc, TraceFormatError) else t("replay.unreadable", lang)
                   if isinstance(exc, OSError) else user_message(exc, t("error.what.reading_trace", lang), lang))
@@ -238,9 +270,10 @@ def on_trace_upload(upload: Any, request: gr.Request = None) -> tuple[Any, ...]:
         return LOADED(status=render.status_html(message, "error"))
 
 
-def replay_open_token(trace: Trace | None, evt: gr.EventData, request: gr.Request = None) -> str:  # type: ignore[assignment]
+def replay_open_token(trace: Replayed, evt: gr.EventData, request: gr.Request = None) -> str:  # type: ignore[assignment]
     """A click on a token of the replayed (or uploaded) trace: the step microscope's panel for it."""
-    return microscope_view.panel_for_click(trace, gradio_internals.event_data(evt), language_of(request))
+    return microscope_view.panel_for_click(uploads.resolve(trace), gradio_internals.event_data(evt),
+                                           language_of(request))
 
 
 @dataclass

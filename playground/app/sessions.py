@@ -6,9 +6,9 @@ values (the last run's trace, the baselines, Compare's results); it frees the St
 closed and the rest only when 10,000 newer sessions push it out. On a Space a class leaves behind hundreds of MB
 that way. Here:
 
-- the visitor leaves (Gradio's `unload`, when the page's heartbeat connection closes): their pace and trace file go
-  at once; the session's State values `LEFT_GRACE_S` later (a page that reconnects within it keeps its run), then
-  the session itself (`_drop`);
+- the visitor leaves (Gradio's `unload`, when the page's heartbeat connection closes): their pace, trace file and
+  uploaded trace go at once; the session's State values `LEFT_GRACE_S` later (a page that reconnects within it keeps
+  its run), then the session itself (`_drop`);
 - a session no event touched for `IDLE_SESSION_S` (a client that never held the heartbeat, such as a script speaking
   the queue protocol) is treated as left (`_sweep`);
 - at most `MAX_SESSIONS` sessions are kept (`launch`'s `state_session_capacity`), the least recently used dropped.
@@ -26,7 +26,7 @@ from typing import Any
 
 import gradio as gr
 
-from . import presenter, trace_files
+from . import presenter, trace_files, uploads
 from .guard import session_key
 
 LEFT_GRACE_S = 60.0  # a page that lost its connection for less than this (a phone's network) keeps its session
@@ -36,10 +36,11 @@ SWEEP_EVERY_S = 30.0
 
 
 def forget(key: str) -> None:
-    """What the playground itself keeps for a session: the visitor's pace (unless a run still goes at it) and the
-    last run's trace file."""
+    """What the playground itself keeps for a session: the visitor's pace (unless a run still goes at it), the
+    last run's trace file and the uploaded trace (`uploads`)."""
     presenter.forget_pace(key)
     trace_files.drop_session_trace(key)
+    uploads.drop_session(key)
 
 
 def _drop(holder: Any, key: str, state: Any) -> None:

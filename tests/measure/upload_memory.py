@@ -1,0 +1,174 @@
+"""Uploaded traces in total: does the server's memory stay bounded when many sessions each upload the largest trace?
+
+Starts `python app.py` as a public Space would (`SYSTEM=spaces`, `SPACE_ID` set, no preload), writes a valid trace
+just under the upload limit (a sampling speculative run with the microscope's top-k lists, about 19.9 MB), uploads it
+once, then `--sessions` sessions each load it in the replay through Gradio's queue protocol (the page's own upload
+handler, each session from its own address in X-Forwarded-For, as a Space's proxy passes it) and step once. Prints the
+server's resident memory (RSS) and CPU time before, every `--every` sessions and after all, then how many sessions can
+still step through theirs (their upload still held) and the RSS after `--idle` seconds more.
+
+    python tests/measure/upload_memory.py                                  # 200 sessions, this checkout
+    python tests/measure/upload_memory.py --sessions 20 --root /tmp/main   # another checkout (e.g. `git archive main`)
+
+The file is uploaded once and its record sent by every session (the handler reads and parses it for each, which is
+what costs memory; Gradio's copies of the upload on disk are not what this measures). Not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from appserver import free_port, start_app, stop_app  # noqa: E402
+from playground.outside import MAX_INPUT_BYTES  # noqa: E402
+from playground.trace import Position, Ranked, Step, Trace  # noqa: E402
+
+WAIT_S = 180  # a call whose stream the server ended (the gate: no stream open for 10 s) sends nothing more
+
+
+def largest_trace(limit: int = MAX_INPUT_BYTES) -> bytes:
+    """A valid trace as JSON, as long as fits under `limit`: steps of eight drafts, seven kept, with q, p, the draws
+    and five-entry top-k lists of p and q at every position."""
+    rng = random.Random(0)
+
+    def step(i: int) -> Step:
+        drafted = [rng.randrange(1000, 30000) for _ in range(8)]
+        emitted = drafted[:7] + [rng.randrange(1000, 30000)]
+        ranked = lambda: [Ranked(rng.randrange(1000, 30000), rng.random(), f"tok{k}") for k in range(5)]  # noqa: E731
+        return Step(index=i, drafted=drafted, accepted=7, rejected=drafted[7:], emitted=emitted,
+                    drafted_text=[f"t{d}" for d in drafted], emitted_text=[f"t{e}" for e in emitted],
+                    draft_ms=rng.random(), verify_ms=rng.random(), q=[rng.random() for _ in drafted],
+                    p=[rng.random() for _ in drafted], draws=[rng.random() for _ in drafted],
+                    dists=[Position(p=ranked(), p_drafted=rng.random(), p_emitted=rng.random(), q=ranked(),
+                                    q_drafted=rng.random()) for _ in emitted])
+
+    def trace(n: int) -> bytes:
+        steps = [step(i) for i in range(n)]
+        made = Trace(method="speculative", target="t", assistant="t", prompt="x", params={"num_assistant_tokens": 8},
+                     decoding={"sample": True, "max_new_tokens": 8 * n, "temperature": 1.0},
+                     output_ids=[e for s in steps for e in s.emitted], steps=steps, vocab_size=32000)
+        made.summarize(1.0)
+        return made.to_json().encode()
+
+    per_step = len(trace(100)) / 100
+    n = int(limit / per_step * 0.99)
+    data = trace(n)
+    while len(data) > limit:
+        n = int(n * 0.99)
+        data = trace(n)
+    return data
+
+
+def call(url: str, fn_index: int, data: list[Any], session: str, address: str) -> dict[str, Any]:
+    """Join a handler in the queue as a page does and read its answer to the end (the last message)."""
+    headers = {"x-forwarded-for": address}
+    body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
+    try:
+        httpx.post(f"{url}gradio_api/queue/join", json=body, headers=headers, timeout=60).raise_for_status()
+        deadline = time.monotonic() + WAIT_S  # the stream's heartbeats go on after the server ended a call
+        with httpx.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session}, headers=headers,
+                          timeout=WAIT_S) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data:") and (message := json.loads(line[5:])).get("msg") == "process_completed":
+                    return message
+                if time.monotonic() > deadline:
+                    break
+    except httpx.HTTPError as exc:  # counted among the failures, the measurement goes on
+        return {"msg": f"{type(exc).__name__}: {exc}"}
+    return {"msg": "the stream ended early"}
+
+
+def predict(url: str, fn_index: int, data: list[Any], session: str, address: str) -> dict[str, Any]:
+    """Call a handler the page calls outside the queue (the replay's slider)."""
+    body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
+    answer = httpx.post(f"{url}gradio_api/run/predict", json=body, headers={"x-forwarded-for": address},
+                        timeout=WAIT_S)
+    return {"success": answer.status_code == 200, "text": answer.text[:300]}
+
+
+def figures_of(proc: psutil.Process) -> tuple[float, float]:
+    """(RSS in MB, CPU seconds so far) of the server."""
+    times = proc.cpu_times()
+    return round(proc.memory_info().rss / 2**20, 1), round(times.user + times.system, 1)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--every", type=int, default=20)
+    parser.add_argument("--idle", type=float, default=60.0, help="seconds to wait after the last session")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app.py to serve")
+    parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server (repeatable)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="playground-uploads-"))
+    (work / "gradio").mkdir()
+    trace = largest_trace()
+    env = {"GRADIO_TEMP_DIR": str(work / "gradio"), "TMPDIR": str(work), "PLAYGROUND_PRELOAD": "0",
+           "SYSTEM": "spaces", "SPACE_ID": "measure/upload-memory", **dict(e.split("=", 1) for e in args.env)}
+    port = free_port()
+    server = start_app(port, work / "server.log", env, root=args.root.resolve())
+    proc = psutil.Process(server.pid)
+    url = f"http://127.0.0.1:{port}/"
+    figures: dict[str, Any] = {"sessions": args.sessions, "trace_bytes": len(trace), "root": str(args.root),
+                               "env": args.env, "rss_mb": {}, "cpu_s": {}, "failures": []}
+    try:
+        deps = {d.get("api_name"): d["id"] for d in httpx.get(f"{url}config", timeout=60).json()["dependencies"]}
+        uploaded = httpx.post(f"{url}gradio_api/upload", files={"files": ("largest.json", trace)}, timeout=120)
+        record = {"path": uploaded.json()[0], "orig_name": "largest.json", "meta": {"_type": "gradio.FileData"}}
+        time.sleep(2)
+        figures["rss_mb"]["0"], figures["cpu_s"]["0"] = figures_of(proc)
+        print(f"trace {len(trace):,} bytes; before: rss {figures['rss_mb']['0']} MB", flush=True)
+        sessions = [(uuid.uuid4().hex[:11], f"10.{n // 250}.{n % 250}.1") for n in range(args.sessions)]
+
+        def visit(visitor: tuple[str, str]) -> str:
+            session, address = visitor
+            loaded = call(url, deps["on_trace_upload"], [record], session, address)
+            if 'data-kind=\\"done\\"' not in json.dumps(loaded):
+                return f"upload: {json.dumps(loaded)[:300]}"
+            stepped = predict(url, deps["replay_view"], [None, 1], session, address)
+            return "ok" if stepped["success"] else f"step: {stepped['text']}"
+
+        began = time.monotonic()
+        with ThreadPoolExecutor(3) as pool:
+            for start in range(0, args.sessions, args.every):
+                results = list(pool.map(visit, sessions[start:start + args.every]))
+                figures["failures"] += [r for r in results if r != "ok"]
+                done = min(start + args.every, args.sessions)
+                figures["rss_mb"][str(done)], figures["cpu_s"][str(done)] = figures_of(proc)
+                print(f"{done} sessions: rss {figures['rss_mb'][str(done)]} MB, server cpu "
+                      f"{figures['cpu_s'][str(done)]} s, {time.monotonic() - began:.0f} s", flush=True)
+        still = [s for s in sessions if predict(url, deps["replay_view"], [None, 1], *s)["success"]]
+        figures["sessions_still_stepping"] = len(still)
+        print(f"sessions still stepping through their upload: {len(still)} of {args.sessions}", flush=True)
+        time.sleep(args.idle)
+        figures["rss_mb"]["idle"], figures["cpu_s"]["idle"] = figures_of(proc)
+        print(f"after {args.idle:.0f} s idle: rss {figures['rss_mb']['idle']} MB", flush=True)
+    finally:
+        stop_app(server)
+    report = json.dumps(figures, indent=2)
+    print(report)
+    if args.json:  # beside the printed figures, for a later comparison
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(report + "\n")
+    return 0 if not figures["failures"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
