@@ -39,7 +39,8 @@ from .guard import PRIVATE, guarded, session_key
 from .language import L, language_of
 from .outputs import Outputs
 
-LOOK_EVERY_S = 0.2  # how often a follower's stream looks at its room (a dictionary read; it renders only on change)
+LOOK_EVERY_S = 0.2  # how often a room's watch looks at it for its followers (`_Watch`)
+LOOK_AGAIN_S = 1.0  # a follower's stream looks itself at least this often (its own answer, having left the class)
 BEAT_S = 5.0  # a follower's stream writes at least this often, so Gradio notices a page that closed
 TICK_S = 1.0  # the presenter's page's beat
 CHART_EVERY_S = 1.5  # as the presenter's own page (`generate_tab.CHART_EVERY_S`)
@@ -245,12 +246,51 @@ def _follower_views(room: Room, view: RoomView, key: str, lang: str,
     return FOLLOWED(_rendered(room, view, lang, done_message), class_question=question_html(view, given, last, lang))
 
 
+class _Watch:
+    """One per followed room, in the server's event loop: it looks at the room every `LOOK_EVERY_S` and wakes the
+    room's followers' streams only when what the class sees changed (one look a tick for the class, not one per
+    follower), and ends when no stream waits on it."""
+
+    _by_room: dict[str, _Watch] = {}  # room code -> its watch
+
+    def __init__(self, room: Room) -> None:
+        self.room, self.waiting, self.changed = room, 0, asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._watching())
+
+    @classmethod
+    def of(cls, room: Room) -> _Watch:
+        watch = cls._by_room.get(room.code)
+        if watch is None or watch.room is not room or watch.task.done():
+            watch = cls._by_room[room.code] = cls(room)
+        watch.waiting += 1
+        return watch
+
+    async def _watching(self) -> None:
+        seen = self.room.view().version
+        while self.waiting > 0:
+            await asyncio.sleep(LOOK_EVERY_S)
+            version = self.room.view().version
+            if version != seen:
+                seen, woken, self.changed = version, self.changed, asyncio.Event()
+                woken.set()
+        if _Watch._by_room.get(self.room.code) is self:
+            del _Watch._by_room[self.room.code]
+
+    async def wait(self, timeout_s: float) -> None:
+        """Until the class's view changes, or `timeout_s`."""
+        try:
+            await asyncio.wait_for(self.changed.wait(), max(0.0, timeout_s))
+        except asyncio.TimeoutError:
+            pass
+
+
 def stream_for(done_message: Callable[..., tuple[str, str]]) -> Callable[..., Any]:
     """The follower's stream (`FOLLOWED`), `done_message` wording a finished run as the presenter's page does."""
 
     async def follow_stream(code: Any, request: gr.Request = None):  # type: ignore[assignment,no-untyped-def]
-        """Looks at the room `code` every `LOOK_EVERY_S` and writes what the class sees when it changed; ends when the
-        room ends or the follower stops following. Holds no thread and touches no model."""
+        """Writes what the class sees of the room `code` when it changed (woken by the room's `_Watch`); ends when the
+        room ends or the follower stops following (looked at least every `LOOK_AGAIN_S`). Holds no thread and
+        touches no model."""
         if not isinstance(code, str):
             yield FOLLOWED.skip()
             return
@@ -258,28 +298,40 @@ def stream_for(done_message: Callable[..., tuple[str, str]]) -> Callable[..., An
         shown: Any = None
         written: tuple[Any, ...] = ()
         beat = time.monotonic()
-        while True:
-            room = ROOMS.look(code, key)
-            if room is None:
-                if ROOMS.followed(key) is None and written:
-                    yield FOLLOWED(FOLLOWED.read(written), status=render.status_html(t("follow.ended", lang), "idle"),
-                                   class_question="")
-                return
-            view = room.view()
-            given = ROOMS.answer_given(key, view.question.index) if view.question is not None else None
-            state = (view.version, given)
-            now = time.monotonic()
-            # At the free pace a follower is written at most every FREE_EVERY_S (each write costs the server
-            # milliseconds per follower); a question, a press and the end at once.
-            due = view.finished or view.question is not None or now - beat >= FREE_EVERY_S or shown is None
-            if state != shown and due:
-                shown, beat = state, now
-                written = _follower_views(room, view, key, lang, done_message)
-                yield written
-            elif now - beat >= BEAT_S and written:
-                beat = now
-                yield written  # the same values again: nothing for the page to change (Gradio sends no edit)
-            await asyncio.sleep(LOOK_EVERY_S)
+        watch: _Watch | None = None
+        try:
+            while True:
+                room = ROOMS.look(code, key)
+                if room is not None and watch is None:
+                    watch = _Watch.of(room)
+                if room is None:
+                    if ROOMS.followed(key) is None and written:
+                        yield FOLLOWED(FOLLOWED.read(written),
+                                       status=render.status_html(t("follow.ended", lang), "idle"), class_question="")
+                    return
+                view = room.view()
+                given = ROOMS.answer_given(key, view.question.index) if view.question is not None else None
+                state = (view.version, given)
+                now = time.monotonic()
+                # At the free pace a follower is written at most every FREE_EVERY_S (each write costs the server
+                # a fraction of a millisecond per follower); a question, a press and the end at once.
+                urgent = view.finished or view.question is not None or shown is None
+                if state != shown and (urgent or now - beat >= FREE_EVERY_S):
+                    shown, beat = state, now
+                    written = _follower_views(room, view, key, lang, done_message)
+                    yield written
+                    continue
+                if now - beat >= BEAT_S and written:
+                    beat = now
+                    yield written  # the same values again: nothing for the page to change (Gradio sends no edit)
+                if state != shown:  # a change not yet due: written when it is
+                    await asyncio.sleep(FREE_EVERY_S - (now - beat))
+                else:  # woken by the room's watch when the class's view changes (or to beat, or look again)
+                    assert watch is not None
+                    await watch.wait(min(BEAT_S - (time.monotonic() - beat), LOOK_AGAIN_S))
+        finally:
+            if watch is not None:
+                watch.waiting -= 1
 
     return follow_stream
 
