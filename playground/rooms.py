@@ -80,6 +80,7 @@ class Room:
     fill: Callable[[int], None] | None = None  # fills in a step's figures (the microscope's) from the run's own data
     followers: dict[str, float] = field(default_factory=dict)  # follower's session key -> last looked
     answers: dict[int, dict[str, str]] = field(default_factory=dict)  # step index -> follower -> answer (this run)
+    asked_of: dict[str, int] = field(default_factory=dict)  # follower -> the question's step their page shows
     rendered: dict[Any, Any] = field(default_factory=dict)  # the renderers' output per version and language (a cache)
 
     def view(self) -> RoomView:
@@ -155,6 +156,7 @@ class Rooms:
                 del self._following[key]
         room.followers.clear()
         room.answers.clear()
+        room.asked_of.clear()
         room.rendered.clear()
         room.trace = room.fill = None
 
@@ -273,6 +275,21 @@ class Rooms:
             room = self._rooms.get(code) if code is not None else None
             if room is not None:
                 room.followers.pop(follower, None)
+                room.asked_of.pop(follower, None)
+
+    def shown(self, room: Room, follower: str, question: Step | None) -> None:
+        """The follower's page now shows `question` (or none): their answer counts for that step only."""
+        with self._lock:
+            if question is None:
+                room.asked_of.pop(follower, None)
+            else:
+                room.asked_of[follower] = question.index
+
+    def asked(self, follower: str) -> int | None:
+        """The question's step the follower's page shows, if any (what their answer is for)."""
+        with self._lock:
+            room = self._rooms.get(self._following.get(follower, ""))
+            return room.asked_of.get(follower) if room is not None else None
 
     def answer(self, follower: str, step_index: Any, choice: Any) -> str:
         """A follower's answer for the open question's step: counted once; refused in words when it is not one of

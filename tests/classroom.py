@@ -1,21 +1,41 @@
 """Visitors of a real server speaking Gradio's own protocol (no browser): the page's handlers called by name as the page
 calls them, in a session of the visitor's own. For the class tests (`test_follow_server.py`) and the class-load
-benchmark (`measure/class_load.py`)."""
+benchmark (`measure/class_load.py`); the public server both class tests start (`public_server`)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
+from appserver import ARTIFACTS, free_port, start_app, stop_app
 
 from appserver import LOCAL_TLS
 
 WAIT_S = 300.0
 STEP_SPAN = re.compile(r'class="pg-step[ "]')
 CODE_IN_LINK = re.compile(r"follow=([A-Za-z0-9_-]{16})")
+
+
+@contextmanager
+def public_server(models: dict[str, str], log_name: str, extra: dict[str, str] | None = None) -> Iterator[str]:
+    """A real server in public mode (as a Space runs it; no start-up load), the tiny `models`' folder allowed as a
+    Space allows one; its address. Its log is ARTIFACTS/`log_name`."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "GRADIO_"))}
+    env = {"PLAYGROUND_PRELOAD": "0", "PLAYGROUND_PUBLIC": "1",
+           "PLAYGROUND_ALLOWED_DIRS": str(Path(models["target"]).resolve().parent), **(extra or {})}
+    port = free_port()
+    proc = start_app(port, ARTIFACTS / log_name, env, base_env=base)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        stop_app(proc)
 
 
 def handlers(url: str) -> dict[str, dict[str, Any]]:

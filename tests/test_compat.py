@@ -122,7 +122,9 @@ def gradio_changes() -> list[str]:
 
     changes = signature_changes(GRADIO_SIGNATURES)
     changes += _assigns(blocks.Blocks, "self._queue = queueing.Queue(", "self.mcp_server_obj")
-    changes += _assigns(queueing.Queue.__init__, "self.event_queue_per_concurrency_id", "self.active_jobs")
+    changes += _assigns(queueing.Queue.__init__, "self.event_queue_per_concurrency_id", "self.active_jobs",
+                        "self.max_thread_count")
+    changes += _assigns(queueing.Queue.start, "self.active_jobs = [None] * self.max_thread_count")
     changes += _assigns(queueing.EventQueue.__init__, "self.queue")
     changes += _assigns(queueing.Event.__init__, "self._id =", "self.session_hash", "self.fn =", "self.alive",
                         "self.enqueue_time")
@@ -187,7 +189,8 @@ def test_a_moved_internal_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # Private names of a dependency: read only in playground/compat/ (attributes, getattr's names, imported names).
 PRIVATE_NAMES = {"_get_candidate_generator", "_get_logits_processor", "_speculative_sampling", "_cache", "_queue",
-                 "_id", "_data", "_mcp_type", "clean_events", "active_jobs", "event_queue_per_concurrency_id",
+                 "_id", "_data", "_mcp_type", "clean_events", "active_jobs", "max_thread_count",
+                 "event_queue_per_concurrency_id",
                  "get_upload_folder", "mcp_server_obj", "request_handlers", "DEFAULT_MAX_INCOMPLETE_EVENT_SIZE",
                  "LocalContext", "h11_impl"}
 

@@ -7,13 +7,12 @@ unknown code is refused in words. The models are tiny local ones, allowed as a p
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlencode
 
 import pytest
-from appserver import ARTIFACTS, browser_fixture, free_port, needs_chromium, start_app, stop_app
+from appserver import browser_fixture, needs_chromium
+from classroom import public_server
 
 pytestmark = [pytest.mark.server, pytest.mark.browser, pytest.mark.models, needs_chromium]
 
@@ -24,16 +23,8 @@ STEPS = "() => document.querySelectorAll('#pg-output .pg-step').length"
 
 @pytest.fixture(scope="module")
 def app_url(tiny_models: dict[str, str]) -> Iterator[str]:
-    ARTIFACTS.mkdir(exist_ok=True)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "GRADIO_"))}
-    extra = {"PLAYGROUND_PRELOAD": "0", "PLAYGROUND_PUBLIC": "1",
-             "PLAYGROUND_ALLOWED_DIRS": str(Path(tiny_models["target"]).resolve().parent)}
-    port = free_port()
-    proc = start_app(port, ARTIFACTS / "follow-browser-server.log", extra, base_env=base)
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        stop_app(proc)
+    with public_server(tiny_models, "follow-browser-server.log") as url:
+        yield url
 
 
 def open_page(browser: Any, url: str, width: int = 1280, height: int = 900) -> Any:

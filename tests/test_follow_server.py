@@ -5,16 +5,21 @@ page shows the tally and the answer; an unknown code is refused in words; a foll
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from appserver import ARTIFACTS, start_app, stop_app, free_port
-from classroom import CODE_IN_LINK, Visitor, handlers, shown_after, steps_in, text_of
+from classroom import (
+    CODE_IN_LINK,
+    Visitor,
+    handlers,
+    public_server,
+    shown_after,
+    steps_in,
+    text_of,
+)
 
 pytestmark = [pytest.mark.server, pytest.mark.models]
 
@@ -23,17 +28,8 @@ PROMPT = "one two three four five six seven eight nine ten"
 
 @pytest.fixture(scope="module")
 def server(tiny_models: dict[str, str]) -> Iterator[tuple[str, dict[str, Any]]]:
-    ARTIFACTS.mkdir(exist_ok=True)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "GRADIO_"))}
-    extra = {"PLAYGROUND_PRELOAD": "0", "PLAYGROUND_PUBLIC": "1",
-             "PLAYGROUND_ALLOWED_DIRS": str(Path(tiny_models["target"]).resolve().parent)}
-    port = free_port()
-    proc = start_app(port, ARTIFACTS / "follow-server.log", extra, base_env=base)
-    try:
-        url = f"http://127.0.0.1:{port}/"
+    with public_server(tiny_models, "follow-server.log") as url:
         yield url, handlers(url)
-    finally:
-        stop_app(proc)
 
 
 def run_args(models: dict[str, str], tokens: int = 24) -> list[Any]:
@@ -91,9 +87,9 @@ def test_a_follower_sees_the_presenters_run_step_by_step_and_the_class_answers(
     until(lambda: "pg-class-question" in str(view.last[5]), "the class's first question", 240)
     asked = int(re.search(r'data-asked="(\d+)"', view.last[5]).group(1))
     assert steps_in(view.last[0]) == asked  # every step before the question, none after
-    follower.call("answer_kept", [None])
+    follower.call("answer_kept")
     with pytest.raises(RuntimeError, match="already answered"):
-        follower.call("answer_refused", [None])
+        follower.call("answer_refused")
     tally = presenter.call("class_tick")[0]
     assert 'data-followers="1"' in tally and "kept 1 · refused 0" in text_of(tally), tally
     # A follower's "Next step" is their own page's: the presenter's run does not move.
@@ -141,3 +137,40 @@ def test_an_unknown_code_is_refused_in_the_visitors_language(server: tuple[str, 
         joined = visitor.outputs("join_class", visitor.call("join_class"))
         status = next(v for v in joined.values() if isinstance(v, str) and "pg-status" in v)
         assert 'data-kind="error"' in status and words in text_of(status)
+
+
+def test_a_class_larger_than_gradios_workers_leaves_room_for_runs_and_sees_every_step(
+        server: tuple[str, dict[str, Any]], tiny_models: dict[str, str]) -> None:
+    """Every follower's stream runs in Gradio's queue as long as its page is open, and the queue runs at most 40
+    events at once (`launch(max_threads=40)`): 45 followers held every worker and the presenter's run never started.
+    The run starts and ends while they follow, and each follower ends with every step of it, in order."""
+    url, deps = server
+    presenter = Visitor(url, deps)
+    presenter.call("set_pace", ["free", 1.0])
+    code = CODE_IN_LINK.search(presenter.call("open_class", [url])[0]).group(1)
+    followers = [Visitor(url, deps, f"?follow={code}") for _ in range(45)]
+    watched = []
+    try:
+        for follower in followers:
+            follower.call("join_class")
+            watched.append(Watched(follower, "follow_stream", [None]))
+        until(lambda: all(w.seen for w in watched), "every follower's stream writing", 120)
+        run = Watched(presenter, "generate", run_args(tiny_models, 16))
+        run.thread.join(180)
+        assert not run.thread.is_alive(), "the presenter's run did not end while 45 followers followed"
+        assert run.error is None and 'data-kind="done"' in run.last[4]
+        steps = steps_in(run.last[0])
+        assert steps >= 2
+        until(lambda: all(steps_in(w.last[0]) == steps for w in watched), "every follower shown the whole run", 120)
+        for w in watched:
+            assert re.findall(r'class="pg-step[^"]*" data-step="(\d+)"', w.last[0]) == [str(i) for i in range(steps)]
+            assert text_of(w.last[0]) == text_of(run.last[0])
+            shown = [steps_in(seen[0]) for seen in w.seen]
+            assert shown == sorted(shown)  # steps arrive in order, never taken back
+    finally:
+        for follower in followers:
+            follower.call("leave_class")
+        for w in watched:
+            w.thread.join(30)
+        for follower in followers:
+            follower.close()

@@ -483,8 +483,8 @@ def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
         "class_tick": [],
         "join_class": [],  # the class link's code comes in the page's address
         "follow_stream": [None],  # the followed room's code (a State)
-        "answer_kept": [None],  # the step asked (a State)
-        "answer_refused": [None],
+        "answer_kept": [],  # for the step the follower's page shows (the room keeps it)
+        "answer_refused": [],
         "leave_class": [],
         "try_it_yourself": [],
         "_step_on_shown": ["step"],  # "Next step" shown with Generate at a waiting pace (the pace's mode)

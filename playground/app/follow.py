@@ -26,7 +26,6 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import gradio as gr
 import segno
-from gradio.components.plot import PlotData
 
 from .. import charts, microscope_view, render
 from ..errors import localized_message
@@ -40,7 +39,8 @@ from .guard import PRIVATE, guarded, session_key
 from .language import L, language_of
 from .outputs import Outputs
 
-LOOK_EVERY_S = 0.2  # how often a follower's stream looks at its room (a dictionary read; it renders only on change)
+LOOK_EVERY_S = 0.2  # how often a room's watch looks at it for its followers (`_Watch`)
+LOOK_AGAIN_S = 1.0  # a follower's stream looks itself at least this often (its own answer, having left the class)
 BEAT_S = 5.0  # a follower's stream writes at least this often, so Gradio notices a page that closed
 TICK_S = 1.0  # the presenter's page's beat
 CHART_EVERY_S = 1.5  # as the presenter's own page (`generate_tab.CHART_EVERY_S`)
@@ -48,11 +48,16 @@ FREE_EVERY_S = 0.5  # a follower's writes while the run goes as fast as it comes
 MAX_ADDRESS_CHARS = 2000
 
 # What the follower's stream writes (the page's own run views, and the class's question).
-FOLLOWED = Outputs("tokens", "stats", "status", "acceptance", "timing", "class_question", "answer_kept",
-                   "answer_refused", "asked_step")
+# Its values are written as Gradio sends them (the event has `postprocess=False`): Gradio then neither builds a
+# component nor hops to a thread per write and follower. So the stream never writes an update (`gr.skip()`,
+# `gr.update`: each would build a component per write); the answer buttons show through the style sheet
+# (`CSS`) while the question box holds an open question (`data-open`).
+# Nor a State (each write of one builds its component's config): the room keeps which question a follower's page
+# shows (`Rooms.shown`), and their answer is for that step.
+FOLLOWED = Outputs("tokens", "stats", "status", "acceptance", "timing", "class_question")
 JOINED = Outputs("follow_code", "follow_bar", "follow_try", "status", "run_started")
-ANSWERED = Outputs("class_question", "answer_kept", "answer_refused")
-LEFT = Outputs("follow_code", "follow_bar", "follow_try", "class_question", "answer_kept", "answer_refused")
+ANSWERED = Outputs("class_question",)
+LEFT = Outputs("follow_code", "follow_bar", "follow_try", "class_question")
 
 
 # --------------------------------------------------------------------------- the presenter's side
@@ -167,7 +172,8 @@ def _shown_summary(view: RoomView) -> Any:
 
 
 def _rendered(room: Room, view: RoomView, lang: str, done_message: Callable[..., tuple[str, str]]) -> dict[str, Any]:
-    """The run's views for `view` in `lang`, rendered once per version and language for the whole class."""
+    """The run's views for `view` in `lang` (the page's tokens, stats, status and both charts, as Gradio sends them),
+    rendered once per version and language for the whole class: every follower's write shares these objects."""
     cache_key = (view.version, lang)
     cached = room.rendered.get(cache_key)
     if cached is not None:
@@ -176,7 +182,7 @@ def _rendered(room: Room, view: RoomView, lang: str, done_message: Callable[...,
     if trace is None:
         views = {"tokens": render.empty_tokens(t("follow.waiting", lang), lang),
                  "stats": render.stats_html(None, lang=lang),
-                 "status": render.status_html(t("follow.waiting", lang), "idle")}
+                 "status": render.status_html(t("follow.waiting", lang), "idle"), "acceptance": None, "timing": None}
     else:
         steps = list(view.steps)
         tokens = (render.render_tokens(steps, lang=lang) if steps
@@ -190,13 +196,14 @@ def _rendered(room: Room, view: RoomView, lang: str, done_message: Callable[...,
         views = {"tokens": tokens, "stats": render.stats_html(_shown_summary(view), lang=lang), "status": status}
         # The charts (a Plotly figure is re-sent whole, to every follower) at most every CHART_EVERY_S while the run
         # goes as fast as it comes; at each question and at the end always.
-        last = room.rendered.get(("charts", lang), -CHART_EVERY_S)
+        drawn, charts_shown = room.rendered.get(("charts", lang), (-CHART_EVERY_S, {}))
         now = time.monotonic()
-        if view.finished or view.question is not None or now - last >= CHART_EVERY_S:
-            room.rendered[("charts", lang)] = now
-            # Serialised once here for the whole class (Gradio would write each figure's JSON again per follower).
-            views.update((name, PlotData(type="plotly", plot=figure.to_json()))
-                         for name, figure in zip(("acceptance", "timing"), charts.figures(steps, lang=lang)))
+        if view.finished or view.question is not None or now - drawn >= CHART_EVERY_S or not charts_shown:
+            # Serialised once here for the whole class, in the form Gradio's Plot sends (`PlotData`'s fields).
+            charts_shown = {name: {"type": "plotly", "plot": figure.to_json()}
+                            for name, figure in zip(("acceptance", "timing"), charts.figures(steps, lang=lang))}
+            room.rendered[("charts", lang)] = now, charts_shown
+        views.update(charts_shown)  # between drawings the last drawn figures (the same objects: nothing to send)
     if len(room.rendered) > 16:  # only the current version's are read again (and when the charts were drawn)
         for old in [k for k in room.rendered if k[0] != "charts"]:
             del room.rendered[old]
@@ -224,6 +231,8 @@ def question_html(view: RoomView, given: str | None, last: tuple[Any, str | None
     if not parts:
         return ""
     asked = f' data-asked="{question.index}"' if question is not None else ""
+    if question is not None and given is None:
+        asked += " data-open"  # the answer buttons show (`CSS`)
     return (f'<div class="pg-class-question" data-testid="pg-class-question"{asked}>'
             + "".join(f"<p>{html.escape(p)}</p>" for p in parts) + "</div>")
 
@@ -233,68 +242,116 @@ def _follower_views(room: Room, view: RoomView, key: str, lang: str,
     given = ROOMS.answer_given(key, view.question.index) if view.question is not None else None
     last_step = view.steps[-1] if view.steps and view.steps[-1].index in room.answers else None
     last = (last_step, ROOMS.answer_given(key, last_step.index)) if last_step is not None else None
-    open_question = view.question is not None and given is None
-    return FOLLOWED(_rendered(room, view, lang, done_message),
-                    class_question=question_html(view, given, last, lang),
-                    answer_kept=gr.update(visible=open_question), answer_refused=gr.update(visible=open_question),
-                    asked_step=view.question.index if view.question is not None else None)
+    ROOMS.shown(room, key, view.question)
+    return FOLLOWED(_rendered(room, view, lang, done_message), class_question=question_html(view, given, last, lang))
+
+
+class _Watch:
+    """One per followed room, in the server's event loop: it looks at the room every `LOOK_EVERY_S` and wakes the
+    room's followers' streams only when what the class sees changed (one look a tick for the class, not one per
+    follower), and ends when no stream waits on it."""
+
+    _by_room: dict[str, _Watch] = {}  # room code -> its watch
+
+    def __init__(self, room: Room) -> None:
+        self.room, self.waiting, self.changed = room, 0, asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._watching())
+
+    @classmethod
+    def of(cls, room: Room) -> _Watch:
+        watch = cls._by_room.get(room.code)
+        if watch is None or watch.room is not room or watch.task.done():
+            watch = cls._by_room[room.code] = cls(room)
+        watch.waiting += 1
+        return watch
+
+    async def _watching(self) -> None:
+        seen = self.room.view().version
+        while self.waiting > 0:
+            await asyncio.sleep(LOOK_EVERY_S)
+            version = self.room.view().version
+            if version != seen:
+                seen, woken, self.changed = version, self.changed, asyncio.Event()
+                woken.set()
+        if _Watch._by_room.get(self.room.code) is self:
+            del _Watch._by_room[self.room.code]
+
+    async def wait(self, timeout_s: float) -> None:
+        """Until the class's view changes, or `timeout_s`."""
+        try:
+            await asyncio.wait_for(self.changed.wait(), max(0.0, timeout_s))
+        except asyncio.TimeoutError:
+            pass
 
 
 def stream_for(done_message: Callable[..., tuple[str, str]]) -> Callable[..., Any]:
     """The follower's stream (`FOLLOWED`), `done_message` wording a finished run as the presenter's page does."""
 
     async def follow_stream(code: Any, request: gr.Request = None):  # type: ignore[assignment,no-untyped-def]
-        """Looks at the room `code` every `LOOK_EVERY_S` and writes what the class sees when it changed; ends when the
-        room ends or the follower stops following. Holds no thread and touches no model."""
+        """Writes what the class sees of the room `code` when it changed (woken by the room's `_Watch`); ends when the
+        room ends or the follower stops following (looked at least every `LOOK_AGAIN_S`). Holds no thread and
+        touches no model."""
         if not isinstance(code, str):
             yield FOLLOWED.skip()
             return
         key, lang = session_key(request), language_of(request)
         shown: Any = None
+        written: tuple[Any, ...] = ()
         beat = time.monotonic()
-        while True:
-            room = ROOMS.look(code, key)
-            if room is None:
-                if ROOMS.followed(key) is None and shown is not None:
-                    yield FOLLOWED(status=render.status_html(t("follow.ended", lang), "idle"), class_question="",
-                                   answer_kept=gr.update(visible=False), answer_refused=gr.update(visible=False),
-                                   asked_step=None)
-                return
-            view = room.view()
-            given = ROOMS.answer_given(key, view.question.index) if view.question is not None else None
-            state = (view.version, given)
-            now = time.monotonic()
-            # At the free pace a follower is written at most every FREE_EVERY_S (each write costs the server
-            # milliseconds per follower); a question, a press and the end at once.
-            due = view.finished or view.question is not None or now - beat >= FREE_EVERY_S or shown is None
-            if state != shown and due:
-                shown, beat = state, now
-                yield _follower_views(room, view, key, lang, done_message)
-            elif now - beat >= BEAT_S:
-                beat = now
-                yield FOLLOWED.skip()
-            await asyncio.sleep(LOOK_EVERY_S)
+        watch: _Watch | None = None
+        try:
+            while True:
+                room = ROOMS.look(code, key)
+                if room is not None and watch is None:
+                    watch = _Watch.of(room)
+                if room is None:
+                    if ROOMS.followed(key) is None and written:
+                        yield FOLLOWED(FOLLOWED.read(written),
+                                       status=render.status_html(t("follow.ended", lang), "idle"), class_question="")
+                    return
+                view = room.view()
+                given = ROOMS.answer_given(key, view.question.index) if view.question is not None else None
+                state = (view.version, given)
+                now = time.monotonic()
+                # At the free pace a follower is written at most every FREE_EVERY_S (each write costs the server
+                # a fraction of a millisecond per follower); a question, a press and the end at once.
+                urgent = view.finished or view.question is not None or shown is None
+                if state != shown and (urgent or now - beat >= FREE_EVERY_S):
+                    shown, beat = state, now
+                    written = _follower_views(room, view, key, lang, done_message)
+                    yield written
+                    continue
+                if now - beat >= BEAT_S and written:
+                    beat = now
+                    yield written  # the same values again: nothing for the page to change (Gradio sends no edit)
+                if state != shown:  # a change not yet due: written when it is
+                    await asyncio.sleep(FREE_EVERY_S - (now - beat))
+                else:  # woken by the room's watch when the class's view changes (or to beat, or look again)
+                    assert watch is not None
+                    await watch.wait(min(BEAT_S - (time.monotonic() - beat), LOOK_AGAIN_S))
+        finally:
+            if watch is not None:
+                watch.waiting -= 1
 
     return follow_stream
 
 
-def _answer(choice: str, asked: Any, request: gr.Request) -> tuple[Any, ...]:
+def _answer(choice: str, request: gr.Request) -> tuple[Any, ...]:
     key, lang = session_key(request), language_of(request)
-    ROOMS.answer(key, asked, choice)
+    ROOMS.answer(key, ROOMS.asked(key), choice)
     text = t("follow.answered", lang, answer=t(f"class.answer_word.{choice}", lang))
     return ANSWERED(class_question=f'<div class="pg-class-question" data-testid="pg-class-question">'
-                                   f"<p>{html.escape(text)}</p></div>",
-                    answer_kept=gr.update(visible=False), answer_refused=gr.update(visible=False))
+                                   f"<p>{html.escape(text)}</p></div>")
 
 
-def answer_kept(asked: Any, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
-    """A follower answers "kept" for the class's question (the step `asked`)."""
-    return _answer(KEPT, asked, request)
+def answer_kept(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    """A follower answers "kept" for the class's question (the step their page shows)."""
+    return _answer(KEPT, request)
 
 
-def answer_refused(asked: Any, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
-    """A follower answers "refused" for the class's question (the step `asked`)."""
-    return _answer(REFUSED, asked, request)
+def answer_refused(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    """A follower answers "refused" for the class's question (the step their page shows)."""
+    return _answer(REFUSED, request)
 
 
 def leave_class(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
@@ -303,9 +360,8 @@ def leave_class(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[
     if ROOMS.followed(key) is None:
         return LEFT.skip()
     ROOMS.leave(key)
-    hidden = gr.update(visible=False)
-    return LEFT(follow_code=None, follow_bar=gr.update(value="", visible=False), follow_try=hidden,
-                class_question="", answer_kept=hidden, answer_refused=hidden)
+    return LEFT(follow_code=None, follow_bar=gr.update(value="", visible=False), follow_try=gr.update(visible=False),
+                class_question="")
 
 
 def followed_panel(key: str, data: Any, lang: str) -> str | None:
@@ -366,12 +422,11 @@ def build_class_box() -> dict[str, Any]:
     ui["follow_bar"] = gr.HTML("", elem_id="pg-follow-bar", visible=False)
     ui["class_question"] = gr.HTML("", elem_id="pg-class-question-box")
     with gr.Row(elem_id="pg-class-answers"):
-        ui["answer_kept"] = gr.Button(L("ui.class.kept"), visible=False, elem_id="pg-answer-kept", min_width=140)
-        ui["answer_refused"] = gr.Button(L("ui.class.refused"), visible=False, elem_id="pg-answer-refused",
-                                         min_width=140)
+        # Shown by the style sheet only while the question box holds an open question (`CSS`).
+        ui["answer_kept"] = gr.Button(L("ui.class.kept"), elem_id="pg-answer-kept", min_width=140)
+        ui["answer_refused"] = gr.Button(L("ui.class.refused"), elem_id="pg-answer-refused", min_width=140)
     ui["class_timer"] = gr.Timer(TICK_S, active=False)
     ui["follow_code"] = gr.State(None)
-    ui["asked_step"] = gr.State(None)
     return ui
 
 
@@ -391,9 +446,9 @@ def wire(loaded: Any, ui: dict[str, Any], restore: Callable[[dict[str, str], str
     # The follower's stream: in a queue group of its own without a limit (it waits on no run and holds no thread).
     loaded.then(guarded(join_class), None, out(JOINED), **PRIVATE).then(
         stream_for(done_message), ui["follow_code"], out(FOLLOWED), api_visibility="private", show_progress="hidden",
-        preprocess=False, concurrency_id="follow", concurrency_limit=None)
-    ui["answer_kept"].click(guarded(answer_kept), ui["asked_step"], out(ANSWERED), **PRIVATE)
-    ui["answer_refused"].click(guarded(answer_refused), ui["asked_step"], out(ANSWERED), **PRIVATE)
+        preprocess=False, postprocess=False, concurrency_id="follow", concurrency_limit=None)
+    ui["answer_kept"].click(guarded(answer_kept), None, out(ANSWERED), **PRIVATE)
+    ui["answer_refused"].click(guarded(answer_refused), None, out(ANSWERED), **PRIVATE)
     ui["generate_btn"].click(guarded(leave_class), None, out(LEFT), **PRIVATE)
     ui["follow_try"].click(guarded(try_for(restore)), None, [*restored, *out(LEFT)], **PRIVATE)
 
@@ -408,4 +463,6 @@ CSS = """
 .pg-class-tally p, .pg-class-question p, .pg-follow { margin: 2px 0; }
 .pg-class-tally, .pg-class-question, .pg-follow { border-inline-start: 4px solid #0072B2; padding-inline-start: 8px; }
 html.pg-presenter .pg-class-tally { font-size: 18px; }
+#pg-class-answers { display: none !important; }
+.gradio-container:has(#pg-class-question-box [data-open]) #pg-class-answers { display: flex !important; }
 """

@@ -14,6 +14,7 @@ from typing import Any
 from .. import microscope_view, render
 from ..i18n import LANGUAGES, t
 from ..models import DEFAULT_TARGET, gc_paused
+from ..compat import gradio_internals
 from ..settings import get_settings
 from . import access, follow, gate, language, mcp_tools, presenter, sessions
 from .head_start import configure_logging
@@ -86,6 +87,8 @@ PAGE_HEAD = """<script>(function () {
 })();</script>""" % {"hints": json.dumps({lang: t("ui.preset.placeholder", lang) for lang in LANGUAGES},
                                          ensure_ascii=False)}
 
+QUEUE_WORKERS = 40  # Gradio's own (`launch(max_threads=40)`): for every handler but the followers' streams
+
 
 def launch_kwargs() -> dict[str, Any]:
     """What `launch()` needs besides the server address: styles, title and the upload limit."""
@@ -109,6 +112,7 @@ def start_preload() -> None:
 def main() -> None:
     """Serve the page on GRADIO_SERVER_NAME:GRADIO_SERVER_PORT (default 127.0.0.1:7860) until interrupted."""
     configure_logging()
+    gradio_internals.spare_missing_matplotlib()
     with gc_paused():  # building the page allocates in bulk (`models.gc_paused` says why)
         demo = build_ui()
         # Serve first, then load: the page answers (and shows the load's progress) while the start-up
@@ -120,6 +124,11 @@ def main() -> None:
             mcp_server=get_settings().mcp,
             **launch_kwargs(),
         )
+    # Every follower's stream runs in the queue as long as its page is open: workers for all of them besides
+    # Gradio's 40 (`gradio_internals.widen_queue`), so a class never holds the queue a run needs.
+    settings = get_settings()
+    workers = QUEUE_WORKERS + settings.max_rooms * settings.room_followers
+    gradio_internals.widen_queue(gradio_internals.queue_of(demo), workers)
     mcp_tools.end_with_agent(demo)  # an agent's tool call stops when the agent disconnects
     start_preload()
     demo.block_thread()

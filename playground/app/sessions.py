@@ -11,7 +11,10 @@ that way. Here:
   its run), then the session itself (`_drop`);
 - a session no event touched for `IDLE_SESSION_S` (a client that never held the heartbeat, such as a script speaking
   the queue protocol) is treated as left (`_sweep`);
-- at most `MAX_SESSIONS` sessions are kept (`launch`'s `state_session_capacity`), the least recently used dropped.
+- at most `MAX_SESSIONS` sessions are kept (`launch`'s `state_session_capacity`), the least recently used dropped;
+- once sessions were dropped and none for `TRIM_AFTER_S`, the process gives the freed memory back to the system
+  (`give_back`: a collection, then glibc's `malloc_trim`): Python frees a departed class's objects, but glibc keeps
+  the freed pages of its heaps and the server's resident memory would stay where the class left it.
 
 What a run itself keeps (its KV cache, its deferred scores) lives only while the run does (docs/limits.md).
 """
@@ -19,6 +22,9 @@ What a run itself keeps (its KV cache, its deferred scores) lives only while the
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
+import gc
 import threading
 import time
 from datetime import datetime
@@ -33,6 +39,33 @@ LEFT_GRACE_S = 60.0  # a page that lost its connection for less than this (a pho
 IDLE_SESSION_S = 1800.0  # a session no event touched this long is freed as if its visitor had left
 MAX_SESSIONS = 300  # sessions kept at most (Gradio drops the least recently used past it)
 SWEEP_EVERY_S = 30.0
+TRIM_AFTER_S = 5.0  # memory is given back this long after the last dropped session (a class leaves at once)
+
+
+def _malloc_trim() -> Any:
+    """glibc's `malloc_trim` (None elsewhere: musl, macOS, Windows)."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+MALLOC_TRIM = _malloc_trim()
+_TRIM: list[asyncio.TimerHandle] = []  # the pending give-back, if any
+
+
+def give_back() -> bool:
+    """Collect, then hand the heaps' free pages back to the system (in a worker thread: both take tens of ms on a
+    big heap). True if glibc's trim released anything."""
+    gc.collect()
+    return bool(MALLOC_TRIM(0)) if MALLOC_TRIM is not None else False
+
+
+def _give_back_soon(loop: asyncio.AbstractEventLoop) -> None:
+    """One give-back `TRIM_AFTER_S` after the last of a run of drops (a class leaving drops many at once)."""
+    while _TRIM:
+        _TRIM.pop().cancel()
+    _TRIM.append(loop.call_later(TRIM_AFTER_S, lambda: (_TRIM.clear(), loop.run_in_executor(None, give_back))))
 
 
 def forget(key: str) -> None:
@@ -53,6 +86,7 @@ def _drop(holder: Any, key: str, state: Any) -> None:
             component.delete_callback(value)
         del holder.session_data[key]
         holder.time_last_used.pop(key, None)
+    _give_back_soon(asyncio.get_running_loop())
 
 
 def _close_later(holder: Any, key: str, grace_s: float) -> None:

@@ -41,6 +41,30 @@ def running_events(queue: Any) -> list[Any]:
     return [e for job in _read(queue, "active_jobs") if job for e in job]
 
 
+def spare_missing_matplotlib() -> None:
+    """Gradio imports matplotlib around every call it runs, a stream's every write included
+    (`utils.MatplotlibBackendMananger`, twice a call); where matplotlib is not installed each attempt searches the
+    whole import path again (a failed import is not remembered): ~0.1 ms a write, per follower. Mark it absent once,
+    as Python's import system allows (None in `sys.modules`: `import` fails at once, `find_spec` answers None)."""
+    import importlib.util
+    import sys
+
+    if "matplotlib" not in sys.modules and importlib.util.find_spec("matplotlib") is None:
+        sys.modules["matplotlib"] = None  # type: ignore[assignment]
+
+
+def widen_queue(queue: Any, workers: int) -> None:
+    """`Queue.max_thread_count` and `Queue.active_jobs`: the queue runs at most that many events at once, whatever
+    their own limits (`launch(max_threads=...)`, 40), and a follower's stream is an event that runs as long as its
+    page is open: 40 followers would hold every worker and no run could start. Widen the workers' list to `workers`
+    (before the queue starts, or after: `Queue.start` makes the list from the count), without `max_threads`' other
+    meaning (the threads of synchronous handlers)."""
+    if _read(queue, "max_thread_count") < workers:
+        queue.max_thread_count = workers
+    jobs = _read(queue, "active_jobs")
+    jobs.extend([None] * (workers - len(jobs)) if jobs else [])
+
+
 def event_id(event: Any) -> str:
     """`queueing.Event._id`: the event id a client's `/call/<name>/<event_id>` stream and `clean_events` name."""
     return _read(event, "_id")

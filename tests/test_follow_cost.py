@@ -1,0 +1,151 @@
+"""What a class costs the server besides the presenter's run (`playground.app.follow`): a follower's write goes
+through Gradio's own output path (`Blocks.postprocess_data`, `handle_streaming_diffs`) without building a component
+or hopping to a thread, and what the class sees is rendered once per step and language, however many follow.
+Model-free: the page is built, no server started; the run is a trace grown by hand."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import sys
+from typing import Any
+
+import anyio.to_thread
+import pytest
+from gradio import blocks as gradio_blocks
+from gradio import utils as gradio_utils
+from gradio.state_holder import SessionState
+
+from playground import charts, render
+from playground.app import follow, page
+from playground.compat import gradio_internals
+from playground.rooms import Rooms
+from playground.trace import Step, Trace
+
+
+@pytest.fixture(scope="module")
+def demo() -> Any:
+    return page.build_ui()
+
+
+def stream_fn(demo: Any) -> Any:
+    return next(fn for fn in demo.fns.values() if getattr(fn, "name", "") == "follow_stream")
+
+
+def step(index: int) -> Step:
+    return Step(index=index, drafted=[5, 6, 7], accepted=2, rejected=[7], emitted=[5, 6, 9],
+                drafted_text=["a", "b", "c"], emitted_text=["a", "b", "d"], draft_ms=1.0, verify_ms=2.0)
+
+
+def room_with_run(stepping: bool) -> tuple[Rooms, Any, Trace]:
+    registry = Rooms(max_rooms=2, max_followers=100, grace_s=60.0)
+    room = registry.open("presenter")
+    trace = Trace(method="prompt_lookup", target="tiny", prompt="p", steps=[step(i) for i in range(6)])
+    registry.publish("presenter", trace, lambda: stepping)
+    return registry, room, trace
+
+
+def done(*_: Any) -> tuple[str, str]:
+    return "done", ""
+
+
+@pytest.mark.parametrize("stepping", [False, True], ids=["free pace", "a question open"])
+def test_a_followers_write_builds_no_component_and_hops_to_no_thread(demo: Any, stepping: bool,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gradio builds a component for every update a handler writes (`gr.update`, `gr.skip()`), and postprocesses
+    each output in a worker thread: ~2 ms of the server's CPU per write and follower, 60 followers a tenth and more
+    of a run. The follower's stream writes values Gradio sends as they are."""
+    registry, room, trace = room_with_run(stepping)
+    monkeypatch.setattr(follow, "ROOMS", registry)
+    registry.join(room.code, "student")
+    view = room.view()
+    assert (view.question is not None) == stepping
+    written = follow._follower_views(room, view, "student", "en", done)
+    built, hops = [], []
+    block_init, run_sync = gradio_blocks.Block.__init__, anyio.to_thread.run_sync
+
+    def counted_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        built.append(type(self).__name__)
+        block_init(self, *args, **kwargs)
+
+    async def counted_run_sync(*args: Any, **kwargs: Any) -> Any:
+        hops.append(args[0])
+        return await run_sync(*args, **kwargs)
+
+    monkeypatch.setattr(gradio_blocks.Block, "__init__", counted_init)
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted_run_sync)
+    fn, state = stream_fn(demo), SessionState(demo)
+
+    async def writes(n: int) -> list[Any]:
+        sent = []
+        for _ in range(n):
+            data = await demo.postprocess_data(fn, list(written), state)
+            sent.append(demo.handle_streaming_diffs(fn, data, "student", f"run-{stepping}", False))
+        return sent
+
+    sent = asyncio.run(writes(5))
+    assert built == [] and hops == [], (built, hops)
+    # What the page gets: the first write whole, the same again nothing to change.
+    first = dict(zip(follow.FOLLOWED.names, sent[0]))
+    assert first["tokens"].count('class="pg-step') == len(view.steps) and "pg-stats" in first["stats"]
+    assert first["acceptance"]["type"] == "plotly" and json.loads(first["acceptance"]["plot"])["data"]
+    assert ('data-open' in first["class_question"]) == stepping
+    assert all(edits == [] for later in sent[1:] for edits in later)
+
+
+def test_what_the_class_sees_is_rendered_once_per_step_and_language_however_many_follow(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    registry, room, trace = room_with_run(False)
+    monkeypatch.setattr(follow, "ROOMS", registry)
+    calls = {"tokens": 0, "charts": 0}
+    render_tokens, figures = render.render_tokens, charts.figures
+
+    def counted(name: str, real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(render, "render_tokens", counted("tokens", render_tokens))
+    monkeypatch.setattr(charts, "figures", counted("charts", figures))
+    followers = [f"student-{i}" for i in range(40)]
+    for key in followers:
+        registry.join(room.code, key)
+    for more in range(3):  # the run grows a step; every follower writes in its own language
+        trace.steps.append(step(len(trace.steps)))
+        view = room.view()
+        for i, key in enumerate(followers):
+            follow._follower_views(room, view, key, ("en", "ru", "ar")[i % 3], done)
+        assert calls["tokens"] == 3 * (more + 1), calls
+        assert calls["charts"] <= 3 * (more + 1), calls
+
+
+def test_gradio_looks_for_a_missing_matplotlib_once() -> None:
+    """Gradio imports matplotlib around every call it runs (a follower's every write): where it is not installed,
+    each attempt searched the whole import path again."""
+    if importlib.util.find_spec("matplotlib") is not None and sys.modules.get("matplotlib", 0) is not None:
+        pytest.skip("matplotlib is installed here: nothing to spare")
+    looked: list[str] = []
+
+    class Counting:
+        @staticmethod
+        def find_spec(name: str, *_: Any) -> None:
+            if name == "matplotlib":
+                looked.append(name)
+
+    saved = sys.modules.pop("matplotlib", "absent")
+    sys.meta_path.insert(0, Counting)  # type: ignore[arg-type]
+    try:
+        gradio_internals.spare_missing_matplotlib()
+        before = len(looked)
+        for _ in range(20):
+            with gradio_utils.MatplotlibBackendMananger():
+                pass
+        assert len(looked) == before, f"the import path searched {len(looked) - before} times for 20 calls"
+        assert importlib.util.find_spec("matplotlib") is None
+    finally:
+        sys.meta_path.remove(Counting)  # type: ignore[arg-type]
+        sys.modules.pop("matplotlib", None)
+        if saved != "absent":
+            sys.modules["matplotlib"] = saved  # type: ignore[assignment]
