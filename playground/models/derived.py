@@ -19,6 +19,7 @@ import json
 import shutil
 import tempfile
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from .gguf_convert import ensure_converted
 from .loaded import Progress, _no_progress
 
 # Bump when a recipe's output changes so old builds are rebuilt, not trusted.
-_DERIVED_FORMAT = 1
+_DERIVED_FORMAT = 2
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 _WEIGHTS = "model.safetensors"
 GLM_45_AIR_LAYERS = 46  # Transformers finds GLM-4.5-Air's MTP weights by the key pattern `model.layers.46.*`
@@ -54,6 +55,11 @@ def _marker_for(entry: ModelEntry, base_dir: Path) -> dict[str, Any]:
             "seed": recipe.seed, "backbone": recipe.backbone, "base": _read_marker(base_dir)}
 
 
+def _built_as(folder: Path, wanted: dict[str, Any]) -> bool:
+    marker = _read_marker(folder)
+    return isinstance(marker, dict) and {k: v for k, v in marker.items() if k != "built_at"} == wanted
+
+
 def ensure_derived(entry: ModelEntry, progress: Progress | None = None) -> Path:
     """Build a derived entry into the cache once (one thread and one process at a time), and return its folder."""
     assert entry.derived is not None
@@ -66,11 +72,11 @@ def ensure_derived(entry: ModelEntry, progress: Progress | None = None) -> Path:
         lock = _conversion_locks.setdefault(str(final), threading.Lock())
     with lock:
         wanted = _marker_for(entry, base_dir)
-        if _read_marker(final) == wanted:
+        if _built_as(final, wanted):
             return final
         final.parent.mkdir(parents=True, exist_ok=True)
         with one_process_at_a_time(final, label_message(entry.key), report) as report:
-            if _read_marker(final) == wanted:  # another process built it while this one waited
+            if _built_as(final, wanted):  # another process built it while this one waited
                 return final
             report(Message.keyed("load.deriving", label=label_message(entry.key)))
             work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
@@ -82,7 +88,9 @@ def ensure_derived(entry: ModelEntry, progress: Progress | None = None) -> Path:
                     shutil.copy2(base_dir / name, out / name)
                 if entry.chat:  # the bundled Gemma is a base model: its tokenizer has no chat template
                     _add_chat_template(out / "tokenizer_config.json")
-                (out / _MARKER).write_text(json.dumps(wanted, indent=2) + "\n")
+                # When it was built: a dtype copy keeps its source's marker, so a rebuild invalidates older copies.
+                built = {**wanted, "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+                (out / _MARKER).write_text(json.dumps(built, indent=2) + "\n")
                 if final.exists():  # a build from an older conversion or format: move it aside
                     final.rename(work / "stale")
                 out.rename(final)
