@@ -35,9 +35,10 @@ _DERIVED_FORMAT = 2
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 _WEIGHTS = "model.safetensors"
 GLM_45_AIR_LAYERS = 46  # Transformers finds GLM-4.5-Air's MTP weights by the key pattern `model.layers.46.*`
-# How much of each layer's output the tiny GLM keeps (`_tiny_glm4_moe_mtp`): `python /tmp/mtp_exp.py` style runs of
-# 40 greedy tokens on the guide's prompt (float32) took 21 target forwards at 0 (every draft kept), 24 at 0.3 and 27 at
-# 0.6 (about one draft in four refused), with the output equal to plain greedy at each.
+# How much of each layer's output the tiny GLM keeps (`_tiny_glm4_moe_mtp`). Measured once by a throwaway script (not
+# kept): `_tiny_glm4_moe_mtp` at each value, then `generate(use_mtp=True)` for 40 greedy tokens on the guide's prompt in
+# float32 took 21 target forwards at 0 (every draft kept), 24 at 0.3 and 27 at 0.6 (about one draft in four refused),
+# its output equal to plain greedy at each; tests/test_offline_refusals.py checks the refusals and the equality.
 MTP_LAYER_DAMPING = 0.6
 
 
