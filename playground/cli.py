@@ -172,7 +172,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     """Convert bundled models now (and keep the copy in the dtype `--dtype` picks), so later starts load them."""
-    from .models import SPEED_MODEL, bundled_entry, ensure_converted, ensure_dtype_copy, ensure_measured, \
+    from .models import SPEED_MODEL, bundled_entry, ensure_dtype_copy, ensure_local, ensure_measured, \
         resolve_precision
 
     progress = _loading_progress(args)
@@ -181,7 +181,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
             ensure_measured(progress)  # what `auto` decides by, measured with the conversion (once per machine)
         precision = resolve_precision(args.dtype)
         for spec in args.models:
-            directory = ensure_converted(bundled_entry(spec), progress)
+            directory = ensure_local(bundled_entry(spec), progress)
             line = f"{spec}: {directory}"
             if precision.dtype != "float32" and (copy := ensure_dtype_copy(directory, precision.dtype, progress)):
                 line += f" (and its {precision.dtype} copy: {copy})"

@@ -22,6 +22,16 @@ class Example:
     # English here and `example.<id>.weak.<language>` in the locales; shown under the examples on that language's page.
     weak_in: tuple[tuple[str, str], ...] = ()
     note: str = ""  # the localized example's note: this language's entry of `weak_in`, translated ("" where none)
+    # The new tokens in which the bundled Gemma does the task in each language and stops at the end of its answer
+    # (greedy, float32: `tests/test_examples_end.py` runs each to its count and checks where it ends). A picked
+    # example sets the page's new-token count to it, so the run shows the task and not the ramble that follows it
+    # (the next question, the next note, the next capital); none: the page's count stands (free writing and the
+    # repeated list run on by design).
+    new_tokens: tuple[tuple[str, int], ...] = ()
+
+    def new_tokens_in(self, lang: str = DEFAULT_LANGUAGE) -> int | None:
+        """The new-token count this example's task takes in `lang` (None: the page's count stands)."""
+        return dict(self.new_tokens).get(lang)
 
     @property
     def question_id(self) -> str:
@@ -34,8 +44,8 @@ class Example:
         note = t(f"{key}.weak.{lang}", lang, default=weak[lang]) if lang in weak else ""
         if lang == DEFAULT_LANGUAGE:
             return dataclasses.replace(self, note=note)
-        return Example(t(f"{key}.name", lang, default=self.name), self.category, t(f"{key}.text", lang, default=self.text),
-                       self.weak_in, note)
+        return dataclasses.replace(self, name=t(f"{key}.name", lang, default=self.name),
+                                   text=t(f"{key}.text", lang, default=self.text), note=note)
 
 
 EXAMPLES: tuple[Example, ...] = (
@@ -50,27 +60,27 @@ EXAMPLES: tuple[Example, ...] = (
         "# The same function with `total` renamed to `subtotal`:\n"
         "def cart_total(items):\n"
         "    subtotal = 0\n"
-    )),
+    ), new_tokens=(("en", 24), ("ru", 24), ("ar", 24))),  # to the function's end (then: the next rename)
     # Asked for one sentence, the bundled model copies the article; notes it fills from the article.
     Example("Summarise", "summarization", (
         "Article: The city council approved a plan on Tuesday to turn the old railway station into a public "
         "library. The library will open in 2026 and will include a children's reading room, a café and a rooftop "
         "garden. The project will cost 12 million euros, paid for by the city and a national culture fund.\n\n"
         "Summary in notes:\n- What: a public library in the old railway station\n- Opens:"
-    )),
+    ), new_tokens=(("en", 15), ("ru", 25), ("ar", 23))),  # two notes (then: "- What:" again and again)
     Example("Answer from a passage", "rag", (
         "Passage: The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is "
         "named after the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889. "
         "It is 330 metres tall.\n\n"
         "Question: Who is the Eiffel Tower named after?\n"
         "Answer:"
-    )),
+    ), new_tokens=(("en", 31), ("ru", 14), ("ar", 13))),  # the answer (then: a question of its own)
     # Into English: the bundled model translates into English far better than out of it.
     Example("Translate", "translation", (
         "French: Merci beaucoup.\nEnglish: Thank you very much.\n\n"
         "French: Bonjour.\nEnglish: Good morning.\n\n"
         "French: Où est la gare ?\nEnglish:"
-    )),
+    ), new_tokens=(("en", 7), ("ru", 7), ("ar", 7))),  # the translation (then: the same pair again)
     Example("Free writing", "writing", "Once upon a time, in a small village at the edge of a great forest, there lived",
             weak_in=(("ar", "The bundled Gemma 3 270M writes little coherent Arabic on its own: the story soon repeats "
                             "a phrase. It does better where there is text to carry on or copy: try “Translate” (into "
@@ -82,7 +92,7 @@ EXAMPLES: tuple[Example, ...] = (
     # A pattern to carry on: asked alone ("The capital of France is"), the model circles ("the capital of ...").
     Example("Short fact", "qa", (
         "The capital of Italy is Rome.\nThe capital of Japan is Tokyo.\nThe capital of France is"
-    )),
+    ), new_tokens=(("en", 11), ("ru", 11), ("ar", 13))),  # Paris and one more capital (then: made-up ones in ar)
 )
 
 BY_NAME: dict[str, Example] = {e.name: e for e in EXAMPLES}

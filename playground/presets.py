@@ -21,7 +21,10 @@ from typing import Any, Mapping
 from .errors import PlaygroundError
 from .i18n import DEFAULT_LANGUAGE, number, t
 from .methods import get_method, prose_numbers
-from .models import CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
+from .models import (
+    CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, GEMMA_FIRST_LAYERS, TINY_GEMMA4, TINY_GEMMA4_ASSISTANT,
+    TINY_GLM_MTP,
+)
 from .request import MAX_NEW_TOKENS, RunRequest, new_request
 from .settings import get_settings
 from .trace import short_repr
@@ -50,14 +53,17 @@ class StandIn:
     dtype: str = "auto"
 
 
-# One stand-in per method: the bundled Gemma 3 270M (a base model) and SmolLM2 135M Instruct (another tokenizer).
+# One stand-in per method: the bundled Gemma 3 270M (a base model), SmolLM2 135M Instruct (another tokenizer) and the
+# models built from Gemma at first use (`models.derived`: its first 12 layers, tiny random MTP look-alikes).
 STAND_INS: dict[str, StandIn] = {
     "speculative": StandIn(
-        DEFAULT_TARGET, DEFAULT_TARGET,
-        shows="the draft → verify → accept loop and the exact generate() call; Gemma drafts for itself, so in "
-              "float32 greedy decoding every draft is accepted (a sanity check; under sampling Transformers warps "
-              "the draft's probabilities twice, so some drafts are refused)",
-        misses="a real assistant's acceptance rate and any speedup: no smaller model shares Gemma's tokenizer offline",
+        DEFAULT_TARGET, GEMMA_FIRST_LAYERS,
+        shows="the draft → verify → accept loop with a real smaller drafter of the same tokenizer: Gemma's own first "
+              "12 of 18 layers, saved at first use as a model of their own (not a trained assistant: it drafts what "
+              "early exit at layer 12 drafts, from a cache of its own), so drafts are kept, refused and corrected; "
+              "greedy output in float32 equals plain greedy decoding",
+        misses="a trained assistant's acceptance rate and any speedup: the derived drafter costs two thirds of the "
+               "target per token, and no trained smaller model shares Gemma's tokenizer offline",
         dtype="float32"),  # what `shows` promises holds in float32; bfloat16's batched verification can flip a near-tie
     "prompt_lookup": StandIn(
         DEFAULT_TARGET, None,
@@ -79,13 +85,23 @@ STAND_INS: dict[str, StandIn] = {
               "refuses it",
         misses="the guide's 9B target: next to Gemma 270M, SmolLM2 135M is not cheap enough to pay off"),
     "mtp": StandIn(
-        None, None, shows="",
-        misses="no bundled checkpoint ships multi-token-prediction layers; the offline Hub-cache tests run this "
-               "path on a tiny random GLM-4.5 mixture-of-experts model with an MTP layer"),
+        TINY_GLM_MTP, None,
+        shows="Transformers' use_mtp path for real: GLM-4.5-Air's class with its multi-token-prediction layer, loaded "
+              "from disk, drafting from the target's last hidden state; the model is tiny and randomly initialised "
+              "at first use (with Gemma's tokenizer), so its words mean nothing; its layers are damped so that the "
+              "next token depends mostly on the last one, and its MTP layer predicts that way too: most drafts are "
+              "kept, the rest refused and corrected; greedy output in float32 equals plain greedy decoding",
+        misses="real text and a real acceptance rate: GLM-4.5-Air's weights are ~212 GB, far beyond one GPU or a "
+               "laptop",
+        dtype="float32"),
     "mtp_drafter": StandIn(
-        None, None, shows="",
-        misses="no Gemma 4 model is bundled; the offline Hub-cache tests run this path on a tiny random Gemma 4 "
-               "with a Gemma 4 assistant"),
+        TINY_GEMMA4, TINY_GEMMA4_ASSISTANT,
+        shows="Transformers' Gemma 4 assistant path for real: a separate drafter that reads the target's KV cache "
+              "and hidden states, with the guide's chat messages in Gemma's turn format; both models are tiny and "
+              "randomly initialised at first use (with Gemma's tokenizer), so their words mean nothing and nearly "
+              "every draft is refused and corrected; greedy output in float32 equals plain greedy decoding",
+        misses="real text, kept drafts and a real acceptance rate: no Gemma 4 model is bundled",
+        dtype="float32"),
 }
 
 

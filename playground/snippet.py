@@ -82,12 +82,18 @@ def model_location(spec: str) -> tuple[str, list[str]]:
     """
     entry = CATALOGUE.get(spec)
     public = get_settings().public  # a public server's page shows none of its own paths
-    if entry is not None and entry.source == "bundled" and entry.gguf is not None:
-        gguf = entry.gguf
+    if entry is not None and entry.source == "bundled":
         settings = get_settings()
         directory = converted_dir(entry.key, settings).expanduser()
         if public:  # the same folder under the visitor's own PLAYGROUND_CACHE_DIR, not the server's
             directory = Path(CACHE_PLACEHOLDER) / directory.relative_to(settings.cache_dir.expanduser())
+        if entry.derived is not None:
+            return str(directory), [
+                f"{entry.key}: built by the playground from {entry.derived.base}'s conversion "
+                f"(python -m playground convert {entry.key}): {entry.description}",
+            ]
+        assert entry.gguf is not None
+        gguf = entry.gguf
         return str(directory), [
             f"{entry.key}: the playground's safetensors conversion of {gguf.filename} (PyPI: {gguf.requirement}),",
             f"made once by from_pretrained(<gguf dir>, gguf_file={gguf.filename!r}, dtype=torch.float32)",

@@ -432,6 +432,7 @@ def valid_inputs(models: dict[str, str]) -> dict[str, list[Any]]:
         "on_method_change": ["prompt_lookup", models["target"], None],
         "on_sample_change": [True],
         "on_example": ["Edit code"],
+        "example_tokens": ["Edit code"],
         "on_generate_click": ["prompt_lookup", *params],
         "generate": run,
         "show_code_for_settings": [*run[:13], None],  # generate's inputs less check_plain, then the preset

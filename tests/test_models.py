@@ -261,7 +261,7 @@ def test_catalogue() -> None:
     assert CATALOGUE[DEFAULT_UNIVERSAL_ASSISTANT].source == "bundled"
     for key, entry in CATALOGUE.items():
         assert entry.key == key
-        assert (entry.gguf is not None) == (entry.source == "bundled")
+        assert (entry.gguf is not None or entry.derived is not None) == (entry.source == "bundled")
         if entry.source == "hub":
             assert entry.hub_id == key and models.HUB_ID_RE.match(key)
         assert all(assistant in CATALOGUE for assistant in entry.suggested_assistants)

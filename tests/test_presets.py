@@ -12,7 +12,7 @@ from playground.app import preset_picker, run_request
 from playground.cli import main
 from playground.engine import RunRequest
 from playground.errors import PlaygroundError
-from playground.models import CATALOGUE, DEFAULT_TARGET, hub_reachable
+from playground.models import CATALOGUE, DEFAULT_TARGET, GEMMA_FIRST_LAYERS, TINY_GLM_MTP, hub_reachable
 from playground.presets import GUIDE_PRESETS, OFFLINE_SUFFIX, PRESETS, STAND_INS, validate_presets
 from playground.trace import Trace
 
@@ -79,7 +79,7 @@ def test_page_offers_stand_ins_where_the_hub_is_out_of_reach(offline: None) -> N
     labels = dict((name, label) for label, name in preset_picker.choices(hub_reachable()))
     assert set(labels) == set(PRESETS)
     assert labels["speculative-greedy"].endswith("(needs the Hub: picks its offline stand-in)")
-    assert labels["mtp-layers"].endswith("(needs the Hub)")
+    assert labels["mtp-layers"].endswith("(needs the Hub: picks its offline stand-in)")
     assert labels["speculative-greedy-offline"] == PRESETS["speculative-greedy-offline"].title
 
     names = list(run_request.param_specs())
@@ -88,15 +88,15 @@ def test_page_offers_stand_ins_where_the_hub_is_out_of_reach(offline: None) -> N
     assert out["preset"]["value"] == "speculative-sampling-offline"
     assert "needs the Hugging Face Hub, which is not reachable here" in out["preset_info"]
     assert "Does not show" in out["preset_info"]
-    assert (out["target"], out["assistant"], out["method"]) == (DEFAULT_TARGET, DEFAULT_TARGET, "speculative")
+    assert (out["target"], out["assistant"], out["method"]) == (DEFAULT_TARGET, GEMMA_FIRST_LAYERS, "speculative")
     assert [out[k] for k in ("sample", "temperature", "top_k", "chat", "max_new_tokens")] == [True, 0.5, 50, "off", 20]
     assert out["param:num_assistant_tokens"] == 20 and out["param:assistant_confidence_threshold"] == 0.4
 
-    # No stand-in: the controls stay as they were and the picker clears, with the reason shown.
+    # MTP layers: its stand-in, the tiny GLM-4.5 look-alike built from Gemma, said to be one.
     out = outputs.read(preset_picker.on_preset("mtp-layers", names))
-    assert out["preset"]["value"] is None and "no stand-in" in out["preset_info"]
-    rest = [value for name, value in out.items() if name not in ("preset", "preset_info")]
-    assert all(isinstance(update, dict) and update.get("__type__") == "update" and len(update) == 1 for update in rest)
+    assert out["preset"]["value"] == "mtp-layers-offline" and "Does not show" in out["preset_info"]
+    assert (out["target"], out["assistant"], out["method"]) == (TINY_GLM_MTP, None, "mtp")
+    assert "randomly initialised" in out["preset_info"]
 
 
 def test_page_fills_a_hub_preset_as_the_guide_sets_it() -> None:

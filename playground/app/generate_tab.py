@@ -62,6 +62,9 @@ BEAT_S = 1.0
 # Every language's example prompts by name (the names differ between languages, so one lookup serves all).
 EXAMPLES: dict[str, str] = {e.name: e.text for lang in LANGUAGES for e in localized_examples(lang)}
 EXAMPLE_NOTES: dict[str, str] = {e.name: e.note for lang in LANGUAGES for e in localized_examples(lang)}
+# ... and the new-token count each one's task takes in its language (`Example.new_tokens`), where it has one.
+EXAMPLE_TOKENS: dict[str, int] = {e.name: n for lang in LANGUAGES for e in localized_examples(lang)
+                                  if (n := e.new_tokens_in(lang)) is not None}
 DEFAULT_EXAMPLE = "Edit code"
 
 
@@ -117,6 +120,13 @@ def on_sample_change(sample: bool) -> tuple[Any, ...]:
 
 def on_example(name: str | None) -> Any:  # any language's example name
     return EXAMPLES.get(name or "", gr.skip())
+
+
+def example_tokens(name: str | None) -> Any:
+    """A visitor's pick: the new-token count the example's task takes (the slider left as it is where it has none;
+    a page load or a link that sets the picker leaves it too: this listens to the visitor's input only)."""
+    tokens = EXAMPLE_TOKENS.get(name or "")
+    return gr.skip() if tokens is None else tokens
 
 
 def example_after_prompt(prompt: Any, name: Any) -> Any:
@@ -590,6 +600,7 @@ def _wire(demo: gr.Blocks, ui: dict[str, Any], param_components: list[Any]) -> G
     target.input(guarded(on_target_pick), target, param_components, **PRIVATE)
     ui["sample"].change(guarded(on_sample_change), ui["sample"], out(SAMPLING), **PRIVATE)
     ui["examples"].change(guarded(on_example), ui["examples"], ui["prompt"], **PRIVATE)
+    ui["examples"].input(guarded(example_tokens), ui["examples"], ui["max_new_tokens"], **PRIVATE)
     ui["prompt"].change(guarded(example_after_prompt), [ui["prompt"], ui["examples"]], ui["examples"], **PRIVATE)
     ui["examples"].change(guarded(example_note_html), ui["examples"], ui["example_note"], **PRIVATE)
     api_inputs = [ui[name] for name in ("prompt", "target", "assistant", "method", "params_json", "max_new_tokens",

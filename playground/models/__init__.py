@@ -17,6 +17,7 @@ Its modules, each importing only those listed before it:
   hardware      the device and its precision facts (the kept measurement among them); a dtype choice resolved for a run
   gguf_patches  the patches that make Transformers read a GGUF once (the Transformers release they were written for)
   gguf_convert  a bundled GGUF fetched and converted once into safetensors
+  derived       a model built at run time from a bundled one's conversion (a first-layers drafter, the MTP stand-ins)
   placement     the bytes a model needs and where on the devices it goes
   loading       a model and its tokenizer loaded for generation
   store         loaded models shared within a memory budget
@@ -32,11 +33,13 @@ from .cache import (
     valid_dtype_copy, write_dtype_copy,
 )
 from .catalogue import (
-    CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, GgufSource, ModelEntry, bundled_entry, known_layers,
-    label_message, method_defaults, model_label,
+    CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, GEMMA_FIRST_LAYERS, TINY_GEMMA4, TINY_GEMMA4_ASSISTANT,
+    TINY_GLM_MTP, DerivedSource, GgufSource, ModelEntry, bundled_entry, known_layers, label_message, method_defaults,
+    model_label,
 )
 from .gc_pause import gc_paused
 from .gguf_convert import convert_ahead, convert_gguf, ensure_converted
+from .derived import ensure_derived, ensure_local
 from .gguf_patches import (
     BulkArrayGGUFReader, copy_plain, dequantize_with_torch, gguf_bar_follows_transformers_switch, gguf_read_once,
     lean_metadata_of,

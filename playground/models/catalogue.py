@@ -27,6 +27,18 @@ class GgufSource:
 
 
 @dataclass(frozen=True)
+class DerivedSource:
+    """A model built at run time into the cache from a bundled model's conversion (`models.derived`): from its weights
+    (`first_layers`: its first `layers` layers) or, for the MTP stand-ins, a tiny random model with its tokenizer."""
+
+    base: str  # the bundled catalogue key whose conversion it is built from
+    recipe: Literal["first_layers", "tiny_glm4_moe_mtp", "tiny_gemma4", "tiny_gemma4_assistant"]
+    layers: int = 0
+    seed: int = 0
+    backbone: str | None = None  # an assistant's target (its width), built first
+
+
+@dataclass(frozen=True)
 class ModelEntry:
     """A catalogue entry: what the UI shows and how to obtain the model."""
 
@@ -38,6 +50,7 @@ class ModelEntry:
     chat: bool = False
     suggested_assistants: tuple[str, ...] = ()
     gguf: GgufSource | None = None
+    derived: DerivedSource | None = None  # a bundled model built from another at run time (not from a GGUF)
     # Known size (billions of parameters, from the model card / config) and licence gate, so a preset can say
     # what it needs before anything is downloaded; the store still measures the real size from safetensors headers.
     params_b: float | None = None
@@ -59,6 +72,13 @@ GEMMA_3_270M_EARLY_EXIT: dict[str, Any] = {"assistant_early_exit": 12}
 
 DEFAULT_TARGET = "bundled/gemma-3-270m"
 DEFAULT_UNIVERSAL_ASSISTANT = "bundled/smollm2-135m-instruct"
+# The offline stand-ins no bundled checkpoint provides, built at first use from the bundled Gemma (`models.derived`).
+# A same-tokenizer drafter: Gemma's first 12 layers, the first layer whose drafts Gemma sometimes keeps (early exit's
+# measurement above), so a greedy run shows drafts kept, refused and corrected.
+GEMMA_FIRST_LAYERS = "bundled/gemma-3-270m-first-12"
+TINY_GLM_MTP = "bundled/tiny-glm-4.5-mtp"
+TINY_GEMMA4 = "bundled/tiny-gemma-4"
+TINY_GEMMA4_ASSISTANT = "bundled/tiny-gemma-4-assistant"
 
 
 def _hub(hub_id: str, label: str, description: str, *, chat: bool = False,
@@ -67,6 +87,10 @@ def _hub(hub_id: str, label: str, description: str, *, chat: bool = False,
     return ModelEntry(key=hub_id, label=label, description=description, source="hub",
                       hub_id=hub_id, chat=chat, suggested_assistants=assistants, params_b=params_b, gated=gated,
                       layers=layers, method_defaults=method_defaults or {})
+
+
+def _derived(key: str, label: str, description: str, derived: DerivedSource, **fields: Any) -> ModelEntry:
+    return ModelEntry(key=key, label=label, description=description, source="bundled", derived=derived, **fields)
 
 
 CATALOGUE: dict[str, ModelEntry] = {
@@ -105,6 +129,25 @@ CATALOGUE: dict[str, ModelEntry] = {
                 model_type="llama",
             ),
         ),
+        _derived(GEMMA_FIRST_LAYERS, "Gemma 3 270M, first 12 of 18 layers (derived)",
+                 "The bundled Gemma's first 12 layers with its final norm and output head, saved as a model of its "
+                 "own at first use: a smaller drafter with Gemma's own tokenizer. Not a trained assistant: it drafts "
+                 "what early exit at layer 12 drafts, from a cache of its own.",
+                 DerivedSource(DEFAULT_TARGET, "first_layers", layers=12), layers=12),
+        _derived(TINY_GLM_MTP, "Tiny random GLM-4.5 with an MTP layer (stand-in)",
+                 "GLM-4.5-Air's class (46 layers, 16 wide) with its multi-token-prediction layer, randomly initialised "
+                 "at first use with Gemma's tokenizer and damped towards a bigram model: Transformers' use_mtp path "
+                 "runs on it; its words mean nothing.",
+                 DerivedSource(DEFAULT_TARGET, "tiny_glm4_moe_mtp", seed=4), layers=46),
+        _derived(TINY_GEMMA4, "Tiny random Gemma 4 (stand-in)",
+                 "Gemma 4's text class (4 layers, 64 wide), randomly initialised at first use with Gemma's tokenizer "
+                 "and Gemma's turn format: the target a Gemma 4 assistant drafts for; its words mean nothing.",
+                 DerivedSource(DEFAULT_TARGET, "tiny_gemma4", seed=5), layers=4, chat=True,
+                 suggested_assistants=(TINY_GEMMA4_ASSISTANT,)),
+        _derived(TINY_GEMMA4_ASSISTANT, "Tiny random Gemma 4 assistant (stand-in)",
+                 "A Gemma 4 assistant (the MTP drafter's class) sized for the tiny Gemma 4, randomly initialised at "
+                 "first use: it drafts from the target's KV cache and hidden states.",
+                 DerivedSource(DEFAULT_TARGET, "tiny_gemma4_assistant", seed=6, backbone=TINY_GEMMA4)),
         _hub("HuggingFaceTB/SmolLM2-360M-Instruct", "SmolLM2 360M Instruct",
              "Small chat model; pairs with SmolLM2 135M (same tokenizer).",
              chat=True, assistants=("HuggingFaceTB/SmolLM2-135M-Instruct",), params_b=0.36, layers=32),
@@ -145,7 +188,7 @@ CATALOGUE: dict[str, ModelEntry] = {
 def bundled_entry(spec: str) -> ModelEntry:
     """The catalogue entry of a bundled model, or our one-line refusal."""
     entry = CATALOGUE.get(spec)
-    if entry is not None and entry.gguf is not None:
+    if entry is not None and (entry.gguf is not None or entry.derived is not None):
         return entry
     if entry is not None:
         raise ModelLoadError.keyed("error.model.not_bundled", spec=spec)

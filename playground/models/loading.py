@@ -23,7 +23,7 @@ from ..settings import get_settings
 from .cache import ensure_dtype_copy
 from .catalogue import CATALOGUE
 from .gc_pause import gc_paused
-from .gguf_convert import ensure_converted
+from .derived import ensure_local
 from .hardware import as_precision
 from .loaded import LoadedModel, ModelLoadError, Progress, _no_progress
 from .placement import _free_device_bytes, choose_device_map, estimate_param_bytes
@@ -116,7 +116,7 @@ def load_model(spec: str, dtype: str | Precision = "auto", progress: Progress | 
     if source.kind == "bundled":
         assert source.entry is not None
         import_modeling(source.entry.key)  # before a wait for a conversion elsewhere, not after it
-        location: str = str(ensure_converted(source.entry, report))
+        location: str = str(ensure_local(source.entry, report))
         trust_remote_code, use_safetensors = False, True  # our own cache: plain safetensors
         if uses_dtype_copy and (copy_dir := ensure_dtype_copy(Path(location), dtype_name, report)) is not None:
             weights_location = str(copy_dir)

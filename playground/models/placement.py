@@ -14,7 +14,7 @@ from safetensors import safe_open
 
 from ..precision import Precision
 from ..settings import get_settings
-from .cache import _cache_is_valid, converted_dir
+from .cache import _MARKER, _cache_is_valid, converted_dir
 from .hardware import as_precision
 from .sources import _resolve, hub_reachable
 
@@ -75,9 +75,10 @@ def estimate_param_bytes(spec: str, dtype: str | Precision = "auto") -> int | No
     itemsize = as_precision(dtype).torch_dtype().itemsize
     count: int | None = None
     if source.kind == "bundled":
-        assert source.entry is not None and source.entry.gguf is not None
+        assert source.entry is not None
         directory = converted_dir(source.entry.key, settings)
-        if _cache_is_valid(directory, source.entry.gguf):
+        gguf = source.entry.gguf
+        if _cache_is_valid(directory, gguf) if gguf is not None else (directory / _MARKER).is_file():
             count = _safetensors_param_count(directory)
     elif source.kind == "local":
         assert source.path is not None
