@@ -158,12 +158,9 @@ class Method:
     # True for the one method that drafts nothing: the reference every speedup, lossless check and comparison is
     # measured against (`reference_method`).
     reference: bool = False
-    # How the engine observes a run: "streamer" (one token per target forward: a streamer and a forward hook see
-    # every step) or "candidate_generator" (the drafting loop is instrumented to record drafts and verdicts).
-    observed_by: Literal["streamer", "candidate_generator"] = "candidate_generator"
-    # When the method needs a dedicated copy of its assistant because Transformers adapts the assistant in place
-    # (universal decoding with sampling prunes its LM head to the shared vocabulary): never, or when sampling.
-    dedicated_assistant: Literal["never", "sampling"] = "never"
+    # Where the drafts come from, as the engine handles them: the name of one class in `engine/sources.py` (how a run
+    # is observed, which assistant it gets, why a step drafted nothing, where a draft was copied from).
+    draft_source: str = ""
     # False when the drafter reads the target's outputs of the previous verification (its hidden states or KV
     # cache): the first step has none yet and drafts nothing (`empty_draft_reason`, the replay's narration).
     first_step_drafts: bool = True
@@ -183,10 +180,6 @@ class Method:
     def drafts(self) -> bool:
         """Whether the method proposes drafts at all (every method but the reference)."""
         return not self.reference
-
-    def needs_dedicated_assistant(self, sample: bool) -> bool:
-        """Whether this run's assistant must be a copy of its own (see `dedicated_assistant`)."""
-        return self.needs_assistant and self.dedicated_assistant == "sampling" and sample
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -421,6 +414,7 @@ def _register(method: Method) -> Method:
 
 _register(Method(
     name="baseline",
+    draft_source="none",
     title="Baseline (no drafting)",
     summary=(
         "Plain decoding: the target model produces one token per forward pass. It is the reference every "
@@ -435,12 +429,12 @@ _register(Method(
     },
     proven=Proven(greedy=equals_baseline("baseline", "reference"), sampling=Proof("reference")),
     reference=True,
-    observed_by="streamer",
     replay_obstacle="baseline drafts nothing: it is the reference every setting is compared with",
 ))
 
 _register(Method(
     name="speculative",
+    draft_source="draft_model",
     q_source="twice",
     title="Speculative decoding (assistant model)",
     summary=(
@@ -473,6 +467,7 @@ _register(Method(
 
 _register(Method(
     name="prompt_lookup",
+    draft_source="context_copy",
     title="Prompt lookup decoding",
     summary=(
         "No second model: the last few generated tokens are looked up in the prompt and output so far, and the "
@@ -507,6 +502,7 @@ _register(Method(
 
 _register(Method(
     name="early_exit",
+    draft_source="early_layers",
     q_source="twice",
     title="Early-exit self-speculation (LayerSkip)",
     summary=(
@@ -548,6 +544,7 @@ _register(Method(
 
 _register(Method(
     name="mtp",
+    draft_source="mtp_layers",
     q_source="once",
     title="Multi-token prediction layers (DeepSeek-V3 / GLM-4.5)",
     summary=(
@@ -584,6 +581,7 @@ _register(Method(
 
 _register(Method(
     name="mtp_drafter",
+    draft_source="mtp_drafter",
     q_source="raw",
     title="MTP drafter reading the target's cache (Gemma 4 assistant)",
     summary=(
@@ -626,6 +624,7 @@ _register(Method(
 
 _register(Method(
     name="universal",
+    draft_source="retokenised",
     q_source="twice",
     title="Universal assisted decoding (different tokenizers)",
     summary=(
@@ -659,7 +658,6 @@ _register(Method(
     assistant="different_tokenizer",
     draft_logits="sampling",
     check=_check_universal,
-    dedicated_assistant="sampling",
     replay_obstacle="universal decoding re-tokenises each draft through text and re-aligns the assistant's prompt "
                     "every step; its drafts cannot be replayed exactly from one pass, so tune offers no prediction for "
                     "it",

@@ -271,9 +271,5 @@ def test_what_differs_between_methods_is_read_from_the_registry():
 
     assert reference_method().name == REFERENCE == "baseline" and is_reference("baseline")
     assert [m.name for m in METHODS.values() if m.reference] == [REFERENCE]
-    assert [m.name for m in METHODS.values() if m.observed_by == "streamer"] == [REFERENCE]
     assert all(m.drafts == (m.name != REFERENCE) for m in METHODS.values())
-    dedicated = {m.name for m in METHODS.values() if m.needs_dedicated_assistant(sample=True)}
-    assert dedicated == {"universal"}
-    assert not any(m.needs_dedicated_assistant(sample=False) for m in METHODS.values())
     assert not is_reference("prompt_lookup") and not is_reference(None)

@@ -118,14 +118,14 @@ def test_run_digests_the_oldest_logits_past_its_budget(store, tiny_models, monke
     iterated, _ = _iterated(prepared)
     monkeypatch.setattr(logit_ring, "KEPT_LOGITS_BYTES", budget)
     digested_while_running: list[int] = []
-    real_digest = engine.LiveRun._digest
+    real_digest = engine.StepBoundary.digest
 
     def digest(self, raw):
         if sys._getframe(1).f_code.co_name == "_items":  # while generation runs (not when the steps are built)
             digested_while_running.append(raw.logits_bytes())
         real_digest(self, raw)
 
-    monkeypatch.setattr(engine.LiveRun, "_digest", digest)
+    monkeypatch.setattr(engine.StepBoundary, "digest", digest)
     held = LiveRun(prepared).run()
     assert _untimed(held) == _untimed(iterated)
     assert digested_while_running, "no record was digested while generation ran"
@@ -143,14 +143,14 @@ def _live_with_digests_counted(prepared, monkeypatch) -> tuple[LiveRun, list[int
 
     live = LiveRun(prepared)
     digests: list[int] = []
-    real_digest = engine.LiveRun._digest
+    real_digest = engine.StepBoundary.digest
 
     def digest(self, raw):
-        if self is live:
+        if self is live._steps:
             digests.append(len(live.trace.steps))
         real_digest(self, raw)
 
-    monkeypatch.setattr(engine.LiveRun, "_digest", digest)
+    monkeypatch.setattr(engine.StepBoundary, "digest", digest)
     came_with_figures = [step.dists is not None or step.p is not None or step.q is not None for step in live]
     return live, digests, came_with_figures
 

@@ -442,8 +442,8 @@ def test_a_step_cut_by_the_end_of_generation_shows_no_residual(store, ckpt) -> N
 
     def built(total_len: int):
         raw = _Raw(drafted, drafted.clone(), total_len, 1.0, 1.0, q_logits, p_logits)
-        step = live._build_step(raw)
-        live._fill_figures(raw, step)
+        step = live._steps.build(raw)
+        live._steps.fill_figures(raw, step)
         return step
 
     cut = built(end)

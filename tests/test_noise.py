@@ -65,7 +65,7 @@ def test_compare_says_a_figure_is_noise(lang: str) -> None:
     assert i18n.tn("compare.noise.few_repeats", 1, lang, min=bench.SETTLED_REPEATS) in verdict
     assert i18n.tn("compare.noise.few_tokens", 12, lang, min=bench.SETTLED_TOKENS) in verdict
     assert verdict.count(i18n.number(12.0, lang)) == 1  # the figure itself, once
-    assert f'data-noise="few_repeats few_tokens"' in table and f"({mark})" in table
+    assert 'data-noise="few_repeats few_tokens"' in table and f"({mark})" in table
     if lang != "en":
         assert not english_words(without_code(verdict + table).replace("prompt_lookup", ""))
     settled = CompareResult(prompt=result.prompt, rows=result.rows, traces={}, diagnoses={}, checks={},

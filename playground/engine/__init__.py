@@ -17,7 +17,6 @@ Its modules, each importing only those listed before it:
   turns          the turn scheduler (`_Scheduler`: visitors' runs first, the baton passed per step), `exclusive`,
                  `one_turn`; the order model locks are taken in and the draft settings set and restored
   universal      universal decoding with sampling: its dedicated assistant copy and Transformers' translator cache
-  preparing      a request checked, its models loaded and its prompt rendered: `prepare`
   logit_ring     the logits a run keeps until its steps get their figures: the budget, a held run's batches, the ring
                  buffer it copies them into
   records        the raw step records the worker hands the consumer, and the phases closed between steps
@@ -25,6 +24,11 @@ Its modules, each importing only those listed before it:
   stopping       the stopping criteria (`_Stop`): stop, time limit, overflowed scores (`_ScoreWatch`), pace and turns
   recorder       `_Recorder`, the phases' timestamps and step records, and its patches on the model for one run
   texts          token texts as they read in context, and the text around prompt lookup's source
+  sources        where a method's drafts come from, one class per draft source (`DraftSource`, `source_for`): how a
+                 run is observed, which assistant it gets, why a step drafted nothing, where a draft was copied from
+  preparing      a request checked, its models loaded and its prompt rendered: `prepare`
+  steps          the step boundary (`StepBoundary`): a worker's record becomes the trace's next step, committed to
+                 the trace, the context and the live summary, its figures filled in
   live           one generation as it happens (`LiveRun`), `run` to the end, `plain_generate` without instrumentation
 
 A held run is one whose steps nobody sees as they come (`LiveRun.held`): they are built once generation has ended.
@@ -45,6 +49,8 @@ from .prepared import ASSISTANT_ADAPTATIONS, ID_ORDERED_VOCABULARY, PRUNED_BEFOR
 from .preparing import (
     MAX_TOP_K, MIN_TEMPERATURE, SEED_RANGE, chat_messages, model_facts, prepare, render_prompt, validate_request,
 )
+from .sources import DraftSource, draft_sources, source_for
+from .steps import StepBoundary
 from .stopping import non_finite_message
 from .texts import LOOKUP_CONTEXT_TOKENS, lookup_text, token_texts
 from .turns import (

@@ -16,21 +16,20 @@ import torch
 import transformers
 from transformers import StoppingCriteriaList
 
-from .. import draw_tap
-from ..drafts import EmptyDraft, prompt_lookup_match
 from ..models import STORE, ModelStore
 from ..pace import Pace
 from ..request import RunRequest
 from ..settings import get_settings
-from ..trace import Position, Step, StepTotals, Trace, classify_step
-from . import distributions, logit_ring
+from ..trace import Step, Trace
+from . import logit_ring
 from .jobs import _JOB, GaveWay, JobStopped, check_stopped, in_worker_thread, redone_after_giving_way
 from .prepared import PreparedRun, RunError
 from .preparing import prepare
-from .recorder import _device_sync, _instrumented, _Recorder, _step_starts_at_forward
+from .recorder import _device_sync, _Recorder
 from .records import _Other, _Raw, _Setup
+from .sources import source_for
+from .steps import StepBoundary
 from .stopping import _ScoreWatch, _Stop, non_finite_message
-from .texts import _ContextTexts, _decode, _text_after, lookup_text, token_texts
 from .turns import _StoppedWaiting, _Turns, exclusive
 
 
@@ -120,7 +119,6 @@ class LiveRun:
         self._error: BaseException | None = None
         self._elapsed = 0.0
         self._start = 0.0
-        self._ensemble_weight: float | None = prepared.generate_kwargs.get("assistant_ensemble_weight")
         self._thread: threading.Thread | None = None
         self._recorder: _Recorder | None = None  # the current attempt's
         self._watch = _ScoreWatch()
@@ -145,13 +143,10 @@ class LiveRun:
             prompt_tokens=int(prepared.input_ids.shape[1]),
             vocab_size=int(prepared.target.model.config.get_text_config().vocab_size),
         )
-        self._top_k = get_settings().top_k  # the step microscope's k (0: nothing recorded)
-        self.trace.decoding["recorded_top_k"] = self._top_k
-        self._texts: dict[int, str] = {}  # token id -> text, for the microscope's top-k lists
-        self._anchor = prepared.input_ids[0, -4:].tolist()  # the top-k texts read as they follow the prompt's end
-        self._anchor_text: str | None = None
-        self._context = _ContextTexts(prepared.target.tokenizer, prepared.input_ids[0].tolist())
-        self._totals = StepTotals()  # the live summary's sums (`StepTotals`)
+        top_k = get_settings().top_k  # the step microscope's k (0: nothing recorded)
+        self.trace.decoding["recorded_top_k"] = top_k
+        self.source = source_for(prepared)  # how this method's drafts are observed and explained (`sources`)
+        self._steps = StepBoundary(prepared, self.source, self.trace, top_k)  # each record to the trace's next step
         self.held = False  # nobody sees the steps as they come: they are built after generation (`_items`)
         self._ring: logit_ring._LogitRing | None = None  # where such a run's worker copies its logits (`_LogitRing`)
         # A run shown as it comes: its steps whose figures (q, p, mixture, the microscope's lists) are not filled in
@@ -196,33 +191,24 @@ class LiveRun:
     def _attempt(self) -> None:
         prepared = self.prepared
         model = prepared.target.model
-        recorder = self._recorder = _Recorder(self._queue, _device_sync(model), self._watch, self._digest,
+        recorder = self._recorder = _Recorder(self._queue, _device_sync(model), self._watch, self._steps.digest,
                                               self._ring, batched=self.held)
         kwargs = dict(prepared.generate_kwargs)
         kwargs["stopping_criteria"] = StoppingCriteriaList([self._stop])
-        if prepared.method.observed_by == "streamer":
-            kwargs["streamer"] = recorder.streamer(prepared.input_ids.shape[1])
+        kwargs.update(self.source.generate_kwargs(recorder))
 
         def hooks() -> list[contextlib.AbstractContextManager[Any]]:
-            patch = (_step_starts_at_forward(model, recorder) if prepared.method.observed_by == "streamer"
-                     else _instrumented(model, recorder))
-            managers = [self._watch.watching(model), patch]
-            if prepared.request.sample and prepared.method.observed_by != "streamer":
-                managers.append(draw_tap.observing(recorder.take_draws))  # the random draw r of each step
-            return managers
+            return [self._watch.watching(model), *self.source.observe(model, recorder)]
 
         # A run redone when it gives way (a long job's `run`) holds its models for the whole attempt; any other run
         # (a visitor's own, an MCP generate) takes turns per step with the others, its hooks on the model per turn.
         turns = None if self._stop.gives_way else _Turns(prepared, self.cancel, hooks, self._stop.job)
-        self._turns = self._stop.turns = turns
+        self._turns = turns
         # Its job's stop event ends any run; only a long job's run (the one that gives way) also waits in `_turn` for
         # the visitors' runs. An MCP generate is a visitor's own run that its agent's leaving stops (`_Turns.job`).
         long_job = self._stop.job if self._stop.gives_way else None
-        self._stop.max_length = prepared.input_ids.shape[1] + prepared.request.max_new_tokens
-        self._stop.eos_ids = prepared.eos_ids
-
-        self._stop.on_wait = recorder.note_wait
-        self._stop.before_pause = recorder.hand_over_now
+        self._stop.begin_attempt(turns, prepared.input_ids.shape[1] + prepared.request.max_new_tokens,
+                                 prepared.eos_ids, recorder.note_wait, recorder.hand_over_now)
         try:
             with contextlib.ExitStack() as stack:
                 stack.enter_context(exclusive(prepared, long_job, turns))
@@ -231,8 +217,7 @@ class LiveRun:
                     for manager in hooks():
                         stack.enter_context(manager)
                 self._start = recorder.started = recorder._stamp()
-                self._stop.deadline = self._start + self.timeout_s if self.timeout_s else None
-                self._stop.ends_at = self._start + self.lifetime_s if self.lifetime_s else None
+                self._stop.clock_from(self._start, self.timeout_s, self.lifetime_s)
                 model.generate(**kwargs)
                 self._elapsed = recorder.finish() - self._start - recorder.waited
         except _StoppedWaiting:  # stopped before its first turn (its visitor or agent left): no step, nothing to report
@@ -261,26 +246,15 @@ class LiveRun:
                 if item is _IDLE:
                     yield None  # type: ignore[misc]  # only with `idle_s` set: the consumer's chance to yield
                     continue
-                if item is _RESTART:
-                    self._restart_trace()
+                if item is _RESTART:  # the run starts again (it gave way): its steps so far are void
+                    self._steps.restart()
                     continue
-                if isinstance(item, _Setup):
-                    self.trace.setup_ms = round(item.ms, 3)
+                if isinstance(item, (_Setup, _Other)):
+                    self._steps.closed(item)
                     continue
-                if isinstance(item, _Other):
-                    if self.trace.steps:
-                        self.trace.steps[-1].other_ms = round(item.ms, 3)
-                        self._totals.other_ms += self.trace.steps[-1].other_ms
-                    continue
-                step = self._build_step(item)
-                self.trace.steps.append(step)
-                self.trace.output_ids.extend(step.emitted)
-                self._context.extend(step.emitted)
-                self._totals.add(step)
-                self.trace.summary = self._totals.summary(time.perf_counter() - self._start - self._recorder.waited,
-                                                          self.trace.setup_ms)
+                step = self._steps.take(item, time.perf_counter() - self._start - self._recorder.waited)
                 if self.held or item.digested:
-                    self._fill_figures(item, step)
+                    self._steps.fill_figures(item, step)
                 else:
                     self._figures_later(item, step)
                 yield step
@@ -341,12 +315,12 @@ class LiveRun:
             while held_bytes > logit_ring._digest_above():
                 oldest = undigested.popleft()
                 held_bytes -= oldest.logits_bytes()
-                self._digest(oldest)
+                self._steps.digest(oldest)
         for item in held:
             yield from _unpacked(item)
 
     def _figures_later(self, raw: _Raw, step: Step) -> None:
-        """A step shown as it comes gets its figures (`_fill_figures`) when generation has ended, or when the microscope
+        """A step shown as it comes gets its figures (`StepBoundary.fill_figures`) when generation has ended, or when the microscope
         opens it (`figures_now`): the softmax and top-k over each of its vocabulary-wide rows would otherwise take the
         cores and the interpreter lock from the generation being timed. Past three quarters of KEPT_LOGITS_BYTES of
         deferred logits the oldest are filled in while generation runs (memory does not grow with the run, and the
@@ -357,7 +331,7 @@ class LiveRun:
             while self._later_bytes > logit_ring._digest_above():
                 _, (oldest, its_step) = self._later.popitem(last=False)
                 self._later_bytes -= oldest.logits_bytes()
-                self._fill_figures(oldest, its_step)
+                self._steps.fill_figures(oldest, its_step)
 
     def figures_now(self, step_index: int) -> None:
         """Fill in the figures of the step `step_index` now if they are still deferred (`_figures_later`): the
@@ -372,15 +346,7 @@ class LiveRun:
                 entry = self._later.pop(index, None)
                 if entry is not None:
                     self._later_bytes -= entry[0].logits_bytes()
-                    self._fill_figures(*entry)
-
-    def _restart_trace(self) -> None:
-        """The run starts again (it gave way): the trace forgets the steps of the attempt it ended."""
-        self.trace.steps.clear()
-        self.trace.output_ids.clear()
-        self.trace.setup_ms = 0.0
-        self._context = _ContextTexts(self.prepared.target.tokenizer, self.prepared.input_ids[0].tolist())
-        self._totals = StepTotals()
+                    self._steps.fill_figures(*entry)
 
     def _finish(self) -> None:
         trace = self.trace
@@ -416,90 +382,6 @@ class LiveRun:
         for _ in self:
             pass
         return self.trace
-
-    def _digest(self, raw: _Raw) -> None:
-        distributions._digest(raw, self._top_k, self.prepared.request.sample, self._ensemble_weight)
-
-    def _token_text(self, token: int) -> str:
-        """A top-k token's text as it reads after the prompt's last tokens (so a leading space shows), cached."""
-        text = self._texts.get(token)
-        if text is None:
-            tok = self.prepared.target.tokenizer
-            if self._anchor_text is None:
-                self._anchor_text = _decode(tok, self._anchor)
-            text = self._texts[token] = _text_after(tok, self._anchor, self._anchor_text, token)
-        return text
-
-    def _dists(self, raw: _Raw, refused: bool) -> list[Position] | None:
-        """The microscope's positions of a step with their texts; the residual only where a draft was refused."""
-        dists = raw.dists
-        for position in dists or ():
-            if not refused:
-                position.residual = None
-            for ranked in (position.p, position.q, position.v, position.residual):
-                for entry in ranked or ():
-                    entry.text = self._token_text(entry.id)
-        return dists
-
-    def _lookup_source(self, drafted: list[int]) -> tuple[list[int] | None, list[str] | None]:
-        """Prompt lookup: [start, end) of the n-gram the draft was copied after, by replaying Transformers' rule
-        (the longest n-gram first, its earliest occurrence) on the context, and that place as the text the model saw
-        (`Step.lookup_text`: the templated prompt under a chat template); (None, None) unless the replay drafts
-        exactly what the run drafted."""
-        if not drafted or self.prepared.method.draft_replay != "context_copy":
-            return None, None
-        params, prepared = self.prepared.params, self.prepared
-        context = self._context.ids  # prompt + output before this step
-        draft, span = prompt_lookup_match(
-            context, int(params["prompt_lookup_num_tokens"]), int(params["max_matching_ngram_size"]),
-            prepared.input_ids.shape[1] + prepared.request.max_new_tokens, prepared.eos_ids)
-        if span is None or draft != drafted:
-            return None, None
-        return list(span), lookup_text(prepared.target.tokenizer, context, span[0], span[1], span[1] + len(drafted),
-                                       self._context.span)
-
-    def _build_step(self, raw: _Raw) -> Step:
-        """Everything shown about a step but its figures (`_fill_figures`), computed here in the consumer's thread,
-        outside the timed phases."""
-        drafted = raw.drafted.tolist() if raw.drafted is not None else []
-        emitted = raw.emitted.tolist()
-        prepared = self.prepared
-        cut = bool(emitted) and (emitted[-1] in prepared.eos_ids
-                                 or raw.total_len - prepared.input_ids.shape[1] >= prepared.request.max_new_tokens)
-        accepted, rejected, discarded, unverified = classify_step(drafted, emitted, cut)
-        no_draft_reason = ""
-        if not drafted and prepared.method.drafts:
-            prompt_len = prepared.input_ids.shape[1]
-            no_draft_reason = prepared.method.empty_draft_reason(EmptyDraft(
-                context=prepared.input_ids[0].tolist() + self.trace.output_ids, first_step=not self.trace.steps,
-                last_position=raw.total_len - len(emitted) + 1 == prompt_len + prepared.request.max_new_tokens,
-                params=prepared.params, eos_ids=prepared.eos_ids))
-        tok = prepared.target.tokenizer
-        before = len(self._context.ids)
-        emitted_text = self._context.span(before, before + len(emitted), emitted)
-        # The accepted drafts read as the emitted tokens they are (the same tokens after the same context).
-        drafted_text = emitted_text[:accepted] + token_texts(tok, (self._context.ids + drafted[:accepted])[-4:],
-                                                             drafted[accepted:])
-        source, source_text = self._lookup_source(drafted)
-        return Step(
-            index=len(self.trace.steps), drafted=drafted, accepted=accepted, rejected=rejected, discarded=discarded,
-            emitted=emitted, unverified=unverified, drafted_text=drafted_text, emitted_text=emitted_text,
-            draft_ms=round(raw.draft_ms, 3), verify_ms=round(raw.verify_ms, 3),
-            no_draft_reason=no_draft_reason, lookup_source=source, lookup_text=source_text,
-            # One draw per drafted token (Transformers draws `candidate_length` of them); anything else is not kept.
-            draws=(raw.draws.float().tolist() if raw.draws is not None and drafted
-                   and raw.draws.numel() == len(drafted) else None),
-        )
-
-    def _fill_figures(self, raw: _Raw, step: Step) -> None:
-        """The step's figures from its logits (`_digest`, unless done): the drafted tokens' q and p, ensemble
-        verification's mixture, the microscope's top-k lists with their texts."""
-        if not raw.digested:
-            self._digest(raw)
-        q, p = step.q, step.p = raw.q, raw.p
-        w = self._ensemble_weight
-        step.mixture = [w * pk + (1 - w) * qk for pk, qk in zip(p, q)] if w is not None and p and q else None
-        step.dists = self._dists(raw, bool(step.rejected))
 
 
 def run(req: RunRequest, store: ModelStore = STORE, progress: Callable[[str], None] | None = None,

@@ -16,8 +16,8 @@ from ..models import (
 )
 from ..request import RunRequest, method_for
 from ..settings import get_settings
-from .prepared import ID_ORDERED_VOCABULARY, PRUNED_BEFORE_SEEDING, PreparedRun, RunError
-from .universal import _dedicated_assistant
+from .prepared import PreparedRun, RunError
+from .sources import source_class
 
 
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed accepts
@@ -153,13 +153,9 @@ def prepare(
     assistant: LoadedModel | None = None
     adaptations: tuple[str, ...] = ()
     if method.needs_assistant:
-        # A method that adapts its assistant in place (universal decoding with sampling prunes and remaps it)
-        # gets a dedicated copy.
-        if method.needs_dedicated_assistant(req.sample):
-            assistant = _dedicated_assistant(store, req, precision, target, progress)
-            adaptations = (ID_ORDERED_VOCABULARY, PRUNED_BEFORE_SEEDING)
-        else:
-            assistant = store.get(req.assistant, precision, progress)
+        # Its draft source says which (a source that adapts its assistant in place, universal decoding with sampling,
+        # gets a dedicated copy) and what was done to it.
+        assistant, adaptations = source_class(method).load_assistant(store, req, precision, target, progress)
     # Defaults again with the loaded target's layers: a default past its last layer is clamped; a value the
     # request gives is checked against them by `validate`.
     params = method_for(req.method, req.target, target.num_layers).resolve_params(req.params)

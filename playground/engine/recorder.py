@@ -149,6 +149,21 @@ class _Recorder:
         self._step_start = now
         return now
 
+    def end_step(self, drafted: torch.Tensor | None, emitted: torch.Tensor, total_len: int,
+                 verify_began: float | None, q_logits: torch.Tensor | None, p_logits: torch.Tensor | None) -> None:
+        """The step's tokens are decided: its verify phase ends (begun at `verify_began`: the draft's end, or the
+        step's start when nothing drafts) and its record goes to the consumer. Every path ends a step here: assisted
+        decoding's `update_candidate_strategy`, plain decoding's streamer, and the hand-over before a pause. A wait
+        for other runs' steps inside the phase (plain decoding runs the stopping criteria before its streamer) does
+        not count; assisted decoding's fall in `other` and are taken when the next step begins."""
+        self._decided = self._stamp()
+        began = self._decided if verify_began is None else verify_began
+        verify_ms = (self._decided - began - self._take_wait()) * 1000
+        draft_ms = self._draft_ms if drafted is not None else 0.0
+        self.push(_Raw(drafted, emitted, total_len, draft_ms, verify_ms, q_logits, p_logits,
+                       self._draws if drafted is not None else None))
+        self._draft = self._q = self._draws = None
+
     def take_draws(self, draws: torch.Tensor) -> None:
         """The random draws r `_speculative_sampling` compared with p/q in this step (`draw_tap.observing`)."""
         self._draws = draws
@@ -179,10 +194,8 @@ class _Recorder:
             return candidate_ids, candidate_logits
 
         def observed_update(input_ids: torch.Tensor, scores: torch.Tensor, num_matches: int) -> Any:
-            self._decided = self._stamp()
-            self.push(_Raw(self._draft, input_ids[0, self._cur_len:].clone(), input_ids.shape[1], self._draft_ms,
-                           (self._decided - self._draft_end) * 1000, self._q, scores[0], self._draws))
-            self._draft = self._q = self._draws = None
+            self.end_step(self._draft, input_ids[0, self._cur_len:].clone(), input_ids.shape[1], self._draft_end,
+                          self._q, scores[0])
             return update(input_ids, scores, num_matches)
 
         generator.get_candidates = timed_get_candidates
@@ -211,12 +224,10 @@ class _Recorder:
                 self.decide(value)
 
             def decide(self, value: torch.Tensor) -> None:
-                recorder._decided = recorder._stamp()
                 tokens = value.reshape(-1).clone()
                 self.total += tokens.shape[0]
-                verify_ms = (recorder._decided - (recorder._step_start or recorder._decided) - recorder._take_wait()) * 1000
                 scores, recorder._scores = recorder._scores, None
-                recorder.push(_Raw(None, tokens, self.total, 0.0, verify_ms, None, scores))
+                recorder.end_step(None, tokens, self.total, recorder._step_start, None, scores)
 
             def end(self) -> None:
                 pass

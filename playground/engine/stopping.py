@@ -89,6 +89,21 @@ class _Stop(StoppingCriteria):
         self.max_length: int | None = None
         self.eos_ids: frozenset[int] = frozenset()
 
+    def begin_attempt(self, turns: _Turns | None, max_length: int, eos_ids: frozenset[int],
+                      on_wait: Callable[[float], None], before_pause: Callable[[torch.Tensor], None]) -> None:
+        """An attempt of the run begins: its collaborators between steps, set together (the turns it takes, where it
+        ends, who hears its waits, who hands its step over before a pause)."""
+        self.turns = turns
+        self.max_length = max_length
+        self.eos_ids = eos_ids
+        self.on_wait = on_wait
+        self.before_pause = before_pause
+
+    def clock_from(self, start: float, timeout_s: float | None, lifetime_s: float | None) -> None:
+        """The attempt's clock starts at `start` (perf_counter): its time limit and its lifetime (None or 0: none)."""
+        self.deadline = start + timeout_s if timeout_s else None
+        self.ends_at = start + lifetime_s if lifetime_s else None
+
     def _last(self, input_ids: torch.LongTensor) -> bool:
         """Whether the step just ended is the run's last (its length reached, or EOS)."""
         return ((self.max_length is not None and input_ids.shape[1] >= self.max_length)

@@ -37,7 +37,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 
 ROOT = Path(__file__).resolve().parents[2]

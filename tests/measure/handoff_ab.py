@@ -32,7 +32,8 @@ def child(variant: str, request: dict, out: str) -> None:
     cli_main(overhead._cli_arguments(**request, trace_out=Path(out)))
 
 if __name__ == "__main__" and sys.argv[1] == "child":
-    child(sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]); sys.exit(0)
+    child(sys.argv[2], json.loads(sys.argv[3]), sys.argv[4])
+    sys.exit(0)
 
 pairs = int(sys.argv[1])
 variants = sys.argv[2:] or ["cli", "cli64", "perrecord", "plain"]
