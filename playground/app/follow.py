@@ -32,7 +32,7 @@ from ..errors import localized_message
 from ..i18n import number, t, tn
 from ..methods import get_method
 from ..pace import STEP
-from ..rooms import ANSWERS, KEPT, REFUSED, ROOMS, Room, RoomError, RoomView, Tally, answer_of
+from ..rooms import KEPT, REFUSED, ROOMS, Room, RoomError, RoomView, Tally, answer_of
 from ..trace import summarize_steps
 from . import links
 from .guard import PRIVATE, guarded, session_key

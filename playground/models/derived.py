@@ -225,7 +225,6 @@ def _tiny_glm4_moe_mtp(vocab: int, ids: dict[str, int], seed: int, out: Path, hi
     del twin
     _save(Glm4MoeForCausalLM(_glm4_moe_config(vocab, ids, GLM_45_AIR_LAYERS, hidden)), ids, out)
     prefix = f"model.layers.{GLM_45_AIR_LAYERS}."
-    generator = torch.Generator().manual_seed(seed + 1)
     state[prefix + "enorm.weight"] = torch.ones(hidden)
     state[prefix + "hnorm.weight"] = torch.ones(hidden)
     state[prefix + "eh_proj.weight"] = torch.cat([torch.eye(hidden), torch.zeros(hidden, hidden)], dim=1)
