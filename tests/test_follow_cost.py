@@ -5,7 +5,6 @@ Model-free: the page is built, no server started; the run is a trace grown by ha
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
 import sys
@@ -13,6 +12,7 @@ from typing import Any
 
 import anyio.to_thread
 import pytest
+from appserver import run_coroutine_apart
 from gradio import blocks as gradio_blocks
 from gradio import utils as gradio_utils
 from gradio.state_holder import SessionState
@@ -84,7 +84,7 @@ def test_a_followers_write_builds_no_component_and_hops_to_no_thread(demo: Any, 
             sent.append(demo.handle_streaming_diffs(fn, data, "student", f"run-{stepping}", False))
         return sent
 
-    sent = asyncio.run(writes(5))
+    sent = run_coroutine_apart(writes(5))
     assert built == [] and hops == [], (built, hops)
     # What the page gets: the first write whole, the same again nothing to change.
     first = dict(zip(follow.FOLLOWED.names, sent[0]))

@@ -264,7 +264,7 @@ def test_after_a_run_the_replay_reads_only_the_servers_own_file(server: Server, 
     assert outcome.success and "The last run" not in outcome.text()
     assert server.call("generate", generate_args(models), session=session).success
     outcome = server.call("after_run", [None, None], session=session)
-    assert outcome.success and "The last run: baseline" in outcome.text(), outcome
+    assert outcome.success and "The last run: Baseline (no drafting)" in outcome.text(), outcome
     # A failed run after it: nothing to replay (the previous file went when the run started).
     assert server.call("generate", generate_args(models, prompt=""), session=session).success
     outcome = server.call("after_run", [None, None], session=session)
