@@ -401,11 +401,24 @@ def _reason(text: str, lang: str) -> str:
     return text
 
 
+# A narration is read aloud from a projector: each quote in it at most this many characters (whole tokens, then an
+# ellipsis), so the step in words stays a few lines above the fold at 1280×720 even when 64 drafts are refused.
+NARRATION_QUOTE_CHARS = 60
+
+
 def _quote(texts: Sequence[str], lang: str = DEFAULT_LANGUAGE) -> str:
     """Token texts as one quoted string, whitespace made visible (bidi-isolated inside other languages' prose); past
-    MAX_STEP_TOKENS_SHOWN of them, an ellipsis."""
-    more = "…" if len(texts) > MAX_STEP_TOKENS_SHOWN else ""
-    text = ("".join(texts[:MAX_STEP_TOKENS_SHOWN]) + more).replace("\n", "↵").replace("\t", "⇥")
+    NARRATION_QUOTE_CHARS characters (whole tokens; a first token longer than that cut), an ellipsis."""
+    shown, used = [], 0
+    for piece in texts[:MAX_STEP_TOKENS_SHOWN]:
+        if used + len(piece) > NARRATION_QUOTE_CHARS:
+            if not shown:
+                shown.append(piece[:NARRATION_QUOTE_CHARS])
+            break
+        shown.append(piece)
+        used += len(piece)
+    more = "…" if "".join(shown) != "".join(texts) else ""
+    text = ("".join(shown) + more).replace("\n", "↵").replace("\t", "⇥")
     return t("narrate.quote", lang, text=text)  # each language's own quotes (« … » in Russian and Arabic)
 
 

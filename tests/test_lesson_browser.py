@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from appserver import app_url_fixture, browser_fixture, needs_chromium
-from test_presenter_browser import STATUS_KIND, STEPS_SHOWN, open_page, wait_paused
+from test_presenter_browser import STATUS_KIND, STEPS_SHOWN, fold_facts, open_page, wait_paused
 
 from playground.examples import BY_NAME
 
@@ -49,6 +49,7 @@ def test_the_lesson_steps_each_method_to_a_refusal_with_page_down(browser: Any, 
         page.click("#pg-generate")
         wait_paused(page, 1)
         for _ in range(60):  # a clicker's Page Down, step by step, until the target refuses a draft
+            above_the_fold(page, preset, ("line", "narration"))  # at every step, what the class reads fits 1280×720
             if page.evaluate(REFUSED) or page.evaluate(STATUS_KIND) == "done":
                 break
             steps = page.evaluate(STEPS_SHOWN)
@@ -59,5 +60,15 @@ def test_the_lesson_steps_each_method_to_a_refusal_with_page_down(browser: Any, 
         # The refused draft stays visible (struck through) and the target's correction follows it.
         assert page.locator("#pg-output .tok[data-status=rejected]").first.inner_text() != ""
         assert page.locator("#pg-output .tok[data-status=correction]").count() >= 1, preset
+        # (The refused token's microscope rule is not checked here: under sampling it ends at 780 px, issue 47.)
     finally:
         page.close()
+
+
+def above_the_fold(page: Any, preset: str, names: tuple[str, ...]) -> None:
+    """The named parts (the settings line, the step in words) shown, each ending above 720 px with the page scrolled
+    to its top, as a projector shows it."""
+    page.evaluate("() => window.scrollTo(0, 0)")
+    facts = fold_facts(page)
+    for name in names:
+        assert facts[name] is not None and facts[name]["bottom"] <= 720, (preset, name, facts[name])

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from html.parser import HTMLParser
+
+import pytest
 
 from playground import render
 from playground.trace import STATUSES, Step, Summary, Trace
@@ -285,3 +288,20 @@ def test_a_schema_1_first_step_says_why_where_the_registry_says_the_drafter_need
         else:
             assert t(f"render.no_draft.{name}") in text, name
     assert {name for name, m in METHODS.items() if not m.first_step_drafts} == {"mtp", "mtp_drafter"}
+
+
+@pytest.mark.parametrize("lang", ["en", "ru", "ar"])
+def test_a_step_that_refuses_64_drafts_is_told_in_a_few_lines(lang: str) -> None:
+    """A presenter reads the narration off a projector (#47): 64 refused drafts of "ptides" (what the bundled
+    model's early layers draft) are quoted by their first whole tokens up to NARRATION_QUOTE_CHARS, then "…"; short
+    quotes stay whole. Before, all 64 were quoted: 384 characters, ten lines under the output at 1280×720."""
+    drafted = list(range(100, 164))
+    step = Step(index=0, drafted=drafted, accepted=1, rejected=[drafted[1]], emitted=[drafted[0], 7],
+                drafted_text=["ptides"] * 64, emitted_text=["ptides", "x"], verify_ms=40.0)
+    text = render.narrate_step(step, "early_exit", lang=lang)
+    cut = "ptides" * (render.NARRATION_QUOTE_CHARS // 6) + "…"
+    assert cut in text and "ptides" * (render.NARRATION_QUOTE_CHARS // 6 + 1) not in text, text
+    assert len(text) < 600, len(text)
+    short = render.narrate_step(dataclasses.replace(step, drafted=drafted[:3], drafted_text=["a", "b", "c"],
+                                                    rejected=[drafted[1]]), "early_exit", lang=lang)
+    assert "…" not in short, short
