@@ -409,15 +409,16 @@ NARRATION_QUOTE_CHARS = 60
 def _quote(texts: Sequence[str], lang: str = DEFAULT_LANGUAGE) -> str:
     """Token texts as one quoted string, whitespace made visible (bidi-isolated inside other languages' prose); past
     NARRATION_QUOTE_CHARS characters (whole tokens; a first token longer than that cut), an ellipsis."""
-    shown, used = [], 0
+    shown: list[str] = []
+    used, cut = 0, len(texts) > MAX_STEP_TOKENS_SHOWN
     for piece in texts[:MAX_STEP_TOKENS_SHOWN]:
         if used + len(piece) > NARRATION_QUOTE_CHARS:
-            if not shown:
-                shown.append(piece[:NARRATION_QUOTE_CHARS])
+            shown.append(piece[:NARRATION_QUOTE_CHARS] if not shown else "")
+            cut = True
             break
         shown.append(piece)
         used += len(piece)
-    more = "…" if "".join(shown) != "".join(texts) else ""
+    more = "…" if cut else ""
     text = ("".join(shown) + more).replace("\n", "↵").replace("\t", "⇥")
     return t("narrate.quote", lang, text=text)  # each language's own quotes (« … » in Russian and Arabic)
 
