@@ -48,7 +48,7 @@ def test_followers_in_three_languages_follow_the_presenter_step_by_step(browser:
     presenter = open_page(browser, f"{app_url}?{urlencode(settings)}")
     pages = [presenter]
     try:
-        presenter.wait_for_function("() => document.querySelector('#pg-link-status').innerText.includes('restored')")
+        presenter.wait_for_function("() => document.querySelector('#pg-link-status')?.innerText.includes('restored')")
         presenter.click("#pg-pace input[value=step]")
         presenter.click("#pg-class-open")
         presenter.wait_for_selector("#pg-class-link svg")
@@ -105,7 +105,7 @@ def test_followers_in_three_languages_follow_the_presenter_step_by_step(browser:
         # "Try it yourself": the run's settings in the follower's own page.
         followers["en"].click("#pg-follow-try")
         followers["en"].wait_for_function(
-            "() => document.querySelector('#pg-link-status').innerText.includes('restored')")
+            "() => document.querySelector('#pg-link-status')?.innerText.includes('restored')")
         assert followers["en"].input_value("#pg-prompt textarea") == settings["prompt"]
     finally:
         for page in pages:

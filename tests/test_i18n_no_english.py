@@ -189,7 +189,7 @@ def test_no_english_on_any_tab(browser: Any, app_url: str, lang: str) -> None:
             pass
         found["preset list"] = english_on_page(page)
         page.locator("[role=option]").first.click()
-        page.wait_for_function("() => document.querySelector('#pg-preset-info').innerText.trim()")
+        page.wait_for_function("() => document.querySelector('#pg-preset-info')?.innerText.trim()")
         found["preset info"] = english_on_page(page)
         for tab in TABS:
             page.click(f"#pg-tab-{tab}-button")

@@ -83,7 +83,7 @@ def test_the_presenters_view_gives_the_stream_the_width_on_a_projector(browser: 
 def test_a_link_opens_the_presenters_view(browser: Any, app_url: str, lang: str) -> None:
     page = open_page(browser, f"{app_url}?view=presenter&lang={lang}", 1280, 720)
     try:
-        page.wait_for_function("() => document.querySelector('#pg-presenter input').checked")
+        page.wait_for_function("() => document.querySelector('#pg-presenter input')?.checked")
         assert box(page, "#pg-settings-col") is None
         # the stream's width with the legend's column beside it (626 px at 1280; the ordinary view's is 328)
         assert box(page, "#pg-output .pg-tokens")["width"] >= 600
@@ -237,7 +237,7 @@ def test_final_text_only_in_the_replay_reads_as_the_output(browser: Any, app_url
         everything = page.evaluate(shown)
         assert everything != trace.output_text
         page.click("#pg-replay-final-only input")
-        page.wait_for_function("() => document.querySelector('#pg-replay-output').classList.contains('pg-final-only')")
+        page.wait_for_function("() => document.querySelector('#pg-replay-output')?.classList.contains('pg-final-only')")
         assert page.evaluate(shown) == trace.output_text
         page.click("#pg-replay-final-only input")
         assert page.evaluate(shown) == everything

@@ -111,7 +111,7 @@ def test_the_guide_example_list_opens_again_after_escape(open_page: Any) -> None
     shown(all_options)
     assert box.input_value() == ""
     page.locator("#pg-preset .options li").nth(3).click()
-    page.wait_for_function("() => document.querySelector('#pg-preset-info').innerText.trim() !== ''")
+    page.wait_for_function("() => (document.querySelector('#pg-preset-info')?.innerText.trim() || '') !== ''")
     assert box.input_value()
     box.focus()
     shown(all_options)

@@ -81,7 +81,7 @@ def test_a_link_restores_its_settings_and_the_link_button_round_trips(open_link:
 
     # The page's own link: the address bar and the link box carry the settings; opening it restores them again.
     page.click("#pg-link-make")
-    page.wait_for_function("() => document.querySelector('#pg-link textarea, #pg-link input').value.includes('?')")
+    page.wait_for_function("() => document.querySelector('#pg-link textarea, #pg-link input')?.value.includes('?')")
     link = page.locator("#pg-link textarea, #pg-link input").first.input_value()
     assert page.url == link and "method=prompt_lookup" in link
     again = open_link(link[link.index("?"):])
@@ -129,5 +129,5 @@ def test_the_preset_picker_fills_the_controls_and_an_edit_clears_it(open_link: A
     assert "not reachable here" in page.inner_text("#pg-preset-info")
     # A control the preset set, edited by hand: the run now follows the controls, not the preset.
     set_number(page, "pg-param-prompt_lookup_num_tokens", 7)
-    page.wait_for_function("() => document.querySelector('#pg-preset input').value === ''")
+    page.wait_for_function("() => document.querySelector('#pg-preset input')?.value === ''")
     assert controls(page)["lookup"] == 7
