@@ -143,9 +143,10 @@ def _sampled_rule_html(verdict: microscope.Verdict, row: Position, token: str, w
              _draw_html(verdict)]
     if not kept:
         key = "microscope.short.correction" if verdict.correction is not None else "microscope.short.correction_outside"
+        sentence = _isolate_numbers(html.escape(t(key, lang), quote=False))  # max(0, p − q) on one line
         lines.append('<p class="pg-micro-corrected">'
-                     + _t_html(key, lang, token=_token(token), prob=_num(verdict.correction or 0.0, lang),
-                               k=f'<bdi dir="ltr">{len(row.residual or ())}</bdi>') + "</p>")
+                     + sentence.format(token=_token(token), prob=_num(verdict.correction or 0.0, lang),
+                                       k=f'<bdi dir="ltr">{len(row.residual or ())}</bdi>') + "</p>")
     folded = (f'<details class="pg-micro-words"><summary>{html.escape(t("microscope.short.words", lang))}</summary>'
               f'<ul>{words}</ul></details>')
     return (f'<div class="pg-micro-rule pg-micro-rule-short" data-testid="pg-micro-rule" data-r="{r:.6f}" '

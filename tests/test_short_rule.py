@@ -59,6 +59,7 @@ def test_a_sampled_refusal_is_one_formula_a_draw_and_one_correction_line(lang: s
     assert 'data-testid="pg-micro-draw" data-r="0.858000" data-a="0.604569" data-kept="false"' in short
     corrected = _plain(re.search(r'<p class="pg-micro-corrected">(.*?)</p>', short).group(1))
     assert n(0.965) in corrected and "that" in corrected and "max(0, p − q)" in corrected
+    assert '<bdi dir="ltr">max(0, p − q)</bdi>' in short  # on one line (an isolate, not wrapped: presenter.CSS)
     # The sentences (the CLI's, word for word) folded below, nothing lost; no second draw outside the rule.
     words = re.search(r"<details class=\"pg-micro-words\"><summary>(.*?)</summary><ul>(.*?)</ul></details>", short)
     assert _plain(words.group(1)) == i18n.t("microscope.short.words", lang)
