@@ -135,7 +135,7 @@ def _sampled_rule_html(verdict: microscope.Verdict, row: Position, token: str, w
     ltr = lambda written: f'<bdi dir="ltr" class="pg-num">{written.localized(lang)}</bdi>'  # noqa: E731
     pieces = [f'r = {ltr(written_r)} {"≤" if kept else "&gt;"}',
               _t_html("microscope.short.min", lang, x="v" if ensemble else "p"),
-              _t_html("microscope.short.min_values", lang, x=_num(x, lang), q=_num(q, lang), a=ltr(written_a))]
+              _t_html("microscope.short.min_values", lang, x=_num(x, lang), q=_num(q, lang)), f"= {ltr(written_a)}"]
     formula = ('<span dir="ltr" class="pg-micro-formula" data-testid="pg-micro-formula">'
                + " ".join(f'<span class="pg-micro-piece">{piece}</span>' for piece in pieces) + "</span>")
     lines = [f'<p class="pg-micro-decided">'
