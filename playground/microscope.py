@@ -61,6 +61,7 @@ class Verdict:
     consistent: bool | None = None
     source: list[int] | None = None  # prompt lookup: [start, end) of the n-gram the draft was copied after
     draw: float | None = None  # speculative sampling: the random draw r compared with the acceptance (schema 4)
+    correction: float | None = None  # a sampled refusal: the correction's probability in the residual, as recorded
 
 
 def number(x: float | None, lang: str = DEFAULT_LANGUAGE) -> str:
@@ -211,6 +212,7 @@ def explain(step: Step, i: int, decoding: dict[str, Any]) -> Verdict:
         says(_draw_message(verdict))
     if outcome == REFUSED:
         r = position.residual_emitted if position.residual_emitted is not None else _prob_of(position.residual, chosen)
+        verdict.correction = r
         if r is None:
             says(Message.keyed("microscope.sampling.correction_outside", token=token, k=len(position.residual or ())))
         else:
@@ -241,9 +243,26 @@ def _draw_message(verdict: Verdict) -> Message:
                 else Message.keyed("microscope.draw.always_unrecorded"))
     if r is None or a is None:
         return Message.keyed("microscope.draw.unrecorded", a=number(a))
-    written_r, written_a, _ = numbers_apart(r, a)  # too close for three decimals: enough digits to tell them apart
+    written_r, written_a = draw_numbers(r, a)
     key = "microscope.draw.kept" if verdict.outcome == KEPT else "microscope.draw.refused"
     return Message.keyed(key, r=written_r, a=written_a)
+
+
+def draw_numbers(r: float, a: float) -> tuple[Number, Number]:
+    """The draw r and the chance a written side by side, as every surface compares them: with the decimals that tell
+    them apart (`numbers_apart`); where either is under 0.001, in the exponent form `number` gives a tiny
+    probability (a chance of 2.7e-4 is not written 0.000 next to the 2.7e-4 of its formula), with the digits that tell
+    them apart."""
+    if min(r, a) >= 0.001 or r == a:
+        written_r, written_a, _ = numbers_apart(r, a)
+        return written_r, written_a
+    spec = ".1e"
+    for digits in range(1, 9):
+        spec = f".{digits}e"
+        if format(r, spec) != format(a, spec):
+            break
+    tiny = lambda x: Number(x, spec if x < 0.001 and x != 0 else ".3f")  # noqa: E731
+    return tiny(r), tiny(a)
 
 
 def _top_text(entry: Ranked, step: Step, i: int) -> str:

@@ -117,6 +117,42 @@ def _draw_html(verdict: microscope.Verdict) -> str:
             f'<span class="pg-micro-draw-end pg-micro-draw-one">1</span></div>')
 
 
+def _sampled_rule_html(verdict: microscope.Verdict, row: Position, token: str, words: str, lang: str) -> str | None:
+    """A sampled draft's rule in a few short lines, so a projector shows it whole (1280×720, 17 px type): the draw
+    against the chance in one formula (r = 0.858 > min(1, p/q) = min(1, 0.344/0.569) = 0.605), the draw on the unit
+    line, the correction's probability in the residual; the sentences (`words`, the CLI's) folded below. None where
+    no recorded draw decided (a bonus, a draft without q, a trace recorded before draws were kept): those keep the
+    sentences. The formula's pieces break only between themselves, left to right in every language."""
+    r, a = verdict.draw, verdict.acceptance
+    q = row.q_drafted
+    ensemble = verdict.rule == microscope.SAMPLING_ENSEMBLE
+    x = row.v_drafted if ensemble else row.p_drafted
+    if (verdict.rule not in (microscope.SAMPLING, microscope.SAMPLING_ENSEMBLE) or r is None or a is None
+            or x is None or not q or verdict.outcome not in (microscope.KEPT, microscope.REFUSED)):
+        return None
+    kept = verdict.outcome == microscope.KEPT
+    written_r, written_a = microscope.draw_numbers(r, a)
+    ltr = lambda written: f'<bdi dir="ltr" class="pg-num">{written.localized(lang)}</bdi>'  # noqa: E731
+    pieces = [f'r = {ltr(written_r)} {"≤" if kept else "&gt;"}',
+              _t_html("microscope.short.min", lang, x="v" if ensemble else "p"),
+              _t_html("microscope.short.min_values", lang, x=_num(x, lang), q=_num(q, lang)), f"= {ltr(written_a)}"]
+    formula = ('<span dir="ltr" class="pg-micro-formula" data-testid="pg-micro-formula">'
+               + " ".join(f'<span class="pg-micro-piece">{piece}</span>' for piece in pieces) + "</span>")
+    lines = [f'<p class="pg-micro-decided">'
+             f'{_t_html("microscope.short.kept" if kept else "microscope.short.refused", lang, formula=formula)}</p>',
+             _draw_html(verdict)]
+    if not kept:
+        key = "microscope.short.correction" if verdict.correction is not None else "microscope.short.correction_outside"
+        sentence = _isolate_numbers(html.escape(t(key, lang), quote=False))  # max(0, p − q) on one line
+        lines.append('<p class="pg-micro-corrected">'
+                     + sentence.format(token=_token(token), prob=_num(verdict.correction or 0.0, lang),
+                                       k=f'<bdi dir="ltr">{len(row.residual or ())}</bdi>') + "</p>")
+    folded = (f'<details class="pg-micro-words"><summary>{html.escape(t("microscope.short.words", lang))}</summary>'
+              f'<ul>{words}</ul></details>')
+    return (f'<div class="pg-micro-rule pg-micro-rule-short" data-testid="pg-micro-rule" data-r="{r:.6f}" '
+            f'data-a="{a:.6f}">{"".join(lines)}{folded}</div>')
+
+
 def _common_suffix(a: str, b: str) -> int:
     """Length of the longest common suffix of two strings."""
     n = 0
@@ -217,12 +253,16 @@ def panel_html(trace: Trace | None, step_index: int, pos: int, lang: str = DEFAU
     lines = "".join(f"<li>{_isolate_numbers(html.escape(message.localized(lang), quote=False))}</li>"
                     for message in [*verdict.messages, *([note] if note is not None else [])])
     missing = "" if verdict.recorded else ' data-recorded="false"'
-    parts.append(f'<h4 class="pg-micro-rule-title">{html.escape(t("microscope.rule", lang))}</h4>'
-                 f'<ul class="pg-micro-rule" data-testid="pg-micro-rule"{missing}>{lines}</ul>')
-    parts.append(_draw_html(verdict))
+    row: Position | None = step.dists[pos] if verdict.recorded and step.dists is not None else None
+    title = f'<h4 class="pg-micro-rule-title">{html.escape(t("microscope.rule", lang))}</h4>'
+    short = _sampled_rule_html(verdict, row, emitted_texts[pos], lines, lang) if row is not None else None
+    if short is not None:
+        parts.append(title + short)
+    else:
+        parts.append(f'{title}<ul class="pg-micro-rule" data-testid="pg-micro-rule"{missing}>{lines}</ul>')
+        parts.append(_draw_html(verdict))
     if not verdict.recorded:
         parts.append(_recorded_figures(step, pos, lang))
-    row: Position | None = step.dists[pos] if verdict.recorded and step.dists is not None else None
     if row is not None:
         lists = [_ranked_list(shown, drafted, drafted_text, lang) for shown in microscope.shown_lists(row, verdict)]
         parts.append(f'<div class="pg-micro-dists">{"".join(lists)}</div>')
@@ -364,6 +404,15 @@ CSS = """
 .pg-micro-draw-one { left: auto; right: 0; }
 .pg-micro-rule-title { margin: 8px 0 0; font-size: 12.5px; font-weight: 600; opacity: .85; }
 .pg-micro-rule { margin: 2px 0 0; padding-inline-start: 1.2em; line-height: 1.5; }
+.pg-micro-rule-short { padding-inline-start: 0; }
+.pg-micro-rule-short p { margin: 0; }
+.pg-micro-piece { white-space: nowrap; }
+.pg-micro-rule-short .pg-micro-draw { height: 10px; margin: 4px 1.1em 4px; }
+.pg-micro-rule-short .pg-micro-draw-mark { top: -3px; height: 16px; }
+.pg-micro-rule-short .pg-micro-draw-end { top: 50%; transform: translate(-1.1em, -50%); line-height: 1; }
+.pg-micro-rule-short .pg-micro-draw-one { transform: translate(1.1em, -50%); }
+.pg-micro-words summary { cursor: pointer; opacity: .85; }
+.pg-micro-words ul { margin: 2px 0 0; padding-inline-start: 1.2em; }
 .pg-micro-context { white-space: pre-wrap; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
   font-size: 13px; border-radius: 6px; padding: 4px 6px; background: rgba(128,128,128,.08); unicode-bidi: plaintext; }
 .pg-micro-match { background: rgba(230,159,0,.45); color: inherit; border-radius: 2px; }

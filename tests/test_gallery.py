@@ -122,3 +122,19 @@ def test_sampling_recordings_keep_the_draws_that_decided(recording):
     for step, i in refused:
         verdict = microscope.explain(step, i, trace.decoding)
         assert verdict.draw is not None and verdict.draw > verdict.acceptance
+
+
+def test_the_speculative_greedy_recording_drafts_with_the_derived_drafter_and_is_refused():
+    """The page's offline drafter for speculative decoding (Gemma's first 12 layers), not Gemma drafting for itself
+    (every draft kept): the recording shows refusals, each followed by the target's correction, and its line says so
+    with the recording's own tokens per step."""
+    from playground.models import GEMMA_FIRST_LAYERS
+
+    trace = gallery.load("speculative-greedy")
+    assert trace.assistant == GEMMA_FIRST_LAYERS != trace.target
+    refusing = [step for step in trace.steps if step.rejected]
+    assert refusing and 0 < trace.summary.accepted < trace.summary.drafted
+    assert all(step.emitted[step.accepted] != step.rejected[0] for step in refusing)  # the correction differs
+    for lang in i18n.LANGUAGES:
+        look = gallery.get_recording("speculative-greedy").look(lang)
+        assert i18n.number(trace.summary.tokens_per_step, lang, ".2f") in look and "12" in look

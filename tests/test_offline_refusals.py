@@ -74,3 +74,31 @@ def test_a_built_stand_in_refuses_drafts_when_sampling(preset: str) -> None:
     trace = _run(preset, sample=True, temperature=0.5, top_k=50, seed=0)
     assert trace.decoding["sample"] is True
     assert any(step.rejected for step in trace.steps), preset
+
+
+@pytest.mark.bundled
+def test_the_method_picker_offline_suggests_the_derived_drafter_which_is_refused(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A student who picks "Speculative decoding" on the page offline gets Gemma's first 12 layers as the assistant
+    (the catalogue's pairing, built in the background of a preloading server), and a run with the page's own
+    settings shows drafts refused and corrected: not Gemma drafting for itself, every draft kept."""
+    import threading
+
+    from playground.app import generate_tab, preload as preload_module
+    from playground.engine import LiveRun, prepare
+    from playground.presets import GUIDE_PROMPT
+    from playground.request import new_request
+
+    preload = preload_module.Preload()
+    preload.thread = threading.current_thread()  # a server that preloads, its start-up load done
+    preload.done.set()
+    monkeypatch.setattr(preload_module, "PRELOAD", preload)
+    views = generate_tab.on_method_change("speculative", models.DEFAULT_TARGET, None)
+    assistant = dict(zip(generate_tab.METHOD_VIEWS.names, views))["assistant"]
+    suggested = assistant.get("value")
+    assert suggested == models.GEMMA_FIRST_LAYERS, assistant
+    worker = next((t for t in threading.enumerate() if t.name == "playground-convert-assistant"), None)
+    if worker is not None:  # built in the background (at once where the cache has it)
+        worker.join(600)
+    trace = LiveRun(prepare(new_request(GUIDE_PROMPT, target=models.DEFAULT_TARGET, method="speculative",
+                                        assistant=suggested, max_new_tokens=NEW_TOKENS))).run()
+    assert any(step.rejected for step in trace.steps), "a refusal on the page's own settings"

@@ -17,7 +17,8 @@ from playground import render
 from playground.app import generate_tab, page, preload, run_request, trace_files
 from playground.request import method_for
 from playground.methods import METHODS
-from playground.models import DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT
+from playground.models import (CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, GEMMA_FIRST_LAYERS,
+                               TINY_GEMMA4, TINY_GEMMA4_ASSISTANT)
 from playground.trace import Trace
 
 API_PARAMETERS = ["prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature",
@@ -85,7 +86,17 @@ def test_method_change_shows_exactly_the_methods_params() -> None:
 
 def test_assistant_suggestions_follow_the_assistant_kind() -> None:
     assert run_request.suggest_assistant(METHODS["universal"], DEFAULT_TARGET, None) == DEFAULT_UNIVERSAL_ASSISTANT
-    assert run_request.suggest_assistant(METHODS["speculative"], DEFAULT_TARGET, None) == DEFAULT_TARGET  # offline sanity check
+    # Offline, speculative decoding drafts with Gemma's own first 12 layers (a real smaller drafter that is refused
+    # sometimes), as the catalogue pairs them, not with Gemma itself (every draft kept).
+    assert run_request.suggest_assistant(METHODS["speculative"], DEFAULT_TARGET, None) == GEMMA_FIRST_LAYERS
+    assert CATALOGUE[DEFAULT_TARGET].suggested_assistants[0] == GEMMA_FIRST_LAYERS
+    # Each kind gets an assistant of its kind: the guide's universal pair is not offered for speculative decoding, and
+    # a model the catalogue has no drafter for drafts for itself.
+    assert run_request.suggest_assistant(METHODS["speculative"], "google/gemma-2-9b", None) == "google/gemma-2-9b"
+    assert run_request.suggest_assistant(METHODS["universal"], "google/gemma-2-9b", None) == "double7/vicuna-68m"
+    assert run_request.suggest_assistant(METHODS["speculative"], "my/model", None) == "my/model"
+    assert run_request.suggest_assistant(METHODS["mtp_drafter"], TINY_GEMMA4, None) == TINY_GEMMA4_ASSISTANT
+    assert all(CATALOGUE[a].drafts_as for entry in CATALOGUE.values() for a in entry.suggested_assistants)
     assert run_request.suggest_assistant(METHODS["speculative"], "HuggingFaceTB/SmolLM2-360M-Instruct", None) == (
         "HuggingFaceTB/SmolLM2-135M-Instruct")
     assert run_request.suggest_assistant(METHODS["universal"], DEFAULT_TARGET, "my/choice") == "my/choice"

@@ -17,8 +17,8 @@ import gradio as gr
 from .. import render
 from ..errors import PlaygroundError
 from ..i18n import Message, list_of, localize, number, t
-from ..models import (CATALOGUE, DEFAULT_TARGET, SPEED_MODEL, STORE, ensure_converted, ensure_measured, gc_paused,
-                      measurement_wanted, model_label)
+from ..models import (CATALOGUE, DEFAULT_TARGET, SPEED_MODEL, STORE, ensure_local, ensure_measured,
+                      gc_paused, measurement_wanted, model_label)
 from ..request import DEFAULT_METHOD, new_request
 from .language import language_of
 from .outputs import Outputs
@@ -109,14 +109,15 @@ class Preload:
         return self.measuring
 
     def convert_assistant(self, spec: str | None) -> None:
-        """Convert a bundled assistant in the background (once), after the start-up load of the target.
+        """Convert (or, for one derived from the bundled Gemma, build) a bundled assistant in the background (once),
+        after the start-up load of the target.
 
         Only in a server that preloads: elsewhere the run that needs the assistant converts it. A run
-        that needs it meanwhile waits for this conversion (`ensure_converted` holds a lock) instead of
+        that needs it meanwhile waits for this conversion (`ensure_local` holds the conversion's lock) instead of
         starting its own.
         """
         entry = CATALOGUE.get(spec or "")
-        if self.thread is None or entry is None or entry.gguf is None:
+        if self.thread is None or entry is None or entry.source != "bundled":
             return
         with self._assistants_lock:
             if entry.key in self._assistants:
@@ -126,7 +127,7 @@ class Preload:
         def work() -> None:
             self.done.wait()
             try:
-                ensure_converted(entry, self._report_assistant)
+                ensure_local(entry, self._report_assistant)
             except Exception:  # the run that needs it reports the error itself
                 logger.warning("converting %s in the background failed", entry.key, exc_info=True)
             finally:

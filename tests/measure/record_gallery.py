@@ -56,8 +56,9 @@ def write_readme() -> None:
     body = "\n".join(f"- {describe(r.key, trace, r.path.stat().st_size)}" for r, trace in traces)
     (GALLERY_DIR / "README.md").write_text(f"""# The gallery's recorded runs
 
-Real runs of the bundled models (Gemma 3 270M, and SmolLM2-135M-Instruct as the universal assistant), one per method
-that runs offline and per decoding, opened by the page's "Step through a run" tab without loading a model. What each
+Real runs of the bundled models (Gemma 3 270M; its first 12 layers, built from it at first use, as the greedy
+speculative drafter; SmolLM2-135M-Instruct as the universal assistant), one per method that runs offline and per
+decoding, opened by the page's "Step through a run" tab without loading a model. What each
 asks is `playground/gallery.py`'s `GALLERY`; what to look at in each is `gallery.<key>.look` in the locales.
 
 Made by `{COMMAND}` ({RECORDED_DTYPE}, {RECORDED_TOKENS} new tokens, last on {day}; torch {env.get('torch')},
