@@ -560,6 +560,52 @@ def test_uploaded_traces_of_many_sessions_are_held_within_one_budget(monkeypatch
     assert uploads.held_bytes() == 0
 
 
+def test_the_uploads_running_total_is_the_sum_of_what_is_held_through_replacements_lets_go_and_departures(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`hold` keeps one running total of the held uploads instead of re-adding every held upload for each one it lets
+    go: after every upload (a session's first, its replacement, one letting go of others, one refused as over the
+    budget) and every departure, the total is the sum of the held uploads' sizes, and each session holds at most one.
+    (Before: no running total, `_total()` summed all held uploads at each pass of `hold`'s loop.)"""
+    import random
+
+    from test_hostile import make_trace
+
+    from playground.app import uploads
+    from playground.errors import PlaygroundError
+    from playground.trace import Trace
+
+    traces = [Trace.from_dict(make_trace(n)) for n in (3, 10, 40)]
+    sizes = [uploads.footprint(trace) for trace in traces]
+    monkeypatch.setenv("PLAYGROUND_UPLOADS_MB", str(2.2 * sizes[-1] / 2**20))  # room for two of the largest
+    rng, names = random.Random(7), [f"total-{n}" for n in range(12)]
+    refused, live, let_go = 0, set(), 0
+    try:
+        for turn in range(400):
+            session = rng.choice(names)
+            if turn % 97 == 0:  # larger than the whole budget: refused, nothing let go
+                monkeypatch.setenv("PLAYGROUND_UPLOADS_MB", str(0.5 * sizes[0] / 2**20))
+                with pytest.raises(PlaygroundError):
+                    uploads.hold(traces[0], session)
+                refused += 1
+                monkeypatch.setenv("PLAYGROUND_UPLOADS_MB", str(2.2 * sizes[-1] / 2**20))
+            elif rng.random() < 0.2:
+                uploads.drop_session(session)
+                live.discard(session)
+            else:
+                uploads.hold(rng.choice(traces), session)
+                live.add(session)
+            held = list(uploads._HELD.values())
+            let_go += len(held) < len(live)
+            assert uploads.held_bytes() == uploads._TOTAL == sum(upload.size for upload in held), turn
+            assert uploads._TOTAL <= uploads.budget_bytes()
+            assert len({upload.session for upload in held}) == len(held) == len(uploads._BY_SESSION)
+        assert refused == 5 and let_go > 100  # uploads were let go to make room, often
+    finally:
+        for session in names:
+            uploads.drop_session(session)
+    assert uploads.held_bytes() == sum(upload.size for upload in uploads._HELD.values())
+
+
 def html_text(markup: str) -> str:
     import html
     import re
