@@ -702,3 +702,35 @@ def test_a_visitors_bad_value_keeps_its_message(bad: Any) -> None:
         with pytest.raises(gr.Error) as answered:
             handler(bad, _visitor("s", lang))
         assert answered.value.message == html.escape(t("error.not_from_the_page", lang), quote=False)
+
+
+def test_a_session_keeps_no_copy_of_its_last_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gradio's own call path (`Blocks.process_api` with a session) for a handler that reads a long text and answers a
+    replay-sized window (3.6 MB of text, a real 512-step run's longest): with the playground's setting
+    (`gradio_internals.keep_no_last_values`, as `launch` applies it) the session's state holds neither, and the
+    deep-link route, the only reader, has nothing of them to save. (Before: Gradio copied both into the session's
+    `config_values`, 7.2 MB of memory a session kept until it went, up to 300 sessions.)"""
+    import gradio as gr
+    from appserver import run_coroutine_apart
+    from gradio import state_holder
+
+    from playground.app import uploads
+    from playground.compat import gradio_internals
+
+    monkeypatch.setattr(state_holder.SessionState, "_update_value_in_config",
+                        state_holder.SessionState._update_value_in_config)  # given back after the test
+    window = "… word" * 600_000
+    with gr.Blocks() as demo:
+        asked, answered = gr.Textbox(), gr.HTML()
+        asked.submit(lambda text: text + window, asked, answered)
+
+    def kept_after_one_answer() -> int:
+        state = state_holder.SessionState(demo)
+        answer = run_coroutine_apart(demo.process_api(0, ["x" * 100_000], state=state, session_hash="s"))
+        assert len(answer["data"][0]) == 100_000 + len(window)
+        return uploads.footprint(list(state.components))
+
+    before = kept_after_one_answer()
+    assert before > 2 * len(window), before  # what Gradio keeps on its own: the window in UCS-2, and the question
+    gradio_internals.keep_no_last_values()
+    assert kept_after_one_answer() < 20_000
