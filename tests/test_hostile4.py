@@ -180,6 +180,16 @@ def test_the_monitoring_pages_are_closed_in_public_mode(server: Any) -> None:
 
 
 @pytest.mark.server
+def test_the_deep_link_route_is_closed_in_public_mode(server: Any) -> None:
+    """Gradio's /gradio_api/deep_link?session_hash=S saved that session's page values to a new file on disk after each
+    change (a textbox's text, a replay's window), never deleted, for anyone who named the session; the page makes
+    no deep links. (Before: 200 and the file's name, for any session.)"""
+    for path in ("gradio_api/deep_link?session_hash=abcdefghijk", "gradio_api/deep_link/?session_hash=x"):
+        answered = httpx.get(f"{server.url}{path}", timeout=30, verify=LOCAL_TLS)
+        assert answered.status_code == 404, (path, answered.status_code, answered.text[:300])
+        assert answered.json()["detail"] == "this server makes no deep links in public mode (the page offers none)"
+
+@pytest.mark.server
 @pytest.mark.slow
 def test_connections_whose_head_trickles_in_are_closed_and_others_served(server: Any) -> None:
     """Twenty connections sending their head one byte a second (slowloris): each is closed once HEAD_TIMEOUT_S has
