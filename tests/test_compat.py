@@ -115,7 +115,7 @@ def transformers_changes() -> list[str]:
 
 def gradio_changes() -> list[str]:
     import gradio.mcp
-    from gradio import blocks, events, queueing
+    from gradio import blocks, events, queueing, state_holder
     from gradio.context import LocalContext
     from mcp.server.lowlevel import Server
     from uvicorn.protocols.http import h11_impl
@@ -133,7 +133,12 @@ def gradio_changes() -> list[str]:
     changes += _assigns(gradio.mcp.GradioMCPServer.__init__, "self.mcp_server =")
     changes += _assigns(Server.__init__, "self.request_handlers")
     changes += _assigns(h11_impl.H11Protocol.__init__, "DEFAULT_MAX_INCOMPLETE_EVENT_SIZE")
+    config_readers = [name for name, text in _gradio_sources().items() if "config_values" in text]
     checks = {
+        "SessionState._update_value_in_config(key, value) sets config_values[key]['props']['value']":
+            '["props"]["value"] = value' in inspect.getsource(state_holder.SessionState._update_value_in_config),
+        "only state_holder.py reads config_values (the deep-link route through SessionState.components)":
+            config_readers == ["state_holder.py"],
         "gradio/mcp.py reads a function's _mcp_type": gradio_internals.MCP_TYPE in inspect.getsource(gradio.mcp),
         "LocalContext has blocks, event_id and request": all(
             hasattr(getattr(LocalContext, name, None), "get") for name in ("blocks", "event_id", "request")),
@@ -141,6 +146,13 @@ def gradio_changes() -> list[str]:
             isinstance(getattr(h11_impl, "DEFAULT_MAX_INCOMPLETE_EVENT_SIZE", None), int),
     }
     return changes + [f"no longer true: {claim}" for claim, holds in checks.items() if not holds]
+
+
+def _gradio_sources() -> dict[str, str]:
+    import gradio
+
+    root = Path(gradio.__file__).parent
+    return {str(path.relative_to(root)): path.read_text(encoding="utf-8") for path in sorted(root.rglob("*.py"))}
 
 
 def _installed(names: Any) -> dict[str, str]:
@@ -192,7 +204,7 @@ PRIVATE_NAMES = {"_get_candidate_generator", "_get_logits_processor", "_speculat
                  "_id", "_data", "_mcp_type", "clean_events", "active_jobs", "max_thread_count",
                  "event_queue_per_concurrency_id",
                  "get_upload_folder", "mcp_server_obj", "request_handlers", "DEFAULT_MAX_INCOMPLETE_EVENT_SIZE",
-                 "LocalContext", "h11_impl"}
+                 "LocalContext", "h11_impl", "_update_value_in_config"}
 
 
 def private_reads(root: Path) -> list[str]:

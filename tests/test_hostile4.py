@@ -180,6 +180,16 @@ def test_the_monitoring_pages_are_closed_in_public_mode(server: Any) -> None:
 
 
 @pytest.mark.server
+def test_the_deep_link_route_is_closed_in_public_mode(server: Any) -> None:
+    """Gradio's /gradio_api/deep_link?session_hash=S saved that session's page values to a new file on disk after each
+    change (a textbox's text, a replay's window), never deleted, for anyone who named the session; the page makes
+    no deep links. (Before: 200 and the file's name, for any session.)"""
+    for path in ("gradio_api/deep_link?session_hash=abcdefghijk", "gradio_api/deep_link/?session_hash=x"):
+        answered = httpx.get(f"{server.url}{path}", timeout=30, verify=LOCAL_TLS)
+        assert answered.status_code == 404, (path, answered.status_code, answered.text[:300])
+        assert answered.json()["detail"] == "this server makes no deep links in public mode (the page offers none)"
+
+@pytest.mark.server
 @pytest.mark.slow
 def test_connections_whose_head_trickles_in_are_closed_and_others_served(server: Any) -> None:
     """Twenty connections sending their head one byte a second (slowloris): each is closed once HEAD_TIMEOUT_S has
@@ -560,6 +570,52 @@ def test_uploaded_traces_of_many_sessions_are_held_within_one_budget(monkeypatch
     assert uploads.held_bytes() == 0
 
 
+def test_the_uploads_running_total_is_the_sum_of_what_is_held_through_replacements_lets_go_and_departures(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`hold` keeps one running total of the held uploads instead of re-adding every held upload for each one it lets
+    go: after every upload (a session's first, its replacement, one letting go of others, one refused as over the
+    budget) and every departure, the total is the sum of the held uploads' sizes, and each session holds at most one.
+    (Before: no running total, `_total()` summed all held uploads at each pass of `hold`'s loop.)"""
+    import random
+
+    from test_hostile import make_trace
+
+    from playground.app import uploads
+    from playground.errors import PlaygroundError
+    from playground.trace import Trace
+
+    traces = [Trace.from_dict(make_trace(n)) for n in (3, 10, 40)]
+    sizes = [uploads.footprint(trace) for trace in traces]
+    monkeypatch.setenv("PLAYGROUND_UPLOADS_MB", str(2.2 * sizes[-1] / 2**20))  # room for two of the largest
+    rng, names = random.Random(7), [f"total-{n}" for n in range(12)]
+    refused, live, let_go = 0, set(), 0
+    try:
+        for turn in range(400):
+            session = rng.choice(names)
+            if turn % 97 == 0:  # larger than the whole budget: refused, nothing let go
+                monkeypatch.setenv("PLAYGROUND_UPLOADS_MB", str(0.5 * sizes[0] / 2**20))
+                with pytest.raises(PlaygroundError):
+                    uploads.hold(traces[0], session)
+                refused += 1
+                monkeypatch.setenv("PLAYGROUND_UPLOADS_MB", str(2.2 * sizes[-1] / 2**20))
+            elif rng.random() < 0.2:
+                uploads.drop_session(session)
+                live.discard(session)
+            else:
+                uploads.hold(rng.choice(traces), session)
+                live.add(session)
+            held = list(uploads._HELD.values())
+            let_go += len(held) < len(live)
+            assert uploads.held_bytes() == uploads._TOTAL == sum(upload.size for upload in held), turn
+            assert uploads._TOTAL <= uploads.budget_bytes()
+            assert len({upload.session for upload in held}) == len(held) == len(uploads._BY_SESSION)
+        assert refused == 5 and let_go > 100  # uploads were let go to make room, often
+    finally:
+        for session in names:
+            uploads.drop_session(session)
+    assert uploads.held_bytes() == sum(upload.size for upload in uploads._HELD.values())
+
+
 def html_text(markup: str) -> str:
     import html
     import re
@@ -656,3 +712,35 @@ def test_a_visitors_bad_value_keeps_its_message(bad: Any) -> None:
         with pytest.raises(gr.Error) as answered:
             handler(bad, _visitor("s", lang))
         assert answered.value.message == html.escape(t("error.not_from_the_page", lang), quote=False)
+
+
+def test_a_session_keeps_no_copy_of_its_last_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gradio's own call path (`Blocks.process_api` with a session) for a handler that reads a long text and answers a
+    replay-sized window (3.6 MB of text, a real 512-step run's longest): with the playground's setting
+    (`gradio_internals.keep_no_last_values`, as `launch` applies it) the session's state holds neither, and the
+    deep-link route, the only reader, has nothing of them to save. (Before: Gradio copied both into the session's
+    `config_values`, 7.2 MB of memory a session kept until it went, up to 300 sessions.)"""
+    import gradio as gr
+    from appserver import run_coroutine_apart
+    from gradio import state_holder
+
+    from playground.app import uploads
+    from playground.compat import gradio_internals
+
+    monkeypatch.setattr(state_holder.SessionState, "_update_value_in_config",
+                        state_holder.SessionState._update_value_in_config)  # given back after the test
+    window = "… word" * 600_000
+    with gr.Blocks() as demo:
+        asked, answered = gr.Textbox(), gr.HTML()
+        asked.submit(lambda text: text + window, asked, answered)
+
+    def kept_after_one_answer() -> int:
+        state = state_holder.SessionState(demo)
+        answer = run_coroutine_apart(demo.process_api(0, ["x" * 100_000], state=state, session_hash="s"))
+        assert len(answer["data"][0]) == 100_000 + len(window)
+        return uploads.footprint(list(state.components))
+
+    before = kept_after_one_answer()
+    assert before > 2 * len(window), before  # what Gradio keeps on its own: the window in UCS-2, and the question
+    gradio_internals.keep_no_last_values()
+    assert kept_after_one_answer() < 20_000

@@ -15,6 +15,8 @@ Gradio sees a request it refuses:
 - a request that gives both Content-Length and Transfer-Encoding: 400, its connection closed (uvicorn's h11 reads
   the body by Transfer-Encoding and ran what Content-Length left out as a second request: request smuggling);
 - Gradio's monitoring pages (`/monitoring...`, every endpoint's counts and timings) in public mode: 404;
+- Gradio's deep-link route (`/gradio_api/deep_link`) in public mode: 404 (it wrote a session's values to a new file
+  on disk at every call after a change, never deleted; the page makes no deep links);
 - a queued call (the queue's join, `call/<name>`) from a client address that already has PLAYGROUND_CLIENT_CALLS
   calls queued or running (429), or when PLAYGROUND_QUEUE_SIZE calls wait already (503): one client with a hundred
   session hashes held every place, and a visitor from elsewhere waited 420 s. The address is the socket's peer, or
@@ -132,6 +134,9 @@ class Gate:
             return
         if self.public and (path == "/monitoring" or path.startswith("/monitoring/")):
             await answer(send, 404, i18n.t("error.gate.monitoring", lang))
+            return
+        if self.public and path.rstrip("/") == "/gradio_api/deep_link":
+            await answer(send, 404, i18n.t("error.gate.deep_link", lang))
             return
         if length.isdigit() and int(length) > MAX_BODY_BYTES:
             await answer(send, 413, i18n.t("error.request_size", lang, limit=MAX_INPUT_MB))

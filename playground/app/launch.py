@@ -113,6 +113,7 @@ def main() -> None:
     """Serve the page on GRADIO_SERVER_NAME:GRADIO_SERVER_PORT (default 127.0.0.1:7860) until interrupted."""
     configure_logging()
     gradio_internals.spare_missing_matplotlib()
+    gradio_internals.keep_no_last_values()  # a session's last answers are not copied into its config (`sessions`)
     with gc_paused():  # building the page allocates in bulk (`models.gc_paused` says why)
         demo = build_ui()
         # Serve first, then load: the page answers (and shows the load's progress) while the start-up

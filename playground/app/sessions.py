@@ -1,7 +1,8 @@
 """What a visitor's session keeps, given back: when the visitor leaves, after a bounded time, and bounded in count.
 
-Gradio 6.31 keeps, per session, a copy of every component's configuration with the last value each handler wrote
-to it (the run's token view, its charts, its tables: kept so a page can be rebuilt) and the session's `gr.State`
+Gradio 6.31 keeps, per session, a copy of every component's configuration with the last value each handler read or
+wrote (the run's token view, its charts, a replay window of 7.2 MB: kept for deep links only, which the page never
+makes, so `launch` has it keep none: `gradio_internals.keep_no_last_values`) and the session's `gr.State`
 values (the last run's trace, the baselines, Compare's results); it frees the State values an hour after the page
 closed and the rest only when 10,000 newer sessions push it out. On a Space a class leaves behind hundreds of MB
 that way. Here:

@@ -42,6 +42,7 @@ class _Upload:
 _LOCK = threading.Lock()
 _HELD: OrderedDict[str, _Upload] = OrderedDict()  # ticket -> upload, least recently viewed first
 _BY_SESSION: dict[str, str] = {}  # session key -> its ticket
+_TOTAL = 0  # the held uploads' sizes together, kept as they come and go (`hold` would otherwise re-add all per drop)
 
 
 def footprint(value: Any) -> int:
@@ -89,10 +90,9 @@ def hold(trace: Trace, session: str) -> Held:
     ticket = secrets.token_hex(16)
     with _LOCK:
         _drop(_BY_SESSION.pop(session, None))
-        while _HELD and _total() + size > budget:
+        while _HELD and _TOTAL + size > budget:
             _drop(next(iter(_HELD)))
-        _HELD[ticket] = _Upload(trace, size, session)
-        _BY_SESSION[session] = ticket
+        _add(ticket, _Upload(trace, size, session))
     return Held(ticket)
 
 
@@ -118,14 +118,21 @@ def drop_session(session: str) -> None:
 def held_bytes() -> int:
     """What the held uploads take together (`footprint`), in bytes."""
     with _LOCK:
-        return _total()
+        return _TOTAL
 
 
-def _total() -> int:
-    return sum(upload.size for upload in _HELD.values())
+def _add(ticket: str, upload: _Upload) -> None:
+    global _TOTAL
+    _HELD[ticket] = upload
+    _BY_SESSION[upload.session] = ticket
+    _TOTAL += upload.size
 
 
 def _drop(ticket: str | None) -> None:
+    global _TOTAL
     upload = _HELD.pop(ticket, None) if ticket is not None else None
-    if upload is not None and _BY_SESSION.get(upload.session) == ticket:
+    if upload is None:
+        return
+    _TOTAL -= upload.size
+    if _BY_SESSION.get(upload.session) == ticket:
         del _BY_SESSION[upload.session]

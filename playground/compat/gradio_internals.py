@@ -53,6 +53,19 @@ def spare_missing_matplotlib() -> None:
         sys.modules["matplotlib"] = None  # type: ignore[assignment]
 
 
+def keep_no_last_values() -> None:
+    """`state_holder.SessionState._update_value_in_config`: Gradio 6.31 copies into each session's `config_values`
+    the last value every handler read or wrote (a replay move's window: 3.6 MB of text, 7.2 MB of memory), kept
+    until the session goes (`app/sessions.py`: up to 300 sessions, 2 GB). Nothing reads them but the deep-link route
+    (`/gradio_api/deep_link`, which saves them to disk and the page never calls): keep none (the configuration stays
+    as the page was built)."""
+    from gradio import state_holder
+
+    def keep_none(self: Any, key: int, value: Any) -> None:
+        return None
+
+    state_holder.SessionState._update_value_in_config = keep_none  # type: ignore[method-assign]
+
 def widen_queue(queue: Any, workers: int) -> None:
     """`Queue.max_thread_count` and `Queue.active_jobs`: the queue runs at most that many events at once, whatever
     their own limits (`launch(max_threads=...)`, 40), and a follower's stream is an event that runs as long as its

@@ -74,6 +74,17 @@ def largest_trace(limit: int = MAX_INPUT_BYTES) -> bytes:
     return data
 
 
+def window_trace(n_steps: int = 512, drafts: int = 64) -> bytes:
+    """A real run's longest replay window (as tests/test_hostile4.py's `_steps_of`): `n_steps` prompt-lookup steps of
+    `drafts` refused drafts " word"; a move to its last step answers about 3.6 MB of text."""
+    steps = [Step(index=i, drafted=[5] * drafts, accepted=0, rejected=[5], discarded=[5] * (drafts - 1), emitted=[7],
+                  drafted_text=[" word"] * drafts, emitted_text=[" word"], draft_ms=1.0, verify_ms=1.0)
+             for i in range(n_steps)]
+    made = Trace(method="prompt_lookup", target="t", prompt="x", output_ids=[7] * n_steps, steps=steps, vocab_size=10)
+    made.summarize(1.0)
+    return made.to_json().encode()
+
+
 def call(url: str, fn_index: int, data: list[Any], session: str, address: str) -> dict[str, Any]:
     """Join a handler in the queue as a page does and read its answer to the end (the last message)."""
     headers = {"x-forwarded-for": address}
@@ -115,11 +126,15 @@ def main() -> int:
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose app.py to serve")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the server (repeatable)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--window", action="store_true",
+                        help="a real run's longest replay window (512 steps) instead of the largest file, each session "
+                             "moving to its last step: what Gradio keeps of the sessions' answers")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="playground-uploads-"))
     (work / "gradio").mkdir()
-    trace = largest_trace()
+    trace = window_trace() if args.window else largest_trace()
+    step = 512 if args.window else 1
     env = {"GRADIO_TEMP_DIR": str(work / "gradio"), "TMPDIR": str(work), "PLAYGROUND_PRELOAD": "0",
            "SYSTEM": "spaces", "SPACE_ID": "measure/upload-memory", **dict(e.split("=", 1) for e in args.env)}
     port = free_port()
@@ -142,7 +157,7 @@ def main() -> int:
             loaded = call(url, deps["on_trace_upload"], [record], session, address)
             if 'data-kind=\\"done\\"' not in json.dumps(loaded):
                 return f"upload: {json.dumps(loaded)[:300]}"
-            stepped = predict(url, deps["replay_view"], [None, 1], session, address)
+            stepped = predict(url, deps["replay_view"], [None, step], session, address)
             return "ok" if stepped["success"] else f"step: {stepped['text']}"
 
         began = time.monotonic()
@@ -154,7 +169,7 @@ def main() -> int:
                 figures["rss_mb"][str(done)], figures["cpu_s"][str(done)] = figures_of(proc)
                 print(f"{done} sessions: rss {figures['rss_mb'][str(done)]} MB, server cpu "
                       f"{figures['cpu_s'][str(done)]} s, {time.monotonic() - began:.0f} s", flush=True)
-        still = [s for s in sessions if predict(url, deps["replay_view"], [None, 1], *s)["success"]]
+        still = [s for s in sessions if predict(url, deps["replay_view"], [None, step], *s)["success"]]
         figures["sessions_still_stepping"] = len(still)
         print(f"sessions still stepping through their upload: {len(still)} of {args.sessions}", flush=True)
         time.sleep(args.idle)
