@@ -55,6 +55,7 @@ def show_code_for_settings(*inputs: Any, lang: str = "en") -> Iterator[tuple[Any
                 yield CODE(status=render.status_html(localize(value, lang), "running"))
             else:
                 view = value
+        assert view is not None  # `in_thread` ends with the job's value or raises
         yield CODE(python=view.python, cli=view.cli, status=render.status_html(
             t("code.for_settings", lang, method=method_title(request.method, lang), target=request.target), "done"))
     except Exception as exc:

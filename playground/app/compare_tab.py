@@ -166,11 +166,12 @@ def compare_verdict(result: bench.CompareResult, lang: str = DEFAULT_LANGUAGE) -
     rows = [a for a in result.aggregates if not a.is_baseline and a.speedup is not None]
     if not rows:
         return t("compare.verdict.none", lang)
-    best = max(rows, key=lambda a: a.speedup)
-    if best.speedup >= 1.05:
-        verdict = t("compare.verdict.fastest", lang, label=best.label, x=number(best.speedup, lang))
+    best = max(rows, key=lambda a: a.speedup or 0.0)  # every row has one (above)
+    speedup = best.speedup or 0.0
+    if speedup >= 1.05:
+        verdict = t("compare.verdict.fastest", lang, label=best.label, x=number(speedup, lang))
     else:
-        verdict = t("compare.verdict.no_win", lang, label=best.label, x=number(best.speedup, lang))
+        verdict = t("compare.verdict.no_win", lang, label=best.label, x=number(speedup, lang))
     note = noise_note(rows, lang)
     return f"{verdict} {note}" if note else verdict
 
@@ -256,7 +257,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
         yield COMPARED(status=render.status_html(t("status.preparing", lang, target=target), "running"))
 
         def work(progress: Callable[[str], None]) -> tuple[bench.CompareResult, list[tuple[str, str]]]:
-            settings = dict(target=target, max_new_tokens=tokens, dtype=dtype, chat=chat_value)
+            settings: dict[str, Any] = dict(target=target, max_new_tokens=tokens, dtype=dtype, chat=chat_value)
             prepared, skipped = bench.prepare_specs(prompt, specs, **settings, progress=progress, skip_failing=True,
                                                     lang=lang)
             if len(prepared) < 2:
@@ -267,7 +268,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
                                              measure_overhead=False, progress=progress, prepared=prepared, lang=lang)
             return result, skipped
 
-        outcome = None
+        outcome: Any = None
         for kind, value in in_thread(work, "playground-compare"):
             if kind == "progress":
                 yield COMPARED(status=render.status_html(t("compare.progress", lang, stage=localize(value, lang)),
@@ -368,7 +369,7 @@ def race_frames(baseline: Trace, method: Trace, max_s: float = RACE_MAX_S, min_s
 
 
 def play_race(choice: str | None, state: CompareState | None,
-              request: gr.Request = None) -> Iterator[str]:  # type: ignore[assignment]
+              request: gr.Request = None) -> Iterator[str]:
     """Stream the race of baseline against the chosen method at the recorded pace (in the visitor's language)."""
     lang = language_of(request)
     if state is None or state.baseline is None or not state.traces:

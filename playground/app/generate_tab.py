@@ -91,7 +91,7 @@ RESTORED = LINKED + preset_picker.APPLIED  # ... and the example picker's `appli
 
 
 def on_method_change(method_name: str, target: str | None, assistant: str | None,
-                     request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+                     request: gr.Request = None) -> tuple[Any, ...]:
     """Explanation, assistant field and parameter controls for the chosen method (in the visitor's language)."""
     lang = language_of(request)
     method = method_for(method_name, target).localized(lang)  # the controls bounded by the target's layers
@@ -166,7 +166,7 @@ _SESSIONS: dict[str, _Session] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-def stop(request: gr.Request = None) -> str:  # type: ignore[assignment]
+def stop(request: gr.Request = None) -> str:
     """Ask this session's run to end after the current step (what was produced is kept)."""
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(session_key(request))
@@ -179,7 +179,7 @@ def stop(request: gr.Request = None) -> str:  # type: ignore[assignment]
 # --------------------------------------------------------------------------- the step microscope
 
 
-def open_token(trace: Any, evt: gr.EventData, request: gr.Request = None) -> str:  # type: ignore[assignment]
+def open_token(trace: Any, evt: gr.EventData, request: gr.Request = None) -> str:
     """A click on a token of the output: its panel (the finished run's trace, or while it runs the live one, whose
     step gets its figures now: a run shown as it comes computes them when generation ends, `LiveRun.figures_now`)."""
     data = gradio_internals.event_data(evt)
@@ -197,7 +197,7 @@ def open_token(trace: Any, evt: gr.EventData, request: gr.Request = None) -> str
     return microscope_view.panel_for_click(trace, data, language_of(request))
 
 
-def after_run_tables(trace: Any, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+def after_run_tables(trace: Any, request: gr.Request = None) -> tuple[Any, ...]:
     """After a run: the per-run tables (what the drafter got wrong) and the panel's invitation, in the page's language."""
     lang = language_of(request)
     return TABLES(run_tables=microscope_view.run_tables_html(trace, lang),
@@ -207,7 +207,7 @@ def after_run_tables(trace: Any, request: gr.Request = None) -> tuple[Any, ...]:
 # --------------------------------------------------------------------------- page load
 
 
-def on_page_load(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+def on_page_load(request: gr.Request = None) -> tuple[Any, ...]:
     """Fill in the default example (here rather than as the textbox's initial value, so the API's
     `prompt` stays a required parameter) and show the loading state; in the visitor's language."""
     lang = language_of(request)
@@ -217,7 +217,7 @@ def on_page_load(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore
                      timer=gr.update(active=preload.PRELOAD.running))
 
 
-def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ...]:
     """The main view's server-written parts in the visitor's language (a page in English keeps them as built):
     the method picker's titles, the method's summary and lecture, the legend, the empty output, stats and charts,
     the precision's note, the microscope's invitation."""
@@ -305,7 +305,7 @@ def generate(
     dtype: str = "auto",
     check_plain: Any = False,
     preset: str | None = None,
-    request: gr.Request = None,  # type: ignore[assignment]
+    request: gr.Request = None,
 ) -> Iterator[tuple[Any, ...]]:
     """Stream one generation: `RUN` (tokens HTML, figures, acceptance chart, timing chart, status, trace file, trace).
 

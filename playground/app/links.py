@@ -93,9 +93,11 @@ def restore(query: Mapping[str, str], param_names: list[str], lang: str = "en") 
     try:
         if "preset" in given:
             get_preset(given["preset"])  # a known name, or the error below
-            request = build_request(given.get("prompt", ""), *([None] * 11), given.get("dtype"))
+            fields: dict[str, Any] = {**dict.fromkeys(FIELDS), "dtype": given.get("dtype")}
         else:
-            request = build_request(given.get("prompt", ""), *(given.get(k) for k in FIELDS[1:]))
+            fields = {k: given.get(k) for k in FIELDS}
+        request = build_request(**{**fields, "prompt": given.get("prompt", "")})  # by name, not by position
+        if "preset" not in given:
             method_for(request.method, request.target).resolve_params(request.params)
         validate_request(request if request.prompt.strip() else request.but(prompt="…"))
         if request.dtype not in DTYPES:

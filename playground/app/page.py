@@ -53,7 +53,7 @@ def localized_tab_views(lang: str) -> tuple[Any, ...]:
                         "tune.status": tune_idle_status(lang)})
 
 
-def localize_tabs(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+def localize_tabs(request: gr.Request = None) -> tuple[Any, ...]:
     """The page-load handler of `TAB_VIEWS`: in the visitor's language; a page in English keeps them as built."""
     lang = language_of(request)
     return TAB_VIEWS.skip() if lang == "en" else localized_tab_views(lang)

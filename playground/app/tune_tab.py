@@ -141,8 +141,13 @@ def in_background(job: Callable[[], tuple[Any, ...]], lang: str) -> Iterator[tup
     """A Tune job in a worker thread, its status saying it works: the visitor who leaves (the handler closed)
     stops it at its current pass's next forward (`background.in_thread`)."""
     working = render.status_html(t("tune.status.working", lang), "running")
-    outcome = None
-    for kind, value in in_thread(lambda progress: (progress("working"), job())[1], "playground-tune"):
+    outcome: Any = None
+
+    def working_job(progress: Callable[[str], None]) -> tuple[Any, ...]:
+        progress("working")
+        return job()
+
+    for kind, value in in_thread(working_job, "playground-tune"):
         if kind == "progress":
             yield TUNED(status=working)
         else:
