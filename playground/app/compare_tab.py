@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import gradio as gr
 
@@ -240,8 +240,9 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
 
     try:
         # The page's own checks (`build_request`) on the shared settings: types, sizes, finite numbers, text.
-        request = build_request(prompt, target, assistant, method, None, max_new_tokens or None, False,
-                                None, None, None, None, chat, dtype, surface="compare")
+        request = build_request(prompt=prompt, target=target, assistant=assistant, method=method, params=None,
+                                max_new_tokens=max_new_tokens or None, sample=False, temperature=None, top_p=None,
+                                top_k=None, seed=None, chat=chat, dtype=dtype, surface="compare")
         if not request.prompt.strip():
             raise PlaygroundError.keyed("error.prompt_empty")
         if not isinstance(methods, list) or not all(isinstance(m, str) for m in methods):
@@ -401,9 +402,13 @@ def method_choices(lang: str = DEFAULT_LANGUAGE) -> list[tuple[str, str]]:
     return [(m.localized(lang).title, name) for name, m in METHODS.items() if m.drafts]
 
 
-def build_compare(settings: Sequence[Any], param_components: Sequence[Any], baselines: gr.State) -> dict[str, Any]:
-    """The tab (call inside the page's `gr.Tabs`) and its events. `settings` are the page's prompt, target,
-    assistant, method, dtype and chat controls; `baselines` is the session's baseline traces (Compare adds its own).
+# The page's controls Compare reads, by `compare`'s names for them (its first parameters, in order).
+COMPARE_SETTINGS = ("prompt", "target", "assistant", "method", "dtype", "chat")
+
+
+def build_compare(settings: Mapping[str, Any], param_components: Sequence[Any], baselines: gr.State) -> dict[str, Any]:
+    """The tab (call inside the page's `gr.Tabs`) and its events. `settings`: the page's controls by the names of
+    `COMPARE_SETTINGS`; `baselines` is the session's baseline traces (Compare adds its own).
     Returns by name the boxes `idle_views` fills (status, race) and the methods' checkboxes (`method_choices`)."""
     max_tokens = get_settings().max_new_tokens
     with gr.Tab(L("ui.tab.compare"), id="compare", elem_id="pg-tab-compare"):
@@ -433,7 +438,8 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
     compared = COMPARED.components(dict(status=panel.status, table=panel.table, speedup=panel.left, cost=panel.right,
                                         diagnosis=compare_diag, race_method=race_method, state=compare_state,
                                         baselines=baselines))
-    inputs = [*settings, compare_methods, compare_tokens, compare_repeats, baselines, *param_components]
+    inputs = [*(settings[name] for name in COMPARE_SETTINGS), compare_methods, compare_tokens, compare_repeats,
+              baselines, *param_components]
     compare_btn.click(with_language(compare), inputs, compared, **long_job(panel.status))
     quick_btn.click(with_language(quick_compare), inputs, compared, **long_job(panel.status))
     race_btn.click(guarded(play_race), [race_method, compare_state], race, **PRIVATE_QUEUED)

@@ -20,14 +20,13 @@ from .. import render
 from . import preset_picker
 from .guard import PRIVATE, guarded
 from .outputs import Outputs
-from .run_request import DTYPES, build_request, collect_params
+from .run_request import DTYPES, REQUEST_FIELDS, build_request, collect_params
 from ..i18n import t
 from ..request import method_for
 from ..presets import get_preset
 from ..errors import PlaygroundError
 
-FIELDS = ("prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature", "top_p",
-          "top_k", "seed", "chat", "dtype")
+FIELDS = REQUEST_FIELDS  # a link's query names `build_request`'s values
 MAX_LINK_PROMPT_CHARS = 4000  # longer prompts make links that browsers and chat apps cut off
 MAX_LINK_CHARS = 8000  # the whole query: the prompt's share plus model names and parameters of sane length
 

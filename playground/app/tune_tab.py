@@ -99,8 +99,9 @@ def run_tune(prompt: str, target: str | None, assistant: str | None,
     from .. import tune
 
     try:
-        run = build_request(prompt, target, assistant, method, params, max_new_tokens, False, None, None, None,
-                            None, chat, dtype)
+        run = build_request(prompt=prompt, target=target, assistant=assistant, method=method, params=params,
+                            max_new_tokens=max_new_tokens, sample=False, temperature=None, top_p=None, top_k=None,
+                            seed=None, chat=chat, dtype=dtype)
         draft = _max_draft(max_draft)
         result = tune.tune(tune.TuneRequest(run=run, max_draft=draft), _prompts(run.prompt, more_prompts))
     except Exception as exc:  # one clear line for the user; the server keeps serving
