@@ -168,7 +168,7 @@ def timing_figure(source: Trace | Sequence[Step], *, current: int | None = None,
     return _figure(traces, layout)
 
 
-def _bar(x: list[int], y: list[float], name: str, color: str, hover: str) -> dict:
+def _bar(x: list[int], y: Sequence[float], name: str, color: str, hover: str) -> dict:
     return dict(type="bar", x=x, y=y, name=name, marker=dict(color=color), hovertemplate=hover + "<extra></extra>")
 
 

@@ -76,7 +76,7 @@ def _failed(exc: BaseException) -> int:
     return 2
 
 
-def summary_line(trace) -> str:  # type: ignore[no-untyped-def]
+def summary_line(trace) -> str:
     s = trace.summary
     acc = "n/a" if s.acceptance_rate is None else f"{s.acceptance_rate:.1%}"
     tps = "n/a" if s.tokens_per_s is None else f"{s.tokens_per_s:.1f}"
@@ -192,7 +192,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_trace(path: Path):  # type: ignore[no-untyped-def]
+def _load_trace(path: Path):
     """The trace at path (read only up to the input limit), or None after a one-line error on stderr."""
     from .errors import PlaygroundError
     from .outside import for_terminal
@@ -236,7 +236,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _script(trace, path: Path, doing: str) -> str | None:  # type: ignore[no-untyped-def]
+def _script(trace, path: Path, doing: str) -> str | None:
     """The script that reproduces a saved trace (its models are loaded to resolve the call), or None after a
     one-line error on stderr."""
     from transformers.utils import logging as hf_logging

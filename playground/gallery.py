@@ -56,7 +56,7 @@ class Recording:
         """What to look at in this run, in `lang`; its decimals (the temperature, the recording's own tokens per
         step) are fields the formatter writes in that language."""
         return t(f"gallery.{self.key}.look", lang, temperature=Number(self.temperature, "g"),
-                 tau=Number(load(self.key).summary.tokens_per_step, ".2f"))
+                 tau=Number(load(self.key).summary.tokens_per_step or 0.0, ".2f"))
 
 
 # Greedy speculative decoding drafts with Gemma's own first 12 layers (the derived drafter the page suggests offline:

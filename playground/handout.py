@@ -21,7 +21,7 @@ from typing import Any
 
 from . import microscope, render
 from .i18n import DEFAULT_LANGUAGE, Number, direction, normalize, t
-from .methods import get_method
+from .methods import ensemble_weight, get_method
 from .outside import for_terminal
 from .trace import Step, Trace
 
@@ -134,7 +134,7 @@ def generate_call(trace: Trace) -> str:
     args.append(f"do_sample={sample}")
     if sample:
         args += [f"{name}={decoding[name]!r}" for name in ("temperature", "top_p", "top_k") if name in decoding]
-    owner = "model" if method.draft_config_on == "target" or not method.assistant_kwargs() else "assistant_model"
+    owner = "model" if method.draft_config_on_target else "assistant_model"
     lines = [f"{owner}.generation_config.{k} = {v!r}" for k, v in draft.items()]
     if sample:
         lines.append(f"torch.manual_seed({int(decoding.get('seed', 0))})")
@@ -158,7 +158,7 @@ def _legend(lang: str) -> str:
 
 def _rule(trace: Trace, lang: str) -> str:
     key = rule_key(trace)
-    weight = trace.params.get("assistant_ensemble_weight")
+    weight = ensemble_weight(trace.params)
     text = t(key, lang, weight=Number(float(weight), "g") if weight is not None else "")
     parts = [f"<p>{_e(text)}</p>"]
     n = run_numbers(trace)
@@ -215,11 +215,11 @@ def handout_html(trace: Trace, lang: str = DEFAULT_LANGUAGE, script: str | None 
     if trace.assistant:
         meta.append(t("handout.meta.assistant", lang, assistant=trace.assistant))
     meta += [_decoding(trace, lang), str(trace.env.get("dtype", ""))]
-    versions = trace.env.get("transformers", "") if versions else ""
+    version = trace.env.get("transformers", "") if versions else ""
     code = for_terminal(script) if script is not None else generate_call(trace)
     # The note's template escaped first, then its fields put in: the package with its version, and `inputs` (the
     # call's variable) as code.
-    package = f"Transformers {versions}" if versions else "Transformers"
+    package = f"Transformers {version}" if version else "Transformers"
     code_note = html.escape(t("handout.code.script" if script is not None else "handout.code.call", lang),
                             quote=False).format(package=_e(package), name="<code>inputs</code>")
     sections = [

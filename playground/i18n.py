@@ -136,7 +136,7 @@ class Number(str):
         made.value, made.spec = value, spec
         return made
 
-    def __getnewargs__(self) -> tuple[float, str]:
+    def __getnewargs__(self) -> tuple[float, str]:  # type: ignore[override]  # str's is (str,): ours rebuild a number
         """What a copy or a pickle is rebuilt from: the number, not its English text (a trace holding a `Message`
         is deep-copied when it is saved)."""
         return (self.value, self.spec)
@@ -156,7 +156,7 @@ class Listed(str):
         made.items = tuple(items)
         return made
 
-    def __getnewargs__(self) -> tuple[tuple[str, ...]]:
+    def __getnewargs__(self) -> tuple[tuple[str, ...]]:  # type: ignore[override]  # rebuilt from the items
         return (self.items,)
 
     def localized(self, lang: str = DEFAULT_LANGUAGE) -> str:
@@ -271,9 +271,10 @@ class Message(str):
 def localize(text: Any, lang: str = DEFAULT_LANGUAGE) -> Any:
     """A `Message` (or one of our errors, `errors.PlaygroundError`) in `lang`; any other value as it is (text
     that carries no key stays as written)."""
-    if isinstance(text, (Message, Number, Listed)) or (isinstance(text, Exception) and callable(getattr(text, "localized", None))):
+    if isinstance(text, (Message, Number, Listed)):
         return text.localized(lang)
-    return text
+    localized = getattr(text, "localized", None) if isinstance(text, Exception) else None
+    return localized(lang) if callable(localized) else text
 
 
 def tn(key: str, n: float, lang: str = DEFAULT_LANGUAGE, **fields: Any) -> str:

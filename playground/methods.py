@@ -143,31 +143,28 @@ class Method:
     draft_logits: Literal["never", "always", "sampling"] = "never"
     fixed_kwargs: dict[str, Any] = field(default_factory=dict)  # generate() args that select the method
     check: Callable[["Method", ModelFacts, dict[str, Any]], None] | None = None
-    draft_config_on: Literal["assistant", "target"] = "assistant"
     # Where q (the draft probabilities the acceptance test reads) comes from under sampling, in Transformers 5.24:
     # "twice": an assistant's inner generate() merges the target's logits processors and then appends its own
     # warpers (GenerationMixin._get_logits_processor merges before it appends), so temperature, top-k and top-p apply
     # twice; "once": the MTP layers' forward applies the processors once (modeling_layers.py); "raw": the MTP
     # drafter returns its raw logits and drafts by argmax (SinglePositionMultiTokenCandidateGenerator). None: no q.
     q_source: Literal["twice", "once", "raw"] | None = None
-    # None: sampling keeps the target's distribution exactly (rejection sampling). Otherwise the reason
-    # why Transformers' implementation of this method does not, shown wherever the run is marked lossy.
+    # Why Transformers' sampling with this method does not keep the target's distribution (shown where it is lossy).
     sampling_bias: str | None = None
     # Why a step drafted nothing, where the method can tell (None: the generic reasons of `empty_draft_reason`).
     explain_empty_draft: Callable[[EmptyDraft], str | None] | None = None
     # True for the one method that drafts nothing: the reference every speedup, lossless check and comparison is
     # measured against (`reference_method`).
     reference: bool = False
-    # Where the drafts come from, as the engine handles them: the name of one class in `engine/sources.py` (how a run
-    # is observed, which assistant it gets, why a step drafted nothing, where a draft was copied from).
+    # Where the drafts come from: the name of one class in `engine/sources.py` (how a run is observed, which assistant
+    # it gets, why a step drafted nothing, where a draft was copied from).
     draft_source: str = ""
     # False when the drafter reads the target's outputs of the previous verification (its hidden states or KV
     # cache): the first step has none yet and drafts nothing (`empty_draft_reason`, the replay's narration).
     first_step_drafts: bool = True
-    # Where `tune`'s exact replay of this method's greedy drafts comes from: "context_copy" (prompt lookup's n-gram
-    # copy, replayed on the token sequence), "assistant_model" (a same-tokenizer model's greedy continuation),
-    # "early_layers" (the target's own first layers). None: no exact replay; `replay_obstacle` says why.
-    draft_replay: Literal["context_copy", "assistant_model", "early_layers"] | None = None
+    # How `tune` replays this method's greedy drafts exactly: the name of one of `tune.REPLAYS` (which sweeps, labels and
+    # charts it). None: no exact replay; `replay_obstacle` says why.
+    draft_replay: str | None = None
     replay_obstacle: str | None = None
     # The parameter that sets how many tokens a step drafts (tune sweeps it and charts against it); None: fixed.
     draft_length_param: str | None = None
@@ -175,6 +172,17 @@ class Method:
     @property
     def needs_assistant(self) -> bool:
         return self.assistant != "none"
+
+    @property
+    def draft_config_on_target(self) -> bool:
+        """Whether Transformers reads the draft settings from the target's own generation_config: the target drafts
+        (no assistant: early exit's generator gets `assistant_model=self`); else the assistant's."""
+        return not self.needs_assistant
+
+    @property
+    def q_note_key(self) -> str:
+        """The catalogue key of the sentence saying where q comes from (`q_source`), wherever q is shown."""
+        return f"detail.q_note.{self.q_source}" if self.q_source else "detail.q_note"
 
     @property
     def drafts(self) -> bool:
@@ -347,6 +355,13 @@ def ensemble_weight(params: dict[str, Any]) -> float | None:
     1 (the control's "off") and a trace's older 0 both mean plain verification."""
     weight = params.get(ENSEMBLE.name)
     return float(weight) if weight is not None and 0 < weight < 1 else None
+
+
+def mixture(p: Any, q: Any, weight: float) -> Any:
+    """Ensemble verification's v = w·p + (1−w)·q, written once (as in Transformers), in the precision of p and q:
+    Python floats (the trace's `Step.mixture`) in double; float32 rows (the microscope's v, numpy's or torch's) in
+    float32, w and 1 − w each rounded once (NEP 50), as Transformers' own v. They differ in the last digits."""
+    return weight * p + (1 - weight) * q
 
 
 # --- per-method checks --------------------------------------------------------------------
@@ -537,7 +552,6 @@ _register(Method(
     ) + DRAFT_LENGTH + (ENSEMBLE,),
     draft_logits="always",
     check=_check_early_exit,
-    draft_config_on="target",
     draft_replay="early_layers",
     draft_length_param="num_assistant_tokens",
 ))

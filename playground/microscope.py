@@ -299,7 +299,7 @@ def acceptance_by_confidence(trace: Trace, buckets: Sequence[float]) -> list[tup
     closed, [lo, hi]), (lo, hi, drafts judged, drafts accepted). Drafts never judged (discarded, unverified) and
     steps without q (prompt lookup, greedy universal decoding) count nowhere. `buckets`: ascending edges."""
     edges = list(buckets)
-    rows = [[lo, hi, 0, 0] for lo, hi in zip(edges, edges[1:])]
+    rows: list[list[float]] = [[lo, hi, 0, 0] for lo, hi in zip(edges, edges[1:])]
     for step in trace.steps:
         if step.q is None:
             continue
@@ -311,7 +311,7 @@ def acceptance_by_confidence(trace: Trace, buckets: Sequence[float]) -> list[tup
                     row[2] += 1
                     row[3] += int(k < step.accepted)
                     break
-    return [(float(lo), float(hi), judged, accepted) for lo, hi, judged, accepted in rows]
+    return [(float(lo), float(hi), int(judged), int(accepted)) for lo, hi, judged, accepted in rows]
 
 
 # --------------------------------------------------------------------------- what both surfaces show

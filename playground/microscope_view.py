@@ -235,7 +235,7 @@ def panel_html(trace: Trace | None, step_index: int, pos: int, lang: str = DEFAU
     """The microscope's panel for position `pos` of the step whose index is `step_index` (as the token spans'
     `data-step` / `data-pos` say), in `lang`. A position the trace does not have gets a sentence, not an error."""
     found = _find_step(trace, step_index) if trace is not None else None
-    if found is None or not 0 <= pos < len(found[1].emitted):
+    if trace is None or found is None or not 0 <= pos < len(found[1].emitted):
         return empty_panel(t("micro.no_such_token", lang), lang)
     k, step = found
     verdict = microscope.explain(step, pos, trace.decoding)

@@ -242,10 +242,10 @@ class Preset:
 
 
 _DRAFT_DEFAULTS = dict(TRANSFORMERS_DRAFT_DEFAULTS)
-_SMOL = dict(target="HuggingFaceTB/SmolLM-1.7B", assistant="HuggingFaceTB/SmolLM-135M")
+_SMOL: dict[str, Any] = dict(target="HuggingFaceTB/SmolLM-1.7B", assistant="HuggingFaceTB/SmolLM-135M")
 # The section of the presets that no edition of the guide shows (said so on the page, not offered as the guide's).
 _NOT_IN_GUIDE = "Not in the guide: the assistant's draft-length settings (Transformers' generation_config)"
-_SAMPLING = dict(sample=True, temperature=0.5, top_k=TRANSFORMERS_TOP_K)
+_SAMPLING: dict[str, Any] = dict(sample=True, temperature=0.5, top_k=TRANSFORMERS_TOP_K)
 
 GUIDE_PRESETS: tuple[Preset, ...] = (
     Preset("speculative-greedy", "Speculative decoding, greedy", "Speculative decoding (greedy search)",

@@ -545,9 +545,9 @@ def step_detail_html(step: Step, method: str = "", position: int | None = None,
         for i, (title, cost, body) in enumerate(phases, start=1)
     )
     narration = html.escape(narrate_step(step, method, position, lang))
-    q_source = METHODS[method].q_source if method in METHODS else None  # where q comes from, per method
+    q_note_key = METHODS[method].q_note_key if method in METHODS else "detail.q_note"  # where q comes from
     q_note = (f'<p class="pg-note" title="{html.escape(t("render.q_note", lang))}">'
-              + html.escape(t(f"detail.q_note.{q_source}" if q_source else "detail.q_note", lang)
+              + html.escape(t(q_note_key, lang)
                             + (t("detail.v_note", lang) if step.mixture else "")
                             + t("narrate.period", lang), quote=False)
               + '</p>') if step.q is not None else ""

@@ -65,7 +65,7 @@ class RunRequest:
 def default(name: str) -> Any:
     """`RunRequest`'s default for a field, for a surface that shows it (a CLI flag, an API parameter, a control)."""
     spec = RunRequest.__dataclass_fields__[name]
-    return spec.default_factory() if spec.default is dataclasses.MISSING else spec.default  # type: ignore[misc]
+    return spec.default_factory() if spec.default is dataclasses.MISSING else spec.default  # type: ignore[operator]  # a field has a default or a factory
 
 
 def new_request(prompt: str, *, surface: Surface = "run", **fields: Any) -> RunRequest:

@@ -177,7 +177,7 @@ def python_snippet(prepared: PreparedRun) -> str:
     out += _adaptation_lines(prepared)
 
     if prepared.draft_config:
-        whose = "the target's" if method.draft_config_on == "target" else "the assistant's"
+        whose = "the target's" if method.draft_config_on_target else "the assistant's"
         out += [
             "",
             f"# Draft length: Transformers reads these from {whose} generation_config;",

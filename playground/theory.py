@@ -279,7 +279,7 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
     and its text read one set of numbers; the rest (acceptance, step cost) is the representative run's own."""
     s = trace.summary
     out: list[str] = []
-    figures = {k: v for k, v in (figures or {}).items() if k in FIGURES and v is not None}
+    known: dict[str, float] = {k: v for k, v in (figures or {}).items() if k in FIGURES and v is not None}
     if is_reference(trace.method):
         T = baseline_step_ms(trace)
         if T:
@@ -290,9 +290,9 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
 
     est = estimate(trace, baseline)
     if baseline is not None:
-        est.measured_speedup = figures.get("speedup", est.measured_speedup)
-    est.theoretical_speedup = figures.get("theoretical_speedup", est.theoretical_speedup)
-    est.refined_speedup = figures.get("refined_speedup", est.refined_speedup)
+        est.measured_speedup = known.get("speedup", est.measured_speedup)
+    est.theoretical_speedup = known.get("theoretical_speedup", est.theoretical_speedup)
+    est.refined_speedup = known.get("refined_speedup", est.refined_speedup)
     if baseline is None:
         out.append(t("diag.no_baseline", lang))
     elif est.measured_speedup is not None:
@@ -304,8 +304,8 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
             verdict = t("diag.verdict.slower", lang, x=_x(sp, lang))
         else:
             verdict = t("diag.verdict.same", lang, x=_x(sp, lang))
-        tps = figures.get("tokens_per_s", s.tokens_per_s or 0)
-        base_tps = figures.get("baseline_tokens_per_s", b.tokens_per_s or 0)
+        tps = known.get("tokens_per_s", s.tokens_per_s or 0)
+        base_tps = known.get("baseline_tokens_per_s", b.tokens_per_s or 0)
         out.append(t("diag.this_run", lang, verdict=verdict, tps=number(tps, lang, ".1f"),
                      base=number(base_tps, lang, ".1f")))
         if trace.env.get("dtype") and baseline.env.get("dtype") and trace.env.get("dtype") != baseline.env.get("dtype"):
@@ -315,18 +315,18 @@ def diagnose(trace: Trace, baseline: Trace | None = None, lang: str = DEFAULT_LA
         out.append(t("diag.nothing_drafted", lang))
         return out
 
-    tau = est.tau or 0.0
+    tau, gamma = est.tau or 0.0, est.gamma or 0.0  # both known where α is
     out.append(t("diag.acceptance", lang, alpha=_pct(est.alpha, lang), accepted=est.accepted, judged=est.judged,
-                 kept=_pct(est.kept_share or 0.0, lang), drafted=est.drafted, gamma=number(est.gamma, lang, ".1f"),
+                 kept=_pct(est.kept_share or 0.0, lang), drafted=est.drafted, gamma=number(gamma, lang, ".1f"),
                  tau=number(tau, lang)))
     if est.empty_fraction >= 0.1:
         out.append(t("diag.empty_steps", lang, share=_pct(est.empty_fraction, lang)))
 
     if est.c is not None and est.v is not None:
         o = est.o or 0.0
-        cost = est.gamma * est.c + est.v + o
-        out.append(t("diag.step_cost", lang, cost=number(cost, lang), draft=number(est.gamma * est.c, lang),
-                     c=number(est.c, lang, ".3f"), v=number(est.v, lang), positions=number(est.gamma + 1, lang, ".1f"),
+        cost = gamma * est.c + est.v + o
+        out.append(t("diag.step_cost", lang, cost=number(cost, lang), draft=number(gamma * est.c, lang),
+                     c=number(est.c, lang, ".3f"), v=number(est.v, lang), positions=number(gamma + 1, lang, ".1f"),
                      o=number(o, lang))
                    + (t("diag.wide_forward", lang) if est.v > 1.2 else t("diag.period", lang)))
         theo = est.theoretical_speedup or 0.0

@@ -416,7 +416,7 @@ class RecordReader:
                 return None
             (inner,) = [a for a in args if a is not type(None)]
             return self.value(value, inner, where, name)
-        if is_dataclass(hint):
+        if isinstance(hint, type) and is_dataclass(hint):
             return self.record(hint, value, where)
         return self.leaf(value, hint, where, name)
 

@@ -11,9 +11,10 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from .i18n import DEFAULT_LANGUAGE, Number, joined, localize, normalize, number, separators, t, tn
+from .i18n import DEFAULT_LANGUAGE, localize, normalize, number, separators, t, tn
 from .methods import get_method
 from .report_html import color, escape, figure_html, fmt, page, style_figure, table
+from .tune.settings import replay_of
 
 # A sweep varies the method's draft length (`Method.draft_length_param`) on the x axis; its other knobs name a series.
 def _draft_length(row: dict[str, Any]) -> int:
@@ -22,15 +23,8 @@ def _draft_length(row: dict[str, Any]) -> int:
 
 def _series_name(row: dict[str, Any], lang: str) -> str:
     """A chart series: a setting's knobs but its draft length, each named as the setting's label names it
-    (`tune.label.<parameter>`)."""
-    p = row["params"]
-    if get_method(row["method"]).draft_replay == "context_copy":
-        return t("tune.label.max_matching_ngram_size", lang, value=p["max_matching_ngram_size"])
-    schedule, threshold = p.get("num_assistant_tokens_schedule", "constant"), p.get("assistant_confidence_threshold")
-    parts = [t("tune.label.num_assistant_tokens_schedule", lang, value=schedule)] if schedule != "constant" or not threshold else []
-    if threshold:
-        parts.append(t("tune.label.assistant_confidence_threshold", lang, value=Number(float(threshold), "g")))
-    return joined(parts, lang)
+    (`tune.label.<parameter>`), by the replay of its method (`tune.Replay.series`)."""
+    return replay_of(row["method"]).series(row["params"], lang)
 
 
 def shown_label(label: str | None, data: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:

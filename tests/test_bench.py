@@ -332,3 +332,27 @@ def test_rows_are_read_by_the_one_record_reader():
         bench.BenchRow.from_dict({k: v for k, v in row.items() if k != "label"})
     with pytest.raises(bench.BenchError, match="^a benchmark aggregate must be a JSON object$"):
         bench.Aggregate.from_dict([1, 2])
+
+
+def test_a_failed_warm_up_is_said_and_not_measured_as_if_warm(store, tiny_models, monkeypatch):
+    """A method whose warm-up fails gets the failure in its row and in the progress lines, and is not measured
+    cold (the warm-up's failure was swallowed: the method was measured as if it had warmed up)."""
+    from playground.engine.prepared import PreparedRun
+
+    specs = bench.parse_methods("prompt_lookup:prompt_lookup_num_tokens=4")
+    warm_up = PreparedRun.with_max_new_tokens
+
+    def failing_for_prompt_lookup(self, n):
+        if self.method.name == "prompt_lookup":
+            raise MethodError("the warm-up's own fault")
+        return warm_up(self, n)
+
+    monkeypatch.setattr(PreparedRun, "with_max_new_tokens", failing_for_prompt_lookup)
+    seen: list[str] = []
+    result = bench.compare_on_prompt("One, two, three, four,", specs, target=tiny_models["target"],
+                                     max_new_tokens=6, dtype="float32", repeats=1, store=store, progress=seen.append,
+                                     measure_overhead=False)
+    row = {r.method: r for r in result.rows}
+    assert "the warm-up's own fault" in row["prompt_lookup"].error and not row["prompt_lookup"].new_tokens
+    assert any("prompt_lookup" in line and "the warm-up's own fault" in line for line in seen), seen
+    assert not row["baseline"].error and row["baseline"].new_tokens

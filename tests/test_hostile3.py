@@ -384,3 +384,25 @@ def test_run_puts_no_raw_bidi_character_of_the_models_output_on_the_terminal(tmp
     assert cli.main(["run", "--target", "bundled/\u202eevil", "--prompt", "hi"]) == 2
     out = capsys.readouterr()
     assert "error:" in out.err and _unsafe_characters(out.out + out.err) == set(), out.err
+
+
+def test_a_bug_in_the_trace_reader_is_not_blamed_on_the_visitors_file(tmp_path, monkeypatch) -> None:
+    """Every shape of JSON gets the reader's own trace-format message (`Trace.from_dict`); a bug of ours inside the
+    reader (here a NameError) reaches the page's guard as one, not as "the file is malformed" (the upload's
+    catch-all turned every exception into the visitor's fault and hid the bug)."""
+    from playground.app.replay_tab import load_trace_file
+    from playground.trace import Trace, TraceFormatError
+
+    path = tmp_path / "trace.json"
+    path.write_text('{"method": "baseline", "steps": []}', encoding="utf-8")
+
+    def buggy(cls, data):
+        raise NameError("name 'shape' is not defined")  # what a typo in the reader raises
+
+    monkeypatch.setattr(Trace, "_from_checked_dict", classmethod(buggy))
+    with pytest.raises(NameError):
+        load_trace_file(str(path))
+    monkeypatch.undo()
+    path.write_text('{"method": "baseline", "steps": [1, 2]}', encoding="utf-8")
+    with pytest.raises(TraceFormatError):  # a file of the wrong shape is still the file's fault, in our words
+        load_trace_file(str(path))

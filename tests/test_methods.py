@@ -121,7 +121,7 @@ def test_draft_length_settings_go_where_transformers_reads_them(name: str) -> No
     # The threshold is written even at 0 ("off"): left unset, Transformers would fill in 0.4.
     assert draft == {"num_assistant_tokens": 7, "num_assistant_tokens_schedule": "constant",
                      "assistant_confidence_threshold": 0.0}
-    assert method.draft_config_on == ("target" if name == "early_exit" else "assistant")
+    assert method.draft_config_on_target == (name == "early_exit")
 
 
 def test_mtp_drafter_gets_its_draft_length_from_the_registry() -> None:

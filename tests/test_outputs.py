@@ -63,3 +63,38 @@ def test_every_event_of_the_page_is_wired_from_its_declaration() -> None:
                                           "pg-status-box"]
     assert outputs_of("after_run")[1:4] == ["State", "pg-replay-status", "pg-replay-slider"]
     assert len(by_name["tune_page"].outputs) == len(tune_tab.TUNED)
+
+
+def test_the_pages_inputs_are_wired_by_name() -> None:
+    """Where several tabs read the same controls, each names them (`run_request.REQUEST_FIELDS`,
+    `compare_tab.COMPARE_SETTINGS`) and its handler reads them back by name: the Code tab's settings are Generate's
+    request controls and its preset, Compare's the same controls under the same names, whatever order a tab lists
+    them in. The names are the handlers' own parameter names, so a handler cannot receive a value in the wrong place."""
+    import inspect
+
+    from playground.app import compare_tab, links, page
+    from playground.app.run_request import REQUEST_FIELDS, build_request
+
+    assert tuple(inspect.signature(build_request).parameters)[: len(REQUEST_FIELDS)] == REQUEST_FIELDS
+    assert links.FIELDS is REQUEST_FIELDS
+    for handler in (compare_tab.compare, compare_tab.quick_compare):
+        assert tuple(inspect.signature(handler).parameters)[: len(compare_tab.COMPARE_SETTINGS)] == \
+            compare_tab.COMPARE_SETTINGS
+    demo = page.build_ui()
+    by_name = {fn.name: fn for fn in demo.fns.values()}
+    request_controls = dict(zip(REQUEST_FIELDS, by_name["generate"].inputs))
+    preset = by_name["generate"].inputs[-1]
+    assert list(by_name["show_code_for_settings"].inputs) == [*request_controls.values(), preset]
+    for name in ("compare", "quick_compare"):
+        assert list(by_name[name].inputs)[: len(compare_tab.COMPARE_SETTINGS)] == [
+            request_controls[field] for field in compare_tab.COMPARE_SETTINGS]
+
+
+def test_a_request_is_read_from_an_events_values_by_name() -> None:
+    from playground.app.run_request import REQUEST_FIELDS, request_from_inputs
+
+    values = {name: None for name in REQUEST_FIELDS} | {"prompt": "Hi", "max_new_tokens": 5, "dtype": "float32",
+                                                         "method": "prompt_lookup"}
+    request = request_from_inputs([values[name] for name in REQUEST_FIELDS] + [None], "preset")
+    assert (request.prompt, request.max_new_tokens, request.dtype, request.method) == ("Hi", 5, "float32",
+                                                                                      "prompt_lookup")

@@ -2,12 +2,13 @@
 verification step until the presenter steps on, gives its turn to other visitors' runs meanwhile, and gives the
 tokens an unpaused run gives; its pauses are in no phase (setup + phases = elapsed) and reported apart (paused_ms).
 
-Real tiny models through the real engine; no timings asserted (the waits below only give a wrongly running worker
-the chance to show itself).
+Real tiny models through the real engine; no timings asserted (a paused run is watched until its worker has looked
+twice whether it may go on: the window in which a wrongly running worker would show itself really passed).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -17,14 +18,13 @@ import pytest
 from playground.app import generate_tab, presenter
 from playground.engine import LiveRun, RunRequest, prepare
 from playground.errors import PlaygroundError
-from playground.pace import FREE, SLOW, STEP, Pace
+from playground.pace import FREE, POLL_S, SLOW, STEP, Pace
 from playground.trace import check_invariants
 from test_turns import Consumer  # the consuming thread the scheduler's tests use
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 WAIT_S = 120  # a hang fails the test instead of holding the suite
-SETTLE_S = 0.3  # a worker that did not stop would take a further step of a tiny model meanwhile
 HOLD_S = 2.0  # one pause held this long: were it counted in a phase, that step would take longer than it
 PROMPT = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,"
 
@@ -44,10 +44,33 @@ def _until(condition: Any, what: str) -> None:
         time.sleep(0.005)
 
 
+class _CountedWaits(threading.Condition):
+    """A pace's condition that counts the waits that returned: each one is the waiting worker looking again whether
+    it may go on (every `POLL_S` at the step pace)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.returned = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        woke = super().wait(timeout)
+        self.returned += 1
+        return woke
+
+
+def _step_pace() -> Pace:
+    """A pace at "step" whose waiting worker's looks are counted (`_paused_after`)."""
+    pace = Pace(STEP)
+    pace._cond = _CountedWaits()
+    return pace
+
+
 def _paused_after(live: LiveRun, pace: Pace, steps: int) -> None:
-    """The run stands paused after exactly `steps` steps, and stays so."""
+    """The run stands paused after exactly `steps` steps, and stays so: after its worker looked again twice whether it
+    may go on and stayed (an event, not a fixed wait a slow machine makes too short to show a worker that went on)."""
     _until(lambda: pace.waiting and live.generated_steps >= steps, f"paused after {steps} steps")
-    time.sleep(SETTLE_S)
+    looked = pace._cond.returned
+    _until(lambda: pace._cond.returned >= looked + 2, "the paused worker looked again twice")
     assert live.generated_steps == steps, "no further step without a press of Step on"
     assert pace.waiting
 
@@ -62,7 +85,7 @@ def _assert_tiles(trace: Any) -> None:
 def test_a_run_at_the_step_pace_stops_after_each_step_until_stepped_on(store, tiny_models, method) -> None:
     alone = LiveRun(prepare(_request(tiny_models, method), store)).run()
     assert len(alone.steps) > 4
-    pace = Pace(STEP)
+    pace = _step_pace()
     live = LiveRun(prepare(_request(tiny_models, method), store), pace=pace)
     consumer = Consumer(live)
     _paused_after(live, pace, 1)
@@ -77,12 +100,12 @@ def test_a_run_at_the_step_pace_stops_after_each_step_until_stepped_on(store, ti
     assert trace.finish_reason == alone.finish_reason == "length"
     assert pace.pauses == 4 and not pace.waiting
     _assert_tiles(trace)
-    assert trace.paused_ms >= HOLD_S * 1000 + 4 * SETTLE_S * 1000, "the pauses are reported apart"
+    assert trace.paused_ms >= HOLD_S * 1000 + 4 * POLL_S * 1000, "the pauses are reported apart (each a poll or more)"
     assert trace.steps[0].time_ms < HOLD_S * 1000, "the first pause is in none of the first step's phases"
 
 
 def test_a_paused_run_gives_way_to_another_visitors_run(store, tiny_models) -> None:
-    pace = Pace(STEP)
+    pace = _step_pace()
     paused = LiveRun(prepare(_request(tiny_models), store), pace=pace)
     consumer = Consumer(paused)
     _paused_after(paused, pace, 1)
@@ -96,7 +119,7 @@ def test_a_paused_run_gives_way_to_another_visitors_run(store, tiny_models) -> N
 
 
 def test_stop_or_a_visitor_who_leaves_ends_a_paused_run(store, tiny_models) -> None:
-    pace = Pace(STEP)
+    pace = _step_pace()
     live = LiveRun(prepare(_request(tiny_models), store), pace=pace)
     consumer = Consumer(live)
     _paused_after(live, pace, 1)
@@ -108,7 +131,7 @@ def test_stop_or_a_visitor_who_leaves_ends_a_paused_run(store, tiny_models) -> N
 
     # The page's handler hears None while the run stands paused (`idle_s`) and closes the iteration when its visitor
     # left: the worker ends without a further step.
-    pace = Pace(STEP)
+    pace = _step_pace()
     live = LiveRun(prepare(_request(tiny_models), store), pace=pace)
     live.idle_s = 0.05
     items = iter(live)
@@ -125,7 +148,7 @@ def test_a_step_pause_never_counts_against_the_time_limit_but_ends_the_run_with_
     press for PLAYGROUND_PAUSE_IDLE_S ends the run as `idle` (on the old code the pause was bounded by the time limit
     and the run ended as `timeout` at 2 s)."""
     monkeypatch.setenv("PLAYGROUND_PAUSE_IDLE_S", "3")
-    pace = Pace(STEP)
+    pace = _step_pace()
     live = LiveRun(prepare(_request(tiny_models), store), timeout_s=2.0, pace=pace)
     trace = Consumer(live).join()
     assert trace.finish_reason == "idle" and len(trace.steps) == 1
@@ -146,7 +169,7 @@ def test_no_run_outlives_its_lifetime_whatever_its_pace(store, tiny_models, monk
     """PLAYGROUND_RUN_LIFETIME_S bounds a run from its start, pauses included: a step-by-step run whose presenter keeps
     pressing "Next step" ends at it (on the old code nothing bounded such a run but its steps)."""
     monkeypatch.setenv("PLAYGROUND_RUN_LIFETIME_S", "2")
-    pace = Pace(STEP)
+    pace = _step_pace()
     live = LiveRun(prepare(_request(tiny_models, tokens=200), store), pace=pace)
     consumer = Consumer(live)
     began = time.monotonic()

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import inspect
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import torch
@@ -19,9 +21,13 @@ from playground.engine.records import _Raw
 from playground.engine.sources import (
     ContextCopy, DraftSource, NoDraft, Retokenised, draft_source, draft_sources, source_class, source_for,
 )
+from playground.engine import distributions
 from playground.engine.steps import StepBoundary
-from playground.methods import METHODS, REFERENCE
+from playground import handout, tune_report
+from playground.methods import ENSEMBLE, METHODS, REFERENCE, Method, mixture
+from playground.snippet import python_snippet
 from playground.trace import Trace
+from playground.tune.settings import REPLAYS, not_tunable_reason, replay_of, sweep_settings
 
 ENGINE = Path(__file__).resolve().parents[1] / "playground" / "engine"
 
@@ -47,20 +53,73 @@ def test_a_method_naming_a_source_the_engine_lacks_is_refused_by_name() -> None:
         source_class(stray)
 
 
-def test_a_new_source_is_one_class_and_one_registry_entry() -> None:
-    """A source registered under a new name is what a method naming it gets, with nothing else to touch."""
+def _new_method(source: str) -> Method:
+    """A method of the guide's family the registry does not have: the target's first layers draft under a name of
+    their own. Written as a registry entry is, naming only what a new entry must (no copy of an existing entry's
+    tags): its draft source, its replay, its parameters."""
+    early = METHODS["early_exit"]
+    return Method(name="first_layers_test_only", title="First layers (a test's own method)", summary="Test only.",
+                  lecture={}, proven=early.proven, params=early.params, draft_logits="always",
+                  check=early.check, draft_source=source, draft_replay="early_layers",
+                  draft_length_param="num_assistant_tokens")
 
-    @draft_source("test_only_echo")
-    class Echo(DraftSource):
+
+@pytest.fixture
+def new_method(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Method, type[DraftSource]]]:
+    """The new method's one class (registered as a source) and its one registry entry, both taken away after."""
+
+    @draft_source("test_only_first_layers")
+    class FirstLayers(DraftSource):
         pass
 
+    method = _new_method("test_only_first_layers")
+    monkeypatch.setitem(METHODS, method.name, method)
     try:
-        method = dataclasses.replace(METHODS["speculative"], name="echo", draft_source="test_only_echo")
-        assert source_class(method) is Echo and Echo.name == "test_only_echo"
+        yield method, FirstLayers
     finally:
         from playground.engine import sources
 
-        sources._SOURCES.pop("test_only_echo")
+        sources._SOURCES.pop("test_only_first_layers")
+
+
+def test_a_new_source_is_one_class_and_one_registry_entry(new_method) -> None:
+    """A source registered under a new name is what a method naming it gets, and tune, its report and the handout
+    work for the new method with nothing else touched: every fact they need comes from its registry entry (its
+    drafter is the target itself, so its draft settings go on the target's generation_config) or from its replay."""
+    method, cls = new_method
+    assert source_class(method) is cls and cls.name == "test_only_first_layers"
+    # Tune: a sweep of its replay, named in English and Russian, charted, with no refusal.
+    assert not_tunable_reason(method.name) is None and replay_of(method.name) is REPLAYS["early_layers"]
+    settings = sweep_settings(method.name, 2, schedules=("constant",), thresholds=(0.0, 0.4),
+                              fixed={"assistant_early_exit": 2})
+    assert [s.label for s in settings] == [
+        "first_layers_test_only(γ=1)", "first_layers_test_only(γ=2)", "first_layers_test_only(γ=1, conf≥0.4)",
+        "first_layers_test_only(γ=2, conf≥0.4)", "first_layers_test_only(γ=5)"]
+    assert settings[2].shown("ru") == "длина черновика = 1, порог уверенности = 0,4"
+    row = {"method": method.name, "params": dict(settings[3].values)}
+    assert tune_report._series_name(row, "en") == "conf≥0.4" and tune_report._draft_length(row) == 2
+    # The handout: the draft length on the target's own generation_config, as for early exit.
+    trace = Trace(method=method.name, target="t", prompt="p", params=dict(settings[1].values),
+                  decoding={"max_new_tokens": 8, "sample": False})
+    assert handout.generate_call(trace).splitlines()[:3] == [
+        "model.generation_config.num_assistant_tokens = 2",
+        "model.generation_config.num_assistant_tokens_schedule = 'constant'",
+        "model.generation_config.assistant_confidence_threshold = 0.0"]
+
+
+@pytest.mark.models
+def test_the_snippet_of_a_new_method_puts_its_draft_length_where_transformers_reads_it(new_method, store,
+                                                                                        tiny_models) -> None:
+    """The Code tab's snippet for the new method (one class, one registry entry): its draft length on the target's
+    generation_config, said so in the comment above, and its call with the target's own arguments."""
+    method, _ = new_method
+    prepared = prepare(RunRequest(method=method.name, target=tiny_models["target"], prompt=PROMPT, max_new_tokens=4,
+                                  params={"assistant_early_exit": 2, "num_assistant_tokens": 3}, dtype="float32",
+                                  chat=False), store)
+    code = python_snippet(prepared)
+    assert "# Draft length: Transformers reads these from the target's generation_config;" in code
+    assert "model.generation_config.num_assistant_tokens = 3" in code and "assistant_model" not in code
+    assert prepared.draft_config_model is prepared.target.model
 
 
 def _literal_comparisons_of_methods(path: Path) -> list[str]:
@@ -91,6 +150,89 @@ def test_the_scan_finds_a_branch_on_a_tag(tmp_path: Path) -> None:
     sample.write_text('if prepared.method.observed_by == "streamer":\n    pass\n'
                       'ok = run.method.name in names\n', encoding="utf-8")
     assert len(_literal_comparisons_of_methods(sample)) == 2
+
+
+# --------------------------------------------------------------------------- concepts written once
+
+PACKAGE = ENGINE.parent
+
+
+def _mixture_formulas(path: Path) -> list[str]:
+    """Every `a * x + (1 - a) * y` (either order of the products) in a module: ensemble verification's mixture."""
+    def one_minus(node: ast.AST) -> ast.AST | None:
+        if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and isinstance(node.left, ast.Constant)
+                and node.left.value == 1):
+            return node.right
+        return None
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
+            continue
+        sides = [node.left, node.right]
+        if not all(isinstance(side, ast.BinOp) and isinstance(side.op, ast.Mult) for side in sides):
+            continue
+        factors = [ast.unparse(factor) for side in sides for factor in (side.left, side.right)]  # type: ignore[union-attr]
+        weights = [one_minus(factor) for side in sides for factor in (side.left, side.right)]  # type: ignore[union-attr]
+        if any(weight is not None and ast.unparse(weight) in factors for weight in weights):
+            found.append(f"{path.parent.name}/{path.name}:{node.lineno}")
+    return found
+
+
+def test_the_ensemble_mixture_is_written_once() -> None:
+    """v = w·p + (1−w)·q in one function (`methods.mixture`): the trace's per-token mixture and the microscope's rows
+    both call it (they were two formulas, in `distributions.py` and the live run)."""
+    found = [hit for path in sorted(PACKAGE.rglob("*.py")) for hit in _mixture_formulas(path)]
+    # theory.py's (1 − e)·… + e·… weighs the steps that draft nothing in a speedup, not two distributions.
+    lines, start = inspect.getsourcelines(mixture)
+    assert [hit for hit in found if not hit.startswith("playground/theory.py:")] == [
+        f"playground/methods.py:{line}" for line in range(start, start + len(lines))
+        if f"playground/methods.py:{line}" in found], found
+    assert any(hit.startswith("playground/methods.py:") for hit in found), "the scan finds `methods.mixture` itself"
+
+
+def test_the_mixture_scan_finds_each_way_of_writing_it(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("a = w * p + (1 - w) * q\nb = numpy.float32(1 - w) * q + numpy.float32(w) * p\n"
+                      "c = [weight * pk + (1 - weight) * qk for pk, qk in pairs]\nd = w * p + (1 - v) * q\n",
+                      encoding="utf-8")
+    assert len(_mixture_formulas(sample)) == 2  # a, c: b's weight is wrapped in a call, d's weights differ
+
+
+def test_the_ensemble_weight_is_read_one_way() -> None:
+    """The run's ensemble weight is `methods.ensemble_weight(params)` everywhere (it was also read from
+    `generate_kwargs` by the step boundary and from a trace's params by the handout): no module but the registry
+    looks the parameter up by its name."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            looked_up = (node.args[0] if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                         and node.func.attr in ("get", "pop") and node.args else
+                         node.slice if isinstance(node, ast.Subscript) else None)
+            if isinstance(looked_up, ast.Constant) and looked_up.value == ENSEMBLE.name:
+                found.append(f"{path.name}:{node.lineno}")
+    assert found == []
+
+
+@pytest.mark.parametrize("weight", [0.05, 0.25, 0.3, 0.7, 0.95, 1 / 3])
+def test_one_mixture_keeps_each_callers_precision(weight: float) -> None:
+    """`methods.mixture` on float32 rows (numpy's, as the microscope's `distributions._mixture` passes them, or
+    torch's) is Transformers' own `w * p_probs + (1.0 - w) * q_probs` to the last bit; on Python floats (the trace's
+    `Step.mixture`, from p and q as the trace keeps them) it is the same formula in double, which differs from the
+    float32 one in the last digits: why one function must not round the trace's values to float32 (a first attempt
+    at one function changed the traces' bytes there)."""
+    generator = torch.Generator().manual_seed(round(weight * 1000))
+    p = torch.rand(4, 50_000, generator=generator).softmax(-1)
+    q = torch.rand(4, 50_000, generator=generator).softmax(-1)
+    transformers_v = weight * p + (1.0 - weight) * q
+    assert torch.equal(distributions._mixture(p, q, weight), transformers_v)
+    assert torch.equal(torch.from_numpy(mixture(p.numpy(), q.numpy(), weight)), transformers_v)
+    pk, qk = p[0, :2000].tolist(), q[0, :2000].tolist()
+    doubles = [mixture(a, b, weight) for a, b in zip(pk, qk)]
+    assert doubles == [weight * a + (1 - weight) * b for a, b in zip(pk, qk)]
+    singles = transformers_v[0, :2000].tolist()
+    assert any(d != s for d, s in zip(doubles, singles)), "float32 and double agree everywhere: nothing to keep apart"
+    assert doubles == pytest.approx(singles, rel=1e-6, abs=0)
 
 
 # --------------------------------------------------------------------------- the step boundary, with models

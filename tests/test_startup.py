@@ -232,6 +232,16 @@ def test_the_start_up_load_and_a_first_run_import_transformers_at_once() -> None
     assert result.stdout.strip().splitlines()[-1] == "imported", result.stdout[-3000:]
 
 
+def _waiting_on_an_event(thread: threading.Thread) -> bool:
+    """Whether `thread` is inside `threading.Event.wait` now (blocked until the event is set)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code is threading.Event.wait.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def test_a_bundled_assistant_is_converted_in_the_background_after_the_start_up_load(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_gguf: Path) -> None:
     """Choosing a method that needs a bundled assistant converts it in the background once the target's
@@ -253,7 +263,12 @@ def test_a_bundled_assistant_is_converted_in_the_background_after_the_start_up_l
 
     preload.thread = threading.current_thread()  # a start-up load is running
     generate_tab.on_method_change("universal", models.DEFAULT_TARGET, entry.key)
-    time.sleep(0.5)
+    # The conversion's worker is seen waiting for the target's load (an event, not a fixed wait a slow machine makes
+    # too short to show a worker that went on): nothing converted meanwhile.
+    deadline = time.monotonic() + 120
+    while not any(_waiting_on_an_event(t) for t in threading.enumerate() if t.name == "playground-convert-assistant"):
+        assert time.monotonic() < deadline, "the conversion's worker never waited for the target's load"
+        time.sleep(0.01)
     assert not models.cache._cache_is_valid(models.converted_dir(entry.key), source)  # waits for the target's load
     assert preload.background_message() == preload.message
     preload.done.set()

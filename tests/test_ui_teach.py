@@ -314,10 +314,11 @@ def test_after_a_run_its_code_is_shown(runs: dict[str, Any]) -> None:
 
 def test_show_code_for_settings_and_its_errors(tiny_models: dict[str, str]) -> None:
     *_, (python, cli, status) = list(code_tab.show_code_for_settings(
-        PROMPT, tiny_models["target"], None, "prompt_lookup", LOOKUP, 10, False, 1.0, 1.0, 0, 0, "auto", "float32"))
+        PROMPT, tiny_models["target"], None, "prompt_lookup", LOOKUP, 10, False, 1.0, 1.0, 0, 0, "auto", "float32",
+        None))  # the page's inputs: `REQUEST_FIELDS`, then the preset
     assert "max_new_tokens=10" in python and "--max-new-tokens 10" in cli and 'data-kind="done"' in status
     *_, (python, cli, status) = list(code_tab.show_code_for_settings(
-        PROMPT, "bundled/nothing", None, "prompt_lookup", {}, 10, False, 1.0, 1.0, 0, 0, "auto", "float32"))
+        PROMPT, "bundled/nothing", None, "prompt_lookup", {}, 10, False, 1.0, 1.0, 0, 0, "auto", "float32", None))
     assert 'role="alert"' in status and "unknown bundled model" in status
 
 

@@ -25,7 +25,7 @@ AFTER_RUN = (Outputs("last_run") + LOADED.prefixed("replay.") + THEORY.prefixed(
 
 
 def after_run(trace: Any, baselines: list[Trace] | None,
-              request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+              request: gr.Request = None) -> tuple[Any, ...]:
     """`AFTER_RUN` for a finished run. A failed run (no trace) leaves every view as it was."""
     from ..snippet import request_from_trace
 

@@ -8,7 +8,7 @@ models in a worker thread).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import gradio as gr
 
@@ -19,7 +19,7 @@ from .background import in_thread
 from .guard import PRIVATE, PRIVATE_QUEUED, guarded
 from .language import L, with_language
 from .outputs import Outputs
-from .run_request import build_request, collect_params
+from .run_request import collect_params, request_from_inputs, request_inputs
 
 if TYPE_CHECKING:  # the engine and snippet (torch, Transformers) are imported by the handlers that use them
     from ..engine import RunRequest
@@ -41,13 +41,14 @@ def code_view(request: RunRequest, note: str = "", lang: str = "en") -> tuple[An
 
 
 def show_code_for_settings(*inputs: Any, lang: str = "en") -> Iterator[tuple[Any, ...]]:
-    """The code for the page's current settings (inputs as `generate_tab.generate`'s); loads models if needed.
+    """The code for the page's current settings (wired by name: `request_inputs(settings, "preset")`); loads models
+    if needed.
     Its statuses are in `lang` (the page passes the visitor's language)."""
     from ..engine import prepare, user_message
     from ..snippet import show_code
 
     try:
-        request = build_request(*inputs)
+        request = request_from_inputs(inputs, "preset")
         yield CODE(status=render.status_html(t("code.preparing", lang, target=request.target), "running"))
         view = None
         for kind, value in in_thread(lambda progress: show_code(prepare(request, progress=progress)), "playground-code"):
@@ -55,6 +56,7 @@ def show_code_for_settings(*inputs: Any, lang: str = "en") -> Iterator[tuple[Any
                 yield CODE(status=render.status_html(localize(value, lang), "running"))
             else:
                 view = value
+        assert view is not None  # `in_thread` ends with the job's value or raises
         yield CODE(python=view.python, cli=view.cli, status=render.status_html(
             t("code.for_settings", lang, method=method_title(request.method, lang), target=request.target), "done"))
     except Exception as exc:
@@ -72,9 +74,10 @@ def initial_status(lang: str = "en") -> str:
     return render.status_html(t("code.initial", lang), "idle")
 
 
-def build_code(method: Any, param_components: Sequence[Any], params_json: Any, settings: Sequence[Any]) -> CodeTab:
-    """The tab (call inside the page's `gr.Tabs`) and its button. `settings` are `generate`'s inputs from the page
-    (the API's 13, then the preset); `params_json` receives the method's parameters gathered from its controls."""
+def build_code(method: Any, param_components: Sequence[Any], params_json: Any, settings: Mapping[str, Any]) -> CodeTab:
+    """The tab (call inside the page's `gr.Tabs`) and its button. `settings`: the page's components by
+    `build_request`'s names (`REQUEST_FIELDS`) and "preset"; `params_json` receives the method's parameters gathered
+    from its controls."""
     with gr.Tab(L("ui.tab.code"), id="code", elem_id="pg-tab-code"):
         code_status = gr.HTML(initial_status(), elem_id="pg-code-status")
         code_btn = gr.Button(L("ui.code.show"), size="sm", elem_id="pg-code-show")
@@ -84,5 +87,6 @@ def build_code(method: Any, param_components: Sequence[Any], params_json: Any, s
                            interactive=False, buttons=["copy"], wrap_lines=True, elem_id="pg-code-cli")
     views = dict(python=code_python, cli=code_cli, status=code_status)
     code_btn.click(guarded(collect_params), [method, *param_components], params_json, **PRIVATE).then(
-        with_language(show_code_for_settings), list(settings), CODE.components(views), **PRIVATE_QUEUED)
+        with_language(show_code_for_settings), request_inputs(settings, "preset"), CODE.components(views),
+        **PRIVATE_QUEUED)
     return CodeTab(views=views)

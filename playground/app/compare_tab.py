@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import gradio as gr
 
@@ -166,11 +166,12 @@ def compare_verdict(result: bench.CompareResult, lang: str = DEFAULT_LANGUAGE) -
     rows = [a for a in result.aggregates if not a.is_baseline and a.speedup is not None]
     if not rows:
         return t("compare.verdict.none", lang)
-    best = max(rows, key=lambda a: a.speedup)
-    if best.speedup >= 1.05:
-        verdict = t("compare.verdict.fastest", lang, label=best.label, x=number(best.speedup, lang))
+    best = max(rows, key=lambda a: a.speedup or 0.0)  # every row has one (above)
+    speedup = best.speedup or 0.0
+    if speedup >= 1.05:
+        verdict = t("compare.verdict.fastest", lang, label=best.label, x=number(speedup, lang))
     else:
-        verdict = t("compare.verdict.no_win", lang, label=best.label, x=number(best.speedup, lang))
+        verdict = t("compare.verdict.no_win", lang, label=best.label, x=number(speedup, lang))
     note = noise_note(rows, lang)
     return f"{verdict} {note}" if note else verdict
 
@@ -239,8 +240,9 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
 
     try:
         # The page's own checks (`build_request`) on the shared settings: types, sizes, finite numbers, text.
-        request = build_request(prompt, target, assistant, method, None, max_new_tokens or None, False,
-                                None, None, None, None, chat, dtype, surface="compare")
+        request = build_request(prompt=prompt, target=target, assistant=assistant, method=method, params=None,
+                                max_new_tokens=max_new_tokens or None, sample=False, temperature=None, top_p=None,
+                                top_k=None, seed=None, chat=chat, dtype=dtype, surface="compare")
         if not request.prompt.strip():
             raise PlaygroundError.keyed("error.prompt_empty")
         if not isinstance(methods, list) or not all(isinstance(m, str) for m in methods):
@@ -256,7 +258,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
         yield COMPARED(status=render.status_html(t("status.preparing", lang, target=target), "running"))
 
         def work(progress: Callable[[str], None]) -> tuple[bench.CompareResult, list[tuple[str, str]]]:
-            settings = dict(target=target, max_new_tokens=tokens, dtype=dtype, chat=chat_value)
+            settings: dict[str, Any] = dict(target=target, max_new_tokens=tokens, dtype=dtype, chat=chat_value)
             prepared, skipped = bench.prepare_specs(prompt, specs, **settings, progress=progress, skip_failing=True,
                                                     lang=lang)
             if len(prepared) < 2:
@@ -267,7 +269,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
                                              measure_overhead=False, progress=progress, prepared=prepared, lang=lang)
             return result, skipped
 
-        outcome = None
+        outcome: Any = None
         for kind, value in in_thread(work, "playground-compare"):
             if kind == "progress":
                 yield COMPARED(status=render.status_html(t("compare.progress", lang, stage=localize(value, lang)),
@@ -368,7 +370,7 @@ def race_frames(baseline: Trace, method: Trace, max_s: float = RACE_MAX_S, min_s
 
 
 def play_race(choice: str | None, state: CompareState | None,
-              request: gr.Request = None) -> Iterator[str]:  # type: ignore[assignment]
+              request: gr.Request = None) -> Iterator[str]:
     """Stream the race of baseline against the chosen method at the recorded pace (in the visitor's language)."""
     lang = language_of(request)
     if state is None or state.baseline is None or not state.traces:
@@ -400,9 +402,13 @@ def method_choices(lang: str = DEFAULT_LANGUAGE) -> list[tuple[str, str]]:
     return [(m.localized(lang).title, name) for name, m in METHODS.items() if m.drafts]
 
 
-def build_compare(settings: Sequence[Any], param_components: Sequence[Any], baselines: gr.State) -> dict[str, Any]:
-    """The tab (call inside the page's `gr.Tabs`) and its events. `settings` are the page's prompt, target,
-    assistant, method, dtype and chat controls; `baselines` is the session's baseline traces (Compare adds its own).
+# The page's controls Compare reads, by `compare`'s names for them (its first parameters, in order).
+COMPARE_SETTINGS = ("prompt", "target", "assistant", "method", "dtype", "chat")
+
+
+def build_compare(settings: Mapping[str, Any], param_components: Sequence[Any], baselines: gr.State) -> dict[str, Any]:
+    """The tab (call inside the page's `gr.Tabs`) and its events. `settings`: the page's controls by the names of
+    `COMPARE_SETTINGS`; `baselines` is the session's baseline traces (Compare adds its own).
     Returns by name the boxes `idle_views` fills (status, race) and the methods' checkboxes (`method_choices`)."""
     max_tokens = get_settings().max_new_tokens
     with gr.Tab(L("ui.tab.compare"), id="compare", elem_id="pg-tab-compare"):
@@ -432,7 +438,8 @@ def build_compare(settings: Sequence[Any], param_components: Sequence[Any], base
     compared = COMPARED.components(dict(status=panel.status, table=panel.table, speedup=panel.left, cost=panel.right,
                                         diagnosis=compare_diag, race_method=race_method, state=compare_state,
                                         baselines=baselines))
-    inputs = [*settings, compare_methods, compare_tokens, compare_repeats, baselines, *param_components]
+    inputs = [*(settings[name] for name in COMPARE_SETTINGS), compare_methods, compare_tokens, compare_repeats,
+              baselines, *param_components]
     compare_btn.click(with_language(compare), inputs, compared, **long_job(panel.status))
     quick_btn.click(with_language(quick_compare), inputs, compared, **long_job(panel.status))
     race_btn.click(guarded(play_race), [race_method, compare_state], race, **PRIVATE_QUEUED)

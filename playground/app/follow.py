@@ -98,7 +98,7 @@ def link_html(url: str, lang: str) -> str:
             f'<figure class="pg-class-qr" role="img" aria-label="{label}">{qr}</figure></div>')
 
 
-def open_class(address: Any, request: gr.Request = None) -> tuple[Any, Any, Any]:  # type: ignore[assignment]
+def open_class(address: Any, request: gr.Request = None) -> tuple[Any, Any, Any]:
     """"Class link": the presenter's room (opened now, or the one they have), its link and QR; the page's beat
     starts."""
     lang = language_of(request)
@@ -131,7 +131,7 @@ def tally_html(tally: Tally | None, lang: str) -> str:
             f'role="status">' + "".join(f"<p>{html.escape(line)}</p>" for line in lines) + "</div>")
 
 
-def class_tick(request: gr.Request = None) -> Any:  # type: ignore[assignment]
+def class_tick(request: gr.Request = None) -> Any:
     """The presenter's page beats: the room stays open, the tally is shown; without a room the beat stops."""
     tally = ROOMS.tally(session_key(request))
     if tally is None:
@@ -142,7 +142,7 @@ def class_tick(request: gr.Request = None) -> Any:  # type: ignore[assignment]
 # --------------------------------------------------------------------------- the follower's side
 
 
-def join_class(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+def join_class(request: gr.Request = None) -> tuple[Any, ...]:
     """On page load: a ``?follow=CODE`` link joins the class (an unknown or ended code gets one line, in the
     visitor's language); the status box becomes the class's (the start-up load's poll stops writing to it)."""
     query = dict(request.query_params) if request is not None else {}
@@ -287,7 +287,7 @@ class _Watch:
 def stream_for(done_message: Callable[..., tuple[str, str]]) -> Callable[..., Any]:
     """The follower's stream (`FOLLOWED`), `done_message` wording a finished run as the presenter's page does."""
 
-    async def follow_stream(code: Any, request: gr.Request = None):  # type: ignore[assignment,no-untyped-def]
+    async def follow_stream(code: Any, request: gr.Request = None):
         """Writes what the class sees of the room `code` when it changed (woken by the room's `_Watch`); ends when the
         room ends or the follower stops following (looked at least every `LOOK_AGAIN_S`). Holds no thread and
         touches no model."""
@@ -344,17 +344,17 @@ def _answer(choice: str, request: gr.Request) -> tuple[Any, ...]:
                                    f"<p>{html.escape(text)}</p></div>")
 
 
-def answer_kept(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+def answer_kept(request: gr.Request = None) -> tuple[Any, ...]:
     """A follower answers "kept" for the class's question (the step their page shows)."""
     return _answer(KEPT, request)
 
 
-def answer_refused(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+def answer_refused(request: gr.Request = None) -> tuple[Any, ...]:
     """A follower answers "refused" for the class's question (the step their page shows)."""
     return _answer(REFUSED, request)
 
 
-def leave_class(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+def leave_class(request: gr.Request = None) -> tuple[Any, ...]:
     """The follower runs their own (Generate): they stop following, and their stream ends."""
     key = session_key(request)
     if ROOMS.followed(key) is None:
@@ -374,7 +374,7 @@ def followed_panel(key: str, data: Any, lang: str) -> str | None:
         return None
     step = data.get("step") if isinstance(data, dict) else None
     fill = room.fill if room is not None else None
-    if fill is not None and any(s.index == step for s in view.steps if isinstance(step, int)):
+    if fill is not None and isinstance(step, int) and any(s.index == step for s in view.steps):
         fill(step)
     shown = dataclasses.replace(view.trace, steps=list(view.steps))
     return microscope_view.panel_for_click(shown, data, lang)
@@ -398,7 +398,7 @@ def try_for(restore: Callable[[dict[str, str], str], tuple[Any, ...]]) -> Callab
     """"Try it yourself": `restore` (the page's link restorer) fills the follower's page with the run's settings,
     and the follower stops following."""
 
-    def try_it_yourself(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    def try_it_yourself(request: gr.Request = None) -> tuple[Any, ...]:
         key, lang = session_key(request), language_of(request)
         restored = restore(settings_query(ROOMS.followed(key)), lang)
         return (*restored, *leave_class(request))

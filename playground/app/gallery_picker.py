@@ -31,7 +31,7 @@ LOOK = Outputs("look")
 
 
 def on_gallery_pick(open_trace: OpenTrace, opened: Outputs, key: Any,
-                    request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+                    request: gr.Request = None) -> tuple[Any, ...]:
     """A recording picked: `opened + LOOK` (the replay's outputs for its trace, the line on what to look at); nothing
     picked (the picker cleared): everything left as it is. A key the gallery does not hold gets our one-line message."""
     outputs = opened + LOOK
@@ -45,7 +45,7 @@ def on_gallery_pick(open_trace: OpenTrace, opened: Outputs, key: Any,
     return outputs(opened.read(open_trace(gallery.load(key), source, lang)), look=look_html(key, lang))
 
 
-def localized_choices(request: gr.Request = None) -> Any:  # type: ignore[assignment]
+def localized_choices(request: gr.Request = None) -> Any:
     """The picker's titles in the visitor's language (the page is built once, in English; this runs on load)."""
     return gr.update(choices=gallery.choices(language_of(request)))
 
@@ -61,7 +61,7 @@ def wire(demo: gr.Blocks, picker: gr.Dropdown, look: gr.HTML, replay_views: dict
          open_trace: OpenTrace) -> None:
     """A pick opens the recording in the replay's views (`replay_views` by name, `opened` filled by `open_trace`);
     the titles follow the visitor's language."""
-    def on_pick(key: Any, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+    def on_pick(key: Any, request: gr.Request = None) -> tuple[Any, ...]:
         return on_gallery_pick(open_trace, opened, key, request)
 
     picker.change(guarded(on_pick), picker, (opened + LOOK).components({**replay_views, "look": look}), **PRIVATE)

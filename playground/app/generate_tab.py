@@ -38,9 +38,9 @@ from .guard import PRIVATE, guarded, session_key, url_query
 from .language import L, language_of, with_language
 from .methods_tab import lecture_html
 from .outputs import PARAM, Outputs
-from .run_request import (CHAT_CHOICES, DEFAULT_METHOD, DTYPES, build_request, collect_params, param_component,
-                      on_target_change, on_target_pick, param_specs, param_update, parse_flag, suggest_assistant,
-                      target_param_specs)
+from .run_request import (CHAT_CHOICES, DEFAULT_METHOD, DTYPES, REQUEST_FIELDS, build_request, collect_params,
+                          on_target_change, on_target_pick, param_component, param_specs, param_update, parse_flag,
+                          suggest_assistant, target_param_specs)
 
 if TYPE_CHECKING:  # the engine (torch, Transformers) is imported by the handlers, when they run
     from ..engine import LiveRun
@@ -91,7 +91,7 @@ RESTORED = LINKED + preset_picker.APPLIED  # ... and the example picker's `appli
 
 
 def on_method_change(method_name: str, target: str | None, assistant: str | None,
-                     request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+                     request: gr.Request = None) -> tuple[Any, ...]:
     """Explanation, assistant field and parameter controls for the chosen method (in the visitor's language)."""
     lang = language_of(request)
     method = method_for(method_name, target).localized(lang)  # the controls bounded by the target's layers
@@ -166,7 +166,7 @@ _SESSIONS: dict[str, _Session] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-def stop(request: gr.Request = None) -> str:  # type: ignore[assignment]
+def stop(request: gr.Request = None) -> str:
     """Ask this session's run to end after the current step (what was produced is kept)."""
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(session_key(request))
@@ -179,7 +179,7 @@ def stop(request: gr.Request = None) -> str:  # type: ignore[assignment]
 # --------------------------------------------------------------------------- the step microscope
 
 
-def open_token(trace: Any, evt: gr.EventData, request: gr.Request = None) -> str:  # type: ignore[assignment]
+def open_token(trace: Any, evt: gr.EventData, request: gr.Request = None) -> str:
     """A click on a token of the output: its panel (the finished run's trace, or while it runs the live one, whose
     step gets its figures now: a run shown as it comes computes them when generation ends, `LiveRun.figures_now`)."""
     data = gradio_internals.event_data(evt)
@@ -197,7 +197,7 @@ def open_token(trace: Any, evt: gr.EventData, request: gr.Request = None) -> str
     return microscope_view.panel_for_click(trace, data, language_of(request))
 
 
-def after_run_tables(trace: Any, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+def after_run_tables(trace: Any, request: gr.Request = None) -> tuple[Any, ...]:
     """After a run: the per-run tables (what the drafter got wrong) and the panel's invitation, in the page's language."""
     lang = language_of(request)
     return TABLES(run_tables=microscope_view.run_tables_html(trace, lang),
@@ -207,7 +207,7 @@ def after_run_tables(trace: Any, request: gr.Request = None) -> tuple[Any, ...]:
 # --------------------------------------------------------------------------- page load
 
 
-def on_page_load(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+def on_page_load(request: gr.Request = None) -> tuple[Any, ...]:
     """Fill in the default example (here rather than as the textbox's initial value, so the API's
     `prompt` stays a required parameter) and show the loading state; in the visitor's language."""
     lang = language_of(request)
@@ -217,7 +217,7 @@ def on_page_load(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore
                      timer=gr.update(active=preload.PRELOAD.running))
 
 
-def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+def localize_view(method_name: str, request: gr.Request = None) -> tuple[Any, ...]:
     """The main view's server-written parts in the visitor's language (a page in English keeps them as built):
     the method picker's titles, the method's summary and lecture, the legend, the empty output, stats and charts,
     the precision's note, the microscope's invitation."""
@@ -305,7 +305,7 @@ def generate(
     dtype: str = "auto",
     check_plain: Any = False,
     preset: str | None = None,
-    request: gr.Request = None,  # type: ignore[assignment]
+    request: gr.Request = None,
 ) -> Iterator[tuple[Any, ...]]:
     """Stream one generation: `RUN` (tokens HTML, figures, acceptance chart, timing chart, status, trace file, trace).
 
@@ -325,8 +325,9 @@ def generate(
         earlier.end(replaced=True)
     trace_files.drop_session_trace(key)
     try:
-        run_request = build_request(prompt, target, assistant, method, params, max_new_tokens, sample,
-                                    temperature, top_p, top_k, seed, chat, dtype, preset)
+        run_request = build_request(prompt=prompt, target=target, assistant=assistant, method=method, params=params,
+                                    max_new_tokens=max_new_tokens, sample=sample, temperature=temperature, top_p=top_p,
+                                    top_k=top_k, seed=seed, chat=chat, dtype=dtype, preset=preset)
         yield from _run(run_request, parse_flag(check_plain, "check_plain"), session, key, lang)
     except Exception as exc:  # one clear message in the page; the server keeps serving
         yield _failed(exc, session, lang)
@@ -489,7 +490,7 @@ class GenerateView:
     api_inputs: list[Any]  # `generate`'s first 13 inputs, the API's order
     run_event: Any  # the click → generate chain: the page hangs the after-run views on it
     run_trace: gr.State  # the finished run's Trace (None while a run starts, or after a failed one)
-    settings_for_code: list[Any] = field(default_factory=list)  # api_inputs, then the preset
+    settings_for_code: dict[str, Any] = field(default_factory=dict)  # by `build_request`'s names, and "preset"
 
 
 def build_generate(demo: gr.Blocks) -> GenerateView:
@@ -603,8 +604,8 @@ def _wire(demo: gr.Blocks, ui: dict[str, Any], param_components: list[Any]) -> G
     ui["examples"].input(guarded(example_tokens), ui["examples"], ui["max_new_tokens"], **PRIVATE)
     ui["prompt"].change(guarded(example_after_prompt), [ui["prompt"], ui["examples"]], ui["examples"], **PRIVATE)
     ui["examples"].change(guarded(example_note_html), ui["examples"], ui["example_note"], **PRIVATE)
-    api_inputs = [ui[name] for name in ("prompt", "target", "assistant", "method", "params_json", "max_new_tokens",
-                                        "sample", "temperature", "top_p", "top_k", "seed", "chat", "dtype")]
+    by_field = {name: ui["params_json" if name == "params" else name] for name in REQUEST_FIELDS}
+    api_inputs = list(by_field.values())  # `generate`'s first 13, the API's order (`REQUEST_FIELDS`)
     ui["applied"] = preset_picker.wire(ui, PARAMS)
     preset_picker.wire_precision(ui["applied"], ui["dtype"])
     links.wire(ui["link_btn"], ui["link_box"], ui["preset"], ui["prompt"],
@@ -637,4 +638,4 @@ def _wire(demo: gr.Blocks, ui: dict[str, Any], param_components: list[Any]) -> G
     return GenerateView(prompt=ui["prompt"], target=target, assistant=ui["assistant"], method=method,
                         dtype=ui["dtype"], chat=ui["chat"], max_new_tokens=ui["max_new_tokens"], preset=ui["preset"],
                         params_json=ui["params_json"], param_components=param_components, api_inputs=api_inputs,
-                        run_event=run_event, run_trace=ui["run_trace"], settings_for_code=[*api_inputs, ui["preset"]])
+                        run_event=run_event, run_trace=ui["run_trace"], settings_for_code={**by_field, "preset": ui["preset"]})

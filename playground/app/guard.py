@@ -27,12 +27,13 @@ def url_query(request: gr.Request | None) -> dict[str, str]:
     query kept the last)."""
     params = getattr(request, "query_params", None) if request is not None else None
     query: dict[str, str] = {}
-    for key, value in (params.multi_items() if hasattr(params, "multi_items") else dict(params or {}).items()):
+    multi_items = getattr(params, "multi_items", None)
+    for key, value in (multi_items() if multi_items is not None else dict(params or {}).items()):
         query.setdefault(key, value)
     return query
 
 
-def language_of(request: gr.Request = None) -> str:  # type: ignore[assignment]
+def language_of(request: gr.Request = None) -> str:
     """The visitor's language for a handler: the page's ?lang=, else the browser's; English for API calls."""
     if request is None:
         return i18n.DEFAULT_LANGUAGE

@@ -25,7 +25,7 @@ def button() -> gr.DownloadButton:
     return gr.DownloadButton(L("ui.handout"), value=None, visible=False, elem_id="pg-handout", size="sm")
 
 
-def make_handout(trace: Trace | None, request: gr.Request = None) -> Any:  # type: ignore[assignment]
+def make_handout(trace: Trace | None, request: gr.Request = None) -> Any:
     """The finished run's handout written for this session, shown for download (hidden without a run)."""
     if not isinstance(trace, Trace):
         return gr.update(value=None, visible=False)

@@ -20,14 +20,13 @@ from .. import render
 from . import preset_picker
 from .guard import PRIVATE, guarded
 from .outputs import Outputs
-from .run_request import DTYPES, build_request, collect_params
+from .run_request import DTYPES, REQUEST_FIELDS, build_request, collect_params
 from ..i18n import t
 from ..request import method_for
 from ..presets import get_preset
 from ..errors import PlaygroundError
 
-FIELDS = ("prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature", "top_p",
-          "top_k", "seed", "chat", "dtype")
+FIELDS = REQUEST_FIELDS  # a link's query names `build_request`'s values
 MAX_LINK_PROMPT_CHARS = 4000  # longer prompts make links that browsers and chat apps cut off
 MAX_LINK_CHARS = 8000  # the whole query: the prompt's share plus model names and parameters of sane length
 
@@ -93,9 +92,11 @@ def restore(query: Mapping[str, str], param_names: list[str], lang: str = "en") 
     try:
         if "preset" in given:
             get_preset(given["preset"])  # a known name, or the error below
-            request = build_request(given.get("prompt", ""), *([None] * 11), given.get("dtype"))
+            fields: dict[str, Any] = {**dict.fromkeys(FIELDS), "dtype": given.get("dtype")}
         else:
-            request = build_request(given.get("prompt", ""), *(given.get(k) for k in FIELDS[1:]))
+            fields = {k: given.get(k) for k in FIELDS}
+        request = build_request(**{**fields, "prompt": given.get("prompt", "")})  # by name, not by position
+        if "preset" not in given:
             method_for(request.method, request.target).resolve_params(request.params)
         validate_request(request if request.prompt.strip() else request.but(prompt="…"))
         if request.dtype not in DTYPES:

@@ -109,8 +109,10 @@ def generate(prompt: str = "", target: str = DEFAULT_TARGET, method: str = defau
     from ..engine import check_stopped, run  # torch and Transformers: imported by the first call, not with the page
 
     # The page's own checks (types, sizes, valid text, finite numbers), so an agent gets the page's messages.
-    request = build_request(prompt, target or DEFAULT_TARGET, assistant or None, method, params, max_new_tokens,
-                            sample, temperature, None, None, seed, None, dtype, preset or None, surface="run")
+    request = build_request(prompt=prompt, target=target or DEFAULT_TARGET, assistant=assistant or None, method=method,
+                            params=params, max_new_tokens=max_new_tokens, sample=sample, temperature=temperature,
+                            top_p=None, top_k=None, seed=seed, chat=None, dtype=dtype, preset=preset or None,
+                            surface="run")
     trace = run(request)
     check_stopped()  # its agent left during the run: the run ended at its next step; no answer is due
     summary = {k: getattr(trace.summary, k) for k in SUMMARY_FIELDS}

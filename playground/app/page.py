@@ -16,7 +16,7 @@ from . import mcp_tools, presenter, sessions
 from .after_run import AFTER_RUN, after_run
 from .code_tab import CODE, build_code
 from .code_tab import initial_status as code_initial_status
-from .compare_tab import build_compare
+from .compare_tab import COMPARE_SETTINGS, build_compare
 from .compare_tab import idle_views as compare_idle_views
 from .compare_tab import method_choices as compare_method_choices
 from .generate_tab import build_generate, generate
@@ -53,7 +53,7 @@ def localized_tab_views(lang: str) -> tuple[Any, ...]:
                         "tune.status": tune_idle_status(lang)})
 
 
-def localize_tabs(request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+def localize_tabs(request: gr.Request = None) -> tuple[Any, ...]:
     """The page-load handler of `TAB_VIEWS`: in the visitor's language; a page in English keeps them as built."""
     lang = language_of(request)
     return TAB_VIEWS.skip() if lang == "en" else localized_tab_views(lang)
@@ -76,8 +76,8 @@ def build_ui() -> gr.Blocks:
         with gr.Tabs(elem_id="pg-tabs") as tabs:
             replay = build_replay(demo)
             theory = build_theory()
-            compare = build_compare([main.prompt, main.target, main.assistant, main.method, main.dtype, main.chat],
-                                    main.param_components, baselines)
+            compare = build_compare({name: getattr(main, name) for name in COMPARE_SETTINGS}, main.param_components,
+                                    baselines)
             code = build_code(main.method, main.param_components, main.params_json, main.settings_for_code)
             methods_table = build_methods()
             tune_status = build_tune_tab(

@@ -179,7 +179,7 @@ def initial_status(lang: str = "en") -> str:
 POLLED = Outputs("status", "timer")  # what the start-up load's poll writes (`outputs.Outputs`)
 
 
-def poll_preload(run_started: bool = False, request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+def poll_preload(run_started: bool = False, request: gr.Request = None) -> tuple[Any, ...]:
     """The timer's tick while the start-up load runs: show its progress in the status box.
 
     Once this page has clicked Generate, the box belongs to the run: a tick that lands after the run

@@ -86,7 +86,7 @@ def _seconds(value: Any) -> float:
     return float(value)
 
 
-def set_pace(mode: Any, seconds: Any, request: gr.Request = None) -> tuple[Any, Any]:  # type: ignore[assignment]
+def set_pace(mode: Any, seconds: Any, request: gr.Request = None) -> tuple[Any, Any]:
     """The visitor chose a pace (also while a run goes: it goes on at the new pace): the seconds' slider shows for
     "Slowed", the "Next step" button for any pace that waits."""
     if mode not in MODES:
@@ -95,12 +95,12 @@ def set_pace(mode: Any, seconds: Any, request: gr.Request = None) -> tuple[Any, 
     return gr.update(visible=mode == SLOW), gr.update(visible=mode != FREE)
 
 
-def step_on(request: gr.Request = None) -> None:  # type: ignore[assignment]
+def step_on(request: gr.Request = None) -> None:
     """"Next step": the visitor's paused run takes its next step (a slowed one stops waiting)."""
     _pace_for(session_key(request)).step_on()
 
 
-def restore_view(request: gr.Request = None) -> Any:  # type: ignore[assignment]
+def restore_view(request: gr.Request = None) -> Any:
     """On page load: the presenter's switch as the link asks (`links.presenter_view`)."""
     query = url_query(request)
     return True if links.presenter_view(query) else gr.skip()
@@ -131,7 +131,7 @@ def run_line_html(trace: Trace | None, lang: str) -> str:
         parts.append(_t_html("presenter.run.assistant", lang, name=_value(trace.assistant or "")))
     name = method.draft_length_param if method is not None else None
     param = next((p for p in method.params if p.name == name), None) if method is not None else None
-    if param is not None and trace.params.get(name) is not None:
+    if name is not None and param is not None and trace.params.get(name) is not None:
         parts.append(f"{html.escape(param.localized(lang).label)} {_value(str(trace.params[name]))}")
     if trace.decoding.get("sample"):
         temperature = trace.decoding.get("temperature", 1.0)

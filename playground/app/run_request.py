@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import gradio as gr
 
@@ -246,6 +246,29 @@ def parse_flag(value: Any, name: str) -> bool:
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
     raise PlaygroundError.keyed("error.request.flag", name=name, got=_short(value))
+
+
+# `build_request`'s values by name, in its order: the API's `generate` inputs, a link's query, the Code tab's settings.
+# The page wires components by these names (`request_inputs`) and a handler reads them back by name, never by place.
+REQUEST_FIELDS = ("prompt", "target", "assistant", "method", "params", "max_new_tokens", "sample", "temperature",
+                  "top_p", "top_k", "seed", "chat", "dtype")
+
+
+def request_inputs(by_name: Mapping[str, Any], *more: str) -> list[Any]:
+    """The page's components for `REQUEST_FIELDS` and then `more` (e.g. "preset"), in that order: an event's inputs."""
+    names = (*REQUEST_FIELDS, *more)
+    missing = [name for name in names if name not in by_name]
+    if missing:
+        raise KeyError(f"the page has no component for {missing}")
+    return [by_name[name] for name in names]
+
+
+def request_from_inputs(values: Sequence[Any], *more: str) -> RunRequest:
+    """`build_request` for the values of an event wired by `request_inputs(..., *more)`, each passed by its name."""
+    names = (*REQUEST_FIELDS, *more)
+    if len(values) != len(names):
+        raise PlaygroundError.keyed("error.too_few_values", n=len(names), got=len(values))
+    return build_request(**dict(zip(names, values)))
 
 
 def build_request(prompt: str, target: str | None, assistant: str | None, method: str | None, params: Any,

@@ -66,7 +66,12 @@ def _give_back_soon(loop: asyncio.AbstractEventLoop) -> None:
     """One give-back `TRIM_AFTER_S` after the last of a run of drops (a class leaving drops many at once)."""
     while _TRIM:
         _TRIM.pop().cancel()
-    _TRIM.append(loop.call_later(TRIM_AFTER_S, lambda: (_TRIM.clear(), loop.run_in_executor(None, give_back))))
+
+    def give_back_now() -> None:
+        _TRIM.clear()
+        loop.run_in_executor(None, give_back)
+
+    _TRIM.append(loop.call_later(TRIM_AFTER_S, give_back_now))
 
 
 def forget(key: str) -> None:
@@ -129,7 +134,7 @@ def wire(demo: gr.Blocks) -> None:
     """Free a session's keep when its visitor leaves (`demo.unload`, in the server's event loop), and sweep idle
     sessions (a thread)."""
 
-    async def left(request: gr.Request = None) -> None:  # type: ignore[assignment]
+    async def left(request: gr.Request = None) -> None:
         if not _LOOP:
             _LOOP.append(asyncio.get_running_loop())
         key = session_key(request)

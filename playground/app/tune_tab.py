@@ -99,8 +99,9 @@ def run_tune(prompt: str, target: str | None, assistant: str | None,
     from .. import tune
 
     try:
-        run = build_request(prompt, target, assistant, method, params, max_new_tokens, False, None, None, None,
-                            None, chat, dtype)
+        run = build_request(prompt=prompt, target=target, assistant=assistant, method=method, params=params,
+                            max_new_tokens=max_new_tokens, sample=False, temperature=None, top_p=None, top_k=None,
+                            seed=None, chat=chat, dtype=dtype)
         draft = _max_draft(max_draft)
         result = tune.tune(tune.TuneRequest(run=run, max_draft=draft), _prompts(run.prompt, more_prompts))
     except Exception as exc:  # one clear line for the user; the server keeps serving
@@ -141,8 +142,13 @@ def in_background(job: Callable[[], tuple[Any, ...]], lang: str) -> Iterator[tup
     """A Tune job in a worker thread, its status saying it works: the visitor who leaves (the handler closed)
     stops it at its current pass's next forward (`background.in_thread`)."""
     working = render.status_html(t("tune.status.working", lang), "running")
-    outcome = None
-    for kind, value in in_thread(lambda progress: (progress("working"), job())[1], "playground-tune"):
+    outcome: Any = None
+
+    def working_job(progress: Callable[[str], None]) -> tuple[Any, ...]:
+        progress("working")
+        return job()
+
+    for kind, value in in_thread(working_job, "playground-tune"):
         if kind == "progress":
             yield TUNED(status=working)
         else:

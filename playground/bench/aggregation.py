@@ -151,8 +151,7 @@ def _aggregate_group(label: str, category: str, group: list[BenchRow],
         other_ms_per_step=sum(r.other_ms or 0.0 for r in group) / steps if steps else None,
         setup_ms_per_run=sum(r.setup_ms or 0.0 for r in group) / len(group),
     )
-    paired = [(r, baseline.get(r.key)) for r in group]
-    paired = [(r, b) for r, b in paired if b is not None and b.elapsed_s and r.elapsed_s]
+    paired = [(r, b) for r in group for b in [baseline.get(r.key)] if b is not None and b.elapsed_s and r.elapsed_s]
     if paired:
         m_rate = sum(r.new_tokens or 0 for r, _ in paired) / sum(r.elapsed_s or 0.0 for r, _ in paired)
         b_rate = sum(b.new_tokens or 0 for _, b in paired) / sum(b.elapsed_s or 0.0 for _, b in paired)

@@ -97,7 +97,7 @@ def compare_on_prompt(
     Baseline is added first if missing. `warmup` runs every method once (`MAX_NEW_TOKENS["bench_warm_up"]` tokens) before
     measuring. Each repeat runs every method once, in an order rotated by one per repeat; with
     `measure_overhead` each method also runs as plain `generate()` next to its instrumented run
-    (alternating which goes first). A method that fails records its error in its row.
+    (alternating which goes first). A method that fails, in its warm-up too, records its error in its row.
     `prepared` (label -> `PreparedRun`, from `prepare_specs` on the same prompt and settings) saves preparing
     them again; each method is prepared once per call either way (the warm-up reuses it with fewer tokens).
     `lang` is the language of the progress messages and diagnoses (the CLI's English by default).
@@ -119,16 +119,17 @@ def compare_on_prompt(
     if missing:  # load and validate everything before measuring anything
         prepared.update(prepare_specs(bp.text, missing, target=target, max_new_tokens=max_new_tokens, dtype=dtype,
                                       chat=chat, store=store, progress=progress, lang=lang)[0])
+    results = {s.label: Measurement(s) for s in specs}
     if warmup:
         for spec in specs:
             report(t("bench.progress.warmup", lang, prefix=prompt_label, label=spec.label))
             try:
                 warm_up = min(MAX_NEW_TOKENS["bench_warm_up"], max_new_tokens)
                 LiveRun(prepared[spec.label].with_max_new_tokens(warm_up)).run()
-            except Exception:  # the measured run will report it
-                pass
-
-    results = {s.label: Measurement(s) for s in specs}
+            except Exception as exc:  # its row says so, and it is not measured cold as if it had warmed up
+                m = results[spec.label]
+                m.error = user_message(exc, lang=lang)
+                report(t("bench.progress.error", lang, prefix=prompt_label, label=spec.label, error=m.error))
     for r in range(repeats):
         order = specs[r % len(specs):] + specs[: r % len(specs)]
         for spec in order:

@@ -1,6 +1,6 @@
 """Gradio's (and uvicorn's, mcp's) private names the page reads, each with what it is used for.
 
-Written against gradio 6.31.0, uvicorn 0.55.0 and mcp (`WRITTEN_AGAINST`). `tests/test_compat.py` checks each name
+Written against gradio 6.31.0, uvicorn 0.55.0 and mcp 1.30.0 (`WRITTEN_AGAINST`). `tests/test_compat.py` checks each name
 is still where, and what, it was (test_the_gradio_internals_are_where_and_what_they_were). Nothing here imports
 Gradio at its top: `app/gate.py` reads the queue it is handed.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-WRITTEN_AGAINST = {"gradio": "6.31.0", "uvicorn": "0.55.0"}
+WRITTEN_AGAINST = {"gradio": "6.31.0", "uvicorn": "0.55.0", "mcp": "1.30.0"}  # mcp: `Server.request_handlers`
 
 
 class InternalMoved(RuntimeError):

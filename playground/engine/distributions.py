@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy
 import torch
 
+from ..methods import mixture
 from ..trace import Position, Ranked
 from .records import _Raw
 
@@ -136,12 +137,12 @@ def _sorted_top(row: torch.Tensor, k: int) -> tuple[list[float], list[int]]:
 
 
 def _mixture(p: torch.Tensor, q: torch.Tensor, weight: float) -> torch.Tensor:
-    """Ensemble verification's v = w·p + (1−w)·q over rows of probabilities. On the CPU by numpy (see the note above
-    _softmax), with the same float32 steps as torch's (w and 1 − w rounded to float32, two products, one sum): the
-    same bits."""
+    """Ensemble verification's v = w·p + (1−w)·q over rows of probabilities (`methods.mixture`, in float32). On the CPU
+    by numpy (see the note above _softmax), with the same float32 steps as torch's (w and 1 − w rounded to float32,
+    two products, one sum): the same bits."""
     if p.device.type == "cpu":
-        return torch.from_numpy(numpy.float32(weight) * p.numpy() + numpy.float32(1 - weight) * q.numpy())
-    return weight * p + (1 - weight) * q
+        return torch.from_numpy(mixture(p.numpy(), q.numpy(), weight))
+    return mixture(p, q, weight)
 
 
 def _residual(p: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, float]:
@@ -197,7 +198,7 @@ def _step_dists(drafted: list[int], emitted: list[int], p: torch.Tensor | None, 
         q = None  # not comparable token for token (Transformers could not compare them either)
     refused = _refused_at(drafted, emitted) if sample and q is not None else None
     judged = min(rows, len(drafted))
-    p_top, p_emitted = _top_rows(p, k), _probs_of(p, emitted)
+    p_top, p_emitted = _top_rows(p, k), _probs_of(p, emitted) or []
     p_drafted = _probs_of(p, drafted[:judged]) or []
     q_top, q_drafted = [], []
     if q is not None:
@@ -221,7 +222,7 @@ def _step_dists(drafted: list[int], emitted: list[int], p: torch.Tensor | None, 
                     if total > 0:
                         residual = _normalised(residual, total)
                         position.residual = _top_row(residual, k)
-                        position.residual_emitted = _probs_of(residual.unsqueeze(0), [emitted[i]])[0]
+                        position.residual_emitted = (_probs_of(residual.unsqueeze(0), [emitted[i]]) or [0.0])[0]
         positions.append(position)
     return positions
 

@@ -10,7 +10,7 @@ import queue
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator, Iterator
 
 import torch
 import transformers
@@ -227,7 +227,7 @@ class LiveRun:
             self._elapsed = time.perf_counter() - self._start - recorder.waited if self._start else 0.0
             self._error = exc
 
-    def __iter__(self) -> Iterator[Step]:
+    def __iter__(self) -> Generator[Step | None, None, None]:
         """The steps as they come (with `idle_s` set, also None after each `idle_s` without one)."""
         if self._thread is not None:
             raise RuntimeError("a LiveRun can be iterated once")
@@ -244,7 +244,7 @@ class LiveRun:
         try:
             for item in self._items():
                 if item is _IDLE:
-                    yield None  # type: ignore[misc]  # only with `idle_s` set: the consumer's chance to yield
+                    yield None  # only with `idle_s` set: the consumer's chance to yield
                     continue
                 if item is _RESTART:  # the run starts again (it gave way): its steps so far are void
                     self._steps.restart()
@@ -252,7 +252,8 @@ class LiveRun:
                 if isinstance(item, (_Setup, _Other)):
                     self._steps.closed(item)
                     continue
-                step = self._steps.take(item, time.perf_counter() - self._start - self._recorder.waited)
+                step = self._steps.take(item, time.perf_counter() - self._start
+                                       - (self._recorder.waited if self._recorder is not None else 0.0))
                 if self.held or item.digested:
                     self._steps.fill_figures(item, step)
                 else:
@@ -390,6 +391,6 @@ def run(req: RunRequest, store: ModelStore = STORE, progress: Callable[[str], No
     live = LiveRun(prepare(req, store, progress))
     live.held = on_step is None  # nobody sees the steps as they come: built after generation (`LiveRun._items`)
     for step in live:
-        if on_step is not None:
+        if on_step is not None and step is not None:  # None only with `idle_s` set
             on_step(step, live.trace)
     return live.trace

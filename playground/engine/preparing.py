@@ -187,7 +187,7 @@ def prepare(
         passed = {"assistant_model": assistant.model, "tokenizer": target.tokenizer,
                   "assistant_tokenizer": assistant.tokenizer}
         kwargs.update({name: passed[name] for name in method.assistant_kwargs()})
-    owner = target.model if method.draft_config_on == "target" or assistant is None else assistant.model
+    owner = target.model if method.draft_config_on_target or assistant is None else assistant.model
     return PreparedRun(
         request=req, method=method, params=params, target=target, assistant=assistant, input_ids=input_ids,
         rendered_prompt=rendered, chat=chat, generate_kwargs=kwargs, draft_config=draft_config,

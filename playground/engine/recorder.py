@@ -144,6 +144,7 @@ class _Recorder:
         """A new step begins: close the previous step's `other` phase (or the setup)."""
         now = self._stamp()
         if not self._close_phase(now):  # another forward before this step's tokens were decided: same step
+            assert self._step_start is not None  # `_close_phase` is False only inside a step
             return self._step_start
         self._decided = None
         self._step_start = now

@@ -12,6 +12,7 @@ it made itself.
 from __future__ import annotations
 
 from ..drafts import EmptyDraft
+from ..methods import ensemble_weight, mixture
 from ..trace import Position, Step, StepTotals, Trace, classify_step
 from . import distributions
 from .prepared import PreparedRun
@@ -28,7 +29,7 @@ class StepBoundary:
         self.source = source
         self.trace = trace
         self.top_k = top_k  # the step microscope's k (0: nothing recorded)
-        self.ensemble_weight: float | None = prepared.generate_kwargs.get("assistant_ensemble_weight")
+        self.ensemble_weight = ensemble_weight(prepared.params)
         self._texts: dict[int, str] = {}  # token id -> text, for the microscope's top-k lists
         self._anchor = prepared.input_ids[0, -4:].tolist()  # the top-k texts read as they follow the prompt's end
         self._anchor_text: str | None = None
@@ -108,7 +109,7 @@ class StepBoundary:
             self.digest(raw)
         q, p = step.q, step.p = raw.q, raw.p
         w = self.ensemble_weight
-        step.mixture = [w * pk + (1 - w) * qk for pk, qk in zip(p, q)] if w is not None and p and q else None
+        step.mixture = [mixture(pk, qk, w) for pk, qk in zip(p, q)] if w is not None and p and q else None
         step.dists = self._dists(raw, bool(step.rejected))
 
     def _token_text(self, token: int) -> str:

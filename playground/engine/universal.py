@@ -26,6 +26,7 @@ def _dedicated_assistant(store: ModelStore, req: RunRequest, precision: Precisio
     purpose = f"universal-sampling:{req.target}:{id(target.tokenizer)}"
     # Copying the base model and pruning the copy (it draws from torch's generator) take one turn among the runs
     # that take turns on them (`one_turn`): they wait for one step of those runs, not for their end.
+    assert req.assistant is not None  # universal decoding always has one (`Method.assistant`)
     assistant = store.get_copy(req.assistant, precision, purpose=purpose, progress=progress, bound_to=target,
                                holding=lambda lock: one_turn([lock]))
     assistant.universal_target_tokenizer = target.tokenizer  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ import time
 import zipfile
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import Callable
+from typing import Any, Callable
 
 from ..i18n import Message, Number
 from ..settings import get_settings
@@ -212,7 +212,7 @@ def _convert(entry: ModelEntry, gguf: GgufSource, work: Path, report: Progress) 
     _fetch_gguf(gguf, source_dir, report)
     out = work / "out"
     convert_gguf(source_dir / gguf.filename, out, _ConversionProgress(label_message(entry.key), report))
-    marker = {
+    marker: dict[str, Any] = {
         "format": _CONVERSION_FORMAT,
         "key": entry.key,
         "gguf_file": gguf.filename,

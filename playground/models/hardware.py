@@ -64,8 +64,8 @@ def kept_measurement(spec: str = SPEED_MODEL) -> SpeedMeasurement | None:
     if figures is None:
         return None
     try:
-        measured = SpeedMeasurement(float(figures["float32_tps"]), float(figures["bfloat16_tps"]),  # type: ignore[index]
-                                    int(figures["new_tokens"]), str(figures["model"]))  # type: ignore[index]
+        measured = SpeedMeasurement(float(figures["float32_tps"]), float(figures["bfloat16_tps"]),
+                                    int(figures["new_tokens"]), str(figures["model"]))
     except (TypeError, KeyError, ValueError):
         return None
     return measured if measured.float32_tps > 0 and measured.bfloat16_tps > 0 else None

@@ -127,6 +127,10 @@ def _copy_label(values: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
                   lang)
 
 
+def _copy_series(values: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
+    return t("tune.label.max_matching_ngram_size", lang, value=values["max_matching_ngram_size"])
+
+
 def _drafter_grid(max_draft: int, grid: Grid, make: MakeSetting) -> list[Setting]:
     out = []
     for schedule in grid.schedules:
@@ -147,13 +151,24 @@ def _drafter_label(values: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
     return joined(parts, lang)
 
 
+def _drafter_series(values: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
+    schedule, threshold = values.get("num_assistant_tokens_schedule", "constant"), values.get("assistant_confidence_threshold")
+    parts = [_named("num_assistant_tokens_schedule", schedule, lang)] if schedule != "constant" or not threshold else []
+    if threshold:
+        parts.append(_named("assistant_confidence_threshold", float(threshold), lang))
+    return joined(parts, lang)
+
+
 @dataclass(frozen=True)
 class Replay:
-    """How tune replays one kind of draft source (`Method.draft_replay`): what it sweeps, and with what drafter."""
+    """How tune replays one kind of draft source (`Method.draft_replay` names one of `REPLAYS`): what it sweeps, with
+    what drafter, and how its settings are named. Tune, its report and its page ask the replay, never the method's
+    name or tag: a new method whose drafts one of these replays follows is one registry line for tune too."""
 
     swept: tuple[str, ...]  # the parameters a sweep varies (the others stay as the request fixed them)
     grid: Callable[[int, Grid, MakeSetting], list[Setting]]  # the settings for draft lengths 1..max_draft
     label: Callable[[dict[str, Any], str], str]  # a setting's swept values in a few words, in a language
+    series: Callable[[dict[str, Any], str], str]  # a chart's series: the swept values but the draft length, in words
     model_pass: bool  # drafts come from a greedy pass of a model (False: from the token sequence alone)
     exit_layer_param: str | None = None  # the drafter is the target cut after this many layers
     # Transformers re-fits the confidence threshold after each step when scikit-learn is installed (only in
@@ -164,10 +179,11 @@ class Replay:
 _DRAFTER_SWEPT = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 REPLAYS: dict[str, Replay] = {
     "context_copy": Replay(("prompt_lookup_num_tokens", "max_matching_ngram_size"), _copy_grid, _copy_label,
-                           model_pass=False),
-    "assistant_model": Replay(_DRAFTER_SWEPT, _drafter_grid, _drafter_label, model_pass=True, refits_threshold=True),
-    "early_layers": Replay(_DRAFTER_SWEPT, _drafter_grid, _drafter_label, model_pass=True,
-                           exit_layer_param="assistant_early_exit"),
+                           _copy_series, model_pass=False),
+    "assistant_model": Replay(_DRAFTER_SWEPT, _drafter_grid, _drafter_label, _drafter_series,
+                              model_pass=True, refits_threshold=True),
+    "early_layers": Replay(_DRAFTER_SWEPT, _drafter_grid, _drafter_label, _drafter_series,
+                           model_pass=True, exit_layer_param="assistant_early_exit"),
 }
 _SWEPT = tuple(dict.fromkeys(name for replay in REPLAYS.values() for name in replay.swept))
 
@@ -180,15 +196,19 @@ def not_tunable_reason(name: str) -> Message | None:
         return Message.keyed("tune.reason.cannot_predict", name=name)
     if method.draft_replay is None:
         return method.replay_obstacle_message() or Message.keyed("tune.reason.cannot_predict", name=name)
+    if method.draft_replay not in REPLAYS:
+        raise LookupError(f"method {name!r} names the replay {method.draft_replay!r}, which tune does not have "
+                          f"(known: {', '.join(REPLAYS)})")
     return None
 
 
 def replay_of(name: str) -> Replay:
     """The replay of the method `name`'s drafts; TuneError with the registry's reason where it has none."""
     reason = not_tunable_reason(name)
-    if reason:
-        raise TuneError.saying(reason)
-    return REPLAYS[METHODS[name].draft_replay]  # type: ignore[index]
+    replay = METHODS[name].draft_replay
+    if reason or replay is None:
+        raise TuneError.saying(reason or Message.keyed("tune.reason.cannot_predict", name=name))
+    return REPLAYS[replay]
 
 
 def _refusal(setting: Setting) -> Message | None:

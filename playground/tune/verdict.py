@@ -13,6 +13,13 @@ from ..trace import Step, acceptance_by_position, summarize_steps
 from .cost import RECOMMEND_MARGIN, Calibration
 from .settings import Outcome, Setting, TuneRequest, default_setting
 
+
+def _fastest_first(row: Row) -> tuple[float, int]:
+    """`max`'s key over rows with a prediction: the predicted speedup, then the fewer steps."""
+    assert row.predicted is not None
+    return (row.predicted.speedup or 0.0, -row.predicted.steps)
+
+
 @dataclass
 class Row:
     setting: Setting
@@ -46,7 +53,7 @@ class PromptTune:
 
     def best(self) -> Row | None:
         rows = self.predicted()
-        return max(rows, key=lambda r: (r.predicted.speedup or 0.0, -r.predicted.steps)) if rows else None
+        return max(rows, key=_fastest_first) if rows else None
 
     def row(self, setting: Setting) -> Row | None:
         return next((r for r in self.rows if r.setting == setting), None)
@@ -65,7 +72,7 @@ def outcome_of(steps: list[Step], time_s: float | None, baseline_s: float | None
     return Outcome(steps=summary.steps, drafted=summary.drafted, accepted=summary.accepted,
                    tokens_per_step=summary.tokens_per_step, time_s=time_s, speedup=speedup,
                    new_tokens=summary.new_tokens, unverified=summary.unverified,
-                   by_position=acceptance_by_position(steps))
+                   by_position=[tuple(counts) for counts in acceptance_by_position(steps)])
 
 
 def counts_exact(dtype: str, sample: bool = False) -> bool:
@@ -93,13 +100,13 @@ class TuneResult:
                 reason = next((r.refused for r in per if r is not None and r.refused), Message.keyed("tune.reason.not_every_prompt"))
                 rows.append(Row(first.setting, None, reason, self.measured.get(first.setting)))
                 continue
-            outs = [r.predicted for r in per]  # type: ignore[union-attr]
+            outs = [r.predicted for r in per if r is not None and r.predicted is not None]
             rows.append(Row(first.setting, _sum_outcomes(outs, total_base), None, self.measured.get(first.setting)))
         return rows
 
     def best(self) -> Row | None:
         rows = [r for r in self.overall() if r.predicted is not None]
-        return max(rows, key=lambda r: (r.predicted.speedup or 0.0, -r.predicted.steps)) if rows else None
+        return max(rows, key=_fastest_first) if rows else None
 
     def default(self) -> Setting:
         return default_setting(self.request.run.method, self.request.run.params)
@@ -120,7 +127,7 @@ class TuneResult:
         predicted time ÷ its own, minus 1 (None where either has no predicted time)."""
         row = row or self.best()
         default = self.default_row()
-        if row is None or default is None or default.predicted is None:
+        if row is None or row.predicted is None or default is None or default.predicted is None:
             return None
         if not row.predicted.time_s or not default.predicted.time_s:
             return None
