@@ -143,6 +143,9 @@ class Method:
     draft_logits: Literal["never", "always", "sampling"] = "never"
     fixed_kwargs: dict[str, Any] = field(default_factory=dict)  # generate() args that select the method
     check: Callable[["Method", ModelFacts, dict[str, Any]], None] | None = None
+    # The locale key that names where draft logits are missing, when the title alone would mislead (universal has
+    # them under sampling only, so its refusal names the greedy variant).
+    no_draft_logits_where: str | None = None
     # Where q (the draft probabilities the acceptance test reads) comes from under sampling, in Transformers 5.24:
     # "twice": an assistant's inner generate() merges the target's logits processors and then appends its own
     # warpers (GenerationMixin._get_logits_processor merges before it appends), so temperature, top-k and top-p apply
@@ -272,7 +275,7 @@ class Method:
     def validate(self, facts: ModelFacts, params: dict[str, Any]) -> None:
         """Refuse combinations that cannot run, with a message that says what to do instead."""
         if self.is_lossy(params) and not self.has_draft_logits(facts.sample):
-            where = Message.keyed("error.method.greedy_universal") if self.name == "universal" else self.title_message()
+            where = Message.keyed(self.no_draft_logits_where) if self.no_draft_logits_where else self.title_message()
             if self.draft_logits == "sampling":
                 raise MethodError.keyed("error.method.ensemble_needs_logits_or_sampling", where=where)
             raise MethodError.keyed("error.method.ensemble_needs_logits", where=where)
@@ -672,6 +675,7 @@ _register(Method(
     assistant="different_tokenizer",
     draft_logits="sampling",
     check=_check_universal,
+    no_draft_logits_where="error.method.greedy_universal",
     replay_obstacle="universal decoding re-tokenises each draft through text and re-aligns the assistant's prompt "
                     "every step; its drafts cannot be replayed exactly from one pass, so tune offers no prediction for "
                     "it",
