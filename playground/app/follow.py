@@ -43,7 +43,10 @@ LOOK_EVERY_S = 0.2  # how often a room's watch looks at it for its followers (`_
 LOOK_AGAIN_S = 1.0  # a follower's stream looks itself at least this often (its own answer, having left the class)
 BEAT_S = 5.0  # a follower's stream writes at least this often, so Gradio notices a page that closed
 TICK_S = 1.0  # the presenter's page's beat
-CHART_EVERY_S = 1.5  # as the presenter's own page (`generate_tab.CHART_EVERY_S`)
+# The charts at most this often while the run goes (and at each question and the end): a redrawn Plotly figure is
+# re-sent whole to every follower (~17 KB for the two, where a step's tokens are ~1 KB), which was most of what a
+# class cost the server. The presenter's own page redraws every 1.5 s (`generate_tab.CHART_EVERY_S`).
+CHART_EVERY_S = 5.0
 FREE_EVERY_S = 0.5  # a follower's writes while the run goes as fast as it comes
 MAX_ADDRESS_CHARS = 2000
 
