@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
+from gradio_client.utils import apply_diff
 from appserver import ARTIFACTS, free_port, start_app, stop_app
 
 from appserver import LOCAL_TLS
@@ -74,6 +75,7 @@ class Visitor:
         self.url, self.deps, self.query = url, deps, query
         self.session = uuid.uuid4().hex[:11]
         self.http = client or httpx.Client(timeout=WAIT_S)
+        self.received = 0  # characters of the streams' messages read so far (what the server wrote to this visitor)
 
     def _body(self, name: str, data: list[Any], event_data: Any = None) -> dict[str, Any]:
         return {"data": data, "fn_index": self.deps[name]["id"], "session_hash": self.session,
@@ -92,19 +94,28 @@ class Visitor:
             raise RuntimeError(f"{name}: {answer.get('error', response.text)}")
         return answer["data"]
 
-    def stream(self, name: str, data: list[Any] | None = None) -> Iterator[list[Any]]:
-        """A queued handler: each of its outputs as it comes (whole values, not Gradio's diffs); an error raises."""
-        response = self.http.post(f"{self.url}gradio_api/queue/join{self.query}", json=self._body(name, data or []))
+    def stream(self, name: str, data: list[Any] | None = None, diffs: bool = False) -> Iterator[list[Any]]:
+        """A queued handler: each of its outputs as it comes; an error raises. The server sends whole values, or with
+        `diffs` Gradio's edits to the last values as it sends a browser (applied here: whole values come out)."""
+        body = self._body(name, data or [])
+        body["simple_format"] = not diffs
+        response = self.http.post(f"{self.url}gradio_api/queue/join{self.query}", json=body)
+        held: list[Any] | None = None
         assert response.status_code == 200, response.text
         with self.http.stream("GET", f"{self.url}gradio_api/queue/data",
                               params={"session_hash": self.session}) as events:
             for line in events.iter_lines():
+                self.received += len(line)
                 if not line.startswith("data:"):
                     continue
                 message = json.loads(line[5:])
                 kind = message.get("msg")
                 if kind == "process_generating" and message.get("output", {}).get("data") is not None:
-                    yield message["output"]["data"]
+                    got = message["output"]["data"]
+                    if diffs:  # the first message whole, then each output's edits
+                        held = got if held is None else [apply_diff(value, edits) for value, edits in zip(held, got)]
+                        got = held
+                    yield got
                 elif kind == "process_completed":
                     if not message.get("success"):
                         raise RuntimeError(f"{name}: {(message.get('output') or {}).get('error')}")

@@ -94,12 +94,37 @@ def test_a_followers_write_builds_no_component_and_hops_to_no_thread(demo: Any, 
     assert all(edits == [] for later in sent[1:] for edits in later)
 
 
+def test_a_followers_browser_gets_only_the_new_step_of_the_tokens(demo: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gradio sends a streamed value's change as edits; a token view closed at its end (`</div>`) is no longer a
+    prefix of the next one, so every write re-sent the whole view (tens of KB a follower, many times a second).
+    The follower's tokens only grow at the end, as the presenter's own do: each write appends the new steps."""
+    registry, room, trace = room_with_run(False)
+    monkeypatch.setattr(follow, "ROOMS", registry)
+    registry.join(room.code, "student")
+    fn, state = stream_fn(demo), SessionState(demo)
+    tokens_at = follow.FOLLOWED.names.index("tokens")
+
+    async def write() -> Any:
+        written = follow._follower_views(room, room.view(), "student", "en", done)
+        data = await demo.postprocess_data(fn, list(written), state)
+        return demo.handle_streaming_diffs(fn, data, "student", "run-grows", False)[tokens_at]
+
+    first = run_coroutine_apart(write())
+    for more in range(2):
+        trace.steps.append(step(len(trace.steps)))
+        edits = run_coroutine_apart(write())
+        new_step = render.render_step(trace.steps[-1], lang="en")
+        assert [edit[0] for edit in edits] == ["append"] and edits[0][2] == new_step, edits
+        first += edits[0][2]
+    assert first.count('class="pg-step') == len(trace.steps)
+
+
 def test_what_the_class_sees_is_rendered_once_per_step_and_language_however_many_follow(
         monkeypatch: pytest.MonkeyPatch) -> None:
     registry, room, trace = room_with_run(False)
     monkeypatch.setattr(follow, "ROOMS", registry)
     calls = {"tokens": 0, "charts": 0}
-    render_tokens, figures = render.render_tokens, charts.figures
+    render_step, figures = render.render_step, charts.figures
 
     def counted(name: str, real: Any) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -107,7 +132,7 @@ def test_what_the_class_sees_is_rendered_once_per_step_and_language_however_many
             return real(*args, **kwargs)
         return call
 
-    monkeypatch.setattr(render, "render_tokens", counted("tokens", render_tokens))
+    monkeypatch.setattr(render, "render_step", counted("tokens", render_step))
     monkeypatch.setattr(charts, "figures", counted("charts", figures))
     followers = [f"student-{i}" for i in range(40)]
     for key in followers:
@@ -117,7 +142,7 @@ def test_what_the_class_sees_is_rendered_once_per_step_and_language_however_many
         view = room.view()
         for i, key in enumerate(followers):
             follow._follower_views(room, view, key, ("en", "ru", "ar")[i % 3], done)
-        assert calls["tokens"] == 3 * (more + 1), calls
+        assert calls["tokens"] == 3 * (6 + more + 1), calls  # each step once per language, the earlier kept
         assert calls["charts"] <= 3 * (more + 1), calls
 
 

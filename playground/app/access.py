@@ -85,7 +85,7 @@ HEAD = """<script>(function () {
   }
   new MutationObserver(mend).observe(document.documentElement, {childList: true, subtree: true});
   // Highlighted code: each colour of the highlighter's palette that reads below 4.5:1 on the code's background is
-  // mixed toward white (a dark background) or black until it passes (per look: the mark says for which it was checked).
+  // mixed toward white (a dark background) or black until it passes (per theme and highlighter look).
   var paint = document.createElement("canvas").getContext("2d", {willReadFrequently: true});
   function rgb(css) {  // any CSS colour (rgb(), oklch(), color(srgb …)) as [r, g, b, alpha]
     paint.clearRect(0, 0, 1, 1); paint.fillStyle = "#000"; paint.fillStyle = css; paint.fillRect(0, 0, 1, 1);
@@ -100,26 +100,29 @@ HEAD = """<script>(function () {
       if (c[3] > 0.5) { return c; } }
     return [255, 255, 255];
   }
-  var inked = {}, looks = {};
+  // The mixed colours are rules of one style sheet (per theme, highlighter look and token class), not styles on the
+  // code's spans: CodeMirror redraws its lines (a tab shown again, the theme switched) and drops any attribute it did
+  // not write, so a span's own style came back unmixed after a run in the dark theme (#434c5e on #1e293b).
+  var sheet = null, done = {};
   function ink() {
-    var dark = document.body && document.body.classList.contains("dark") ? "dark" : "light";
+    var dark = document.body && document.body.classList.contains("dark");
     document.querySelectorAll(".cm-editor").forEach(function (editor) {
-      // The editor's look: the page's theme and the highlighter's own theme classes (it may switch after the page).
-      var look = dark + " " + editor.className, theme = looks[look] || (looks[look] = "k" + Object.keys(looks).length);
-      var spans = editor.querySelectorAll(".cm-line span:not([data-pg-ink=" + theme + "])");
-      if (!spans.length) { return; }
-      var back = background(editor), text = lum(back) < 0.18 ? [255, 255, 255] : [0, 0, 0];
-      spans.forEach(function (span) {
-        span.style.removeProperty("color");
-        var own = getComputedStyle(span).color, key = own + back;
-        if (!(key in inked)) {
-          var c = rgb(own), mixed = c, t = 0;
-          while (ratio(mixed, back) < 4.6 && t < 1) { t += 0.1;
-            mixed = c.slice(0, 3).map(function (x, i) { return Math.round(x + (text[i] - x) * t); }); }
-          inked[key] = t ? "rgb(" + mixed.join(", ") + ")" : "";
-        }
-        if (inked[key]) { span.style.setProperty("color", inked[key]); }
-        span.setAttribute("data-pg-ink", theme);
+      var scope = (dark ? "body.dark " : "body:not(.dark) ") + ".cm-editor" + Array.prototype.filter
+        .call(editor.classList, function (c) { return c !== "cm-editor" && c !== "cm-focused"; })
+        .map(function (c) { return "." + CSS.escape(c); }).join("");
+      var back = null, text = null;
+      editor.querySelectorAll(".cm-line span[class]").forEach(function (span) {
+        var rule = scope + " .cm-line span" + Array.prototype.map.call(span.classList, function (c) {
+          return "." + CSS.escape(c); }).join("");
+        if (rule in done) { return; }
+        if (!back) { back = background(editor); text = lum(back) < 0.18 ? [255, 255, 255] : [0, 0, 0]; }
+        var c = rgb(getComputedStyle(span).color), mixed = c, t = 0;
+        while (ratio(mixed, back) < 4.6 && t < 1) { t += 0.1;
+          mixed = c.slice(0, 3).map(function (x, i) { return Math.round(x + (text[i] - x) * t); }); }
+        done[rule] = true;
+        if (!t) { return; }
+        if (!sheet) { sheet = document.head.appendChild(document.createElement("style")); sheet.id = "pg-ink"; }
+        sheet.sheet.insertRule(rule + " { color: rgb(" + mixed.join(", ") + ") !important; }", sheet.sheet.cssRules.length);
       });
     });
   }

@@ -43,7 +43,10 @@ LOOK_EVERY_S = 0.2  # how often a room's watch looks at it for its followers (`_
 LOOK_AGAIN_S = 1.0  # a follower's stream looks itself at least this often (its own answer, having left the class)
 BEAT_S = 5.0  # a follower's stream writes at least this often, so Gradio notices a page that closed
 TICK_S = 1.0  # the presenter's page's beat
-CHART_EVERY_S = 1.5  # as the presenter's own page (`generate_tab.CHART_EVERY_S`)
+# The charts at most this often while the run goes (and at each question and the end): a redrawn Plotly figure is
+# re-sent whole to every follower (~17 KB for the two, where a step's tokens are ~1 KB), which was most of what a
+# class cost the server. The presenter's own page redraws every 1.5 s (`generate_tab.CHART_EVERY_S`).
+CHART_EVERY_S = 5.0
 FREE_EVERY_S = 0.5  # a follower's writes while the run goes as fast as it comes
 MAX_ADDRESS_CHARS = 2000
 
@@ -171,6 +174,20 @@ def _shown_summary(view: RoomView) -> Any:
     return summarize_steps(steps, (trace.setup_ms + sum(s.time_ms for s in steps)) / 1000, trace.setup_ms)
 
 
+def _tokens(room: Room, view: RoomView, lang: str) -> str:
+    """The run's tokens as the presenter's page writes them (`render.TokenStream`: each step rendered once, the
+    container left open), so each write only grows at the end and Gradio sends a follower's browser the new steps
+    alone (an "append" edit), not the whole token view again (~0.9 KB a step, where the whole is tens of KB)."""
+    key = ("tokens", lang)
+    kept = room.rendered.get(key)
+    stream = kept[1] if kept is not None and kept[0] is view.trace else None
+    if stream is None or len(stream) > len(view.steps):  # a new run (or fewer steps shown): rendered afresh
+        stream = render.TokenStream(lang)
+        room.rendered[key] = view.trace, stream
+    stream.extend(view.steps[len(stream):])
+    return stream.html()
+
+
 def _rendered(room: Room, view: RoomView, lang: str, done_message: Callable[..., tuple[str, str]]) -> dict[str, Any]:
     """The run's views for `view` in `lang` (the page's tokens, stats, status and both charts, as Gradio sends them),
     rendered once per version and language for the whole class: every follower's write shares these objects."""
@@ -185,8 +202,7 @@ def _rendered(room: Room, view: RoomView, lang: str, done_message: Callable[...,
                  "status": render.status_html(t("follow.waiting", lang), "idle"), "acceptance": None, "timing": None}
     else:
         steps = list(view.steps)
-        tokens = (render.render_tokens(steps, lang=lang) if steps
-                  else render.empty_tokens(t("render.waiting", lang), lang))
+        tokens = _tokens(room, view, lang)
         if view.finished:
             message, note = done_message(SimpleNamespace(trace=trace), lang)
             status = render.status_html(message, "done", note)
@@ -205,7 +221,7 @@ def _rendered(room: Room, view: RoomView, lang: str, done_message: Callable[...,
             room.rendered[("charts", lang)] = now, charts_shown
         views.update(charts_shown)  # between drawings the last drawn figures (the same objects: nothing to send)
     if len(room.rendered) > 16:  # only the current version's are read again (and when the charts were drawn)
-        for old in [k for k in room.rendered if k[0] != "charts"]:
+        for old in [k for k in room.rendered if k[0] not in ("charts", "tokens")]:
             del room.rendered[old]
     room.rendered[cache_key] = views
     return views

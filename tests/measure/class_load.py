@@ -8,7 +8,8 @@ followers as real Chromium pages (English, Russian, Arabic):
 2. followed: `--followers` followers join (`--browsers` of them Chromium pages, the rest protocol clients reading the
    follower's stream) and the same again; each follower's lag is the time from the step reaching the presenter to the
    same step reaching the follower (protocol followers; at the step-by-step pace a follower knows a step once it is
-   shown or asked);
+   shown or asked). Protocol followers read Gradio's edits to the last values, as a browser does
+   (`--whole-values`: whole values each write, which costs the server more);
 3. class: `--paused` visitors start a run at the step-by-step pace and never press; `--students` students start their
    own `--student-tokens`-token runs at once while the presenter steps on; the students' first token (join -> a first
    token in their stream) and the presenter's step time under that load.
@@ -114,8 +115,9 @@ class Presenter:
 class Follower:
     """A protocol follower: when each count of known steps (shown, or asked) first reached it."""
 
-    def __init__(self, url: str, deps: dict[str, Any], code: str) -> None:
+    def __init__(self, url: str, deps: dict[str, Any], code: str, whole: bool = False) -> None:
         self.visitor = Visitor(url, deps, f"?follow={code}")
+        self.whole = whole  # whole values each write, where a browser gets Gradio's edits
         self.arrived: dict[int, float] = {}
         self.errors: list[str] = []
 
@@ -126,7 +128,7 @@ class Follower:
     def _read(self) -> None:
         shown: list[Any] = []
         try:
-            for outputs in self.visitor.stream("follow_stream", [None]):
+            for outputs in self.visitor.stream("follow_stream", [None], diffs=not self.whole):
                 shown = shown_after(shown, outputs)
                 known = steps_in(shown[0]) + (1 if ASKED.search(str(shown[5] or "")) else 0)
                 self.arrived.setdefault(known, time.monotonic())
@@ -224,6 +226,8 @@ def main() -> int:  # noqa: C901 - one scenario, in order
     parser.add_argument("--paused", type=int, default=3)
     parser.add_argument("--presses", type=int, default=10)
     parser.add_argument("--tokens", type=int, default=48, help="the presenter's run")
+    parser.add_argument("--whole-values", action="store_true",
+                        help="protocol followers read whole values each write (a browser gets Gradio's edits)")
     parser.add_argument("--tiny", action="store_true", help="tiny random models instead of the bundled Gemma")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # `timeout` stops the script: the server stops with it
@@ -273,7 +277,7 @@ def main() -> int:  # noqa: C901 - one scenario, in order
         print(f"presenter's run at the free pace, alone: {alone_run:.2f} s, server CPU {alone_cpu:.2f} s", flush=True)
 
         memory.mark("followers join")
-        followers = [Follower(url, deps, code) for _ in range(max(0, args.followers - args.browsers))]
+        followers = [Follower(url, deps, code, args.whole_values) for _ in range(max(0, args.followers - args.browsers))]
         for f in followers:
             f.start()
         pages: list[Any] = []
@@ -298,12 +302,18 @@ def main() -> int:  # noqa: C901 - one scenario, in order
         time.sleep(1.0)
         lag = lags(presenter, followers, 1, presenter.steps())
         finish(presenter)
+        received = sum(f.visitor.received for f in followers)
         followed_run, followed_cpu = free_run(presenter, run_args(prompt, target, args.tokens), memory.proc)
+        received = sum(f.visitor.received for f in followers) - received
         free_lag = lags(presenter, followers, 1, presenter.steps())
         print(line("presenter's step time, followed", followed), flush=True)
         print(f"presenter's run at the free pace, followed: {followed_run:.2f} s "
               f"({(followed_run / alone_run - 1) * 100:+.1f} % against alone), server CPU {followed_cpu:.2f} s "
               f"({(followed_cpu / alone_cpu - 1) * 100:+.1f} %)", flush=True)
+        if followers:
+            print(f"written to the {len(followers)} protocol followers during that run: {received / 2**20:.2f} MiB "
+                  f"({received / len(followers) / max(1, presenter.steps()) / 1024:.2f} KiB a follower and step; "
+                  f"{'whole values' if args.whole_values else 'edits, as to a browser'})", flush=True)
         print(line("followers' lag behind the presenter, step by step", lag), flush=True)
         print(line("followers' lag behind the presenter, free pace", free_lag), flush=True)
 
