@@ -143,9 +143,7 @@ class Method:
     draft_logits: Literal["never", "always", "sampling"] = "never"
     fixed_kwargs: dict[str, Any] = field(default_factory=dict)  # generate() args that select the method
     check: Callable[["Method", ModelFacts, dict[str, Any]], None] | None = None
-    # The locale key that names where draft logits are missing, when the title alone would mislead (universal has
-    # them under sampling only, so its refusal names the greedy variant).
-    no_draft_logits_where: str | None = None
+    no_draft_logits_where: str | None = None  # a locale key naming the variant that lacks draft logits
     # Where q (the draft probabilities the acceptance test reads) comes from under sampling, in Transformers 5.24:
     # "twice": an assistant's inner generate() merges the target's logits processors and then appends its own
     # warpers (GenerationMixin._get_logits_processor merges before it appends), so temperature, top-k and top-p apply
@@ -178,8 +176,7 @@ class Method:
 
     @property
     def draft_config_on_target(self) -> bool:
-        """Whether Transformers reads the draft settings from the target's own generation_config: the target drafts
-        (no assistant: early exit's generator gets `assistant_model=self`); else the assistant's."""
+        """Whether the draft settings go on the target's generation_config (no assistant: early exit's `assistant_model=self`)."""
         return not self.needs_assistant
 
     @property
@@ -361,9 +358,8 @@ def ensemble_weight(params: dict[str, Any]) -> float | None:
 
 
 def mixture(p: Any, q: Any, weight: float) -> Any:
-    """Ensemble verification's v = w·p + (1−w)·q, written once (as in Transformers), in the precision of p and q:
-    Python floats (the trace's `Step.mixture`) in double; float32 rows (the microscope's v, numpy's or torch's) in
-    float32, w and 1 − w each rounded once (NEP 50), as Transformers' own v. They differ in the last digits."""
+    """Ensemble verification's v = w·p + (1−w)·q, written once, in the precision of p and q: floats (`Step.mixture`)
+    in double; float32 rows (the microscope's v) in float32 as Transformers' own v (NEP 50). Their last digits differ."""
     return weight * p + (1 - weight) * q
 
 

@@ -64,7 +64,8 @@ def keep_no_last_values() -> None:
     def keep_none(self: Any, key: int, value: Any) -> None:
         return None
 
-    state_holder.SessionState._update_value_in_config = keep_none  # type: ignore[method-assign]
+    state_holder.SessionState._update_value_in_config = keep_none
+
 
 def widen_queue(queue: Any, workers: int) -> None:
     """`Queue.max_thread_count` and `Queue.active_jobs`: the queue runs at most that many events at once, whatever
