@@ -28,7 +28,7 @@ LANGS = list(i18n.LANGUAGES)
 TEXT = {
     "advice", "assistant", "base", "choice", "choices", "device", "draft", "dtype", "error", "example", "factors",
     "failed", "filename", "flags", "got", "kind", "known", "label", "method", "methods", "misses", "model", "models",
-    "name", "needs", "other", "package", "pace", "prefix", "prompt", "prompts", "reason", "reasons", "run", "shows",
+    "name", "needs", "other", "package", "pace", "params", "prefix", "prompt", "prompts", "reason", "reasons", "run", "shows",
     "source", "spec", "stage", "stand_in", "steps", "tab", "target", "text", "title", "token", "tokens", "top", "answer",
     "verdict", "what", "wheel", "where", "who", "why", "customdata[0]", "customdata[1]", "customdata[2]",
 }
