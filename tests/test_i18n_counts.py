@@ -27,8 +27,9 @@ LANGS = list(i18n.LANGUAGES)
 # by their own plural key (``{tokens}`` is "3 tokens" from render.tokens), lists and HTML.
 TEXT = {
     "advice", "assistant", "base", "choice", "choices", "device", "draft", "dtype", "error", "example", "factors",
-    "failed", "filename", "flags", "formula", "got", "kind", "known", "label", "method", "methods", "misses", "model", "models",
-    "name", "needs", "other", "package", "pace", "prefix", "prompt", "prompts", "reason", "reasons", "run", "shows",
+    "failed", "filename", "flags", "formula", "got", "kind", "known", "label", "method", "methods", "misses", "model",
+    "models", "name", "needs", "other", "package", "pace", "params", "prefix", "prompt", "prompts", "reason", "reasons",
+    "run", "shows",
     "source", "spec", "stage", "stand_in", "steps", "tab", "target", "text", "title", "token", "tokens", "top", "answer",
     "verdict", "what", "wheel", "where", "who", "why", "customdata[0]", "customdata[1]", "customdata[2]",
 }

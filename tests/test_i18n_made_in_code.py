@@ -111,9 +111,73 @@ def test_the_race_names_the_method_as_the_pages_pickers_do(lang: str) -> None:
 
 def test_a_compare_label_with_changed_parameters_keeps_them_beside_the_title() -> None:
     lane = {"method": "prompt_lookup", "label": "prompt_lookup(prompt_lookup_num_tokens=4)"}
-    assert compare_tab.race_name(lane, "ru") == (METHODS["prompt_lookup"].localized("ru").title
-                                                 + " (prompt_lookup_num_tokens=4)")
+    assert compare_tab.race_name(lane, "ru") == "Декодирование с поиском по промпту — токенов для копирования = 4"
     assert compare_tab.race_name({"method": "nonesuch", "label": "x"}, "ru") == "x"
+
+
+def _control_name(name: str, lang: str) -> str:
+    """A parameter's control label in `lang` without its aside ("Ensemble weight w (target's share; 1 = off)"), as it
+    reads inside a phrase (lower case first)."""
+    param = next(p for m in METHODS.values() for p in m.params if p.name == name)
+    label = param.label if lang == "en" else i18n.t(f"param.{name}.label", lang)
+    label = re.split(r" w | w$| \(", label)[0]
+    return label[0].lower() + label[1:]
+
+
+@pytest.mark.parametrize("lang", ("en", *OTHER_LANGUAGES))
+def test_compare_names_each_parameter_as_its_control_does(lang: str) -> None:
+    for name in sorted({p.name for m in METHODS.values() for p in m.params}):
+        assert i18n.t(f"compare.param.{name}", lang, value="X").startswith(_control_name(name, lang) + " = "), name
+
+
+# Compare's setting as the page names it, and as main named it (the registry id and `generate()`'s arguments).
+COMPARE_NAMED = {"en": "Prompt lookup decoding — tokens to copy = 4, max n-gram size = 3",
+                 "ru": "Декодирование с поиском по промпту — токенов для копирования = 4, макс. размер n-граммы = 3",
+                 "ar": "فك الترميز بالبحث في الاستعلام — رموز للنسخ = 4، أقصى حجم للن-جرام = 3"}
+
+
+def _compared_with_a_changed_setting():  # -> bench.CompareResult
+    """A comparison whose method runs with two parameters the page changed, built by the benchmark's own code."""
+    from playground import bench
+    from playground.bench.rows import Measurement
+
+    values = {**{p.name: p.default for p in METHODS["prompt_lookup"].params},
+              "prompt_lookup_num_tokens": 4, "max_matching_ngram_size": 3}
+    label = compare_tab._spec_label("prompt_lookup", values)
+    spec, base_spec = bench.make_spec("prompt_lookup", values, label=label), bench.make_spec("baseline")
+    base, run = gallery.load("baseline-greedy"), gallery.load("prompt-lookup-greedy")
+    prompt = bench.BenchPrompt("", "", "p")
+    base_m, run_m = Measurement(base_spec, traces=[base]), Measurement(spec, traces=[run])
+    rows = [bench.build_row(base_spec, prompt, base_m, base_m, None),
+            bench.build_row(spec, prompt, run_m, base_m, None)]
+    return bench.CompareResult(prompt=prompt, rows=rows, aggregates=bench.aggregate(rows),
+                               traces={"baseline": base, label: run}, diagnoses={label: ["a diagnosis"]}, checks={})
+
+
+@pytest.mark.parametrize("lang", ("en", *OTHER_LANGUAGES))
+def test_compare_names_a_setting_by_its_title_and_its_controls(lang: str) -> None:
+    result = _compared_with_a_changed_setting()
+    label = "prompt_lookup(prompt_lookup_num_tokens=4, max_matching_ngram_size=3)"
+    assert [row.label for row in result.rows] == ["baseline", label]  # the identity: the CLI's, results.json's
+    table = compare_tab.compare_table_html(result, [("mtp", "why")], lang)
+    cells = [html.unescape(c) for c in re.findall(r"<tr data-[^>]*><td>(.*?)</td>", table)]
+    assert cells == [METHODS["baseline"].localized(lang).title, COMPARE_NAMED[lang],
+                     METHODS["mtp"].localized(lang).title], cells
+    assert f'data-label="{label}"' in table and 'data-label="mtp" data-skipped="true"' in table  # the markup keeps it
+    verdict = html.unescape(compare_tab.compare_verdict(result, lang))
+    assert COMPARE_NAMED[lang] in verdict and "prompt_lookup" not in verdict, verdict
+    heading = re.search(r"<h4[^>]*>(.*?)</h4>", compare_tab.diagnoses_html(result, lang)).group(1)
+    assert html.unescape(heading) == COMPARE_NAMED[lang]
+    shown = re.sub(r"<[^>]*>", " ", table)
+    assert "prompt_lookup" not in shown and "_" not in shown, shown
+
+
+def test_a_setting_name_writes_fractions_and_code_values_as_the_language_does() -> None:
+    label = "speculative(num_assistant_tokens_schedule=heuristic, assistant_confidence_threshold=0.45)"
+    assert compare_tab.setting_name(label, "ru") == ("Спекулятивное декодирование (модель-ассистент) — расписание "
+                                                     "длины черновика = heuristic, порог уверенности = 0,45")
+    assert compare_tab.setting_name(label, "ar").endswith("جدول طول المسودة = \u2068heuristic\u2069، عتبة الثقة = 0.45")
+    assert compare_tab.setting_name("nonesuch(x=1)", "ru") == "nonesuch(x=1)"  # a file's method: as written
 
 
 @pytest.mark.parametrize("lang", OTHER_LANGUAGES)

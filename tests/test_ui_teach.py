@@ -371,7 +371,8 @@ def test_compare_runs_baseline_and_methods_and_shows_progress(compared: list[tup
     assert 'data-label="mtp" data-skipped="true"' in table and "multi-token-prediction" in table
     assert fig_speed.data and fig_cost.data
     assert "prompt_lookup(prompt_lookup_num_tokens=4)" in diagnosis and "<li>" in diagnosis
-    assert race_choice["choices"] == ["prompt_lookup(prompt_lookup_num_tokens=4)"]
+    # The race's picker names the setting as the table does; its value stays the Compare label (the state's key).
+    assert race_choice["choices"] == [("Prompt lookup decoding — tokens to copy = 4", "prompt_lookup(prompt_lookup_num_tokens=4)")]
     assert state.baseline.method == "baseline" and len(baselines) == 1
 
 

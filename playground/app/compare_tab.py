@@ -20,7 +20,7 @@ from .. import bench, render, theory
 from ..timeline import race_timeline
 from ..errors import PlaygroundError
 from ..gpu import gpu
-from ..i18n import DEFAULT_LANGUAGE, list_of, localize, number, t, tn
+from ..i18n import DEFAULT_LANGUAGE, joined, list_of, localize, number, t, tn
 from ..report_html import fmt
 from ..methods import METHODS, REFERENCE, get_method, is_reference, method_title
 from ..request import MAX_NEW_TOKENS
@@ -63,6 +63,30 @@ def _spec_label(name: str, params: dict[str, Any]) -> str:
     if not changed:
         return name
     return f"{name}(" + ", ".join(f"{k}={v}" for k, v in changed.items()) + ")"
+
+
+def setting_name(label: str, lang: str = DEFAULT_LANGUAGE) -> str:
+    """A Compare label (`_spec_label`: the registry id, then the parameters it changed, as `generate()` takes them)
+    as the page names that setting in `lang`: the method's title, as the pickers show it, then each changed parameter
+    named as its control names it (`compare.param.<name>`, a fraction written by `i18n.number`). The label stays the
+    setting's identity (the rows' `data-label`, the race's choice, the CLI's and the JSON's names); a label the
+    registry does not know (a trace file's method) is shown as written."""
+    name, bracket, rest = label.partition("(")
+    if name not in METHODS:
+        return label
+    title = method_title(name, lang)
+    if not bracket:
+        return title
+    method, parts = get_method(name), []
+    for item in rest.removesuffix(")").split(", "):
+        key, _, written = item.partition("=")
+        try:
+            value = method.param(key).coerce(written)
+        except Exception:  # not a label `_spec_label` wrote: as written
+            return label
+        shown = number(value, lang, "g") if isinstance(value, float) else value
+        parts.append(t(f"compare.param.{key}", lang, value=shown))
+    return t("compare.setting", lang, title=title, params=joined(parts, lang))
 
 
 def compare_specs(methods: Sequence[str], target: str, assistant: str | None, current_method: str | None,
@@ -133,7 +157,8 @@ def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str,
         if row.error:
             rows.append(f'<tr data-method="{html.escape(row.method)}" data-label="{html.escape(label)}"'
                         f'{_reference(row.method)}>'
-                        f'<td>{html.escape(label)}</td><td colspan="9">⚠ {html.escape(row.error)}</td></tr>')
+                        f'<td>{html.escape(setting_name(label, lang))}</td>'
+                        f'<td colspan="9">⚠ {html.escape(row.error)}</td></tr>')
             continue
         speed = a.speedup if a is not None else row.speedup
 
@@ -150,10 +175,12 @@ def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str,
             _output_check(row, result.traces.get(label), lang),  # HTML, escaped there
         ]
         rows.append(f'<tr data-method="{html.escape(row.method)}" data-label="{html.escape(label)}" '
-                    f'data-speedup="{"–" if speed is None else format(speed, ".4f")}"{_reference(row.method)}><td>{html.escape(label)}</td>'
+                    f'data-speedup="{"–" if speed is None else format(speed, ".4f")}"{_reference(row.method)}>'
+                    f'<td>{html.escape(setting_name(label, lang))}</td>'
                     + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     for label, reason in skipped:
-        rows.append(f'<tr data-label="{html.escape(label)}" data-skipped="true"><td>{html.escape(label)}</td>'
+        rows.append(f'<tr data-label="{html.escape(label)}" data-skipped="true">'
+                    f'<td>{html.escape(setting_name(label, lang))}</td>'
                     f'<td colspan="9">{html.escape(t("compare.skipped", lang, reason=reason))}</td></tr>')
     n = (result.rows[0].repeats or 1) if result.rows else 1
     caption = t("compare.caption", lang, repeats=tn("compare.repeats", n, lang))
@@ -169,9 +196,9 @@ def compare_verdict(result: bench.CompareResult, lang: str = DEFAULT_LANGUAGE) -
     best = max(rows, key=lambda a: a.speedup or 0.0)  # every row has one (above)
     speedup = best.speedup or 0.0
     if speedup >= 1.05:
-        verdict = t("compare.verdict.fastest", lang, label=best.label, x=number(speedup, lang))
+        verdict = t("compare.verdict.fastest", lang, label=setting_name(best.label, lang), x=number(speedup, lang))
     else:
-        verdict = t("compare.verdict.no_win", lang, label=best.label, x=number(speedup, lang))
+        verdict = t("compare.verdict.no_win", lang, label=setting_name(best.label, lang), x=number(speedup, lang))
     note = noise_note(rows, lang)
     return f"{verdict} {note}" if note else verdict
 
@@ -215,7 +242,8 @@ def diagnoses_html(result: bench.CompareResult, lang: str = DEFAULT_LANGUAGE) ->
         explanation = "" if agg is None else theory.explain_gap(agg.to_dict(), lang=lang)
         items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
         extra = f'<p class="pg-note">{html.escape(explanation)}</p>' if explanation else ""
-        parts.append(f'<div data-label="{html.escape(label)}"><h4 style="margin: 8px 0 2px">{html.escape(label)}</h4>'
+        parts.append(f'<div data-label="{html.escape(label)}">'
+                     f'<h4 style="margin: 8px 0 2px">{html.escape(setting_name(label, lang))}</h4>'
                      f'<ul class="pg-diagnosis">{items}</ul>{extra}</div>')
     return f'<div data-testid="pg-compare-diagnosis">{"".join(parts)}</div>'
 
@@ -284,7 +312,8 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
         choices = list(state.traces)
         best = max((a for a in result.aggregates if a.label in state.traces and a.speedup is not None),
                    key=lambda a: a.speedup, default=None)
-        race_choice = gr.update(choices=choices, value=(best.label if best else None) or (choices[0] if choices else None),
+        race_choice = gr.update(choices=[(setting_name(label, lang), label) for label in choices],
+                                value=(best.label if best else None) or (choices[0] if choices else None),
                                 interactive=bool(choices))
         status = render.status_html(compare_verdict(result, lang), "done",
                                     t("compare.done_note", lang, tokens=tn("compare.new_tokens", tokens, lang),
@@ -313,14 +342,13 @@ def quick_compare(prompt: str, target: str | None, assistant: str | None, method
 
 
 def race_name(lane: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
-    """A race lane's method as the page names it in `lang` (its title, as the method pickers show it), with the
-    parameters its Compare label changed (`_spec_label`, written as `generate()` takes them); a trace of a method the
+    """A race lane's method as the page names it in `lang` (`setting_name`: its title, as the method pickers show it,
+    with the parameters its Compare label changed, named as their controls name them); a trace of a method the
     registry does not know keeps its label."""
     method, label = lane["method"], str(lane["label"])
     if method not in METHODS:
         return label
-    title = method_title(method, lang)
-    return f"{title} {label[len(method):]}" if label.startswith(method + "(") else title
+    return setting_name(label, lang) if label.partition("(")[0] == method else method_title(method, lang)
 
 
 def race_frames(baseline: Trace, method: Trace, max_s: float = RACE_MAX_S, min_s: float = RACE_MIN_S,
