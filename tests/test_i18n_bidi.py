@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import re
+from typing import Callable
 
 import pytest
 from appserver import browser_fixture, needs_chromium
@@ -76,23 +77,22 @@ def _filled(text: str) -> str:
     return re.sub(r"\{(\w*)[^{}]*\}", number, text.replace("{{", "(").replace("}}", ")"))
 
 
-def latin_runs_laid_out_backwards(text: str) -> list[str]:
-    """Each Latin run of `text` that the Unicode bidi algorithm (python-bidi, right-to-left paragraph) does not lay
-    out as written: what an Arabic page shows reversed or with its ends swapped."""
+def _runs_laid_out_backwards(text: str, pattern: re.Pattern[str], judged: Callable[[str], bool]) -> list[str]:
+    """Each run of `text` matching `pattern` (and `judged` worth checking) that the Unicode bidi algorithm
+    (python-bidi, right-to-left paragraph; each line its own paragraph) does not lay out as written."""
     backwards = []
-    for line in text.split("\n"):  # each line is its own paragraph
+    for line in text.split("\n"):
         shown = BIDI_MARKS.sub("", get_display(line, base_dir="R"))
-        for match in LATIN_RUN.finditer(line):
+        for match in pattern.finditer(line):
             run = _trimmed(BIDI_MARKS.sub("", match.group()))
-            if run and run not in shown:
+            if run and judged(run) and run not in shown:
                 backwards.append(run)
     return backwards
 
 
-def test_every_latin_run_in_an_arabic_string_reads_as_written():
-    backwards = {key: runs for key, text in arabic_strings().items()
-                 if (runs := latin_runs_laid_out_backwards(_filled(text)))}
-    assert not backwards, f"Latin runs an Arabic page lays out backwards: {backwards}"
+def latin_runs_laid_out_backwards(text: str) -> list[str]:
+    """Each Latin run of `text` that an Arabic page shows reversed or with its ends swapped."""
+    return _runs_laid_out_backwards(text, LATIN_RUN, lambda run: True)
 
 
 def test_the_layout_check_sees_a_run_laid_out_backwards():
@@ -114,20 +114,15 @@ MARKED_NUMBER = re.compile(f"[^{ARABIC}\\s«»،؛\u200f\u200e]*[0-9][^{ARABIC}\
 def marked_numbers_laid_out_backwards(text: str) -> list[str]:
     """Each number of `text` written with "×" or a leading sign that the bidi algorithm (right-to-left paragraph)
     does not lay out as written. (Percentages are left to the formatter's own marks: CLDR's Arabic pattern.)"""
-    backwards = []
-    for line in text.split("\n"):
-        shown = BIDI_MARKS.sub("", get_display(line, base_dir="R"))
-        for match in MARKED_NUMBER.finditer(line):
-            run = _trimmed(BIDI_MARKS.sub("", match.group()))
-            if ("×" in run or run[:1] in "+−") and run not in shown:
-                backwards.append(run)
-    return backwards
+    return _runs_laid_out_backwards(text, MARKED_NUMBER, lambda run: "×" in run or run[:1] in "+−")
 
 
-def test_every_factor_and_signed_number_in_an_arabic_string_reads_as_written():
-    backwards = {key: runs for key, text in arabic_strings().items()
-                 if (runs := marked_numbers_laid_out_backwards(_filled(text)))}
-    assert not backwards, f"factors or signed numbers an Arabic page lays out backwards: {backwards}"
+@pytest.mark.parametrize("laid_out_backwards", [latin_runs_laid_out_backwards, marked_numbers_laid_out_backwards],
+                         ids=["latin-runs", "factors-and-signed-numbers"])
+def test_every_arabic_string_reads_as_written(laid_out_backwards: Callable[[str], list[str]]) -> None:
+    """Every Latin run, and every number with "×" or a sign, in every Arabic string, filled as the page fills it."""
+    backwards = {key: runs for key, text in arabic_strings().items() if (runs := laid_out_backwards(_filled(text)))}
+    assert not backwards, f"what an Arabic page lays out backwards: {backwards}"
 
 
 def test_the_layout_check_sees_a_factor_laid_out_backwards():
