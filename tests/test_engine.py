@@ -231,6 +231,35 @@ def test_non_finite_scores_end_the_run_with_the_reason(store, tiny_models, overf
     assert len(live.trace.steps) <= 2 and len(live.trace.output_ids) < 24
 
 
+def test_on_a_gpu_a_sampled_run_on_overflowing_scores_draws_no_nan_and_still_ends_with_the_reason(
+        store, tiny_models, overflowing, monkeypatch):
+    """On a GPU, sampling from NaN scores is a device-side assert that leaves the server's CUDA context unusable (seen
+    on an H200: every later run of that process failed). There the watch makes a bad row uniform first, so sampling
+    draws a token; the run must still end within a step of the overflow, with the reason. Run here on the CPU by
+    taking the GPU's branch: nothing samples from a NaN row (sampling would raise), and the message is the same."""
+    import torch
+
+    from playground.engine import stopping
+
+    monkeypatch.setattr(stopping, "sampling_asserts_on", lambda device: True)
+    sampled: list[bool] = []
+    real_multinomial = torch.multinomial
+
+    def multinomial(probs, *args, **kwargs):
+        sampled.append(bool(torch.isfinite(probs).all()))
+        return real_multinomial(probs, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "multinomial", multinomial)
+    prepared = prepare(RunRequest(prompt=PROMPT, target=overflowing, dtype="float32", max_new_tokens=24,
+                                  method="speculative", assistant=tiny_models["noisy"], sample=True, seed=1), store)
+    live = LiveRun(prepared)
+    with pytest.raises(RunError, match="the target's scores became NaN or infinite"):
+        live.run()
+    assert sampled and all(sampled), "every draw was from finite probabilities"
+    assert live.trace.finish_reason == "error"
+    assert len(live.trace.steps) <= 2 and len(live.trace.output_ids) < 24
+
+
 def test_the_score_watch_skips_nothing_on_a_sound_model(store, tiny_models):
     """The watch changes no token: with it, runs still match plain generate() (the lossless tests check every
     method); and a sound model never trips it."""

@@ -115,10 +115,12 @@ def test_universal_with_a_sliding_window_assistant_past_its_window(store, ckpt) 
 # --------------------------------------------------------------------------- the recorded p and q
 
 
-def _softmax_rows(model, ids: list[int], first: int, count: int) -> torch.Tensor:
-    """The model's next-token distributions after ids[:first], ids[:first + 1], … (count rows), one forward."""
+def _softmax_rows(model, ids: list[int], first: int, count: int, device: str | None = None) -> torch.Tensor:
+    """The model's next-token distributions after ids[:first], ids[:first + 1], … (count rows), one forward, on the
+    model's device (`device` where `model` is a function of the ids)."""
+    device = device or str(model.device)
     with torch.inference_mode():
-        logits = model(torch.tensor([ids])).logits[0].float()
+        logits = model(torch.tensor([ids], device=device)).logits[0].float()
     return logits[first - 1: first - 1 + count].softmax(-1)
 
 
@@ -172,7 +174,7 @@ def test_early_exit_q_is_the_targets_first_layers(store, ckpt) -> None:
         checked = 0
         for step in trace.steps:
             if step.drafted:
-                rows_q = _softmax_rows(truncated, context + step.drafted, len(context), step.draft_len)
+                rows_q = _softmax_rows(truncated, context + step.drafted, len(context), step.draft_len, prepared.target.device)
                 for i, token in enumerate(step.drafted):
                     assert step.q[i] == pytest.approx(float(rows_q[i, token]), rel=1e-3, abs=1e-6), (step.index, i)
                 checked += step.draft_len

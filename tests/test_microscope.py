@@ -64,12 +64,13 @@ def _run(prepared: PreparedRun) -> Trace:
 
 def _rows(forward, ids: list[int], first: int, count: int, processors: LogitsProcessorList | None = None) -> torch.Tensor:
     """The next-token distributions after ids[:first], …, ids[:first + count - 1] (one forward), after `processors`."""
+    device = forward.device  # the model's own (a GPU's on a GPU machine: tests/test_cuda.py); compared on the CPU
     with torch.inference_mode():
-        logits = forward(torch.tensor([ids])).logits[0, first - 1: first - 1 + count].float()
+        logits = forward(torch.tensor([ids], device=device)).logits[0, first - 1: first - 1 + count].float()
         if processors:
-            logits = torch.stack([processors(torch.tensor([ids[:first + i]]), logits[i:i + 1])[0]
+            logits = torch.stack([processors(torch.tensor([ids[:first + i]], device=device), logits[i:i + 1])[0]
                                   for i in range(count)])
-    return logits.softmax(-1)
+    return logits.softmax(-1).cpu()
 
 
 def _assert_top(ranked, row: torch.Tensor, what: str) -> None:

@@ -17,13 +17,30 @@ from .jobs import _JOB
 from .turns import _SCHEDULER, _Turns, others_waiting
 
 
+def sampling_asserts_on(device: torch.device) -> bool:
+    """Whether sampling from a NaN or infinite row is a device-side assert on `device` rather than an error raised.
+
+    On a GPU `torch.multinomial` checks its probabilities inside the kernel: the assert leaves the process's CUDA
+    context unusable, so every later run of the server fails (seen on an H200). On the CPU it raises a plain
+    `RuntimeError`, which `LiveRun._finish` reports as the overflow it is."""
+    return device.type != "cpu"
+
+
+def neutralize(logits: torch.Tensor, rows_bad: torch.Tensor) -> None:
+    """Make each bad row uniform (all zeros) in place, so that sampling draws a token instead of asserting; the
+    run still ends at this step's boundary and says why (`_Stop`). Sound rows are untouched, bit for bit. A pass over
+    every score, with no synchronisation: paid only where sampling asserts (`sampling_asserts_on`)."""
+    logits.masked_fill_(rows_bad, 0.0)
+
+
 class _ScoreWatch:
-    """Watches the target's scores as its forwards produce them (a forward hook that changes nothing).
+    """Watches the target's scores as its forwards produce them (a forward hook that, on the CPU, changes nothing).
 
     NaN, +inf, or a row without one finite score means the target's arithmetic overflowed (float16 on a model
     trained in bfloat16 is the usual cause): every token from there on is meaningless, typically padding. One
     reduction per forward (a row's maximum is NaN, +inf or -inf exactly when the row is bad) on the forward's own
     logits; the flag stays on the model's device (no synchronisation per forward); `_Stop` reads it once a step.
+    On a GPU a bad row is also made uniform before anything samples from it (`neutralize`).
     A hook, not a logits processor: any processor at all switches the assisted loop onto its per-row processing
     of every verified position, a cost plain `generate()` does not pay. The drafter's own forwards (the target's
     first layers in early exit, or the target drafting for itself) are not the target's scores and are skipped.
@@ -35,9 +52,17 @@ class _ScoreWatch:
 
     def observe(self, module: Any, args: Any, output: Any) -> None:
         logits = getattr(output, "logits", None)
-        if self.drafting or logits is None:
+        if logits is None:
             return
-        bad = ~torch.isfinite(logits.amax(dim=-1)).all()
+        asserts = sampling_asserts_on(logits.device)
+        if self.drafting:  # not the target's scores: never trips the watch, but the drafter samples from them too
+            if asserts:
+                neutralize(logits, ~torch.isfinite(logits.amax(dim=-1, keepdim=True)))
+            return
+        rows_bad = ~torch.isfinite(logits.amax(dim=-1, keepdim=True))
+        if asserts:
+            neutralize(logits, rows_bad)
+        bad = rows_bad.any()
         self._bad = bad if self._bad is None else self._bad | bad
 
     @contextlib.contextmanager
