@@ -6,7 +6,9 @@ at most `PLAYGROUND_MALLOC_ARENAS` glibc heaps, however many calls run at once."
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
+import tempfile
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +21,7 @@ import psutil
 import pytest
 from appserver import LOCAL_TLS, free_port, run_coroutine_apart, start_app, stop_app
 
-from playground.app import sessions
+from playground.app import sessions, trace_files
 from playground.trace import Step, Trace
 
 
@@ -162,3 +164,20 @@ def test_a_visitor_who_leaves_takes_their_trace_folder_with_them(tmp_path: Path,
         assert len(kept) == 1 and kept[0] != written[0] and list(kept[0].glob("trace-*.json"))
     finally:
         stop_app(server)
+
+
+def test_the_sweep_removes_an_old_folder_that_holds_a_handout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two-hour sweep removed a session's trace file, then failed to remove a folder that still held its handout:
+    such a folder, and its entry, stayed for the server's life."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(trace_files, "_TRACE_FOLDERS", {})
+    trace = Trace(method="prompt_lookup", target="t", prompt="x", output_ids=[7], vocab_size=10,
+                  steps=[Step(index=0, drafted=[5], accepted=0, rejected=[5], emitted=[7])])
+    old = [Path(trace_files.save_trace(trace, "left-long-ago")),
+           Path(trace_files.save_handout("<p>handout</p>", "prompt_lookup", "left-long-ago"))]
+    new = Path(trace_files.save_handout("<p>handout</p>", "prompt_lookup", "here-now"))
+    for path in old:
+        os.utime(path, (0, 0))
+    trace_files._prune_trace_files(trace_files.trace_root(), trace_files.TRACE_FILES_KEPT_S)
+    assert not old[0].parent.exists() and "left-long-ago" not in trace_files._TRACE_FOLDERS
+    assert new.exists() and "here-now" in trace_files._TRACE_FOLDERS

@@ -68,6 +68,8 @@ def cap_arenas(count: int) -> bool:
     if count <= 0 or MALLOPT is None or os.environ.get("MALLOC_ARENA_MAX"):
         return False
     return bool(MALLOPT(M_ARENA_MAX, count))
+
+
 _TRIM: list[asyncio.TimerHandle] = []  # the pending give-back, if any
 
 
