@@ -63,8 +63,8 @@ M_ARENA_MAX = -8  # mallopt's parameter number (glibc's malloc.h)
 
 def cap_arenas(count: int) -> bool:
     """Have glibc keep at most `count` malloc arenas (0: leave its default; glibc's MALLOC_ARENA_MAX, where set,
-    already applied by glibc itself). Before the server's threads start allocating: glibc fixes its limit the first
-    time it needs a ninth arena. True if the cap was set."""
+    already applied by glibc itself). Before the server's threads start allocating: glibc fixes its limit once it
+    holds more than 8 arenas. True if the cap was set."""
     if count <= 0 or MALLOPT is None or os.environ.get("MALLOC_ARENA_MAX"):
         return False
     return bool(MALLOPT(M_ARENA_MAX, count))
