@@ -133,7 +133,7 @@ def test_a_servers_concurrent_calls_share_at_most_two_malloc_arenas(tmp_path: Pa
         with ThreadPoolExecutor(12) as pool:
             done = pool.map(lambda _: queue_call(url, handler, [record], uuid.uuid4().hex[:11]), range(12))
             assert list(done) == ["done"] * 12
-        assert glibc_arenas(server.pid) == 1
+        assert glibc_arenas(server.pid) <= 1  # beside the main one: two in all (PLAYGROUND_MALLOC_ARENAS)
     finally:
         stop_app(server)
 

@@ -49,7 +49,7 @@ from playground.app.generate_tab import EXAMPLES  # noqa: E402
 from playground.app.sessions import LEFT_GRACE_S, TRIM_AFTER_S  # noqa: E402
 from playground.models import DEFAULT_TARGET  # noqa: E402
 
-WAIT_S = 900
+WAIT_S = 400  # a run's answer (8-token runs of 30 visitors at once: up to 234 s a round at load average 27)
 
 
 class Page:
@@ -74,11 +74,14 @@ class Page:
         body = {"data": data, "fn_index": self.fn_index, "session_hash": self.session, "event_data": None,
                 "trigger_id": None}
         httpx.post(f"{self.url}gradio_api/queue/join", json=body, timeout=60).raise_for_status()
+        deadline = time.monotonic() + WAIT_S  # the stream's heartbeats go on after the server ended a call (gate)
         with httpx.stream("GET", f"{self.url}gradio_api/queue/data", params={"session_hash": self.session},
                           timeout=WAIT_S) as stream:
             for line in stream.iter_lines():
                 if '"process_completed"' in line:
                     return "done" if 'data-kind=\\"done\\"' in line else line[:300]
+                if time.monotonic() > deadline:
+                    return f"no answer within {WAIT_S} s"
         return "the stream ended early"
 
     def replay_upload(self, url: str, deps: dict[str, int], record: dict[str, Any]) -> str:
