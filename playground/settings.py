@@ -60,6 +60,10 @@ SETTINGS_DOC: list[tuple[str, str, str]] = [
      "default on a machine of one's own, where a class reaches it from its own addresses)."),
     ("PLAYGROUND_QUEUE_SIZE", "64", "Calls waiting in the queue, all clients together; one more is refused in one "
      "line (HTTP 503). 0: no bound."),
+    ("PLAYGROUND_MALLOC_ARENAS", "2",
+     "Memory pools (glibc malloc arenas) the server's threads share at most. glibc's default, 8 per core, let a "
+     "class's runs, each in its own thread, leave hundreds of MB free but held in pools of their own "
+     "(docs/limits.md). 0: glibc's default; glibc's own MALLOC_ARENA_MAX, where set, is left as it is."),
     ("PLAYGROUND_UPLOADS_MB", "512",
      "Memory the uploaded traces of all sessions together may take, in MB (a 20 MB trace file takes about 50 once "
      "read). An upload that does not fit lets go of the least recently viewed ones of other visitors, who are told "
@@ -112,6 +116,7 @@ class Settings:
     max_rooms: int = 20  # classes following a presenter at once (playground.rooms)
     room_followers: int = 200  # followers one room takes
     room_grace_s: float = 120.0  # how long a room outlives its presenter's page
+    malloc_arenas: int = 2  # glibc malloc arenas the server keeps at most (app.sessions.cap_arenas; 0: glibc's own)
 
 
 def _raw(name: str) -> str | None:
@@ -198,6 +203,7 @@ def get_settings() -> Settings:
         pause_idle_s=_float("PLAYGROUND_PAUSE_IDLE_S", 180.0),
         run_lifetime_s=_float("PLAYGROUND_RUN_LIFETIME_S", 3600.0),
         max_runs=_int("PLAYGROUND_MAX_RUNS", 12, minimum=1),
+        malloc_arenas=_int("PLAYGROUND_MALLOC_ARENAS", 2, minimum=0),
         max_rooms=_int("PLAYGROUND_MAX_ROOMS", 20, minimum=1),
         room_followers=_int("PLAYGROUND_ROOM_FOLLOWERS", 200, minimum=1),
         room_grace_s=_float("PLAYGROUND_ROOM_GRACE_S", 120.0),

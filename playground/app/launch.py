@@ -112,6 +112,7 @@ def start_preload() -> None:
 def main() -> None:
     """Serve the page on GRADIO_SERVER_NAME:GRADIO_SERVER_PORT (default 127.0.0.1:7860) until interrupted."""
     configure_logging()
+    sessions.cap_arenas(get_settings().malloc_arenas)  # before the server's threads allocate (`sessions`)
     gradio_internals.spare_missing_matplotlib()
     gradio_internals.keep_no_last_values()  # a session's last answers are not copied into its config (`sessions`)
     with gc_paused():  # building the page allocates in bulk (`models.gc_paused` says why)

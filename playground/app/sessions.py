@@ -8,14 +8,18 @@ closed and the rest only when 10,000 newer sessions push it out. On a Space a cl
 that way. Here:
 
 - the visitor leaves (Gradio's `unload`, when the page's heartbeat connection closes): their pace, trace file and
-  uploaded trace go at once; the session's State values `LEFT_GRACE_S` later (a page that reconnects within it keeps
-  its run), then the session itself (`_drop`);
+  handout (their folder too) and uploaded trace go at once; the session's State values `LEFT_GRACE_S` later (a page
+  that reconnects within it keeps its run), then the session itself (`_drop`);
 - a session no event touched for `IDLE_SESSION_S` (a client that never held the heartbeat, such as a script speaking
   the queue protocol) is treated as left (`_sweep`);
 - at most `MAX_SESSIONS` sessions are kept (`launch`'s `state_session_capacity`), the least recently used dropped;
 - once sessions were dropped and none for `TRIM_AFTER_S`, the process gives the freed memory back to the system
   (`give_back`: a collection, then glibc's `malloc_trim`): Python frees a departed class's objects, but glibc keeps
-  the freed pages of its heaps and the server's resident memory would stay where the class left it.
+  the freed pages of its heaps and the server's resident memory would stay where the class left it;
+- the server's threads share at most `PLAYGROUND_MALLOC_ARENAS` glibc heaps (`cap_arenas`, at start-up). glibc's
+  default, 8 per core, gave each of a class's concurrent runs (each in a thread of its own) a heap of its own: measured
+  with tests/measure/class_memory.py, 15 heaps held 800 MB free after 30 runs against 221 MB with two, and the
+  resident size grew by 265 MB more from 30 to 120 runs (docs/limits.md).
 
 What a run itself keeps (its KV cache, its deferred scores) lives only while the run does (docs/limits.md).
 """
@@ -26,6 +30,7 @@ import asyncio
 import ctypes
 import ctypes.util
 import gc
+import os
 import threading
 import time
 from datetime import datetime
@@ -43,15 +48,28 @@ SWEEP_EVERY_S = 30.0
 TRIM_AFTER_S = 5.0  # memory is given back this long after the last dropped session (a class leaves at once)
 
 
-def _malloc_trim() -> Any:
-    """glibc's `malloc_trim` (None elsewhere: musl, macOS, Windows)."""
+def _glibc(name: str) -> Any:
+    """A function of glibc's allocator (None elsewhere: musl, macOS, Windows)."""
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
     except (OSError, AttributeError):
         return None
 
 
-MALLOC_TRIM = _malloc_trim()
+MALLOC_TRIM = _glibc("malloc_trim")
+MALLOPT = _glibc("mallopt")
+M_ARENA_MAX = -8  # mallopt's parameter number (glibc's malloc.h)
+
+
+def cap_arenas(count: int) -> bool:
+    """Have glibc keep at most `count` malloc arenas (0: leave its default; glibc's MALLOC_ARENA_MAX, where set,
+    already applied by glibc itself). Before the server's threads start allocating: glibc fixes its limit once it
+    holds more than 8 arenas. True if the cap was set."""
+    if count <= 0 or MALLOPT is None or os.environ.get("MALLOC_ARENA_MAX"):
+        return False
+    return bool(MALLOPT(M_ARENA_MAX, count))
+
+
 _TRIM: list[asyncio.TimerHandle] = []  # the pending give-back, if any
 
 
@@ -76,9 +94,9 @@ def _give_back_soon(loop: asyncio.AbstractEventLoop) -> None:
 
 def forget(key: str) -> None:
     """What the playground itself keeps for a session: the visitor's pace (unless a run still goes at it), the
-    last run's trace file and the uploaded trace (`uploads`)."""
+    last run's trace file and handout with their folder, and the uploaded trace (`uploads`)."""
     presenter.forget_pace(key)
-    trace_files.drop_session_trace(key)
+    trace_files.forget_session(key)
     uploads.drop_session(key)
 
 

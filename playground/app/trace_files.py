@@ -67,6 +67,23 @@ def save_handout(page: str, method: str, key: str) -> str:
     return str(path)
 
 
+def forget_session(key: str) -> None:
+    """The visitor left: their folder (the last run's trace file and handout) and its entry go now, not when the
+    sweep finds them two hours old."""
+    with _TRACE_FILES_LOCK:
+        name = _TRACE_FOLDERS.pop(key, None)
+        if name:
+            _remove_folder(trace_root() / name)
+
+
+def _remove_folder(folder: Path) -> None:
+    """A session's folder and the files this module wrote in it (a folder holding anything else stays)."""
+    with contextlib.suppress(OSError):  # gone already, or not ours to remove
+        for made in [*folder.glob("trace-*.json"), *folder.glob("handout-*.html")]:
+            made.unlink(missing_ok=True)
+        folder.rmdir()
+
+
 def drop_session_trace(key: str) -> None:
     """A new run starts: the session's previous trace file goes (its Download button is hidden now)."""
     with _TRACE_FILES_LOCK:
@@ -80,12 +97,10 @@ def _prune_trace_files(root: Path, max_age_s: float) -> None:
     now = time.time()
     for folder in (root.iterdir() if root.is_dir() else ()):
         with contextlib.suppress(OSError):  # gone already, or not ours to remove
-            files = list(folder.glob("trace-*.json"))
+            files = [*folder.glob("trace-*.json"), *folder.glob("handout-*.html")]
             newest = max((f.stat().st_mtime for f in files), default=folder.stat().st_mtime)
             if now - newest > max_age_s:
-                for f in files:
-                    f.unlink(missing_ok=True)
-                folder.rmdir()
+                _remove_folder(folder)
     for key, name in list(_TRACE_FOLDERS.items()):
         if not (root / name).is_dir():
             del _TRACE_FOLDERS[key]
