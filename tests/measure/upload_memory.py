@@ -42,7 +42,7 @@ from playground.app.sessions import IDLE_SESSION_S  # noqa: E402
 from playground.outside import MAX_INPUT_BYTES  # noqa: E402
 from playground.trace import Position, Ranked, Step, Trace  # noqa: E402
 
-WAIT_S = 180  # a call whose stream the server ended (the gate: no stream open for 10 s) sends nothing more
+WAIT_S = 180  # a call whose stream the server ended (the gate: no stream open for STREAM_OPEN_S) sends nothing more
 
 
 def largest_trace(limit: int = MAX_INPUT_BYTES) -> bytes:
