@@ -259,8 +259,7 @@ class Method:
         return self.lossy_reason(params, sample) is not None
 
     def lossy_reason(self, params: dict[str, Any], sample: bool = False) -> str | None:
-        """Why a run with these settings is lossy, in one sentence (English as a `str`, translated on the page);
-        None for a lossless run."""
+        """Why a run with these settings is lossy, in one sentence (English, translated on the page); None if not."""
         weight = ensemble_weight(params)
         if weight is not None:
             return Message.keyed("method.lossy.ensemble", weight=Number(weight, "g"),
@@ -271,6 +270,8 @@ class Method:
 
     def validate(self, facts: ModelFacts, params: dict[str, Any]) -> None:
         """Refuse combinations that cannot run, with a message that says what to do instead."""
+        if facts.target_class.startswith(_GEMMA4_ASSISTANTS):  # it drafts from a target's cache: it has none of its own
+            raise MethodError.keyed("error.method.gemma4_assistant_target", model=facts.target_class)
         if self.is_lossy(params) and not self.has_draft_logits(facts.sample):
             where = Message.keyed(self.no_draft_logits_where) if self.no_draft_logits_where else self.title_message()
             if self.draft_logits == "sampling":
@@ -784,8 +785,7 @@ def get_method(name: str) -> Method:
 
 
 def method_title(name: str, lang: str = DEFAULT_LANGUAGE) -> str:
-    """A method as the page's pickers name it in `lang` (its title), for a sentence on the page; a name the registry
-    does not know (a trace file's) as written."""
+    """A method as the page's pickers name it in `lang` (its title); a name the registry lacks as written."""
     return METHODS[name].localized(lang).title if name in METHODS else name
 
 

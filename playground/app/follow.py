@@ -35,7 +35,7 @@ from ..pace import STEP
 from ..rooms import KEPT, REFUSED, ROOMS, Room, RoomError, RoomView, Tally, answer_of
 from ..trace import summarize_steps
 from . import links
-from .guard import PRIVATE, guarded, session_key
+from .guard import PRIVATE, guarded, session_key, url_query
 from .language import L, language_of
 from .outputs import Outputs
 
@@ -148,7 +148,7 @@ def class_tick(request: gr.Request = None) -> Any:
 def join_class(request: gr.Request = None) -> tuple[Any, ...]:
     """On page load: a ``?follow=CODE`` link joins the class (an unknown or ended code gets one line, in the
     visitor's language); the status box becomes the class's (the start-up load's poll stops writing to it)."""
-    query = dict(request.query_params) if request is not None else {}
+    query = url_query(request)  # each name's first value, as the page's scripts read it
     if "follow" not in query:
         return JOINED.skip()
     lang = language_of(request)
@@ -262,6 +262,11 @@ def _follower_views(room: Room, view: RoomView, key: str, lang: str,
     return FOLLOWED(_rendered(room, view, lang, done_message), class_question=question_html(view, given, last, lang))
 
 
+# The follower stream each session has now (session key -> its token): a session's newer stream ends its older ones,
+# so one client with one session cannot make the server write the class's views to it forty times over.
+_CURRENT_STREAM: dict[str, object] = {}
+
+
 class _Watch:
     """One per followed room, in the server's event loop: it looks at the room every `LOOK_EVERY_S` and wakes the
     room's followers' streams only when what the class sees changed (one look a tick for the class, not one per
@@ -306,17 +311,19 @@ def stream_for(done_message: Callable[..., tuple[str, str]]) -> Callable[..., An
     async def follow_stream(code: Any, request: gr.Request = None):
         """Writes what the class sees of the room `code` when it changed (woken by the room's `_Watch`); ends when the
         room ends or the follower stops following (looked at least every `LOOK_AGAIN_S`). Holds no thread and
-        touches no model."""
+        touches no model. A session has one stream: a newer one of the same session ends this one (at its next look,
+        within `LOOK_AGAIN_S`)."""
         if not isinstance(code, str):
             yield FOLLOWED.skip()
             return
         key, lang = session_key(request), language_of(request)
+        mine = _CURRENT_STREAM[key] = object()  # this session's stream now: any older one ends at its next look
         shown: Any = None
         written: tuple[Any, ...] = ()
         beat = time.monotonic()
         watch: _Watch | None = None
         try:
-            while True:
+            while _CURRENT_STREAM.get(key) is mine:
                 room = ROOMS.look(code, key)
                 if room is not None and watch is None:
                     watch = _Watch.of(room)
@@ -348,6 +355,8 @@ def stream_for(done_message: Callable[..., tuple[str, str]]) -> Callable[..., An
         finally:
             if watch is not None:
                 watch.waiting -= 1
+            if _CURRENT_STREAM.get(key) is mine:
+                del _CURRENT_STREAM[key]
 
     return follow_stream
 

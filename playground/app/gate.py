@@ -59,7 +59,11 @@ MAX_SESSION_HASH_CHARS = 128  # Gradio's own are 11 characters; a client's own c
 # How long a queued call may wait for its client to open the answer's stream: every client opens it right after the
 # POST (the page's and gradio_client's code, Gradio's own curl example: milliseconds), so this is margin for a busy
 # server, not for a person copying an event id by hand. Past it the call ends: nobody is there to read its answer.
-STREAM_OPEN_S = 10.0
+# 10 s was too short for a loaded machine: with its two cores at load 15-18, streams opened up to 8 s after their
+# call was queued (tests/measure/upload_memory.py, each session parsing a 20 MB trace), and 3 uploads of 200 were
+# ended so ("the stream ended early"). The per-client bound (PLAYGROUND_CLIENT_CALLS) caps what a client that never
+# reads can hold meanwhile.
+STREAM_OPEN_S = 30.0
 WATCH_S = 0.5  # how often the watcher looks
 
 _PREFIX = "/gradio_api"

@@ -4,8 +4,11 @@ Starts `python app.py` as a public Space would (`SYSTEM=spaces`, `SPACE_ID` set,
 just under the upload limit (a sampling speculative run with the microscope's top-k lists, about 19.9 MB), uploads it
 once, then `--sessions` sessions each load it in the replay through Gradio's queue protocol (the page's own upload
 handler, each session from its own address in X-Forwarded-For, as a Space's proxy passes it) and step once. Prints the
-server's resident memory (RSS) and CPU time before, every `--every` sessions and after all, then how many sessions can
-still step through theirs (their upload still held) and the RSS after `--idle` seconds more.
+server's resident memory (RSS) and CPU time before, every `--every` sessions and after all, then what each session's
+next step shows: its upload still held (steps shown), let go for the budget (our line), or the empty replay (the session
+itself freed: no event touched it for `sessions.IDLE_SESSION_S`, 30 minutes, as the sweep frees a visitor who left: a
+run over 30 minutes loses its first sessions so, and they are not uploads the budget kept), and the RSS after `--idle`
+seconds more.
 
     python tests/measure/upload_memory.py                                  # 200 sessions, this checkout
     python tests/measure/upload_memory.py --sessions 20 --root /tmp/main   # another checkout (e.g. `git archive main`)
@@ -35,10 +38,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from appserver import free_port, start_app, stop_app  # noqa: E402
+from playground.app.sessions import IDLE_SESSION_S  # noqa: E402
 from playground.outside import MAX_INPUT_BYTES  # noqa: E402
 from playground.trace import Position, Ranked, Step, Trace  # noqa: E402
 
-WAIT_S = 180  # a call whose stream the server ended (the gate: no stream open for 10 s) sends nothing more
+WAIT_S = 180  # a call whose stream the server ended (the gate: no stream open for STREAM_OPEN_S) sends nothing more
 
 
 def largest_trace(limit: int = MAX_INPUT_BYTES) -> bytes:
@@ -86,22 +90,31 @@ def window_trace(n_steps: int = 512, drafts: int = 64) -> bytes:
 
 
 def call(url: str, fn_index: int, data: list[Any], session: str, address: str) -> dict[str, Any]:
-    """Join a handler in the queue as a page does and read its answer to the end (the last message)."""
+    """Join a handler in the queue as a page does and read its answer to the end (the last message). A call without
+    its end says why: the server answered the stream with no session (404: the gate had ended the call, its stream not
+    open within `gate.STREAM_OPEN_S` of the join), the stream closed, or no end within WAIT_S; with how long the join
+    took and how long after it the stream answered (a busy machine's delays, client and server together)."""
     headers = {"x-forwarded-for": address}
     body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
+    began = time.monotonic()
     try:
         httpx.post(f"{url}gradio_api/queue/join", json=body, headers=headers, timeout=60).raise_for_status()
-        deadline = time.monotonic() + WAIT_S  # the stream's heartbeats go on after the server ended a call
+        joined = time.monotonic()
+        deadline = joined + WAIT_S  # the stream's heartbeats go on after the server ended a call
         with httpx.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session}, headers=headers,
                           timeout=WAIT_S) as stream:
+            answered = time.monotonic()
+            timing = f"join {joined - began:.1f} s, stream answered {answered - joined:.1f} s after it"
+            if stream.status_code == 404:
+                return {"msg": f"the call was ended before its stream opened (404; {timing})"}
             for line in stream.iter_lines():
                 if line.startswith("data:") and (message := json.loads(line[5:])).get("msg") == "process_completed":
                     return message
                 if time.monotonic() > deadline:
-                    break
+                    return {"msg": f"no end within {WAIT_S} s ({timing})"}
     except httpx.HTTPError as exc:  # counted among the failures, the measurement goes on
         return {"msg": f"{type(exc).__name__}: {exc}"}
-    return {"msg": "the stream ended early"}
+    return {"msg": f"the stream ended early ({timing})"}
 
 
 def predict(url: str, fn_index: int, data: list[Any], session: str, address: str) -> dict[str, Any]:
@@ -109,7 +122,18 @@ def predict(url: str, fn_index: int, data: list[Any], session: str, address: str
     body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
     answer = httpx.post(f"{url}gradio_api/run/predict", json=body, headers={"x-forwarded-for": address},
                         timeout=WAIT_S)
-    return {"success": answer.status_code == 200, "text": answer.text[:300]}
+    answered = answer.json() if answer.status_code == 200 else {}
+    tokens = (answered.get("data") or [None])[0]
+    return {"success": answer.status_code == 200 and not answered.get("error"), "text": answer.text[:300],
+            "steps_shown": isinstance(tokens, str) and 'class="pg-step' in tokens}  # the empty replay shows none
+
+
+def fate(stepped: dict[str, Any]) -> str:
+    """What a session's step shows of its upload: "held" (its steps), "let go" (the budget's line), "freed" (the empty
+    replay: the session itself is gone, its State value with it), or "other"."""
+    if stepped["success"]:
+        return "held" if stepped["steps_shown"] else "freed"
+    return "let go" if "let go" in stepped["text"] else "other"
 
 
 def figures_of(proc: psutil.Process) -> tuple[float, float]:
@@ -152,11 +176,14 @@ def main() -> int:
         print(f"trace {len(trace):,} bytes; before: rss {figures['rss_mb']['0']} MB", flush=True)
         sessions = [(uuid.uuid4().hex[:11], f"10.{n // 250}.{n % 250}.1") for n in range(args.sessions)]
 
+        loaded_at: dict[str, float] = {}  # session -> when its upload was loaded
+
         def visit(visitor: tuple[str, str]) -> str:
             session, address = visitor
             loaded = call(url, deps["on_trace_upload"], [record], session, address)
             if 'data-kind=\\"done\\"' not in json.dumps(loaded):
                 return f"upload: {json.dumps(loaded)[:300]}"
+            loaded_at[session] = time.monotonic()
             stepped = predict(url, deps["replay_view"], [None, step], session, address)
             return "ok" if stepped["success"] else f"step: {stepped['text']}"
 
@@ -169,9 +196,20 @@ def main() -> int:
                 figures["rss_mb"][str(done)], figures["cpu_s"][str(done)] = figures_of(proc)
                 print(f"{done} sessions: rss {figures['rss_mb'][str(done)]} MB, server cpu "
                       f"{figures['cpu_s'][str(done)]} s, {time.monotonic() - began:.0f} s", flush=True)
-        still = [s for s in sessions if predict(url, deps["replay_view"], [None, step], *s)["success"]]
-        figures["sessions_still_stepping"] = len(still)
-        print(f"sessions still stepping through their upload: {len(still)} of {args.sessions}", flush=True)
+        fates = {"held": 0, "let go": 0, "freed": 0, "other": 0, "never loaded": 0}
+        idle_old = 0  # sessions loaded more than IDLE_SESSION_S before their check: the idle sweep's, not the budget's
+        for session, address in sessions:
+            if session not in loaded_at:
+                fates["never loaded"] += 1
+                continue
+            idle_old += time.monotonic() - loaded_at[session] > IDLE_SESSION_S
+            fates[fate(predict(url, deps["replay_view"], [None, step], session, address))] += 1
+        figures["sessions_still_stepping"] = fates["held"]
+        figures["fates"], figures["loaded_over_idle_limit_before"] = fates, idle_old
+        print(f"sessions still stepping through their upload: {fates['held']} of {args.sessions}; let go for the "
+              f"budget {fates['let go']}; freed as idle sessions {fates['freed']} ({idle_old} loaded more than "
+              f"{IDLE_SESSION_S / 60:.0f} min before their check); other {fates['other']}; never loaded "
+              f"{fates['never loaded']}", flush=True)
         time.sleep(args.idle)
         figures["rss_mb"]["idle"], figures["cpu_s"]["idle"] = figures_of(proc)
         print(f"after {args.idle:.0f} s idle: rss {figures['rss_mb']['idle']} MB", flush=True)
