@@ -5,9 +5,13 @@ Model-free: the page is built, no server started; the run is a trace grown by ha
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import html
 import importlib.util
 import json
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import anyio.to_thread
@@ -19,6 +23,7 @@ from gradio.state_holder import SessionState
 
 from playground import charts, render
 from playground.app import follow, page
+from playground.i18n import t
 from playground.compat import gradio_internals
 from playground.rooms import Rooms
 from playground.trace import Step, Trace
@@ -174,3 +179,64 @@ def test_gradio_looks_for_a_missing_matplotlib_once() -> None:
         sys.modules.pop("matplotlib", None)
         if saved != "absent":
             sys.modules["matplotlib"] = saved  # type: ignore[assignment]
+
+
+def test_a_class_runs_on_its_rooms_one_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The room's watch wakes its followers' streams together when a write is due; a stream sets no timer and starts
+    no task of its own. Each follower's own clock (a timeout, a wait for a write not yet due, a look of its own
+    every second) cost the server's event loop a task and timers per follower several times a step: on a busy
+    machine 60 such clocks scattered the class's work over the run and held the loop the presenter's stream needs.
+    What the followers see is the same: every step, the run's end, and the class's end."""
+    registry, room, trace = room_with_run(False)
+    monkeypatch.setattr(follow, "ROOMS", registry)
+    monkeypatch.setattr(follow, "LOOK_EVERY_S", 0.005)
+    monkeypatch.setattr(follow, "FREE_EVERY_S", 0.02)
+    monkeypatch.setattr(follow, "LOOK_AGAIN_S", 0.05)
+    stream = follow.stream_for(done)
+    keys = [f"student-{i}" for i in range(12)]
+    for key in keys:
+        registry.join(room.code, key)
+    own: collections.Counter[str] = collections.Counter()
+
+    async def follower(key: str) -> list[Any]:
+        return [written async for written in stream(room.code, SimpleNamespace(session_hash=key, headers={}))]
+
+    async def class_of_twelve() -> list[list[Any]]:
+        loop = asyncio.get_running_loop()
+        followers = [loop.create_task(follower(key), name=key) for key in keys]
+        call_at, create_task = loop.call_at, loop.create_task
+
+        def in_a_follower() -> bool:
+            task = asyncio.current_task(loop)
+            return task is not None and task.get_name().startswith("student-")
+
+        def counted_call_at(*args: Any, **kwargs: Any) -> Any:
+            own["timers"] += in_a_follower()
+            return call_at(*args, **kwargs)
+
+        def counted_create_task(coro: Any, **kwargs: Any) -> Any:  # the room's watch, started by its first follower
+            own["tasks"] += in_a_follower() and coro.__qualname__ != "_Watch._watching"
+            return create_task(coro, **kwargs)
+
+        loop.call_at, loop.create_task = counted_call_at, counted_create_task  # type: ignore[method-assign]
+        for _ in range(12):  # the run grows faster than the followers are written, then ends
+            await asyncio.sleep(0.01)
+            trace.steps.append(step(len(trace.steps)))
+        trace.finish_reason = "length"
+        while any(tokens_of(key) < len(trace.steps) for key in keys):
+            await asyncio.sleep(0.01)
+        for key in keys:  # the class leaves: every stream ends
+            registry.leave(key)
+        return await asyncio.wait_for(asyncio.gather(*followers), 30)
+
+    def tokens_of(key: str) -> int:
+        views = [v for k, v in registry._rooms[room.code].rendered.items() if k[0] == "tokens"]
+        return len(views[0][1]) if views else 0
+
+    written = run_coroutine_apart(class_of_twelve())
+    assert own == collections.Counter(), f"the followers' own clocks: {dict(own)}"
+    tokens_at, status_at = follow.FOLLOWED.names.index("tokens"), follow.FOLLOWED.names.index("status")
+    for writes in written:
+        assert writes[-2][tokens_at].count('class="pg-step') == len(trace.steps) == 18
+        assert 'data-kind="done"' in writes[-2][status_at]
+        assert html.escape(t("follow.ended", "en")) in writes[-1][status_at]

@@ -40,14 +40,14 @@ from .language import L, language_of
 from .outputs import Outputs
 
 LOOK_EVERY_S = 0.2  # how often a room's watch looks at it for its followers (`_Watch`)
-LOOK_AGAIN_S = 1.0  # a follower's stream looks itself at least this often (its own answer, having left the class)
-BEAT_S = 5.0  # a follower's stream writes at least this often, so Gradio notices a page that closed
+LOOK_AGAIN_S = 1.0  # the watch wakes its followers at least this often (their own answer, having left the class)
+BEAT_S = 5.0  # a follower's stream writes at least this often (at a wake), so Gradio notices a page that closed
 TICK_S = 1.0  # the presenter's page's beat
 # The charts at most this often while the run goes (and at each question and the end): a redrawn Plotly figure is
 # re-sent whole to every follower (~17 KB for the two, where a step's tokens are ~1 KB), which was most of what a
 # class cost the server. The presenter's own page redraws every 1.5 s (`generate_tab.CHART_EVERY_S`).
 CHART_EVERY_S = 5.0
-FREE_EVERY_S = 0.5  # a follower's writes while the run goes as fast as it comes
+FREE_EVERY_S = 0.5  # the followers' writes while the run goes as fast as it comes (the watch's wakes)
 MAX_ADDRESS_CHARS = 2000
 
 # What the follower's stream writes (the page's own run views, and the class's question).
@@ -268,14 +268,17 @@ _CURRENT_STREAM: dict[str, object] = {}
 
 
 class _Watch:
-    """One per followed room, in the server's event loop: it looks at the room every `LOOK_EVERY_S` and wakes the
-    room's followers' streams only when what the class sees changed (one look a tick for the class, not one per
-    follower), and ends when no stream waits on it."""
+    """One per followed room, in the server's event loop, and its followers' one clock: it looks at the room every
+    `LOOK_EVERY_S` and wakes all the room's followers' streams at once when a write is due (what the class sees
+    changed: at once for a question, a press or the end; at most every `FREE_EVERY_S` while the run goes as fast as it
+    comes) and at least every `LOOK_AGAIN_S` (a follower's own answer, their leaving, their beat). A stream resumes
+    only when woken: no timer, task or look of its own between wakes, so a class of 60 costs the event loop one burst
+    of writes per wake, not 60 clocks. It ends when no stream waits on it."""
 
     _by_room: dict[str, _Watch] = {}  # room code -> its watch
 
     def __init__(self, room: Room) -> None:
-        self.room, self.waiting, self.changed = room, 0, asyncio.Event()
+        self.room, self.waiting, self.wakes, self.changed = room, 0, 0, asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._watching())
 
     @classmethod
@@ -287,32 +290,33 @@ class _Watch:
         return watch
 
     async def _watching(self) -> None:
-        seen = self.room.view().version
+        seen, woke = self.room.view().version, time.monotonic()
         while self.waiting > 0:
             await asyncio.sleep(LOOK_EVERY_S)
-            version = self.room.view().version
-            if version != seen:
-                seen, woken, self.changed = version, self.changed, asyncio.Event()
+            view, now = self.room.view(), time.monotonic()
+            urgent = view.finished or view.question is not None
+            if view.version != seen and (urgent or now - woke >= FREE_EVERY_S) or now - woke >= LOOK_AGAIN_S:
+                seen, woke = view.version, now
+                self.wakes, woken, self.changed = self.wakes + 1, self.changed, asyncio.Event()
                 woken.set()
         if _Watch._by_room.get(self.room.code) is self:
             del _Watch._by_room[self.room.code]
 
-    async def wait(self, timeout_s: float) -> None:
-        """Until the class's view changes, or `timeout_s`."""
-        try:
-            await asyncio.wait_for(self.changed.wait(), max(0.0, timeout_s))
-        except asyncio.TimeoutError:
-            pass
+    async def wait(self, seen: int) -> int:
+        """Until the watch's next wake after the `seen`-th (at once if it came meanwhile); the wakes so far."""
+        if self.wakes == seen:
+            await self.changed.wait()
+        return self.wakes
 
 
 def stream_for(done_message: Callable[..., tuple[str, str]]) -> Callable[..., Any]:
     """The follower's stream (`FOLLOWED`), `done_message` wording a finished run as the presenter's page does."""
 
     async def follow_stream(code: Any, request: gr.Request = None):
-        """Writes what the class sees of the room `code` when it changed (woken by the room's `_Watch`); ends when the
-        room ends or the follower stops following (looked at least every `LOOK_AGAIN_S`). Holds no thread and
-        touches no model. A session has one stream: a newer one of the same session ends this one (at its next look,
-        within `LOOK_AGAIN_S`)."""
+        """Writes what the class sees of the room `code` when it changed, woken by the room's `_Watch` (which paces
+        the writes, and wakes every stream at least every `LOOK_AGAIN_S`); ends when the room ends or the follower
+        stops following. Holds no thread and touches no model. A session has one stream: a newer one of the same
+        session ends this one (at its next wake)."""
         if not isinstance(code, str):
             yield FOLLOWED.skip()
             return
@@ -322,11 +326,13 @@ def stream_for(done_message: Callable[..., tuple[str, str]]) -> Callable[..., An
         written: tuple[Any, ...] = ()
         beat = time.monotonic()
         watch: _Watch | None = None
+        woken = 0
         try:
             while _CURRENT_STREAM.get(key) is mine:
                 room = ROOMS.look(code, key)
                 if room is not None and watch is None:
                     watch = _Watch.of(room)
+                    woken = watch.wakes
                 if room is None:
                     if ROOMS.followed(key) is None and written:
                         yield FOLLOWED(FOLLOWED.read(written),
@@ -336,22 +342,15 @@ def stream_for(done_message: Callable[..., tuple[str, str]]) -> Callable[..., An
                 given = ROOMS.answer_given(key, view.question.index) if view.question is not None else None
                 state = (view.version, given)
                 now = time.monotonic()
-                # At the free pace a follower is written at most every FREE_EVERY_S (each write costs the server
-                # a fraction of a millisecond per follower); a question, a press and the end at once.
-                urgent = view.finished or view.question is not None or shown is None
-                if state != shown and (urgent or now - beat >= FREE_EVERY_S):
+                if state != shown:
                     shown, beat = state, now
                     written = _follower_views(room, view, key, lang, done_message)
                     yield written
-                    continue
-                if now - beat >= BEAT_S and written:
+                elif now - beat >= BEAT_S and written:
                     beat = now
                     yield written  # the same values again: nothing for the page to change (Gradio sends no edit)
-                if state != shown:  # a change not yet due: written when it is
-                    await asyncio.sleep(FREE_EVERY_S - (now - beat))
-                else:  # woken by the room's watch when the class's view changes (or to beat, or look again)
-                    assert watch is not None
-                    await watch.wait(min(BEAT_S - (time.monotonic() - beat), LOOK_AGAIN_S))
+                assert watch is not None
+                woken = await watch.wait(woken)
         finally:
             if watch is not None:
                 watch.waiting -= 1

@@ -10,6 +10,11 @@ followers as real Chromium pages (English, Russian, Arabic):
    same step reaching the follower (protocol followers; at the step-by-step pace a follower knows a step once it is
    shown or asked). Protocol followers read Gradio's edits to the last values, as a browser does
    (`--whole-values`: whole values each write, which costs the server more);
+   With `--pairs N`, then N pairs of free-pace runs, alone (the followers have left the class) and followed (they
+   joined again), the order alternating: each pair's ratio, and the median ratio of the presenter's run time and of
+   the server's CPU seconds with a distribution-free 95 % interval (order statistics; N >= 6), the CPU seconds of the
+   server's event loop (where the followers' streams and Gradio's writes run; its thread found with `py-spy dump`)
+   and of this script's clients (on one machine they share the server's cores), and the followers' lag;
 3. class: `--paused` visitors start a run at the step-by-step pace and never press; `--students` students start their
    own `--student-tokens`-token runs at once while the presenter steps on; the students' first token (join -> a first
    token in their stream) and the presenter's step time under that load.
@@ -21,6 +26,7 @@ times say little about a class).
 
     python tests/measure/class_load.py                                   # 60 followers, 30 students, 3 paused
     python tests/measure/class_load.py --followers 12 --browsers 3 --students 4 --presses 6 --tiny
+    python tests/measure/class_load.py --followers 60 --browsers 0 --students 0 --paused 0 --presses 3 --pairs 8
 
 Not collected by pytest (the file name does not start with test_). A timing means something only on a quiet machine.
 """
@@ -28,9 +34,14 @@ Not collected by pytest (the file name does not start with test_). A timing mean
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import math
+import os
 import re
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -122,8 +133,14 @@ class Follower:
         self.errors: list[str] = []
 
     def start(self) -> None:
+        self.arrived = {}
         self.visitor.call("join_class")
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reading = threading.Thread(target=self._read, daemon=True)
+        self.reading.start()
+
+    def leave(self) -> None:
+        """The follower stops following (as its page's Generate does): its stream ends, the room forgets it."""
+        self.visitor.call("leave_class")
 
     def _read(self) -> None:
         shown: list[Any] = []
@@ -131,6 +148,8 @@ class Follower:
             for outputs in self.visitor.stream("follow_stream", [None], diffs=not self.whole):
                 shown = shown_after(shown, outputs)
                 known = steps_in(shown[0]) + (1 if ASKED.search(str(shown[5] or "")) else 0)
+                if known < max(self.arrived, default=0):  # the presenter's next run: its steps counted afresh
+                    self.arrived = {}
                 self.arrived.setdefault(known, time.monotonic())
         except Exception as exc:  # noqa: BLE001
             self.errors.append(f"follower: {exc}")
@@ -166,18 +185,53 @@ def finish(presenter: Presenter) -> None:
     presenter.visitor.call("set_pace", ["step", 1.0])
 
 
-def free_run(presenter: Presenter, args: list[Any], server: psutil.Process) -> tuple[float, float]:
-    """The presenter's whole run at the free pace: its wall time, and the server's CPU seconds meanwhile (on a
-    shared machine the wall time also carries the other processes' load, the clients' own included)."""
+def event_loop_thread(pid: int) -> int | None:
+    """The server's event loop's thread (where every follower's stream runs and Gradio writes the streams), found by
+    its stack with `py-spy dump`; None where py-spy is not installed or may not read the process."""
+    try:
+        threads = json.loads(subprocess.run(["py-spy", "dump", "--pid", str(pid), "--json"], capture_output=True,
+                                            text=True, timeout=60).stdout)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+    return next((t.get("os_thread_id") for t in threads
+                 if any(f.get("name") == "BaseEventLoop.run_forever" for f in t.get("frames", []))), None)
+
+
+def thread_cpu(pid: int, tid: int | None) -> float:
+    """A thread's CPU seconds (user + system, /proc/PID/task/TID/stat); nan without one."""
+    if tid is None:
+        return float("nan")
+    try:
+        fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclasses.dataclass
+class RunCost:
+    """The presenter's free-pace run: its wall time, and the CPU seconds meanwhile of the server, of the server's
+    event loop, and of this script (the clients: on a shared machine they take the same cores)."""
+    wall: float
+    cpu: float
+    loop_cpu: float
+    clients_cpu: float
+
+
+def free_run(presenter: Presenter, args: list[Any], server: psutil.Process, loop: int | None = None) -> RunCost:
+    """The presenter's whole run at the free pace (on a shared machine the wall time also carries the other
+    processes' load, the clients' own included)."""
     presenter.visitor.call("set_pace", ["free", 1.0])
-    cpu = sum(server.cpu_times()[:2])
+    me = psutil.Process()
+    cpu, loop_cpu, clients_cpu = sum(server.cpu_times()[:2]), thread_cpu(server.pid, loop), sum(me.cpu_times()[:2])
     started = time.monotonic()
     presenter.start(args)
     presenter.done.wait(600)
     wall = time.monotonic() - started
-    cpu = sum(server.cpu_times()[:2]) - cpu
+    cost = RunCost(wall, sum(server.cpu_times()[:2]) - cpu, thread_cpu(server.pid, loop) - loop_cpu,
+                   sum(me.cpu_times()[:2]) - clients_cpu)
     presenter.visitor.call("set_pace", ["step", 1.0])
-    return wall, cpu
+    return cost
 
 
 def student_run(url: str, deps: dict[str, Any], args: list[Any], first: list[float], errors: list[str]) -> None:
@@ -217,6 +271,96 @@ def lags(presenter: Presenter, followers: list[Follower], first: int, last: int)
     return out
 
 
+def lags_at_least(presenter: Presenter, followers: list[Follower]) -> list[float]:
+    """Each follower's lag for each of the presenter's steps: until the follower knew that many steps or more (at the
+    free pace a follower is written at most every `follow.FREE_EVERY_S`, so it may never see a count of its own)."""
+    out = []
+    for f in followers:
+        for n, at in presenter.arrived.items():
+            seen = [t for known, t in f.arrived.items() if known >= n]
+            if n >= 1 and seen:
+                out.append(max(0.0, min(seen) - at))
+    return out
+
+
+def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float, float, float]:
+    """The median and a distribution-free interval for it: the k-th smallest and largest values, k the largest
+    such that P(Binomial(n, 1/2) < k) <= (1 - level) / 2, so the interval holds the population's median with at
+    least `level` (nan bounds below 6 values, where none reaches 95 %); and the interval's exact coverage."""
+    ordered, n = sorted(values), len(values)
+    below, k = 0.0, 0
+    while k < n and below + math.comb(n, k) / 2**n <= (1 - level) / 2:
+        below += math.comb(n, k) / 2**n
+        k += 1
+    if k == 0:
+        return statistics.median(ordered), float("nan"), float("nan"), float("nan")
+    return statistics.median(ordered), ordered[k - 1], ordered[n - k], 1 - 2 * below
+
+
+def join_all(followers: list[Follower], wait_s: float = 300.0) -> None:
+    for f in followers:
+        f.start()
+    deadline = time.monotonic() + wait_s
+    while any(not f.arrived for f in followers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def leave_all(followers: list[Follower], wait_s: float = 60.0) -> None:
+    for f in followers:
+        f.leave()
+    for f in followers:
+        f.reading.join(wait_s)
+
+
+def paired_runs(presenter: Presenter, followers: list[Follower], run: list[Any], server: psutil.Process,
+                pairs: int) -> None:
+    """The presenter's free-pace run alone and followed, in `pairs` pairs, the order alternating (followed first in
+    the first pair, where the class has just joined): what the other processes on a shared machine do then weighs
+    on both runs of a pair alike, and the pair's ratio cancels most of it. Prints each pair and the median ratio
+    (wall time, and the server's CPU seconds) with its 95 % interval; the CPU seconds of the server's event loop
+    (where the followers' streams run) and of this script's clients; and the followers' lag at the free pace."""
+    loop = event_loop_thread(server.pid)
+    rows: list[dict[str, RunCost]] = []
+    lag: list[float] = []
+    joined = True
+    for i in range(pairs):
+        got: dict[str, RunCost] = {}
+        for kind in (("followed", "alone") if i % 2 == 0 else ("alone", "followed")):
+            if (kind == "followed") != joined:
+                (join_all if kind == "followed" else leave_all)(followers)
+                joined = kind == "followed"
+                time.sleep(1.0)
+            got[kind] = free_run(presenter, run, server, loop)
+            if kind == "followed":
+                time.sleep(1.0)  # the last writes reach the followers
+                lag += lags_at_least(presenter, followers)
+        a, f = got["alone"], got["followed"]
+        rows.append(got)
+        print(f"pair {i + 1} ({'followed first' if i % 2 == 0 else 'alone first'}): run {a.wall:.2f} -> "
+              f"{f.wall:.2f} s ({(f.wall / a.wall - 1) * 100:+.1f} %), server CPU {a.cpu:.2f} -> {f.cpu:.2f} s "
+              f"({(f.cpu / a.cpu - 1) * 100:+.1f} %), its event loop {a.loop_cpu:.2f} -> {f.loop_cpu:.2f} s, "
+              f"the clients (this script) {a.clients_cpu:.2f} -> {f.clients_cpu:.2f} s", flush=True)
+    if not joined:
+        join_all(followers)
+    for name, field in (("the presenter's run time", "wall"), ("the server's CPU seconds", "cpu")):
+        mid, low, high, cover = median_interval([getattr(r["followed"], field) / getattr(r["alone"], field)
+                                                 for r in rows])
+        print(f"{len(followers)} followers, {name}, followed / alone over {len(rows)} alternated pairs: median "
+              f"{(mid - 1) * 100:+.1f} %, {cover * 100:.1f} % interval {(low - 1) * 100:+.1f} % to "
+              f"{(high - 1) * 100:+.1f} % (order statistics); medians alone "
+              f"{statistics.median(getattr(r['alone'], field) for r in rows):.2f} s, followed "
+              f"{statistics.median(getattr(r['followed'], field) for r in rows):.2f} s", flush=True)
+    added = [r["followed"].loop_cpu - r["alone"].loop_cpu for r in rows]
+    share = [(r["followed"].loop_cpu - r["alone"].loop_cpu) / r["alone"].wall for r in rows]
+    mid, low, high, cover = median_interval(share)
+    print(f"the server's event loop's CPU seconds added by the followers: median {statistics.median(added):.2f} s a "
+          f"run, {mid * 100:.1f} % of the run alone's wall time ({cover * 100:.1f} % interval {low * 100:.1f} % to "
+          f"{high * 100:.1f} %); the clients' own CPU (not the server's; on this machine they share its cores): "
+          f"median {statistics.median(r['followed'].clients_cpu for r in rows):.2f} s a followed run, "
+          f"{statistics.median(r['alone'].clients_cpu for r in rows):.2f} s alone", flush=True)
+    print(line("followers' lag behind the presenter, free pace, the pairs' followed runs", lag), flush=True)
+
+
 def main() -> int:  # noqa: C901 - one scenario, in order
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--followers", type=int, default=60)
@@ -229,6 +373,9 @@ def main() -> int:  # noqa: C901 - one scenario, in order
     parser.add_argument("--whole-values", action="store_true",
                         help="protocol followers read whole values each write (a browser gets Gradio's edits)")
     parser.add_argument("--tiny", action="store_true", help="tiny random models instead of the bundled Gemma")
+    parser.add_argument("--pairs", type=int, default=0,
+                        help="then this many pairs of free-pace runs, alone and followed, in alternating order: the "
+                             "median ratio with a 95 %% interval (at least 6 pairs for one)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # `timeout` stops the script: the server stops with it
 
@@ -272,7 +419,8 @@ def main() -> int:  # noqa: C901 - one scenario, in order
         presenter.start(run_args(prompt, target, args.tokens))
         alone = step_through(presenter, args.presses)
         finish(presenter)
-        alone_run, alone_cpu = free_run(presenter, run_args(prompt, target, args.tokens), memory.proc)
+        alone_cost = free_run(presenter, run_args(prompt, target, args.tokens), memory.proc)
+        alone_run, alone_cpu = alone_cost.wall, alone_cost.cpu
         print(line("presenter's step time, alone", alone), flush=True)
         print(f"presenter's run at the free pace, alone: {alone_run:.2f} s, server CPU {alone_cpu:.2f} s", flush=True)
 
@@ -303,7 +451,8 @@ def main() -> int:  # noqa: C901 - one scenario, in order
         lag = lags(presenter, followers, 1, presenter.steps())
         finish(presenter)
         received = sum(f.visitor.received for f in followers)
-        followed_run, followed_cpu = free_run(presenter, run_args(prompt, target, args.tokens), memory.proc)
+        followed_cost = free_run(presenter, run_args(prompt, target, args.tokens), memory.proc)
+        followed_run, followed_cpu = followed_cost.wall, followed_cost.cpu
         received = sum(f.visitor.received for f in followers) - received
         free_lag = lags(presenter, followers, 1, presenter.steps())
         print(line("presenter's step time, followed", followed), flush=True)
@@ -316,6 +465,8 @@ def main() -> int:  # noqa: C901 - one scenario, in order
                   f"{'whole values' if args.whole_values else 'edits, as to a browser'})", flush=True)
         print(line("followers' lag behind the presenter, step by step", lag), flush=True)
         print(line("followers' lag behind the presenter, free pace", free_lag), flush=True)
+        if args.pairs:
+            paired_runs(presenter, followers, run_args(prompt, target, args.tokens), memory.proc, args.pairs)
 
         memory.mark("class")
         stop_paused = threading.Event()
