@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
 
 from appserver import HandlerCalls, app_url_fixture, browser_fixture, needs_chromium, picture_path
 
@@ -70,6 +70,10 @@ def open_page(browser: Any, app_url: str) -> Iterator[Any]:
 @pytest.mark.parametrize("lang", ["en", "ru", "ar"])
 def test_no_box_is_empty_without_a_hint(open_page: Any, lang: str, size: str) -> None:
     page = open_page(lang, size)
+    try:  # the charts draw their hints once plotly has loaded, after the load's answers: poll, then say which
+        page.wait_for_function(f"() => ({EMPTY_BOXES})().length === 0", timeout=30_000)
+    except PlaywrightTimeout:
+        pass
     page.screenshot(path=str(picture_path(f"first-view-{lang}-{size}.png")))
     assert page.evaluate(EMPTY_BOXES) == []
     # The empty stats rows say what will appear (the live view's, and the replay's on its tab).
@@ -95,9 +99,9 @@ def test_the_guide_example_list_opens_again_after_escape(open_page: Any) -> None
     page = open_page("en", "desktop")
     box = page.locator("#pg-preset input")
 
-    def shown(count: int) -> None:  # the list fades out: wait until it shows `count` options
-        page.wait_for_function("(n) => document.querySelectorAll('#pg-preset .options li').length === n", arg=count,
-                               timeout=5_000)
+    def shown(count: int) -> None:  # the list fades out: wait until it shows `count` options (the page's own
+        # timeout: 5 s ran out once at a load average of 22)
+        page.wait_for_function("(n) => document.querySelectorAll('#pg-preset .options li').length === n", arg=count)
 
     box.click()
     all_options = page.locator("#pg-preset .options li").count()
