@@ -199,3 +199,39 @@ def run_coroutine_apart(coroutine: Any) -> Any:
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
+
+
+class HandlerCalls:
+    """The page's calls to the app's unqueued handlers (Gradio's `run/predict`: the page's private events), counted
+    as they are sent and as they end. A check that nothing happened waits for them to end (`settle`): the answer it
+    would have changed things with has then arrived, however slow the machine."""
+
+    def __init__(self, page: Any) -> None:
+        self.page, self.sent, self.ended = page, [], []
+        page.on("request", lambda r: self._seen(r, self.sent))
+        page.on("requestfinished", lambda r: self._seen(r, self.ended))
+        page.on("requestfailed", lambda r: self._seen(r, self.ended))
+
+    @staticmethod
+    def _seen(request: Any, into: list) -> None:
+        if request.method == "POST" and "/run/predict" in request.url:
+            into.append((request.post_data_json or {}).get("fn_index"))
+
+    def fn_index(self, elem_id: str, event: str) -> int:
+        """The event `event` of the component with `elem_id`, as the page's config numbers it."""
+        return self.page.evaluate("""([elem, event]) => {
+          const config = window.gradio_config, id = config.components.find(c => c.props.elem_id === elem).id;
+          return config.dependencies.find(d => d.targets.some(([t, e]) => t === id && e === event)).id;
+        }""", [elem_id, event])
+
+    def settle(self, timeout_s: float = 60.0) -> None:
+        """Wait until every call sent has ended and none follows it within two frames (Gradio sends a deferred
+        call, "always_last", as the one before it ends; the page has drawn the answers by then)."""
+        deadline, last = time.monotonic() + timeout_s, None
+        while time.monotonic() < deadline:
+            self.page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+            state = (len(self.sent), len(self.ended))
+            if state[0] == state[1] and state == last:
+                return
+            last = state
+        raise AssertionError(f"handler calls still on their way after {timeout_s} s: {self.sent} sent, {self.ended} ended")

@@ -228,7 +228,8 @@ def sample_compare(lang: str):  # -> bench.CompareResult
     rows = [bench.build_row(base_spec, prompt, base_m, base_m, None), bench.build_row(spec, prompt, m, base_m, check)]
     return bench.CompareResult(prompt=prompt, rows=rows, aggregates=bench.aggregate(rows),
                                traces={"baseline": base, spec.label: run},
-                               diagnoses={spec.label: theory.diagnose(run, base, lang)}, checks={spec.label: check})
+                               diagnoses={spec.label: theory.diagnose(run, base, lang)}, checks={spec.label: check},
+                               specs={"baseline": base_spec, spec.label: spec})
 
 
 ENGLISH_COMPARE = ("<th>speedup</th>", "Speedup over baseline", "ms per step", "drafted token position", "α (accepted / judged)", "refined prediction", "the reference", "differs at token",
@@ -258,10 +259,10 @@ def test_compare_views_speak_the_language(lang):
     def charts(lang: str = "en") -> str:
         return json.dumps([f.to_dict() for f in bench.compare_figures(result, lang).values()], ensure_ascii=False)
 
-    english = " ".join((compare_tab.compare_table_html(result, [("mtp", "why")]), compare_tab.compare_verdict(result),
+    english = " ".join((compare_tab.compare_table_html(result, [(bench.make_spec("mtp"), "why")]), compare_tab.compare_verdict(result),
                         compare_tab.diagnoses_html(result), charts()))
     assert all(phrase in english for phrase in ENGLISH_COMPARE[:9]), english
-    table = compare_tab.compare_table_html(result, [("mtp", "why")], lang)
+    table = compare_tab.compare_table_html(result, [(bench.make_spec("mtp"), "why")], lang)
     page = " ".join((table, compare_tab.compare_verdict(result, lang), compare_tab.diagnoses_html(result, lang),
                      *compare_tab.idle_views(lang), charts(lang)))
     leaks = [phrase for phrase in ENGLISH_COMPARE if phrase in page]

@@ -109,9 +109,10 @@ def test_the_race_names_the_method_as_the_pages_pickers_do(lang: str) -> None:
         assert 'data-lane="baseline"' in last and 'data-lane="prompt_lookup"' in last  # the markup keeps the ids
 
 
-def test_a_compare_label_with_changed_parameters_keeps_them_beside_the_title() -> None:
-    lane = {"method": "prompt_lookup", "label": "prompt_lookup(prompt_lookup_num_tokens=4)"}
-    assert compare_tab.race_name(lane, "ru") == "Декодирование с поиском по промпту — токенов для копирования = 4"
+def test_a_race_lane_is_named_by_its_methods_title() -> None:
+    """A lane is labelled by its trace's method (`timeline.race_lane`), so the race names the method, as before."""
+    lane = {"method": "prompt_lookup", "label": "prompt_lookup"}
+    assert compare_tab.race_name(lane, "ru") == "Декодирование с поиском по промпту"
     assert compare_tab.race_name({"method": "nonesuch", "label": "x"}, "ru") == "x"
 
 
@@ -151,15 +152,18 @@ def _compared_with_a_changed_setting():  # -> bench.CompareResult
     rows = [bench.build_row(base_spec, prompt, base_m, base_m, None),
             bench.build_row(spec, prompt, run_m, base_m, None)]
     return bench.CompareResult(prompt=prompt, rows=rows, aggregates=bench.aggregate(rows),
-                               traces={"baseline": base, label: run}, diagnoses={label: ["a diagnosis"]}, checks={})
+                               traces={"baseline": base, label: run}, diagnoses={label: ["a diagnosis"]}, checks={},
+                               specs={"baseline": base_spec, label: spec})
 
 
 @pytest.mark.parametrize("lang", ("en", *OTHER_LANGUAGES))
 def test_compare_names_a_setting_by_its_title_and_its_controls(lang: str) -> None:
+    from playground import bench
+
     result = _compared_with_a_changed_setting()
     label = "prompt_lookup(prompt_lookup_num_tokens=4, max_matching_ngram_size=3)"
     assert [row.label for row in result.rows] == ["baseline", label]  # the identity: the CLI's, results.json's
-    table = compare_tab.compare_table_html(result, [("mtp", "why")], lang)
+    table = compare_tab.compare_table_html(result, [(bench.make_spec("mtp"), "why")], lang)
     cells = [html.unescape(c) for c in re.findall(r"<tr data-[^>]*><td>(.*?)</td>", table)]
     assert cells == [METHODS["baseline"].localized(lang).title, COMPARE_NAMED[lang],
                      METHODS["mtp"].localized(lang).title], cells
@@ -173,11 +177,20 @@ def test_compare_names_a_setting_by_its_title_and_its_controls(lang: str) -> Non
 
 
 def test_a_setting_name_writes_fractions_and_code_values_as_the_language_does() -> None:
-    label = "speculative(num_assistant_tokens_schedule=heuristic, assistant_confidence_threshold=0.45)"
-    assert compare_tab.setting_name(label, "ru") == ("Спекулятивное декодирование (модель-ассистент) — расписание "
-                                                     "длины черновика = heuristic, порог уверенности = 0,45")
-    assert compare_tab.setting_name(label, "ar").endswith("جدول طول المسودة = \u2068heuristic\u2069، عتبة الثقة = 0.45")
-    assert compare_tab.setting_name("nonesuch(x=1)", "ru") == "nonesuch(x=1)"  # a file's method: as written
+    from playground import bench
+
+    values = {**{p.name: p.default for p in METHODS["speculative"].params},
+              "num_assistant_tokens_schedule": "heuristic", "assistant_confidence_threshold": 0.45}
+    spec = bench.make_spec("speculative", values, label=compare_tab._spec_label("speculative", values))
+    assert spec.label == "speculative(num_assistant_tokens_schedule=heuristic, assistant_confidence_threshold=0.45)"
+    assert compare_tab.setting_name(spec, "ru") == ("Спекулятивное декодирование (модель-ассистент) — расписание "
+                                                    "длины черновика = heuristic, порог уверенности = 0,45")
+    assert compare_tab.setting_name(spec, "ar").endswith("جدول طول المسودة = \u2068heuristic\u2069، عتبة الثقة = 0.45")
+    defaults = {p.name: p.default for p in METHODS["speculative"].params}  # nothing changed: the title alone
+    assert compare_tab.setting_name(bench.make_spec("speculative", defaults, label="speculative"), "ru") == (
+        METHODS["speculative"].localized("ru").title)
+    file_spec = bench.MethodSpec("nonesuch", {"x": 1}, label="nonesuch(x=1)")  # a method the registry lacks
+    assert compare_tab.setting_name(file_spec, "ru") == "nonesuch(x=1)"
 
 
 @pytest.mark.parametrize("lang", OTHER_LANGUAGES)

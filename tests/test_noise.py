@@ -39,7 +39,7 @@ def _compare(method_seconds: tuple[float, ...], base_seconds: tuple[float, ...])
     run = Measurement(spec, traces=[_retimed(method_trace(), s) for s in method_seconds])
     rows = [bench.build_row(base_spec, prompt, base, base, None), bench.build_row(spec, prompt, run, base, None)]
     return CompareResult(prompt=prompt, rows=rows, aggregates=bench.aggregate(rows), traces={}, diagnoses={},
-                         checks={})
+                         checks={}, specs={"baseline": base_spec, spec.label: spec})
 
 
 def test_aggregates_carry_their_repeats_spread_and_reasons() -> None:
@@ -68,7 +68,7 @@ def test_compare_says_a_figure_is_noise(lang: str) -> None:
     assert 'data-noise="few_repeats few_tokens"' in table and f"({mark})" in table
     if lang != "en":
         assert not english_words(without_code(verdict + table).replace("prompt_lookup", ""))
-    settled = CompareResult(prompt=result.prompt, rows=result.rows, traces={}, diagnoses={}, checks={},
+    settled = CompareResult(prompt=result.prompt, rows=result.rows, traces={}, diagnoses={}, checks={}, specs=result.specs,
                             aggregates=[_settled(a) for a in result.aggregates])
     assert mark not in compare_tab.compare_verdict(settled, lang)
     assert "data-noise" not in compare_tab.compare_table_html(settled, lang=lang)

@@ -56,37 +56,40 @@ class CompareState:
     elapsed_ms: dict[str, float] = field(default_factory=dict)
 
 
+def _changed_params(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters that differ from the registry's defaults (what a Compare label and a setting's name show)."""
+    method = get_method(name)
+    return {k: v for k, v in params.items() if method.param(k).default != v}
+
+
 def _spec_label(name: str, params: dict[str, Any]) -> str:
     """The method's name plus only the parameters that differ from the registry's defaults."""
-    method = get_method(name)
-    changed = {k: v for k, v in params.items() if method.param(k).default != v}
+    changed = _changed_params(name, params)
     if not changed:
         return name
     return f"{name}(" + ", ".join(f"{k}={v}" for k, v in changed.items()) + ")"
 
 
-def setting_name(label: str, lang: str = DEFAULT_LANGUAGE) -> str:
-    """A Compare label (`_spec_label`: the registry id, then the parameters it changed, as `generate()` takes them)
-    as the page names that setting in `lang`: the method's title, as the pickers show it, then each changed parameter
+def setting_name(spec: bench.MethodSpec, lang: str = DEFAULT_LANGUAGE) -> str:
+    """A Compare setting (its `MethodSpec`: the method and the parameters it runs with) as the page names it in
+    `lang`: the method's title, as the pickers show it, then each parameter that differs from the registry's default
     named as its control names it (`compare.param.<name>`, a fraction written by `i18n.number`). The label stays the
-    setting's identity (the rows' `data-label`, the race's choice, the CLI's and the JSON's names); a label the
-    registry does not know (a trace file's method) is shown as written."""
-    name, bracket, rest = label.partition("(")
-    if name not in METHODS:
-        return label
-    title = method_title(name, lang)
-    if not bracket:
+    setting's identity (the rows' `data-label`, the race's choice, the CLI's and the JSON's names); a method the
+    registry does not know (a trace file's) is named by its label."""
+    if spec.method not in METHODS:
+        return spec.label
+    title = method_title(spec.method, lang)
+    changed = _changed_params(spec.method, spec.params)
+    if not changed:
         return title
-    method, parts = get_method(name), []
-    for item in rest.removesuffix(")").split(", "):
-        key, _, written = item.partition("=")
-        try:
-            value = method.param(key).coerce(written)
-        except Exception:  # not a label `_spec_label` wrote: as written
-            return label
-        shown = number(value, lang, "g") if isinstance(value, float) else value
-        parts.append(t(f"compare.param.{key}", lang, value=shown))
+    parts = [t(f"compare.param.{key}", lang, value=number(value, lang, "g") if isinstance(value, float) else value)
+             for key, value in changed.items()]
     return t("compare.setting", lang, title=title, params=joined(parts, lang))
+
+
+def _named(result: bench.CompareResult, label: str, lang: str) -> str:
+    """The setting behind one of `result`'s labels, named in `lang` (`setting_name`)."""
+    return setting_name(result.specs[label], lang)
 
 
 def compare_specs(methods: Sequence[str], target: str, assistant: str | None, current_method: str | None,
@@ -145,9 +148,10 @@ def _reference(method: str) -> str:
     return " data-reference" if is_reference(method) else ""
 
 
-def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str, str]] = (),
+def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[bench.MethodSpec, str]] = (),
                        lang: str = DEFAULT_LANGUAGE) -> str:
-    """One row per method: speedup, tokens/s, α, τ, draft vs verify ms per step, predicted speedups, output check."""
+    """One row per method: speedup, tokens/s, α, τ, draft vs verify ms per step, predicted speedups, output check;
+    then one per `skipped` setting, with why it could not run."""
     aggs = {a.label: a for a in result.aggregates}
     head = "<tr>" + "".join(f"<th>{html.escape(t(f'compare.head.{c}', lang))}</th>" for c in COLUMNS) + "</tr>"
     rows = []
@@ -157,7 +161,7 @@ def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str,
         if row.error:
             rows.append(f'<tr data-method="{html.escape(row.method)}" data-label="{html.escape(label)}"'
                         f'{_reference(row.method)}>'
-                        f'<td>{html.escape(setting_name(label, lang))}</td>'
+                        f'<td>{html.escape(_named(result, label, lang))}</td>'
                         f'<td colspan="9">⚠ {html.escape(row.error)}</td></tr>')
             continue
         speed = a.speedup if a is not None else row.speedup
@@ -176,11 +180,11 @@ def compare_table_html(result: bench.CompareResult, skipped: Sequence[tuple[str,
         ]
         rows.append(f'<tr data-method="{html.escape(row.method)}" data-label="{html.escape(label)}" '
                     f'data-speedup="{"–" if speed is None else format(speed, ".4f")}"{_reference(row.method)}>'
-                    f'<td>{html.escape(setting_name(label, lang))}</td>'
+                    f'<td>{html.escape(_named(result, label, lang))}</td>'
                     + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    for label, reason in skipped:
-        rows.append(f'<tr data-label="{html.escape(label)}" data-skipped="true">'
-                    f'<td>{html.escape(setting_name(label, lang))}</td>'
+    for spec, reason in skipped:
+        rows.append(f'<tr data-label="{html.escape(spec.label)}" data-skipped="true">'
+                    f'<td>{html.escape(setting_name(spec, lang))}</td>'
                     f'<td colspan="9">{html.escape(t("compare.skipped", lang, reason=reason))}</td></tr>')
     n = (result.rows[0].repeats or 1) if result.rows else 1
     caption = t("compare.caption", lang, repeats=tn("compare.repeats", n, lang))
@@ -195,10 +199,8 @@ def compare_verdict(result: bench.CompareResult, lang: str = DEFAULT_LANGUAGE) -
         return t("compare.verdict.none", lang)
     best = max(rows, key=lambda a: a.speedup or 0.0)  # every row has one (above)
     speedup = best.speedup or 0.0
-    if speedup >= 1.05:
-        verdict = t("compare.verdict.fastest", lang, label=setting_name(best.label, lang), x=number(speedup, lang))
-    else:
-        verdict = t("compare.verdict.no_win", lang, label=setting_name(best.label, lang), x=number(speedup, lang))
+    key = "compare.verdict.fastest" if speedup >= 1.05 else "compare.verdict.no_win"
+    verdict = t(key, lang, label=_named(result, best.label, lang), x=number(speedup, lang))
     note = noise_note(rows, lang)
     return f"{verdict} {note}" if note else verdict
 
@@ -243,7 +245,7 @@ def diagnoses_html(result: bench.CompareResult, lang: str = DEFAULT_LANGUAGE) ->
         items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
         extra = f'<p class="pg-note">{html.escape(explanation)}</p>' if explanation else ""
         parts.append(f'<div data-label="{html.escape(label)}">'
-                     f'<h4 style="margin: 8px 0 2px">{html.escape(setting_name(label, lang))}</h4>'
+                     f'<h4 style="margin: 8px 0 2px">{html.escape(_named(result, label, lang))}</h4>'
                      f'<ul class="pg-diagnosis">{items}</ul>{extra}</div>')
     return f'<div data-testid="pg-compare-diagnosis">{"".join(parts)}</div>'
 
@@ -285,7 +287,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
         specs = compare_specs(methods, target, request.assistant, request.method, *param_values)
         yield COMPARED(status=render.status_html(t("status.preparing", lang, target=target), "running"))
 
-        def work(progress: Callable[[str], None]) -> tuple[bench.CompareResult, list[tuple[str, str]]]:
+        def work(progress: Callable[[str], None]) -> tuple[bench.CompareResult, list[tuple[bench.MethodSpec, str]]]:
             settings: dict[str, Any] = dict(target=target, max_new_tokens=tokens, dtype=dtype, chat=chat_value)
             prepared, skipped = bench.prepare_specs(prompt, specs, **settings, progress=progress, skip_failing=True,
                                                     lang=lang)
@@ -295,7 +297,8 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
             ok = [spec for spec in specs if spec.label in prepared]
             result = bench.compare_on_prompt(prompt, ok, **settings, repeats=reps, warmup=True,
                                              measure_overhead=False, progress=progress, prepared=prepared, lang=lang)
-            return result, skipped
+            by_label = {spec.label: spec for spec in specs}
+            return result, [(by_label[label], why) for label, why in skipped]
 
         outcome: Any = None
         for kind, value in in_thread(work, "playground-compare"):
@@ -312,7 +315,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
         choices = list(state.traces)
         best = max((a for a in result.aggregates if a.label in state.traces and a.speedup is not None),
                    key=lambda a: a.speedup, default=None)
-        race_choice = gr.update(choices=[(setting_name(label, lang), label) for label in choices],
+        race_choice = gr.update(choices=[(_named(result, label, lang), label) for label in choices],
                                 value=(best.label if best else None) or (choices[0] if choices else None),
                                 interactive=bool(choices))
         status = render.status_html(compare_verdict(result, lang), "done",
@@ -342,13 +345,11 @@ def quick_compare(prompt: str, target: str | None, assistant: str | None, method
 
 
 def race_name(lane: dict[str, Any], lang: str = DEFAULT_LANGUAGE) -> str:
-    """A race lane's method as the page names it in `lang` (`setting_name`: its title, as the method pickers show it,
-    with the parameters its Compare label changed, named as their controls name them); a trace of a method the
-    registry does not know keeps its label."""
-    method, label = lane["method"], str(lane["label"])
-    if method not in METHODS:
-        return label
-    return setting_name(label, lang) if label.partition("(")[0] == method else method_title(method, lang)
+    """A race lane's method as the page names it in `lang`: its title, as the method pickers show it (a lane is
+    labelled by its trace's method: `timeline.race_lane`); a trace of a method the registry does not know keeps its
+    label."""
+    method = lane["method"]
+    return method_title(method, lang) if method in METHODS else str(lane["label"])
 
 
 def race_frames(baseline: Trace, method: Trace, max_s: float = RACE_MAX_S, min_s: float = RACE_MIN_S,

@@ -112,7 +112,12 @@ def wire(views: dict[str, Any], param_names: list[str]) -> gr.State:
     Gradio 6's Dropdown fires `input` not only when a choice is made but on every blur, with the value it still
     holds: an example still chosen would be applied again each time the picker loses focus, over a prompt the
     visitor has edited since. So `input` applies only a choice other than `applied` (a keyboard choice arrives this
-    way: Enter fires no `select`), and `select` (a click on an option, the one already applied included) always."""
+    way: Enter fires no `select`), and `select` (a click on an option, the one already applied included) always.
+
+    `input` runs "always_last": Gradio's default for it ("once") drops a trigger while the event's last call is still
+    on its way, and a click on an option fires `input` (then its blur another): a keyboard choice made before that
+    answer came back was lost (the picker showed it, nothing applied it). Now it runs once the pending call is done,
+    with the picker's value at that moment."""
     applied = gr.State(None)
     filled = picked(param_names)
     outputs = filled + APPLIED
@@ -137,7 +142,7 @@ def wire(views: dict[str, Any], param_names: list[str]) -> gr.State:
         return CLEARED(preset=None, preset_info="", applied=None)
 
     picker, components, cleared = views["preset"], outputs.components(with_applied), CLEARED.components(with_applied)
-    picker.input(guarded(pick_preset), [picker, applied], components, **PRIVATE)
+    picker.input(guarded(pick_preset), [picker, applied], components, trigger_mode="always_last", **PRIVATE)
     picker.select(guarded(choose_preset), None, components, **PRIVATE)
     for name in filled.names:
         if name not in ("preset", "preset_info", "prompt"):  # the controls and parameters the example set

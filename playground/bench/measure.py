@@ -10,7 +10,7 @@ from __future__ import annotations
 import platform
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
@@ -36,6 +36,7 @@ class CompareResult:
     traces: dict[str, Trace]  # label -> representative trace (the repeat with the median time)
     diagnoses: dict[str, list[str]]
     checks: dict[str, LosslessCheck]
+    specs: dict[str, MethodSpec] = field(default_factory=dict)  # label -> the method and parameters it ran with
 
 
 def _median_index(values: list[float]) -> int:
@@ -174,7 +175,7 @@ def compare_on_prompt(
     aggregates = aggregate(rows)
     diagnoses = _diagnoses(specs, representatives, base_rep, aggregates, lang)
     return CompareResult(prompt=bp, rows=rows, aggregates=aggregates, traces=traces, diagnoses=diagnoses,
-                         checks=checks)
+                         checks=checks, specs={spec.label: spec for spec in specs})
 
 
 def _diagnoses(specs: Sequence[MethodSpec], representatives: dict[str, Trace], base_rep: Trace | None,
