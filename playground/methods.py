@@ -583,7 +583,7 @@ _register(Method(
         "from disk; other models cannot use it. Like speculative decoding, it takes no batched inputs (batch size 1).",
     },
     proven=Proven(greedy=equals_baseline("mtp"), sampling=Proof("exact", (
-        "tests/test_method_sampling.py::test_mtp_sampling_follows_the_target_distribution",))),
+        "tests/test_method_sampling_mtp.py::test_mtp_sampling_follows_the_target_distribution",))),
     params=(ENSEMBLE,),
     fixed_kwargs={"use_mtp": True},
     check=_check_mtp,

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 
 import appserver  # tests/ is on the path (pyproject.toml: pythonpath)
 import pytest
+from file_order import pytest_xdist_make_scheduler  # noqa: F401  (a hook: README's loadfile, heaviest files first)
 from tiny import build_tokenizer, save_tiny_llama
 
 from playground import models

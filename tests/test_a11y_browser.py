@@ -75,20 +75,72 @@ def tab_until(page: Any, found: Any, limit: int = MAX_TABS, key: str = "Tab") ->
 # --------------------------------------------------------------------------- axe-core
 
 
-def axe_serious(page: Any) -> list[str]:
-    """axe-core's serious and critical violations of the page as it is now: 'rule (n nodes: first targets)'."""
-    from axe_playwright_python.sync_playwright import Axe
+def axe_serious(page: Any, context: str | None = None) -> list[str]:
+    """axe-core's serious and critical violations of the page as it is now (of `context` only, a selector, where
+    given): 'rule (n nodes: first targets)'. axe-core (the copy pip installs with axe-playwright-python, 570 KB) is
+    put into the page once per load, not before every check."""
+    from axe_playwright_python.base import AXE_SCRIPT
 
-    results = Axe().run(page)
+    if not page.evaluate("() => typeof window.axe === 'object'"):
+        page.evaluate(AXE_SCRIPT)
+    response = page.evaluate("([context, options]) => axe.run(context || document, options)",
+                             [context, {"resultTypes": ["violations"]}])
     return [f"{v['id']} ({len(v['nodes'])}: {[n['target'] for n in v['nodes'][:3]]})"
-            for v in results.response["violations"] if v["impact"] in SERIOUS]
+            for v in response["violations"] if v["impact"] in SERIOUS]
+
+
+# Resolves once the page has been still for 150 ms: no change to its elements, attributes or text, and no CSS
+# transition running (Gradio eases a tab's and a label's colours in; `access.HEAD` inks the code's colours again in
+# the next frame after a change). Checked again until it holds.
+SETTLED = """() => new Promise(resolve => {
+  let timer = null;
+  const observer = new MutationObserver(() => { clearTimeout(timer); timer = setTimeout(done, 150); });
+  function done() {
+    observer.disconnect();
+    resolve(document.getAnimations().every(a => !(a instanceof CSSTransition) || a.playState !== 'running'));
+  }
+  observer.observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+  timer = setTimeout(done, 150);
+})"""
+
+
+def settle(page: Any) -> None:
+    page.wait_for_function(SETTLED, timeout=60_000)
+
+
+# A digest of the page outside the tabs (`#pg-tabs`: the tab buttons and the shown tab): its markup, <body>'s theme
+# class included. A tab's switch leaves it as it was, so after one check of the whole page, the next tabs' checks
+# need cover the tabs only; where it changed after all, the whole page is checked again.
+OUTSIDE_TABS = """() => { const tabs = document.querySelector('#pg-tabs');
+  const html = document.body.outerHTML.replace(tabs ? tabs.outerHTML : '', '');
+  let h = 0; for (let i = 0; i < html.length; i++) { h = (Math.imul(h, 31) + html.charCodeAt(i)) | 0; }
+  return `${html.length}:${h}`; }"""
 
 
 def set_scheme(page: Any, scheme: str) -> None:
-    """Light or dark in place (no reload): the media query and Gradio's class on <body>, as its load sets them."""
+    """Light or dark in place (no reload): the media query and Gradio's class on <body>, as its load sets them; then
+    the page settles (the code's colours are checked again for the theme, `access.HEAD`)."""
     page.emulate_media(color_scheme=scheme)
     page.evaluate("dark => document.body.classList.toggle('dark', dark)", scheme == "dark")
-    page.wait_for_timeout(300)  # the code's colours are checked again for the theme (`access.HEAD`)
+    settle(page)
+
+
+def axe_every_tab(page: Any, label: str) -> dict[str, list[str]]:
+    """axe-core on every tab as the page is now: the whole page on the first tab and wherever the part outside the
+    tabs changed since its last check, the tabs alone otherwise. Violations by `label/tab`."""
+    found, checked_outside = {}, None
+    for tab in TABS:
+        page.click(f"#pg-tab-{tab}-button")
+        page.wait_for_selector(f"#pg-tab-{tab}", state="visible")
+        settle(page)
+        outside = page.evaluate(OUTSIDE_TABS)
+        if outside != checked_outside:
+            violations, checked_outside = axe_serious(page), outside
+        else:
+            violations = axe_serious(page, "#pg-tabs")
+        if violations:
+            found[f"{label}/{tab}"] = violations
+    return found
 
 
 @pytest.mark.parametrize("lang", ["en", "ru", "ar"])
@@ -100,7 +152,8 @@ def test_axe_finds_nothing_serious_on_any_tab(page: Any, app_url: str, lang: str
                       24, False, 1.0, 1.0, 0, 0, "auto", "float32")
     found = {}
     load(page, f"{app_url}{query}&lang={lang}")
-    page.wait_for_function("p => document.querySelector('#pg-prompt textarea').value === p", arg=PROMPT, timeout=120_000)
+    page.wait_for_function("p => document.querySelector('#pg-prompt textarea')?.value === p", arg=PROMPT,
+                           timeout=120_000)
     for moment in ("before", "after"):
         if moment == "after":
             set_scheme(page, "light")
@@ -111,19 +164,36 @@ def test_axe_finds_nothing_serious_on_any_tab(page: Any, app_url: str, lang: str
         # CodeMirror's #434c5e on #1e293b, below 4.5:1).
         for scheme in ("light", "dark"):
             set_scheme(page, scheme)
-            for tab in TABS:
-                page.click(f"#pg-tab-{tab}-button")
-                page.wait_for_selector(f"#pg-tab-{tab}", state="visible")
-                page.wait_for_timeout(300)
-                violations = axe_serious(page)
-                if violations:
-                    found[f"{lang}/{moment}/{scheme}/{tab}"] = violations
+            found.update(axe_every_tab(page, f"{lang}/{moment}/{scheme}"))
     # The code's scroller is a named region in the Tab order (it holds no control of its own).
     region = page.eval_on_selector("#pg-code-python .cm-scroller", "e => [e.tabIndex, e.getAttribute('role'), "
                                    "e.getAttribute('aria-label')]")
     set_scheme(page, "light")
     assert not found, found
     assert region[0] == 0 and region[1] == "region" and region[2], region
+
+
+def test_the_tab_by_tab_check_finds_what_a_tab_or_its_switch_spoils(page: Any, app_url: str) -> None:
+    """What `axe_every_tab` must still see where it checks the tabs alone: faint text put into a later tab (the
+    Methods tab), and faint text that the Theory tab's switch adds outside the tabs (the whole page checked again)."""
+    load(page, f"{app_url}?lang=en")
+    page.click("#pg-tab-methods-button")  # drawn once shown, then kept (hidden) while another tab shows
+    page.wait_for_selector("#pg-tab-methods", state="visible")
+    faint = "color: #c8c8c8; background: #ffffff"
+    page.evaluate("""faint => {
+      const put = (where, id) => { const p = document.createElement('p'); p.id = id; p.style.cssText = faint;
+        p.textContent = 'Faint text nobody can read'; where.appendChild(p); };
+      put(document.querySelector('#pg-tab-methods'), 'pg-faint-inside');
+      document.querySelector('#pg-tab-theory-button').addEventListener('click', () =>
+        put(document.querySelector('#pg-tabs').parentElement, 'pg-faint-outside'), {once: true}); }""", faint)
+    try:
+        found = axe_every_tab(page, "spoilt")
+    finally:
+        page.evaluate("() => document.querySelectorAll('[id^=pg-faint-]').forEach(e => e.remove())")
+    assert sorted(found) == ["spoilt/methods", "spoilt/theory"], found
+    assert "#pg-faint-outside" in str(found["spoilt/theory"]), found
+    assert "#pg-faint-inside" in str(found["spoilt/methods"]), found
+    assert all(rule.startswith("color-contrast") for rules in found.values() for rule in rules), found
 
 
 # --------------------------------------------------------------------------- the keyboard alone

@@ -120,7 +120,7 @@ def test_readme_stays_short_and_its_links_lead_somewhere():
     assert not orphans, f"README links to no {orphans}"
 
 
-TEST_HELPERS = {"conftest.py", "appserver.py", "tiny.py", "hub_cache.py", "hub_script.py", "classroom.py"}  # imported by the tests
+TEST_HELPERS = {"conftest.py", "appserver.py", "tiny.py", "hub_cache.py", "hub_script.py", "classroom.py", "file_order.py"}  # imported by the tests
 
 
 def test_measurement_scripts_live_in_their_own_folder_each_described():

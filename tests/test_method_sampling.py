@@ -6,9 +6,8 @@ instrumented engine are then compared with it by a chi-square goodness-of-fit te
 fewer than 5 expected samples pooled). Seeds are fixed, so every test is deterministic.
 
 The tests can fail, and some are meant to: ensemble verification (lossy by design) is rejected by
-the same test, and so is the Gemma 4 drafter with sampling (Transformers drafts its argmax), and so is
-an MTP layer made to draft its argmax (a fault injected to show the MTP test's power). The
-three-token tests check each position's marginal; a fault that pairs q's rows with the wrong draft
+the same test, and so is the Gemma 4 drafter with sampling (Transformers drafts its argmax). (MTP
+layers, with their own fault injected: test_method_sampling_mtp.py.) The three-token tests check each position's marginal; a fault that pairs q's rows with the wrong draft
 positions is injected into the real loop to show that they catch it.
 """
 
@@ -24,8 +23,7 @@ from scipy.stats import chisquare
 
 from playground.engine import LiveRun, PreparedRun, RunRequest, exclusive, prepare
 from playground.models import ModelStore
-from tiny import (build_word_tokenizer, save_small_llama, save_tiny_deepseek_v3, save_tiny_gemma4,
-                  save_tiny_gemma4_assistant)
+from tiny import build_word_tokenizer, save_small_llama, save_tiny_gemma4, save_tiny_gemma4_assistant
 
 PROMPT = "red green red green red"  # repeats, so that prompt lookup finds n-grams to copy
 PASS_P = 1e-3  # a correct sampler is rejected with probability 0.001
@@ -200,60 +198,6 @@ def test_transformers_universal_sampling_is_biased_without_the_engine_workaround
     for ids in generate_seeded(prepared, kwargs, 500):
         counts[tuple(ids)] = counts.get(tuple(ids), 0) + 1
     assert chi_square_p(exact_distribution(prepared, 2), counts) < REJECT_P
-
-
-# --------------------------------------------------------------------------- MTP layers (DeepSeek-V3)
-
-# Three new tokens: the first step only runs the target (the MTP layers need its hidden states first) and gives
-# token 1; the second drafts one token with the checkpoint's one MTP layer, so token 2 passes through rejection
-# sampling and token 3 is the bonus or nothing. The pair (token 2, token 3) is tested, token 1 marginalised out.
-MTP_LENGTH = 3
-# 600 runs each (each a 61-layer forward per token: the slowest runs of this file): the fewest at which the pair's
-# distribution still has the ten cells of 5+ expected samples chi_square_p asks for, and the same 600 seeds reject
-# the injected argmax fault at p = 2e-39 (1000 runs: 2e-160), far below REJECT_P (measured on 4 Dec).
-MTP_RUNS = 600
-
-
-@pytest.fixture(scope="module")
-def mtp_target(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A tiny random DeepSeek-V3 over the word vocabulary, its MTP layer's weights on disk (tests/tiny.py)."""
-    return str(save_tiny_deepseek_v3(tmp_path_factory.mktemp("mtp") / "deepseek_mtp", seed=0,
-                                     tokenizer=build_word_tokenizer()))
-
-
-def _mtp_prepared(store, mtp_target: str) -> PreparedRun:
-    return prepare(RunRequest(prompt=PROMPT, dtype="float32", max_new_tokens=MTP_LENGTH, sample=True,
-                              target=mtp_target, method="mtp"), store)
-
-
-def test_mtp_sampling_follows_the_target_distribution(store, mtp_target) -> None:
-    prepared = _mtp_prepared(store, mtp_target)
-    counts, traces = sample_engine(prepared, MTP_RUNS, skip=1, keep=2)
-    full = [t for t in traces if len(t.output_ids) == MTP_LENGTH and len(t.steps) > 1]
-    assert all(t.steps[1].draft_len == 1 for t in full), "the MTP layer drafts token 2"
-    assert 0.2 < _acceptance(traces) < 0.9, "the test needs both accepted and rejected drafts"
-    assert not any(t.lossy for t in traces)
-    assert chi_square_p(exact_distribution(prepared, MTP_LENGTH, skip=1, keep=2), counts) > PASS_P
-
-
-def test_the_mtp_test_rejects_argmax_drafts_judged_as_samples(store, mtp_target, monkeypatch) -> None:
-    """What the MTP test can catch: the MTP layer drafting its most likely token while verification still treats
-    the draft as a sample from its softmax (the Gemma 4 drafter's fault, injected into Transformers' real MTP
-    generator). The same runs, enumeration and sample size reject it."""
-    from transformers.generation.candidate_generator import MTPCandidateGenerator
-
-    build = MTPCandidateGenerator.__init__
-
-    def argmax_drafts(generator, *args, **kwargs) -> None:
-        build(generator, *args, **kwargs)
-        assert generator.do_sample
-        generator.do_sample = False  # MtpModel then drafts the argmax, and still returns its logits as q
-
-    monkeypatch.setattr(MTPCandidateGenerator, "__init__", argmax_drafts)
-    prepared = _mtp_prepared(store, mtp_target)
-    counts, traces = sample_engine(prepared, MTP_RUNS, skip=1, keep=2)
-    assert sum(t.summary.drafted for t in traces) > MTP_RUNS / 2
-    assert chi_square_p(exact_distribution(prepared, MTP_LENGTH, skip=1, keep=2), counts) < REJECT_P
 
 
 # --------------------------------------------------------------------------- a method that is lossy when sampling

@@ -1,7 +1,9 @@
 """Show the code: the printed script and CLI command reproduce the playground's run, token for token.
 
-Each script runs in its own Python process, outside the repository (it must not need the
-playground), on the tiny checkpoints from conftest; the processes run side by side to save time.
+The scripts run in fresh Python processes, outside the repository (they must not need the playground), on the
+tiny checkpoints from conftest: two processes side by side, each running its share of the scripts one after the other
+(one process per script would cost a torch import each, as test_code_command.py's scripts do); each printed CLI
+command runs as a command of its own.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from playground.engine import LiveRun, PreparedRun, RunRequest, prepare
 from playground.methods import get_method, parse_assignments
 from playground.snippet import cli_args, cli_command, model_location, python_snippet, resolved_request, show_code
 from playground.trace import Trace
+from test_code_command import MARKER, RUNNER  # runs scripts in turn in one process, printing MARKER + their tokens
 
 REPO = Path(__file__).resolve().parent.parent
 PROMPT = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,"
-MARKER = "NEW_TOKENS="
 
 # name -> RunRequest fields; model names refer to the tiny_models fixture.
 CASES: dict[str, dict[str, Any]] = {
@@ -86,16 +88,12 @@ class Case:
     cli_error: str = ""
 
 
-def _tokens_from(command: list[str], cwd: Path, env: dict[str, str], what: str,
-                 trace_file: Path | None = None) -> tuple[list[int] | None, str]:
-    """Run a script (it prints MARKER + ids) or a CLI command (it writes a trace); return the ids."""
-    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    if proc.returncode == 0 and trace_file is not None:
-        return Trace.load(trace_file).output_ids, ""
-    for line in proc.stdout.splitlines():
-        if line.startswith(MARKER):
-            return json.loads(line[len(MARKER):]), ""
-    return None, f"{what} failed (rc={proc.returncode}):\n{proc.stderr[-3000:]}"
+def _run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _failed(what: str, proc: subprocess.CompletedProcess) -> str:
+    return f"{what} failed (rc={proc.returncode}):\n{proc.stderr[-3000:]}"
 
 
 @pytest.fixture(scope="module")
@@ -107,32 +105,49 @@ def cases(tiny_models, store, tmp_path_factory) -> dict[str, Case]:
     # One thread per process, two processes at a time: more only oversubscribes two cores.
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     built: dict[str, Case] = {}
-    jobs: dict[tuple[str, str], tuple[Any, ...]] = {}
+    scripts: dict[str, Path] = {}
+    commands: dict[str, tuple[list[str], Path, dict[str, str]]] = {}
+    traces: dict[str, Path] = {}
     for name, fields in CASES.items():
         request = _request(tiny_models, **fields)
         prepared = prepare(request, store)
         code = python_snippet(prepared)
         built[name] = Case(request, prepared, LiveRun(prepared).run(), code)
-        script = work / f"{name}.py"
-        # The script leaves the generated ids in `new_tokens`; print them for the comparison.
-        script.write_text(code + f"\nprint({MARKER!r} + str(new_tokens.tolist()))\n")
-        # Run from an empty directory without PYTHONPATH: the script must not need the playground.
-        jobs[name, "snippet"] = ([sys.executable, str(script)], work, env)
+        # The script leaves the generated ids in `new_tokens`; the runner prints them for the comparison.
+        scripts[name] = work / f"{name}.py"
+        scripts[name].write_text(code)
         if name in CLI_END_TO_END:
-            trace_file = work / f"{name}.trace.json"
-            command = cli_command(resolved_request(prepared)) + f" --quiet --trace-out {shlex.quote(str(trace_file))}"
+            traces[name] = work / f"{name}.trace.json"
+            command = cli_command(resolved_request(prepared)) + f" --quiet --trace-out {shlex.quote(str(traces[name]))}"
             # The printed command says `python`: make that this interpreter.
             cli_env = dict(env, PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
-            jobs[name, "cli"] = (["bash", "-c", command], REPO, cli_env, trace_file)
+            commands[name] = (["bash", "-c", command], REPO, cli_env)
+    runner = work / "runner.py"
+    runner.write_text(RUNNER)
+    names = list(scripts)
+    # Run from an empty directory without PYTHONPATH: the scripts must not need the playground.
+    jobs = {("snippets", tuple(share)): ([sys.executable, str(runner), *(str(scripts[n]) for n in share)], work, env)
+            for share in (names[0::2], names[1::2])}
+    jobs.update({("cli", (name,)): command for name, command in commands.items()})
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = {key: pool.submit(_tokens_from, *job[:3], f"{key[1]} of {key[0]}", *job[3:])
-                   for key, job in jobs.items()}
-    for (name, kind), future in results.items():
-        tokens, error = future.result()
-        if kind == "snippet":
-            built[name].snippet_tokens, built[name].snippet_error = tokens, error
-        else:
-            built[name].cli_tokens, built[name].cli_error = tokens, error
+        done = {key: pool.submit(_run, *job) for key, job in jobs.items()}
+    by_path = {str(path): name for name, path in scripts.items()}
+    for (kind, share), future in done.items():
+        proc = future.result()
+        if kind == "cli":
+            name = share[0]
+            if proc.returncode == 0:
+                built[name].cli_tokens = Trace.load(traces[name]).output_ids
+            else:
+                built[name].cli_error = _failed(f"the command of {name}", proc)
+            continue
+        for line in proc.stdout.splitlines():
+            if line.startswith(MARKER):
+                path, tokens = json.loads(line[len(MARKER):])
+                built[by_path[path]].snippet_tokens = tokens
+        for name in share:
+            if built[name].snippet_tokens is None:
+                built[name].snippet_error = _failed(f"the script of {name}", proc)
     return built
 
 

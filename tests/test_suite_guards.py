@@ -72,3 +72,38 @@ def test_the_model_free_tier_refuses_a_test_that_builds_a_model_unmarked(tmp_pat
     assert "FAILED test_probe.py::test_builds_unmarked - Failed: built or loaded a model" in done.stdout, done.stdout
     assert "PASSED test_probe.py::test_builds_nothing" in done.stdout, done.stdout
     assert "1 failed, 1 passed, 2 deselected" in done.stdout, done.stdout
+
+
+def test_loadfile_hands_out_the_heaviest_file_left_first(tmp_path: Path) -> None:
+    """README's `-n 2 --dist loadfile` with tests/file_order.py's hook (conftest.py imports it): the files start
+    heaviest first by their recorded seconds, a file without a record first of all. xdist's own order (most tests
+    first) would start `test_a.py`, the lightest, first."""
+    import json
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "file_weights.json").write_text(json.dumps({"test_a.py": 1, "test_b.py": 90, "test_c.py": 40}))
+    (tmp_path / "conftest.py").write_text("from file_order import pytest_xdist_make_scheduler  # noqa: F401\n")
+    started = tmp_path / "started.txt"
+    body = (f"import os, time\n\ndef _start():\n    with open({str(started)!r}, 'a') as log:\n"
+            "        log.write(os.path.basename(__file__) + '\\n')\n    time.sleep(0.3)\n")
+    for name, tests in {"test_a": 4, "test_b": 2, "test_c": 3, "test_d": 1}.items():
+        (tmp_path / f"{name}.py").write_text(body + "".join(f"\ndef test_{i}():\n    _start()\n" for i in range(tests)))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(ROOT / "pyproject.toml"),
+                           "--rootdir", str(tmp_path), "-o", "addopts=", "-o", f"pythonpath={TESTS}", "-n", "2",
+                           "--dist", "loadfile", str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "10 passed" in done.stdout, done.stdout
+    order = list(dict.fromkeys(started.read_text().split()))  # each file where it first started
+    assert set(order[:2]) == {"test_d.py", "test_b.py"} and order[2:] == ["test_c.py", "test_a.py"], order
+
+
+def test_the_recorded_file_weights_name_only_test_files_that_exist() -> None:
+    """tests/file_weights.json (tests/measure/file_weights.py writes it) orders README's loadfile run: a file in it
+    that is gone (renamed, split, deleted) says the record is out of date, and the file that took its tests runs
+    unweighed (first)."""
+    from file_order import WEIGHTS, file_weights
+
+    weights = file_weights(WEIGHTS)
+    assert len(weights) > 50 and all(seconds >= 0 for seconds in weights.values())
+    stale = sorted(name for name in weights if not (ROOT / name).is_file())
+    assert not stale, f"tests/file_weights.json names files that do not exist: {stale}"
