@@ -28,6 +28,26 @@ pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.models]  
 
 WAIT_S = 120  # no wait in these tests comes near this; a hang fails the test instead of holding the suite
 
+
+def _scheduler_state() -> dict[str, Any]:
+    with _SCHEDULER.baton:
+        owner, queued = _SCHEDULER.owner, len(_SCHEDULER.queue)
+    return {"owner": owner, "queued": queued, "places_taken": _SCHEDULER.places_taken,
+            "foreground_runs": _SCHEDULER.foreground_runs, "job_runs": _SCHEDULER.job_runs}
+
+
+@pytest.fixture(autouse=True)
+def idle_scheduler() -> None:
+    """Each test starts with the process's turns idle: no run holding the baton, queued, holding a place or counted.
+    The tests' holds count on it (a place still taken by a run another test file of this worker left ending would keep
+    this test's second run out of the baton's queue, and a hold waiting for it would never come). A run still ending
+    is waited for; anything left after `WAIT_S` fails here, naming it, instead of as a hold that never came."""
+    idle = {"owner": None, "queued": 0, "places_taken": 0, "foreground_runs": 0, "job_runs": 0}
+    began = time.monotonic()
+    while (state := _scheduler_state()) != idle:
+        assert time.monotonic() - began < WAIT_S, f"the turns are not idle before the test: {state}"
+        time.sleep(0.01)
+
 # name -> the run's request (model names from test_methods' fixture); long runs of each get LONG_TOKENS[method].
 RUNS: dict[str, dict[str, Any]] = {
     "baseline": dict(target="target"),
