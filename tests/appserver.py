@@ -224,6 +224,18 @@ class HandlerCalls:
           return config.dependencies.find(d => d.targets.some(([t, e]) => t === id && e === event)).id;
         }""", [elem_id, event])
 
+    def fn_named(self, api_name: str) -> int:
+        """The event whose handler Gradio names `api_name` (a timer's tick has no elem_id to find it by)."""
+        return self.page.evaluate("name => window.gradio_config.dependencies.find(d => d.api_name === name).id",
+                                  api_name)
+
+    def page_time(self, seconds: float) -> None:
+        """Let `seconds` pass on the page's own clock, then `settle`: a `gr.Timer` ticks by `setInterval` on the same
+        task queue, so every tick due in that time has been sent before it ends (a slow machine delays both alike),
+        and `settle` waits for their answers."""
+        self.page.evaluate("ms => new Promise(done => setTimeout(done, ms))", round(seconds * 1000))
+        self.settle()
+
     def settle(self, timeout_s: float = 60.0) -> None:
         """Wait until every call sent has ended and none follows it within two frames (Gradio sends a deferred
         call, "always_last", as the one before it ends; the page has drawn the answers by then)."""

@@ -47,6 +47,13 @@ def until(check: Any, what: str, timeout_s: float = 60.0) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def paused_after(status_html: Any, least: int = 1) -> int | None:
+    """The step after which the presenter's run stands paused, as its status box says, if it is `least` or later
+    (None: it does not stand paused, or stands before it)."""
+    found = re.search(r"Paused after step (\d+)", text_of(status_html))
+    return int(found.group(1)) if found and int(found.group(1)) >= least else None
+
+
 class Watched:
     """A queued handler's stream read in a thread: its latest outputs, and all of them."""
 
@@ -92,17 +99,21 @@ def test_a_follower_sees_the_presenters_run_step_by_step_and_the_class_answers(
         follower.call("answer_refused")
     tally = presenter.call("class_tick")[0]
     assert 'data-followers="1"' in tally and "kept 1 · refused 0" in text_of(tally), tally
-    # A follower's "Next step" is their own page's: the presenter's run does not move.
-    shown = len(run.seen)
+    # A follower's "Next step" is their own page's: it is not a press of the presenter's. Presses are counted (a
+    # paused run takes one step per press), so had it counted, each of the presenter's presses below would leave
+    # the run standing one step further than it does: it stands paused after step `paused` + the presses so far.
+    paused = until(lambda: paused_after(run.last[4]), "the presenter's run standing paused")
+    assert steps_in(run.last[0]) == paused
     follower.call("step_on")
-    time.sleep(1.5)
-    assert steps_in(run.last[0]) == steps_in(run.seen[shown - 1][0])
-    # Step by step: each press of the presenter's shows the class one more step.
-    for press in range(3):
+    # Step by step: each press of the presenter's moves the run one step and shows the class one more step.
+    for press in range(1, 4):
         before = steps_in(view.last[0])
         presenter.call("step_on")
-        until(lambda: steps_in(view.last[0]) > before, f"the follower's view after press {press + 1}")
+        until(lambda: steps_in(view.last[0]) > before, f"the follower's view after press {press}")
         assert steps_in(view.last[0]) == before + 1
+        stands = until(lambda: paused_after(run.last[4], paused + press),
+                       f"the presenter's run standing paused again after press {press}")
+        assert stands == paused + press and steps_in(run.last[0]) == stands, (stands, paused, press)
     tally = text_of(presenter.call("class_tick")[0])
     assert f"Step {asked + 1}: the target" in tally and "right answers: " in tally and "/1." in tally, tally
     assert "You said kept" in text_of(view.last[5]) or steps_in(view.last[0]) > asked + 1
@@ -118,6 +129,11 @@ def test_a_follower_sees_the_presenters_run_step_by_step_and_the_class_answers(
     presenter.call("step_on")
     run.thread.join(120)
     assert run.error is None and 'data-kind="done"' in run.last[4]
+    # Every pause the run made, in order, from its whole stream: one after each of the presenter's three presses and
+    # none more (a pause a moment ahead of the wait above, a press counted twice, shows here).
+    pauses = [after for after in map(paused_after, (shown[4] for shown in run.seen)) if after]
+    assert [p for i, p in enumerate(pauses) if i == 0 or p != pauses[i - 1]] == \
+        [paused, paused + 1, paused + 2, paused + 3], pauses
     until(lambda: 'data-kind="done"' in str(view.last[2]), "the follower's finished view")
     assert steps_in(view.last[0]) == steps_in(run.last[0])
     assert text_of(view.last[0]) == text_of(run.last[0])

@@ -328,7 +328,13 @@ def _no_script_ran(page: Any, dialogs: list[str]) -> None:
     page.eval_on_selector_all(
         "#pg-replay-output .tok, #pg-replay-step .tok, #pg-replay-status *",
         "els => els.forEach(e => ['mouseover', 'mouseenter', 'click'].forEach(t => e.dispatchEvent(new MouseEvent(t))))")
-    page.wait_for_timeout(200)
+    # An inline handler runs within its event's dispatch; an injected `<img src=x onerror>` once its load fails: a
+    # probe image of the same address, asked for after the payloads, has failed (or loaded) after them.
+    page.evaluate("""() => new Promise(done => {
+      const probe = new Image();
+      probe.onerror = probe.onload = () => done();
+      probe.src = 'x';  // the payloads' own address, resolved against the same page
+    })""")
     assert page.evaluate("() => window.__pwned") is None, "a payload ran"
     assert dialogs == []
     injected = page.eval_on_selector_all(

@@ -243,7 +243,7 @@ def _detail(response: Any) -> str:
 
 
 @pytest.mark.server
-def test_gradio_level_inputs_get_one_line_of_ours_and_a_4xx(server: Any) -> None:
+def test_gradio_level_inputs_get_one_line_of_ours_and_a_4xx(server: Any, long_models: dict[str, str]) -> None:
     url = server.url
     config = httpx.get(f"{url}config", timeout=30, verify=LOCAL_TLS).json()
     js_only = [d["id"] for d in config["dependencies"] if not d.get("backend_fn")]
@@ -301,9 +301,26 @@ def test_gradio_level_inputs_get_one_line_of_ours_and_a_4xx(server: Any) -> None
                           json={"data": ["x", "t", "baseline", "", "{}", 4, True, 1.0, 1e300, "float32", ""]},
                           timeout=60, verify=LOCAL_TLS)
     assert answered.json()["error"] == "seed is far too large; got a number of 997 bits", answered.text
-    time.sleep(0.5)
+    # Nothing the refusal left behind writes a traceback later: the log is read after a line the server writes after
+    # it (a REST call of the MCP generate whose client leaves once it generates: the server logs when its run stopped).
+    from test_hostile import PROMPT, _http_request, _wait_for_log, _worker_threads
+
+    sock = _http_request(url, "POST", "/gradio_api/run/mcp_generate",
+                         {"data": [PROMPT, long_models["long"], "baseline", "", "{}", 8000, False, 1.0, 0, "float32", ""]})
+    try:
+        deadline = time.monotonic() + 120
+        while _worker_threads(server) == 0:  # its generation has begun
+            assert time.monotonic() < deadline, "the MCP generate never started generating"
+            time.sleep(0.05)
+    finally:
+        sock.close()
+    line = _wait_for_log(server, "MCP generate ", start, within_s=60)
+    assert line is not None and "MCP generate stopped" in line and "after its client left" in line, line
     assert "Traceback" not in server.log.read_bytes()[start:].decode(errors="replace"), "a refusal filled the log"
-    assert server.alive()
+    deadline = time.monotonic() + 60
+    while _worker_threads(server) and time.monotonic() < deadline:  # the run's worker ends at its next step
+        time.sleep(0.05)
+    assert server.alive() and _worker_threads(server) == 0
 
 
 def _cpu_s(pid: int) -> float:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from appserver import app_url_fixture, browser_fixture, needs_chromium, picture_path
+from test_a11y_browser import settle as still
 
 from playground import i18n
 from playground.methods import METHODS
@@ -70,7 +71,7 @@ def generate(page: Any, lang: str) -> list[dict[str, Any]]:
     box.blur()
     page.click("#pg-generate")
     assert wait_finished(page) == "done", page.inner_text("#pg-status-box")
-    page.wait_for_timeout(500)
+    still(page)  # the run's last views drawn and laid out: the token boxes read are the final ones
     return page.evaluate(TOKEN_BOXES)
 
 
@@ -131,7 +132,7 @@ def test_page_in_the_browsers_language(browser: Any, app_url: str, lang: str, lo
         assert not re.search(r"\d\.\d" if lang == "ru" else r"\d,\d|[\u0660-\u0669\u06f0-\u06f9]", stats), stats
         assert page.evaluate("() => getComputedStyle(document.querySelector('[data-stat=\"tokens_per_step\"] "
                              ".pg-value')).direction") == "ltr"
-        page.wait_for_timeout(500)
+        still(page)
         page.screenshot(path=str(picture_path(f"screenshot-{lang}.png")), full_page=False)
     finally:
         page.context.close()

@@ -16,7 +16,8 @@ import re
 from typing import Any
 
 import pytest
-from appserver import app_url_fixture, browser_fixture, needs_chromium
+from appserver import HandlerCalls, app_url_fixture, browser_fixture, needs_chromium
+from test_a11y_browser import settle as still
 
 from playground import i18n
 from playground.app import preset_picker
@@ -167,6 +168,7 @@ def test_no_english_on_any_tab(browser: Any, app_url: str, lang: str) -> None:
     context = browser.new_context(viewport={"width": 1440, "height": 1000}, locale=lang)
     page = context.new_page()
     page.set_default_timeout(60_000)
+    calls = HandlerCalls(page)  # before the page loads: its load events are handler calls too
     try:
         page.goto(f"{app_url}?lang={lang}")
         page.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value", timeout=120_000)
@@ -176,7 +178,10 @@ def test_no_english_on_any_tab(browser: Any, app_url: str, lang: str) -> None:
         # and the preset list's (later), so the check sees the page as a visitor does once it has loaded.
         page.wait_for_function("(label) => document.querySelector('[data-testid=pg-legend]').innerText.includes(label)",
                                arg=i18n.t("render.legend.accepted.label", lang))
-        page.wait_for_timeout(1000)
+        calls.settle()  # every load event's answer has landed: what they localize is in the page
+        for chart in ("#pg-chart-acceptance", "#pg-chart-timing"):  # their hints drawn (plotly loads after the load)
+            page.wait_for_selector(f"{chart} .js-plotly-plot .main-svg")
+        still(page)
         found = {"generate": english_on_page(page)}
         page.click("#pg-preset input")  # the picker's list, open
         page.wait_for_selector("[role=option]")
@@ -193,7 +198,11 @@ def test_no_english_on_any_tab(browser: Any, app_url: str, lang: str) -> None:
         found["preset info"] = english_on_page(page)
         for tab in TABS:
             page.click(f"#pg-tab-{tab}-button")
-            page.wait_for_timeout(800)
+            page.wait_for_selector(f"#pg-tab-{tab}", state="visible")
+            if tab == "theory":  # its chart, drawn once its tab shows (plotly is loaded then): its words are read too
+                page.wait_for_selector("#pg-theory-chart .js-plotly-plot .main-svg")
+            calls.settle()  # whatever the switch asked of the server has landed
+            still(page)  # and the tab is drawn
             found[tab] = english_on_page(page)
         found = {where: words for where, words in found.items() if words}
         if found:

@@ -451,6 +451,7 @@ def test_the_bundled_gemma_copy_equals_its_cast() -> None:
 
 CONVERT_ELSEWHERE = """
 import sys, time
+from pathlib import Path
 sys.path[:0] = sys.argv[1:3]  # the project and tests/ (the tiny model's `assemble`)
 from playground import i18n, models
 source = models.GgufSource(filename="tiny.gguf", sha256=sys.argv[3], requirement="tiny", module="tiny")
@@ -459,10 +460,12 @@ models.CATALOGUE[entry.key] = entry
 said = []
 
 def progress(message):
-    if not said:  # the lock is held and the first line published: tell the test, then keep it a while
-        said.append(message)
+    if not said:  # the lock is held and the first line published: tell the test, then keep it until the waiting
+        said.append(message)  # process has relayed that line (it touches argv[4]), or 120 s
         print("converting:", message, flush=True)
-        time.sleep(2.0)
+        deadline = time.monotonic() + 120
+        while not Path(sys.argv[4]).exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 models.ensure_converted(entry, progress)
 print("converted", flush=True)
@@ -479,7 +482,9 @@ def test_a_second_process_waits_for_a_conversion_under_way_and_shows_its_progres
                                module="tiny")
     entry = models.ModelEntry(key="bundled/tiny", label="Tiny", description="", source="bundled", gguf=source)
     monkeypatch.setitem(models.CATALOGUE, entry.key, entry)
-    other = subprocess.Popen([sys.executable, "-c", CONVERT_ELSEWHERE, str(ROOT), str(ROOT / "tests"), source.sha256],
+    relayed = tmp_path / "relayed"  # the other process holds its lock until this process has relayed its first line
+    other = subprocess.Popen([sys.executable, "-c", CONVERT_ELSEWHERE, str(ROOT), str(ROOT / "tests"), source.sha256,
+                              str(relayed)],
                              env={**os.environ, "PLAYGROUND_CACHE_DIR": str(tmp_path)}, stdout=subprocess.PIPE, text=True)
     try:
         assert other.stdout is not None
@@ -491,7 +496,12 @@ def test_a_second_process_waits_for_a_conversion_under_way_and_shows_its_progres
 
         monkeypatch.setattr(models.gguf_convert, "_convert_into", no_conversion_here)
         messages: list[str] = []
-        directory = models.ensure_converted(entry, messages.append)
+
+        def relay(message: str) -> None:
+            messages.append(message)
+            relayed.touch()
+
+        directory = models.ensure_converted(entry, relay)
         assert other.wait(timeout=120) == 0 and other.stdout.read().strip() == "converted"
     finally:
         other.kill()

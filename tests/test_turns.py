@@ -149,9 +149,12 @@ class Hold:
 
 def _waiting(live: LiveRun) -> bool:
     """Whether this run waits in the baton's queue."""
-    turns = live._turns
+    return live._turns is not None and _waiting_turns(live._turns)
+
+
+def _waiting_turns(turns: _Turns) -> bool:
     with _SCHEDULER.baton:
-        return turns is not None and turns in _SCHEDULER.queue
+        return turns in _SCHEDULER.queue
 
 
 def _interleave(store, models, long_name: str, short_name: str) -> tuple[Trace, Trace, Consumer, Consumer, LiveRun]:
@@ -267,20 +270,35 @@ def test_a_run_stopped_while_waiting_between_its_steps_takes_no_further_step(sto
             time.sleep(0.002)
         short_consumer = Consumer(short_run)
         assert hold.holding.wait(WAIT_S)
-        _left_between_steps(short_run.stop, short_consumer.thread, hold, short_consumer.join, short_run._turns.turns,
+        _left_between_steps(short_run.stop, short_consumer.thread, hold, short_consumer.join, short_run._turns,
                             alone, long_consumer)
     finally:
         hold.remove()
 
 
 def _left_between_steps(leave: Callable[[], None], worker: threading.Thread, hold: Hold, finish: Callable[[], Trace],
-                        turns: int, alone: Trace, other: Consumer) -> None:
-    """`leave()` while the run (its thread `worker`, `turns` taken) waits between two of its steps and `hold` holds the
-    other run: it takes its turn back to end generate() cleanly, without another step, its tokens the start of its
-    tokens alone; the other run goes on to its length."""
+                        waiting: _Turns, alone: Trace, other: Consumer) -> None:
+    """`leave()` while the run (its thread `worker`, its turns `waiting`) waits between two of its steps and `hold`
+    holds the other run: it takes its turn back to end generate() cleanly, without another step, its tokens the start
+    of its tokens alone; the other run goes on to its length."""
+    turns = waiting.turns
+    looks: list[bool] = []  # the waiting run's looks at whether it was stopped that found it so, made in the queue
+    own = waiting.stopped
+
+    def stopped() -> bool:
+        answer = own()
+        if answer and waiting in _SCHEDULER.queue:
+            looks.append(answer)
+        return answer
+
+    waiting.stopped = stopped  # the queued run asks its own `stopped` as it waits (`_Scheduler.await_baton_locked`)
     leave()
-    time.sleep(0.2)
-    assert worker.is_alive(), "it takes its turn back to end generate() cleanly"
+    # It saw itself stopped, and after its next wait for the baton looked again still queued: it did not leave.
+    deadline = time.monotonic() + WAIT_S
+    while len(looks) < 2:
+        assert time.monotonic() < deadline, f"the stopped run looked {len(looks)} times while queued"
+        time.sleep(0.002)
+    assert worker.is_alive() and _waiting_turns(waiting), "it takes its turn back to end generate() cleanly"
     hold.release.set()
     trace = finish()
     assert trace.finish_reason == "stopped"
@@ -444,7 +462,7 @@ def test_an_mcp_generate_whose_agent_leaves_between_its_steps_takes_no_further_s
     try:
         agent.start(page_run)
         assert hold.holding.wait(WAIT_S)
-        _left_between_steps(agent.gone.set, agent.thread, hold, agent.join, agent.turns.turns, alone, page_consumer)
+        _left_between_steps(agent.gone.set, agent.thread, hold, agent.join, agent.turns, alone, page_consumer)
     finally:
         hold.remove()
 

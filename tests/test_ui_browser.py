@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from appserver import (ARTIFACTS, app_url_fixture, browser_fixture, free_port, headless_chromium, needs_chromium,
-                       start_app, stop_app)
+from appserver import (ARTIFACTS, HandlerCalls, app_url_fixture, browser_fixture, free_port, headless_chromium,
+                       needs_chromium, start_app, stop_app)
+from test_a11y_browser import settle as still
 
 from playground.trace import STATUSES
 
@@ -159,11 +160,11 @@ def test_generate_streams_coloured_tokens_and_charts(page: Any) -> None:
     assert set(legend) == set(STATUSES)
     assert not page.is_checked("#pg-check-plain input"), "checking against plain generate() is off by default"
 
-    page.wait_for_timeout(500)  # let plotly finish its transitions
+    still(page)  # plotly's transitions have ended
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "ui-prompt-lookup.png"), full_page=True)
     page.evaluate("document.body.classList.add('dark')")  # Gradio's dark mode
-    page.wait_for_timeout(300)
+    still(page)  # its colours eased in
     page.screenshot(path=str(ARTIFACTS / "ui-prompt-lookup-dark.png"), full_page=True)
 
     # The trace of the run downloads as JSON and says the same as the page.
@@ -275,15 +276,21 @@ def test_a_run_clicked_during_the_start_up_load_ends_done_and_stays_done(browser
     try:
         page = context.new_page()
         page.set_default_timeout(60_000)
+        calls = HandlerCalls(page)
         page.goto(f"http://127.0.0.1:{port}/")
         page.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value")
         loading = page.inner_text("#pg-status-box")
         set_number(page, "pg-max-new-tokens", 2)
         page.click("#pg-generate")
         assert wait_finished(page) == "done", page.inner_text("#pg-status-box")
-        page.wait_for_timeout(2500)  # two and a half ticks of the load-progress timer
+        # Every tick of the load-progress timer sent by now has landed, and two more would have, had it gone on.
+        calls.settle()
+        tick = calls.fn_named("poll_preload")
+        ticks = calls.sent.count(tick)
+        calls.page_time(2.5)  # two and a half of its 1 s ticks
         assert page.get_attribute("#pg-status-box [data-testid=pg-status]", "data-kind") == "done", \
-            f"{page.inner_text('#pg-status-box')!r} (before the click: {loading!r})"
+            f"{page.inner_text('#pg-status-box')!r} (before the click: {loading!r}; ticks after done: " \
+            f"{calls.sent.count(tick) - ticks})"
         assert stat(page, "new_tokens") == "2"
     finally:
         context.close()

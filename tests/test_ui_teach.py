@@ -15,7 +15,8 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 import pytest
-from appserver import ARTIFACTS, needs_chromium
+from appserver import ARTIFACTS, HandlerCalls, needs_chromium
+from test_a11y_browser import settle as still
 from test_ui_browser import RUN_TIMEOUT_MS, set_number, wait_finished
 
 from playground import charts, render
@@ -483,6 +484,7 @@ def teach_page_factory(shared_apps: Any, shared_chromium: Any) -> Any:
         contexts.append(context)
         pg = context.new_page()
         pg.set_default_timeout(60_000)
+        pg.calls = HandlerCalls(pg)  # before the page loads: its load events are handler calls too
         pg.goto(url)
         pg.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value", timeout=60_000)
         return pg
@@ -568,7 +570,7 @@ def test_replay_theory_and_code_after_a_run_in_the_browser(teach_page_factory: A
             break
         page.click("#pg-replay-next")
         wait_current(page, k)
-    page.wait_for_timeout(600)  # plotly's transition
+    still(page)  # plotly's transition has ended
     page.locator("#pg-tab-replay").screenshot(path=str(ARTIFACTS / "replay.png"))
 
     # Play: from the last step it starts over at step 1 and steps forward on its own; Pause holds it.
@@ -580,9 +582,11 @@ def test_replay_theory_and_code_after_a_run_in_the_browser(teach_page_factory: A
     assert page.inner_text("#pg-replay-play") == replay_tab.PAUSE
     page.click("#pg-replay-play")
     page.wait_for_function(f"() => document.querySelector('#pg-replay-play').innerText === {replay_tab.PLAY!r}")
-    page.wait_for_timeout(300)  # a tick already on its way lands
-    held = replay_state(page)["current"]
-    page.wait_for_timeout(int(2.5 * replay_tab.PLAY_EVERY_S * 1000))
+    page.calls.settle()  # the Pause's answer (its timer off) and a tick already on its way have landed
+    held, tick = replay_state(page)["current"], page.calls.fn_named("replay_tick")
+    ticks = page.calls.sent.count(tick)
+    page.calls.page_time(2.5 * replay_tab.PLAY_EVERY_S)  # two ticks, had the timer gone on, sent and answered
+    assert page.calls.sent.count(tick) == ticks, "paused, yet the play's timer ticked on"
     assert replay_state(page)["current"] == held, "paused, yet the replay moved on"
     page.click("#pg-replay-play")  # on again, to the end, where it stops by itself
     page.wait_for_function(
@@ -608,7 +612,7 @@ def test_replay_theory_and_code_after_a_run_in_the_browser(teach_page_factory: A
     assert "prompt_lookup: measured" in legend and "γ = 3" in legend
     assert page.locator("#pg-diagnosis-box li").count() >= 2
     assert "The target judged" in page.inner_text("#pg-diagnosis-box")
-    page.wait_for_timeout(500)
+    still(page)
     page.locator("#pg-tab-theory").screenshot(path=str(ARTIFACTS / "theory.png"))
 
     # The code of the run.
@@ -695,5 +699,5 @@ def test_compare_and_race_in_the_browser(teach_page_factory: Any) -> None:
     output = page.inner_text('#pg-compare-table tr[data-method="prompt_lookup"] td:last-child')
     if output.strip() == "= baseline":  # lossless greedy: both lanes wrote the same text
         assert texts[0] == texts[1] and texts[0].strip()
-    page.wait_for_timeout(300)
+    still(page)
     page.locator("#pg-tab-compare").screenshot(path=str(ARTIFACTS / "compare.png"))
