@@ -14,7 +14,8 @@ import re
 from typing import Any, Iterator
 
 import pytest
-from appserver import ARTIFACTS, app_url_fixture, browser_fixture, needs_chromium
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from appserver import ARTIFACTS, HandlerCalls, app_url_fixture, browser_fixture, needs_chromium
 
 from playground import i18n
 from playground.app.access import FOCUS_DARK, FOCUS_LIGHT
@@ -44,9 +45,11 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def load(page: Any, url: str) -> None:
+    calls = HandlerCalls(page)
     page.goto(url)
     page.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value")
-    page.wait_for_timeout(500)  # the load events' last updates (labels, the tabs' texts)
+    calls.settle()  # the load events' answers (labels, the tabs' texts) have all arrived, none follows
+    settle(page)  # ... and the page has drawn them
 
 
 ACTIVE = """() => { const e = document.activeElement;
@@ -301,7 +304,7 @@ def test_language_picker_changes_only_on_a_choice_and_keeps_the_focus(page: Any,
     page.evaluate("() => { window.pgSamePage = true; }")
     page.keyboard.press("Tab")
     assert active(page)["block"] == "pg-preset"
-    page.wait_for_timeout(500)
+    settle(page)  # a reload the blur set off would have begun: the page is still, and still this one
     assert page.evaluate("() => window.pgSamePage === true") and "lang=ru" in page.url
 
 
@@ -344,7 +347,8 @@ def test_every_kind_of_control_shows_a_focus_ring(page: Any, app_url: str, schem
     page.emulate_media(color_scheme=scheme)
     try:
         load(page, f"{app_url}?lang=en")
-        expected = rgb({"light": "rgb(29, 78, 216)", "dark": "rgb(252, 211, 77)"}[scheme])
+        want = {"light": "rgb(29, 78, 216)", "dark": "rgb(252, 211, 77)"}[scheme]
+        expected = rgb(want)
         assert (FOCUS_LIGHT, FOCUS_DARK) == ("#1d4ed8", "#fcd34d")
         for kind, selector in KINDS.items():
             page.evaluate("s => document.querySelector(s).scrollIntoView({block: 'center'})", selector)
@@ -354,7 +358,10 @@ def test_every_kind_of_control_shows_a_focus_ring(page: Any, app_url: str, schem
               const i = all.indexOf(document.querySelector(s)); (all[i - 1] || document.body).focus(); }""", selector)
             page.keyboard.press("Tab")
             assert page.evaluate("s => document.activeElement === document.querySelector(s)", selector), kind
-            page.wait_for_timeout(400)  # Gradio's labels ease their colours in
+            try:  # Gradio's labels ease their colours in: poll until the ring shows the focus colour
+                page.wait_for_function(f"want => ({RING})().color === want", arg=want, timeout=10_000)
+            except PlaywrightTimeoutError:
+                pass  # the assertions below say what it shows instead
             ring = page.evaluate(RING)
             assert ring["style"] == "solid" and ring["width"] >= 3, (kind, ring)
             assert rgb(ring["color"]) == expected, (kind, ring)
