@@ -55,15 +55,14 @@ class _ScoreWatch:
         if logits is None:
             return
         asserts = sampling_asserts_on(logits.device)
-        if self.drafting:  # not the target's scores: never trips the watch, but the drafter samples from them too
-            if asserts:
-                neutralize(logits, ~torch.isfinite(logits.amax(dim=-1, keepdim=True)))
+        if self.drafting and not asserts:  # the drafter's scores: never trip the watch; only a GPU needs them mended
             return
         rows_bad = ~torch.isfinite(logits.amax(dim=-1, keepdim=True))
         if asserts:
             neutralize(logits, rows_bad)
-        bad = rows_bad.any()
-        self._bad = bad if self._bad is None else self._bad | bad
+        if not self.drafting:
+            bad = rows_bad.any()
+            self._bad = bad if self._bad is None else self._bad | bad
 
     @contextlib.contextmanager
     def watching(self, model: Any) -> Iterator[None]:
