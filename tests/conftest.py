@@ -11,7 +11,9 @@ loads any model, a tiny one too, without the `models` marker (every Transformers
 from __future__ import annotations
 
 import functools
+import os
 import sys
+
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -129,7 +131,26 @@ def _counting_models() -> None:
     PreTrainedModel.post_init = post_init  # type: ignore[method-assign]
 
 
+def _threads_per_worker() -> int | None:
+    """Torch threads for each of xdist's workers and the apps and scripts they start: the cores shared out (two
+    workers on two cores: one each), unless OMP_NUM_THREADS says otherwise. Two processes of two threads each on two
+    cores make every parallel op wait for a thread the other process holds (measured: 2 bundled-model files under
+    `-n 2`, 128 -> 90 s, CPU 249 -> 178 s)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if workers < 2 or "OMP_NUM_THREADS" in os.environ:
+        return None
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
+WORKER_THREADS = _threads_per_worker()
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if WORKER_THREADS is not None:  # this worker's torch, and every process a test starts (apps, scripts)
+        import torch
+
+        os.environ["OMP_NUM_THREADS"] = str(WORKER_THREADS)
+        torch.set_num_threads(WORKER_THREADS)
     # Before the test modules import them: `from playground.models import load_model` then gets the recording one.
     _replace_in_the_model_layer("load_model", _recording_bundled_loads)
     _replace_in_the_model_layer("ensure_converted", _recording_bundled_conversions)
@@ -204,6 +225,18 @@ def shared_chromium() -> Iterator[Any]:
 def store() -> ModelStore:
     """A model store of the test module's own: its models are loaded once and dropped with the module."""
     return ModelStore()
+
+
+@pytest.fixture
+def two_torch_threads():
+    """At least two intra-op threads for a test about OpenMP teams (xdist's workers run one each,
+    `WORKER_THREADS`); restored after the test."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(2, threads))
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -369,17 +369,14 @@ def test_a_held_run_keeps_copies_of_its_logits_not_transformers_tensors(store, t
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts the process's threads in /proc")
-def test_taking_the_logit_ring_starts_no_openmp_team():
+def test_taking_the_logit_ring_starts_no_openmp_team(two_torch_threads):
     """The buffer's pages are written by numpy, not by a torch fill: a fill this large starts an OpenMP team in the
     consumer's thread, and with more OpenMP threads than cores generation's own team sleeps and wakes around every op
     (`_LogitRing`). Counted in a fresh thread, which has no team yet: no thread appears while it takes the buffer."""
     import os
     import threading
 
-    import torch
 
-    if torch.get_num_threads() < 2:
-        pytest.skip("torch runs one thread here: no team could start")
     counts: list[int] = []
 
     def take() -> None:
@@ -519,15 +516,12 @@ def _threads_started_by(work) -> list[str]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts the process's threads in /proc")
 @pytest.mark.parametrize("case", sorted(WIDE_CASES))
-def test_digesting_wide_sampling_records_starts_no_openmp_team(store, wide_pair, case):
+def test_digesting_wide_sampling_records_starts_no_openmp_team(store, wide_pair, case, two_torch_threads):
     """The consumer's whole digest of real sampling records, rows wider than the grain: the softmaxes, the top-k
     lists, the drafted tokens' p and q, ensemble verification's mixture v, and the residual max(0, p − q)
     normalised at refused positions. Done in a fresh thread, no thread appears (a team there would make
     generation's own team sleep and wake around every op, `_LogitRing`)."""
-    import torch
 
-    if torch.get_num_threads() < 2:
-        pytest.skip("torch runs one thread here: no team could start")
     weight = WIDE_CASES[case]
     records, steps = _wide_records(store, wide_pair, weight)
     started = _threads_started_by(lambda: [distributions._digest(raw, 5, True, weight) for raw in records])
@@ -598,14 +592,12 @@ def _sorted_pairs(row, k: int) -> list[tuple[int, float]]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts the process's threads in /proc")
-def test_a_flat_row_and_bfloat16_logits_start_no_openmp_team_and_read_as_torchs():
+def test_a_flat_row_and_bfloat16_logits_start_no_openmp_team_and_read_as_torchs(two_torch_threads):
     """The two other paths past the grain: a row so flat that its top-k is sorted whole (torch's sort copies the row,
     and the copy started a team), here with NaN entries and ties, sorted as torch sorts it; and a drafter's bfloat16
     logits (the MTP drafter's), converted to float32 in pieces, whose softmax is torch's to the last bit."""
     import torch
 
-    if torch.get_num_threads() < 2:
-        pytest.skip("torch runs one thread here: no team could start")
     width = 262_144  # Gemma's
     generator = torch.Generator().manual_seed(0)
     flat = torch.full((width,), 1.0 / width)  # more than MAX_CANDIDATES entries reach its floor: sorted whole

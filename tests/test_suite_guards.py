@@ -107,3 +107,34 @@ def test_the_recorded_file_weights_name_only_test_files_that_exist() -> None:
     assert len(weights) > 50 and all(seconds >= 0 for seconds in weights.values())
     stale = sorted(name for name in weights if not (ROOT / name).is_file())
     assert not stale, f"tests/file_weights.json names files that do not exist: {stale}"
+
+
+@pytest.mark.parametrize(("env", "cores", "expected"), [
+    ({"PYTEST_XDIST_WORKER_COUNT": "2"}, 2, 1),  # README's `-n 2` on two cores: one thread each
+    ({"PYTEST_XDIST_WORKER_COUNT": "2"}, 16, 8),
+    ({"PYTEST_XDIST_WORKER_COUNT": "4"}, 2, 1),
+    ({"PYTEST_XDIST_WORKER_COUNT": "2", "OMP_NUM_THREADS": "2"}, 2, None),  # the caller's choice stands
+    ({}, 2, None),  # one process: torch's own default
+])
+def test_xdist_workers_share_the_cores_out(monkeypatch, env: dict[str, str], cores: int, expected: int | None) -> None:
+    import conftest
+
+    for name in ("PYTEST_XDIST_WORKER_COUNT", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(conftest.os, "cpu_count", lambda: cores)
+    assert conftest._threads_per_worker() == expected
+
+
+def test_this_worker_and_the_processes_it_starts_run_its_share_of_the_cores() -> None:
+    """Under xdist the worker's torch and a process a test starts (as an app is started) run `WORKER_THREADS`;
+    alone, torch keeps its default (the cores)."""
+    import conftest
+    import torch
+
+    expected = conftest.WORKER_THREADS or torch.get_num_threads()
+    assert torch.get_num_threads() == expected
+    child = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                           capture_output=True, text=True, check=True, timeout=120)
+    assert int(child.stdout) == expected
