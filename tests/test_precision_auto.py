@@ -139,6 +139,26 @@ def test_a_measurement_from_another_machine_or_conversion_is_not_trusted(cache_d
     assert hardware.kept_measurement() is None
 
 
+@pytest.mark.parametrize(("omp", "threads"), [(None, None), ("1", 1), ("3", 3), ("2,1", 2), ("0", None), ("x", None)])
+def test_the_identity_names_the_threads_torch_runs(monkeypatch, omp: str | None, threads: int | None) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    if omp is not None:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    assert hardware.machine_identity()["threads"] == (threads or hardware.machine_identity()["cores"])
+
+
+def test_a_measurement_made_with_other_threads_is_not_trusted(cache_dir, monkeypatch) -> None:
+    """A test worker's one thread (tests/conftest.py) or a Space's OMP_NUM_THREADS decodes at another ratio: measured
+    again under the threads that will run."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    cache.keep_speed(cache_dir, hardware.machine_identity(), dataclasses.asdict(FASTER))
+    assert hardware.kept_measurement() == FASTER
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert hardware.kept_measurement() is None
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert (hardware.kept_measurement() == FASTER) == (hardware.machine_identity()["cores"] == 1)
+
+
 # --------------------------------------------------------------------------- nobody waits for the measurement (issue 44)
 
 

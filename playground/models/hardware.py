@@ -46,15 +46,23 @@ def _cpu_name() -> str:
     return next((line.partition(":")[2].strip() for line in text.splitlines() if line.startswith("model name")), "")
 
 
+def _omp_threads() -> int | None:
+    """The intra-op threads OMP_NUM_THREADS gives torch (its first level where it lists several); None if unset or
+    not a positive number (torch then runs one a core)."""
+    first = (os.environ.get("OMP_NUM_THREADS") or "").split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) > 0 else None
+
+
 def machine_identity() -> dict[str, Any]:
-    """What a kept measurement was measured on (read without torch): a cache moved to another CPU, core count or torch
-    release is measured again there."""
+    """What a kept measurement was measured on (read without torch): a cache moved to another CPU, core count, thread
+    count (OMP_NUM_THREADS: one thread decodes at another ratio than two) or torch release is measured again there."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     try:
         torch_version = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         torch_version = ""
-    return {"cpu": _cpu_name(), "bf16": list(_cpu_bf16_flags()), "cores": cores, "torch": torch_version}
+    return {"cpu": _cpu_name(), "bf16": list(_cpu_bf16_flags()), "cores": cores, "threads": _omp_threads() or cores,
+            "torch": torch_version}
 
 
 def kept_measurement(spec: str = SPEED_MODEL) -> SpeedMeasurement | None:
