@@ -60,6 +60,9 @@ SETTINGS_DOC: list[tuple[str, str, str]] = [
      "default on a machine of one's own, where a class reaches it from its own addresses)."),
     ("PLAYGROUND_QUEUE_SIZE", "64", "Calls waiting in the queue, all clients together; one more is refused in one "
      "line (HTTP 503). 0: no bound."),
+    ("PLAYGROUND_STREAM_OPEN_S", "30",
+     "Seconds a queued call waits for its client to open the answer's stream (every client opens it right after its "
+     "call: this is margin for a busy server); past it the call ends, its runs at their next step."),
     ("PLAYGROUND_MALLOC_ARENAS", "2",
      "Memory pools (glibc malloc arenas) the server's threads share at most. glibc's default, 8 per core, let a "
      "class's runs, each in its own thread, leave hundreds of MB free but held in pools of their own "
@@ -108,6 +111,7 @@ class Settings:
     top_k: int = 5  # the step microscope's top-k per distribution (0: record none)
     client_calls: int = 0  # queued or running calls per client address (0: no bound; 2 in public mode)
     queue_size: int = 64  # calls waiting in the queue, all clients (0: no bound)
+    stream_open_s: float = 30.0  # a queued call whose answer stream is not opened this long ends (app.gate)
     uploads_mb: float = 512.0  # memory all sessions' uploaded traces may take together (app.uploads)
     trust_forwarded: bool = False  # the client's address from X-Forwarded-For (a Space's proxy sets it)
     pause_idle_s: float = 180.0  # a step-by-step pause with no press this long ends the run
@@ -198,6 +202,7 @@ def get_settings() -> Settings:
         top_k=_int_at_most("PLAYGROUND_TOP_K", 5, minimum=0, maximum=MICROSCOPE_MAX_TOP_K),
         client_calls=_int("PLAYGROUND_CLIENT_CALLS", 2 if public else 0, minimum=0),
         queue_size=_int("PLAYGROUND_QUEUE_SIZE", 64, minimum=0),
+        stream_open_s=_float("PLAYGROUND_STREAM_OPEN_S", 30.0),
         uploads_mb=_float("PLAYGROUND_UPLOADS_MB", 512.0),
         trust_forwarded=_bool("PLAYGROUND_TRUST_FORWARDED", default=in_a_space()),
         pause_idle_s=_float("PLAYGROUND_PAUSE_IDLE_S", 180.0),

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # a left-to-right isolate, a zero-width space, NUL, a line separator, a C1 control.
 EVIL = "\x1b[2J\x1b]0;pwn\x07\u202egnp.exe\u2066\u200b\x00\u2028\x9b"
 SIZE_LINE = f"the file is over {MAX_INPUT_MB} MB"
+STREAM_OPEN_S = 8  # the server's PLAYGROUND_STREAM_OPEN_S (default 30)
 
 
 def _unsafe_characters(text: str) -> set[str]:
@@ -232,9 +233,11 @@ def server(long_models: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 
     # Four calls from this one client at once (the never-read ones): over PLAYGROUND_CLIENT_CALLS' default of 2, which
     # tests/test_hostile4.py checks; here the watcher that ends them is the subject.
+    # PLAYGROUND_STREAM_OPEN_S shorter than its 30 s default: the never-read calls' test waits it out (its calls
+    # computing meanwhile); every other call here opens its stream at once or is refused before it is queued.
     with public_server(long_models, tmp_path_factory, "hostile3-server",
                        {"PLAYGROUND_MCP": "1", "PLAYGROUND_MAX_NEW_TOKENS": "8000",
-                        "PLAYGROUND_CLIENT_CALLS": "8"}) as served:
+                        "PLAYGROUND_CLIENT_CALLS": "8", "PLAYGROUND_STREAM_OPEN_S": str(STREAM_OPEN_S)}) as served:
         yield served
 
 
@@ -336,7 +339,6 @@ def test_calls_whose_answer_stream_is_never_opened_end_and_their_work_stops(serv
     """Four long calls queued and never read (REST `call/` for the three MCP functions, the page's own generate by
     the raw queue protocol), all at once: each is ended once STREAM_OPEN_S passes without its answer stream (the log
     names it), the MCP functions' runs stop (their log line), and afterwards the server's CPU time stands still."""
-    from playground.app.gate import STREAM_OPEN_S
     from test_hostile import PROMPT, _wait_for_log, _worker_threads, generate_args
 
     target = long_models["long"]
@@ -355,6 +357,7 @@ def test_calls_whose_answer_stream_is_never_opened_end_and_their_work_stops(serv
     for name in (*calls, "generate"):
         line = _wait_for_log(server, f"ended {name}: no answer stream", start, within_s=STREAM_OPEN_S + 60)
         assert line is not None, f"{name} went on with no one to read its answer"
+        assert f"open for {STREAM_OPEN_S} s" in line, line  # the server's own bound, not the default
     for tool in ("compare", "bench", "generate"):
         line = _wait_for_log(server, f"MCP {tool} ", start, within_s=60)
         assert line is not None and f"MCP {tool} stopped" in line, line

@@ -1,7 +1,14 @@
-"""Sampling with a checkpoint's own MTP layer (DeepSeek-V3) keeps the target's distribution: the chi-square test of
+"""Sampling with a checkpoint's own MTP layer keeps the target's distribution: the chi-square test of
 test_method_sampling.py (its enumeration, seeded runs and pooling), and the fault it must catch injected into
-Transformers' real MTP generator. A file of its own: its two tests are the slowest of the sampling tests (a 61-layer
-forward per token), and README's `-n 2 --dist loadfile` hands whole files to its workers.
+Transformers' real MTP generator. A file of its own: its two tests are among the slowest of the sampling tests, and
+README's `-n 2 --dist loadfile` hands whole files to its workers.
+
+The checkpoint is a tiny random Mellum (2 main layers, its MTP layer at `mtp.*`). Transformers' MTP path is the same
+for every architecture (MTPCandidateGenerator, MtpModel rebuilt from the safetensors at each call, rejection sampling
+in the assisted loop); only the MTP block's layer class and where its weights lie differ. A DeepSeek-V3 checkpoint
+must have 61 main layers (Transformers finds its MTP weights by the key pattern `model.layers.61.*` and renames
+`layers.{num_hidden_layers}.*`), and 61 layers per forward made these 1,200 runs about three times slower
+(tests/test_methods.py keeps DeepSeek-V3's MTP layer: greedy equal to a baseline run, sampling seeded).
 """
 
 from __future__ import annotations
@@ -10,9 +17,9 @@ import pytest
 
 from playground.engine import PreparedRun, RunRequest, prepare
 from test_method_sampling import PASS_P, PROMPT, REJECT_P, _acceptance, chi_square_p, exact_distribution, sample_engine
-from tiny import build_word_tokenizer, save_tiny_deepseek_v3
+from tiny import build_word_tokenizer, save_tiny_mellum
 
-# Hundreds of seeded runs of a 61-layer model per test: each takes a minute or more on two busy cores.
+# Hundreds of seeded runs per test.
 pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
 
 
@@ -20,17 +27,17 @@ pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
 # token 1; the second drafts one token with the checkpoint's one MTP layer, so token 2 passes through rejection
 # sampling and token 3 is the bonus or nothing. The pair (token 2, token 3) is tested, token 1 marginalised out.
 MTP_LENGTH = 3
-# 600 runs each (each a 61-layer forward per token: the slowest runs of this file): the fewest at which the pair's
-# distribution still has the ten cells of 5+ expected samples chi_square_p asks for, and the same 600 seeds reject
-# the injected argmax fault at p = 2e-39 (1000 runs: 2e-160), far below REJECT_P (measured on 4 Dec).
+# 600 runs each: the pair's distribution then has 21 cells of 5+ expected samples (chi_square_p asks for ten); the
+# correct sampler passes at p = 0.65 and the same 600 seeds reject the injected argmax fault at p = 2e-60, far below
+# REJECT_P (measured on 4 Dec; on the 61-layer DeepSeek-V3 before it, 2e-39).
 MTP_RUNS = 600
 
 
 @pytest.fixture(scope="module")
 def mtp_target(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A tiny random DeepSeek-V3 over the word vocabulary, its MTP layer's weights on disk (tests/tiny.py)."""
-    return str(save_tiny_deepseek_v3(tmp_path_factory.mktemp("mtp") / "deepseek_mtp", seed=0,
-                                     tokenizer=build_word_tokenizer()))
+    """A tiny random Mellum over the word vocabulary, its MTP layer's weights on disk (tests/tiny.py)."""
+    return str(save_tiny_mellum(tmp_path_factory.mktemp("mtp") / "mellum_mtp", seed=0,
+                                tokenizer=build_word_tokenizer()))
 
 
 def _mtp_prepared(store, mtp_target: str) -> PreparedRun:

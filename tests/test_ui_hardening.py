@@ -17,6 +17,7 @@ table lists both. Tests assert behaviour, never timings.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import http.server
 import json
@@ -51,6 +52,7 @@ MAX_NEW_TOKENS = 100_000  # the server's cap (PLAYGROUND_MAX_NEW_TOKENS): long r
 MAX_PROMPT_TOKENS = 1000  # above the tiny models' context (512), so both limits can be hit
 BUDGET_GB = 0.01  # tiny models (< 1 MB) fit, the "big" one (~15 MB in bfloat16) does not
 RUN_TIMEOUT_S = 20  # every other run here takes a few seconds at most
+SHORT_RUN_TIMEOUT_S = 4  # the time-limit test's own server: a long run meets it after a few seconds of computing
 UNREACHABLE_ORG = "HuggingFaceTB"  # the stand-in Hub drops connections for this organisation
 
 PROMPT = "One, two, three, four, five. One, two,"
@@ -271,8 +273,9 @@ class Server:
         return Trace.from_json(response.content)
 
 
-@pytest.fixture(scope="module")
-def server(models: dict[str, str], hub: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+@contextlib.contextmanager
+def _serving(models: dict[str, str], hub: str, tmp_path_factory: pytest.TempPathFactory, log_name: str,
+             run_timeout_s: float) -> Iterator[Server]:
     ARTIFACTS.mkdir(exist_ok=True)
     port = free_port()
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "HF_", "GRADIO_"))}
@@ -281,9 +284,9 @@ def server(models: dict[str, str], hub: str, tmp_path_factory: pytest.TempPathFa
         "PLAYGROUND_PRELOAD": "0", "PLAYGROUND_PUBLIC": "1", "PLAYGROUND_ALLOWED_DIRS": models["root"],
         "PLAYGROUND_CONCURRENCY": "2", "PLAYGROUND_MAX_NEW_TOKENS": str(MAX_NEW_TOKENS),
         "PLAYGROUND_MAX_PROMPT_TOKENS": str(MAX_PROMPT_TOKENS), "PLAYGROUND_MEMORY_BUDGET_GB": str(BUDGET_GB),
-        "PLAYGROUND_RUN_TIMEOUT_S": str(RUN_TIMEOUT_S),
+        "PLAYGROUND_RUN_TIMEOUT_S": str(run_timeout_s),
     }
-    log = ARTIFACTS / "hardening-server.log"
+    log = ARTIFACTS / log_name
     proc = start_app(port, log, extra, base_env=base)
     try:
         url = f"http://127.0.0.1:{port}/"
@@ -293,6 +296,12 @@ def server(models: dict[str, str], hub: str, tmp_path_factory: pytest.TempPathFa
                      queued={d["api_name"]: d.get("queue") is not False for d in named})
     finally:
         stop_app(proc)
+
+
+@pytest.fixture(scope="module")
+def server(models: dict[str, str], hub: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with _serving(models, hub, tmp_path_factory, "hardening-server.log", RUN_TIMEOUT_S) as served:
+        yield served
 
 
 def new_client(server: Server) -> Any:
@@ -588,15 +597,20 @@ def test_queue_concurrency_default_fits_two_cores(monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.server
 @pytest.mark.slow
-def test_run_time_limit_ends_a_long_run(client: Any, models: dict[str, str], server: Server) -> None:
-    outputs = client.predict(**request(target=models["long"], max_new_tokens=MAX_NEW_TOKENS), api_name="/generate")
-    kind, text = status(outputs)
-    assert kind == "done" and "stopped by the run time limit (PLAYGROUND_RUN_TIMEOUT_S)" in text, text
-    trace = server.trace(outputs)
-    assert trace.finish_reason == "timeout"
-    check_invariants(trace)
-    assert 0 < trace.summary.new_tokens < MAX_NEW_TOKENS
-    assert server.wait_no_worker() == 0
+def test_run_time_limit_ends_a_long_run(models: dict[str, str], hub: str,
+                                        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """On a server of its own whose limit is SHORT_RUN_TIMEOUT_S (the module's is longer, for runs that must not meet
+    it): a run longer than the limit ends at it, saying so, with what it made."""
+    with _serving(models, hub, tmp_path_factory, "hardening-time-limit-server.log", SHORT_RUN_TIMEOUT_S) as server:
+        outputs = new_client(server).predict(**request(target=models["long"], max_new_tokens=MAX_NEW_TOKENS),
+                                             api_name="/generate")
+        kind, text = status(outputs)
+        assert kind == "done" and "stopped by the run time limit (PLAYGROUND_RUN_TIMEOUT_S)" in text, text
+        trace = server.trace(outputs)
+        assert trace.finish_reason == "timeout"
+        check_invariants(trace)
+        assert 0 < trace.summary.new_tokens < MAX_NEW_TOKENS
+        assert server.wait_no_worker() == 0
 
 
 # --------------------------------------------------------------------------- many visitors

@@ -226,6 +226,58 @@ def save_tiny_glm4_moe(path: Path, seed: int, tokenizer: PreTrainedTokenizerFast
     return _save_with_mtp_layer(path, twin, main, tokenizer, GLM_45_AIR_LAYERS, hidden, seed, True)
 
 
+# --- Mellum's architecture: an MTP layer stored apart from the main layers (`mtp.*`) ------------
+
+def mellum_config(tokenizer: PreTrainedTokenizerFast, layers: int, hidden: int, mlp_layer_types: list[str]) -> Any:
+    from transformers import MellumConfig
+
+    # Transformers finds Mellum's MTP weights by the prefix `mtp.`, not by a layer number: the main model may have as
+    # few layers as we like (DeepSeek-V3 needs 61). Dense main layers keep it small; the MTP layer is MoE and
+    # sliding-window attention, as Transformers builds it.
+    return MellumConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2, moe_intermediate_size=hidden,
+        num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2, head_dim=8, num_experts=4,
+        num_experts_per_tok=2, max_position_embeddings=512, sliding_window=64, num_mtp_layers=1,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"][:layers],
+        mlp_layer_types=mlp_layer_types, tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+
+
+def save_tiny_mellum(path: Path, seed: int, tokenizer: PreTrainedTokenizerFast | None = None,
+                     hidden: int = 16) -> Path:
+    """A tiny random Mellum (2 main layers) with its MTP layer's weights on disk as Mellum ships them: the decoder
+    block at `mtp.layers.0.*` (the third layer of a 3-layer twin, built as Transformers builds MTP blocks) and `mtp.fc`,
+    `mtp.pre_fc_norm_embedding`, `mtp.pre_fc_norm_hidden`, `mtp.norm`."""
+    from safetensors.torch import load_file, save_file
+    from transformers import MellumForCausalLM
+
+    tokenizer = tokenizer or build_tokenizer()
+    torch.manual_seed(seed)
+    twin = MellumForCausalLM(mellum_config(tokenizer, 3, hidden, ["dense", "dense", "sparse"]))
+    main = MellumForCausalLM(mellum_config(tokenizer, 2, hidden, ["dense", "dense"]))
+    with torch.no_grad():
+        twin.lm_head.weight.mul_(8.0)
+    twin.save_pretrained(path / "twin", safe_serialization=True)  # the checkpoint's own key names
+    saved = load_file(str(path / "twin" / "model.safetensors"))
+    main.generation_config.eos_token_id = tokenizer.eos_token_id
+    main.generation_config.pad_token_id = tokenizer.pad_token_id
+    main.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    block = "model.layers.2."
+    state = {k: v for k, v in saved.items() if not k.startswith(block)}
+    state |= {"mtp.layers.0." + k[len(block):]: v for k, v in saved.items() if k.startswith(block)}
+    gen = torch.Generator().manual_seed(seed + 1)
+    state["mtp.fc.weight"] = torch.randn(hidden, 2 * hidden, generator=gen) * 0.2
+    for norm in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
+        state[f"mtp.{norm}.weight"] = torch.ones(hidden)
+    save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
+    for twin_file in (path / "twin").iterdir():
+        twin_file.unlink()
+    (path / "twin").rmdir()
+    return path
+
+
 # --- Gemma 2 (the guide's universal-decoding target) -----------------------------------------
 
 def save_tiny_gemma2(path: Path, seed: int, tokenizer: PreTrainedTokenizerFast | None = None, hidden: int = 64) -> Path:

@@ -28,9 +28,10 @@ where they are. `docs/limits.md` lists what is answered where.
 A queued call's answer goes out on an event stream the client opens after its POST (`/gradio_api/queue/data`, or
 `/gradio_api/call/<name>/<event_id>`). Gradio ends a call whose stream closes, but one whose stream is never opened
 runs to its end for nobody. The gate counts the open streams of each session (and event id); a watcher ends every
-queued or running call whose session has had no open stream for STREAM_OPEN_S: Gradio's own `clean_events`, as for a
-closed stream, so the page's handlers close at their next yield (their runs stop at their next step) and an MCP
-function's REST call sees its event no longer alive (`mcp_tools._client_connected`) and stops its runs.
+queued or running call whose session has had no open stream for PLAYGROUND_STREAM_OPEN_S: Gradio's own
+`clean_events`, as for a closed stream, so the page's handlers close at their next yield (their runs stop at their
+next step) and an MCP function's REST call sees its event no longer alive (`mcp_tools._client_connected`) and stops
+its runs.
 """
 
 from __future__ import annotations
@@ -56,14 +57,13 @@ logger = logging.getLogger(__name__)
 MAX_URL_CHARS = 32 * 1024
 MAX_BODY_BYTES = MAX_INPUT_BYTES + 64 * 1024  # a trace of the upload limit with its multipart framing
 MAX_SESSION_HASH_CHARS = 128  # Gradio's own are 11 characters; a client's own choice, within reason
-# How long a queued call may wait for its client to open the answer's stream: every client opens it right after the
-# POST (the page's and gradio_client's code, Gradio's own curl example: milliseconds), so this is margin for a busy
-# server, not for a person copying an event id by hand. Past it the call ends: nobody is there to read its answer.
-# 10 s was too short for a loaded machine: with its two cores at load 15-18, streams opened up to 8 s after their
-# call was queued (tests/measure/upload_memory.py, each session parsing a 20 MB trace), and 3 uploads of 200 were
-# ended so ("the stream ended early"). The per-client bound (PLAYGROUND_CLIENT_CALLS) caps what a client that never
-# reads can hold meanwhile.
-STREAM_OPEN_S = 30.0
+# How long a queued call may wait for its client to open the answer's stream (PLAYGROUND_STREAM_OPEN_S, 30 s): every
+# client opens it right after the POST (the page's and gradio_client's code, Gradio's own curl example: milliseconds),
+# so this is margin for a busy server, not for a person copying an event id by hand. Past it the call ends: nobody is
+# there to read its answer. 10 s was too short for a loaded machine: with its two cores at load 15-18, streams opened
+# up to 8 s after their call was queued (tests/measure/upload_memory.py, each session parsing a 20 MB trace), and 3
+# uploads of 200 were ended so ("the stream ended early"). The per-client bound (PLAYGROUND_CLIENT_CALLS) caps what a
+# client that never reads can hold meanwhile. A setting so that a test of the ending need not wait the default.
 WATCH_S = 0.5  # how often the watcher looks
 
 _PREFIX = "/gradio_api"
@@ -117,6 +117,7 @@ class Gate:
         settings = get_settings()
         self.public, self.trust_forwarded = settings.public, settings.trust_forwarded
         self.client_calls, self.queue_size = settings.client_calls, settings.queue_size
+        self.stream_open_s = settings.stream_open_s
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -254,8 +255,9 @@ class Gate:
         return 200, None
 
     async def watch(self, server_app: Any) -> None:
-        """End every queued call whose session has had no open answer stream for STREAM_OPEN_S. Where Gradio's queue
-        is not what it was (`InternalMoved`), say so once, loudly, and stop: the page keeps serving, unwatched."""
+        """End every queued call whose session has had no open answer stream for PLAYGROUND_STREAM_OPEN_S. Where
+        Gradio's queue is not what it was (`InternalMoved`), say so once, loudly, and stop: the page keeps serving,
+        unwatched."""
         while True:
             await asyncio.sleep(WATCH_S)
             try:
@@ -271,12 +273,12 @@ class Gate:
         now = time.monotonic()
         for event in _live_events(queue):
             since = self.streams.unread_since((event.session_hash, internals.event_id(event)), event.enqueue_time)
-            if since is not None and now - since > STREAM_OPEN_S:
+            if since is not None and now - since > self.stream_open_s:
                 # tests/test_hostile3.py and tests/measure/hostile_sweep.py read this line
-                logger.info("ended %s: no answer stream open for %.0f s", event.fn.api_name or internals.fn_id(event.fn),
-                            STREAM_OPEN_S)
+                logger.info("ended %s: no answer stream open for %.0f s",
+                            event.fn.api_name or internals.fn_id(event.fn), self.stream_open_s)
                 await internals.end_event(queue, internals.event_id(event))
-        self.streams.forget_older_than(now - 4 * STREAM_OPEN_S)
+        self.streams.forget_older_than(now - 4 * self.stream_open_s)
 
 
 def _live_events(queue: Any) -> list[Any]:

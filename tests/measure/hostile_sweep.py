@@ -357,7 +357,7 @@ def long_context_copy(target: str) -> str:
 
 def unread_calls(url: str, target: str, pid: int, log: Path) -> dict[str, Any]:
     """Long MCP calls queued over REST whose answer streams are never opened: when each ends, what it cost."""
-    from playground.app.gate import STREAM_OPEN_S
+    from playground.settings import get_settings
 
     target = long_context_copy(target)
     calls = {"compare": ("mcp_compare", [PROMPT, "prompt_lookup:prompt_lookup_num_tokens=3", target, "", 448, 5,
@@ -370,7 +370,7 @@ def unread_calls(url: str, target: str, pid: int, log: Path) -> dict[str, Any]:
         posted = time.monotonic()
         queued = httpx.post(f"{url}gradio_api/call/{name}", json={"data": data}, timeout=60)
         assert queued.status_code == 200, queued.text
-        ended = log_line_after(log, start, f"ended {name}: no answer stream", STREAM_OPEN_S + 60)
+        ended = log_line_after(log, start, f"ended {name}: no answer stream", get_settings().stream_open_s + 60)
         stopped = log_line_after(log, start, f"MCP {tool} ", 60)
         deadline = time.monotonic() + 60
         while worker_threads(pid) and time.monotonic() < deadline:

@@ -42,7 +42,7 @@ from playground.app.sessions import IDLE_SESSION_S  # noqa: E402
 from playground.outside import MAX_INPUT_BYTES  # noqa: E402
 from playground.trace import Position, Ranked, Step, Trace  # noqa: E402
 
-WAIT_S = 180  # a call whose stream the server ended (the gate: no stream open for STREAM_OPEN_S) sends nothing more
+WAIT_S = 180  # a call whose stream the server ended (the gate: no stream open in time) sends nothing more
 
 
 def largest_trace(limit: int = MAX_INPUT_BYTES) -> bytes:
@@ -92,7 +92,7 @@ def window_trace(n_steps: int = 512, drafts: int = 64) -> bytes:
 def call(url: str, fn_index: int, data: list[Any], session: str, address: str) -> dict[str, Any]:
     """Join a handler in the queue as a page does and read its answer to the end (the last message). A call without
     its end says why: the server answered the stream with no session (404: the gate had ended the call, its stream not
-    open within `gate.STREAM_OPEN_S` of the join), the stream closed, or no end within WAIT_S; with how long the join
+    open in time, PLAYGROUND_STREAM_OPEN_S), the stream closed, or no end within WAIT_S; with how long the join
     took and how long after it the stream answered (a busy machine's delays, client and server together)."""
     headers = {"x-forwarded-for": address}
     body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
