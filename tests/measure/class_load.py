@@ -20,6 +20,13 @@ followers as real Chromium pages (English, Russian, Arabic):
    token in their stream) and the presenter's step time under that load.
 
 It prints each figure (p50 / p90 / max), the errors, and the server's resident memory over time (psutil, each second).
+Where the clients run: in a class each follower's client is a student's own machine, here every client (this script's
+threads: the presenter's and the followers' readers; its Chromium pages) shares the server's cores. By default they
+take those cores as the server does (nice 0: the figures then carry the clients' own CPU too, the old mode);
+`--clients-nice 19` lowers this script's priority, and so its Chromium's, once the server has started (the server
+keeps its own), so the clients take mostly what the server leaves idle. That takes the clients' CPU out of the model's
+way, not the loopback's: the kernel's work of delivering each message to a client on this machine is still done in
+the server's send, and the followers' lag then includes the clients' own wait for a core.
 The default models are the bundled Gemma 3 270M (converted once and cached); `--tiny` uses tiny random checkpoints
 built in a temporary folder (seconds, for a quick check of the machinery: their steps take milliseconds, so the
 times say little about a class).
@@ -27,6 +34,8 @@ times say little about a class).
     python tests/measure/class_load.py                                   # 60 followers, 30 students, 3 paused
     python tests/measure/class_load.py --followers 12 --browsers 3 --students 4 --presses 6 --tiny
     python tests/measure/class_load.py --followers 60 --browsers 0 --students 0 --paused 0 --presses 3 --pairs 8
+    python tests/measure/class_load.py --followers 60 --browsers 0 --students 0 --paused 0 --presses 3 --pairs 8 \
+        --clients-nice 19                                                # the clients out of the server's way
 
 Not collected by pytest (the file name does not start with test_). A timing means something only on a quiet machine.
 """
@@ -373,6 +382,10 @@ def main() -> int:  # noqa: C901 - one scenario, in order
     parser.add_argument("--whole-values", action="store_true",
                         help="protocol followers read whole values each write (a browser gets Gradio's edits)")
     parser.add_argument("--tiny", action="store_true", help="tiny random models instead of the bundled Gemma")
+    parser.add_argument("--clients-nice", type=int, default=0,
+                        help="the clients' CPU priority (os.nice, once the server has started): 19 leaves the shared "
+                             "cores to the server first, as clients on the students' own machines would; 0, the "
+                             "default, lets them compete with it equally")
     parser.add_argument("--pairs", type=int, default=0,
                         help="then this many pairs of free-pace runs, alone and followed, in alternating order: the "
                              "median ratio with a 95 %% interval (at least 6 pairs for one)")
@@ -393,11 +406,14 @@ def main() -> int:  # noqa: C901 - one scenario, in order
     log = work / "server.log"
     server = start_app(port, log, env)
     url = f"http://127.0.0.1:{port}/"
+    if args.clients_nice:
+        os.nice(args.clients_nice)  # this process (every client thread) and the Chromium it starts; not the server
     memory = Memory(server.pid)
     memory.start()
     errors: list[str] = []
     print(f"server pid {server.pid} on port {port}, log {log}; {psutil.cpu_count()} CPUs, "
-          f"models: {'tiny' if args.tiny else 'bundled Gemma 3 270M'}", flush=True)
+          f"models: {'tiny' if args.tiny else 'bundled Gemma 3 270M'}; the clients at nice {os.nice(0)}, the server at "
+          f"{psutil.Process(server.pid).nice()}", flush=True)
     try:
         deps = handlers(url)
         warm = Visitor(url, deps)
