@@ -140,6 +140,7 @@ class Follower:
         self.whole = whole  # whole values each write, where a browser gets Gradio's edits
         self.arrived: dict[int, float] = {}
         self.errors: list[str] = []
+        self.writes = 0  # the stream's messages with values (the server's writes to this follower), all runs
 
     def start(self) -> None:
         self.arrived = {}
@@ -155,6 +156,7 @@ class Follower:
         shown: list[Any] = []
         try:
             for outputs in self.visitor.stream("follow_stream", [None], diffs=not self.whole):
+                self.writes += 1
                 shown = shown_after(shown, outputs)
                 known = steps_in(shown[0]) + (1 if ASKED.search(str(shown[5] or "")) else 0)
                 if known < max(self.arrived, default=0):  # the presenter's next run: its steps counted afresh
@@ -225,6 +227,7 @@ class RunCost:
     cpu: float
     loop_cpu: float
     clients_cpu: float
+    writes: float = 0.0  # the server's writes to each follower during the run (their mean; 0 alone)
 
 
 def free_run(presenter: Presenter, args: list[Any], server: psutil.Process, loop: int | None = None) -> RunCost:
@@ -339,16 +342,19 @@ def paired_runs(presenter: Presenter, followers: list[Follower], run: list[Any],
                 (join_all if kind == "followed" else leave_all)(followers)
                 joined = kind == "followed"
                 time.sleep(1.0)
+            written = sum(f.writes for f in followers)
             got[kind] = free_run(presenter, run, server, loop)
             if kind == "followed":
                 time.sleep(1.0)  # the last writes reach the followers
                 lag += lags_at_least(presenter, followers)
+                got[kind].writes = (sum(f.writes for f in followers) - written) / max(1, len(followers))
         a, f = got["alone"], got["followed"]
         rows.append(got)
         print(f"pair {i + 1} ({'followed first' if i % 2 == 0 else 'alone first'}): run {a.wall:.2f} -> "
               f"{f.wall:.2f} s ({(f.wall / a.wall - 1) * 100:+.1f} %), server CPU {a.cpu:.2f} -> {f.cpu:.2f} s "
               f"({(f.cpu / a.cpu - 1) * 100:+.1f} %), its event loop {a.loop_cpu:.2f} -> {f.loop_cpu:.2f} s, "
-              f"the clients (this script) {a.clients_cpu:.2f} -> {f.clients_cpu:.2f} s", flush=True)
+              f"the clients (this script) {a.clients_cpu:.2f} -> {f.clients_cpu:.2f} s; {f.writes:.1f} writes a follower "
+              f"({f.writes / f.wall:.2f} a second of the run)", flush=True)
     if not joined:
         join_all(followers)
     for name, field in (("the presenter's run time", "wall"), ("the server's CPU seconds", "cpu")):
@@ -367,6 +373,12 @@ def paired_runs(presenter: Presenter, followers: list[Follower], run: list[Any],
           f"{high * 100:.1f} %); the clients' own CPU (not the server's; on this machine they share its cores): "
           f"median {statistics.median(r['followed'].clients_cpu for r in rows):.2f} s a followed run, "
           f"{statistics.median(r['alone'].clients_cpu for r in rows):.2f} s alone", flush=True)
+    per_write = [(r["followed"].loop_cpu - r["alone"].loop_cpu) / (r["followed"].writes * len(followers)) * 1000
+                 for r in rows if r["followed"].writes and followers]
+    print(f"writes to each follower: median {statistics.median(r['followed'].writes for r in rows):.1f} a run, "
+          f"{statistics.median(r['followed'].writes / r['followed'].wall for r in rows):.2f} a second of the run; the "
+          f"event loop's added CPU per write and follower: median "
+          f"{statistics.median(per_write) if per_write else float('nan'):.2f} ms", flush=True)
     print(line("followers' lag behind the presenter, free pace, the pairs' followed runs", lag), flush=True)
 
 
