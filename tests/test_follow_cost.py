@@ -240,3 +240,56 @@ def test_a_class_runs_on_its_rooms_one_clock(monkeypatch: pytest.MonkeyPatch) ->
         assert writes[-2][tokens_at].count('class="pg-step') == len(trace.steps) == 18
         assert 'data-kind="done"' in writes[-2][status_at]
         assert html.escape(t("follow.ended", "en")) in writes[-1][status_at]
+
+
+def test_a_run_at_the_free_pace_writes_each_follower_at_most_once_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follower's write costs the server per message, not per byte (one message through Gradio's queue and one
+    socket write per follower and write), and at the free pace the writes were due every 0.5 s of wall time: a 4 s
+    run wrote every follower 8 times. Now at most once a second (`follow.FREE_EVERY_S`), on the room's clock, here a
+    clock of the test's own (no timing in the assertion: the run's 4 s are the clock's, advanced a tenth a step). What
+    the followers see stays whole: the steps only grow, the run's end is written at once, then the class's end."""
+    registry, room, trace = room_with_run(False)
+    monkeypatch.setattr(follow, "ROOMS", registry)
+    now = [1000.0]
+    monkeypatch.setattr(follow, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(follow, "LOOK_EVERY_S", 0.001)  # the watch looks between any two of the test's steps
+    stream = follow.stream_for(done)
+    keys = [f"student-{i}" for i in range(6)]
+    for key in keys:
+        registry.join(room.code, key)
+    tokens_at, status_at = follow.FOLLOWED.names.index("tokens"), follow.FOLLOWED.names.index("status")
+    writes: dict[str, list[tuple[float, Any]]] = {key: [] for key in keys}  # each follower's writes, at the clock's time
+
+    async def follower(key: str) -> None:
+        async for written in stream(room.code, SimpleNamespace(session_hash=key, headers={})):
+            writes[key].append((now[0], written))
+
+    def ended_run(key: str) -> bool:
+        return bool(writes[key]) and 'data-kind="done"' in writes[key][-1][1][status_at]
+
+    async def a_class_following_a_free_run() -> None:
+        loop = asyncio.get_running_loop()
+        followers = [loop.create_task(follower(key)) for key in keys]
+        while not all(writes.values()):  # each stream's first write: the run as it stands
+            await asyncio.sleep(0.005)
+        for _ in range(40):  # 4 s of the run's clock, a step every tenth
+            trace.steps.append(step(len(trace.steps)))
+            now[0] += 0.1
+            await asyncio.sleep(0.005)
+        trace.finish_reason = "length"
+        while not all(ended_run(key) for key in keys):  # the run's end: written at once (the clock stands)
+            await asyncio.sleep(0.005)
+        for key in keys:  # the class leaves; the clock goes on until every stream has looked again and ended
+            registry.leave(key)
+        while not all(task.done() for task in followers):
+            now[0] += 0.1
+            await asyncio.sleep(0.005)
+        await asyncio.gather(*followers)
+
+    run_coroutine_apart(a_class_following_a_free_run())
+    for key in keys:
+        during = [at - 1000.0 for at, _ in writes[key][1:-2]]  # after the first write, before the run's end
+        assert len(during) <= 4 + 1, during  # the old code (due every 0.5 s): 7 or 8 in the run's 4 s
+        counts = [w[tokens_at].count('class="pg-step') for _, w in writes[key][:-1]]
+        assert counts == sorted(counts) and counts[-1] == len(trace.steps) == 46, counts
+        assert html.escape(t("follow.ended", "en")) in writes[key][-1][1][status_at]

@@ -47,7 +47,12 @@ TICK_S = 1.0  # the presenter's page's beat
 # re-sent whole to every follower (~17 KB for the two, where a step's tokens are ~1 KB), which was most of what a
 # class cost the server. The presenter's own page redraws every 1.5 s (`generate_tab.CHART_EVERY_S`).
 CHART_EVERY_S = 5.0
-FREE_EVERY_S = 0.5  # the followers' writes while the run goes as fast as it comes (the watch's wakes)
+# The followers' writes while the run goes as fast as it comes (the watch's wakes). What a follower costs the server
+# is per write, not per byte: each is one message through Gradio's queue and one socket write per follower (a
+# profile of 60 followers: the SSE sends and `process_events` most of the event loop's added time), and a write due
+# every so much wall time grows with a slow run. At 0.5 s a 3 s run wrote each follower 6 to 7 times; at 1 s, 3 to 4.
+# The steps at the step-by-step pace, the class's question and the run's end are still written at once.
+FREE_EVERY_S = 1.0
 MAX_ADDRESS_CHARS = 2000
 
 # What the follower's stream writes (the page's own run views, and the class's question).

@@ -20,6 +20,13 @@ followers as real Chromium pages (English, Russian, Arabic):
    token in their stream) and the presenter's step time under that load.
 
 It prints each figure (p50 / p90 / max), the errors, and the server's resident memory over time (psutil, each second).
+Where the clients run: in a class each follower's client is a student's own machine, here every client (this script's
+threads: the presenter's and the followers' readers; its Chromium pages) shares the server's cores. By default they
+take those cores as the server does (nice 0: the figures then carry the clients' own CPU too, the old mode);
+`--clients-nice 19` lowers this script's priority, and so its Chromium's, once the server has started (the server
+keeps its own), so the clients take mostly what the server leaves idle. That takes the clients' CPU out of the model's
+way, not the loopback's: the kernel's work of delivering each message to a client on this machine is still done in
+the server's send, and the followers' lag then includes the clients' own wait for a core.
 The default models are the bundled Gemma 3 270M (converted once and cached); `--tiny` uses tiny random checkpoints
 built in a temporary folder (seconds, for a quick check of the machinery: their steps take milliseconds, so the
 times say little about a class).
@@ -27,6 +34,8 @@ times say little about a class).
     python tests/measure/class_load.py                                   # 60 followers, 30 students, 3 paused
     python tests/measure/class_load.py --followers 12 --browsers 3 --students 4 --presses 6 --tiny
     python tests/measure/class_load.py --followers 60 --browsers 0 --students 0 --paused 0 --presses 3 --pairs 8
+    python tests/measure/class_load.py --followers 60 --browsers 0 --students 0 --paused 0 --presses 3 --pairs 8 \
+        --clients-nice 19                                                # the clients out of the server's way
 
 Not collected by pytest (the file name does not start with test_). A timing means something only on a quiet machine.
 """
@@ -131,6 +140,7 @@ class Follower:
         self.whole = whole  # whole values each write, where a browser gets Gradio's edits
         self.arrived: dict[int, float] = {}
         self.errors: list[str] = []
+        self.writes = 0  # the stream's messages with values (the server's writes to this follower), all runs
 
     def start(self) -> None:
         self.arrived = {}
@@ -146,6 +156,7 @@ class Follower:
         shown: list[Any] = []
         try:
             for outputs in self.visitor.stream("follow_stream", [None], diffs=not self.whole):
+                self.writes += 1
                 shown = shown_after(shown, outputs)
                 known = steps_in(shown[0]) + (1 if ASKED.search(str(shown[5] or "")) else 0)
                 if known < max(self.arrived, default=0):  # the presenter's next run: its steps counted afresh
@@ -216,6 +227,7 @@ class RunCost:
     cpu: float
     loop_cpu: float
     clients_cpu: float
+    writes: float = 0.0  # the server's writes to each follower during the run (their mean; 0 alone)
 
 
 def free_run(presenter: Presenter, args: list[Any], server: psutil.Process, loop: int | None = None) -> RunCost:
@@ -330,16 +342,19 @@ def paired_runs(presenter: Presenter, followers: list[Follower], run: list[Any],
                 (join_all if kind == "followed" else leave_all)(followers)
                 joined = kind == "followed"
                 time.sleep(1.0)
+            written = sum(f.writes for f in followers)
             got[kind] = free_run(presenter, run, server, loop)
             if kind == "followed":
                 time.sleep(1.0)  # the last writes reach the followers
                 lag += lags_at_least(presenter, followers)
+                got[kind].writes = (sum(f.writes for f in followers) - written) / max(1, len(followers))
         a, f = got["alone"], got["followed"]
         rows.append(got)
         print(f"pair {i + 1} ({'followed first' if i % 2 == 0 else 'alone first'}): run {a.wall:.2f} -> "
               f"{f.wall:.2f} s ({(f.wall / a.wall - 1) * 100:+.1f} %), server CPU {a.cpu:.2f} -> {f.cpu:.2f} s "
               f"({(f.cpu / a.cpu - 1) * 100:+.1f} %), its event loop {a.loop_cpu:.2f} -> {f.loop_cpu:.2f} s, "
-              f"the clients (this script) {a.clients_cpu:.2f} -> {f.clients_cpu:.2f} s", flush=True)
+              f"the clients (this script) {a.clients_cpu:.2f} -> {f.clients_cpu:.2f} s; {f.writes:.1f} writes a follower "
+              f"({f.writes / f.wall:.2f} a second of the run)", flush=True)
     if not joined:
         join_all(followers)
     for name, field in (("the presenter's run time", "wall"), ("the server's CPU seconds", "cpu")):
@@ -358,6 +373,12 @@ def paired_runs(presenter: Presenter, followers: list[Follower], run: list[Any],
           f"{high * 100:.1f} %); the clients' own CPU (not the server's; on this machine they share its cores): "
           f"median {statistics.median(r['followed'].clients_cpu for r in rows):.2f} s a followed run, "
           f"{statistics.median(r['alone'].clients_cpu for r in rows):.2f} s alone", flush=True)
+    per_write = [(r["followed"].loop_cpu - r["alone"].loop_cpu) / (r["followed"].writes * len(followers)) * 1000
+                 for r in rows if r["followed"].writes and followers]
+    print(f"writes to each follower: median {statistics.median(r['followed'].writes for r in rows):.1f} a run, "
+          f"{statistics.median(r['followed'].writes / r['followed'].wall for r in rows):.2f} a second of the run; the "
+          f"event loop's added CPU per write and follower: median "
+          f"{statistics.median(per_write) if per_write else float('nan'):.2f} ms", flush=True)
     print(line("followers' lag behind the presenter, free pace, the pairs' followed runs", lag), flush=True)
 
 
@@ -373,6 +394,10 @@ def main() -> int:  # noqa: C901 - one scenario, in order
     parser.add_argument("--whole-values", action="store_true",
                         help="protocol followers read whole values each write (a browser gets Gradio's edits)")
     parser.add_argument("--tiny", action="store_true", help="tiny random models instead of the bundled Gemma")
+    parser.add_argument("--clients-nice", type=int, default=0,
+                        help="the clients' CPU priority (os.nice, once the server has started): 19 leaves the shared "
+                             "cores to the server first, as clients on the students' own machines would; 0, the "
+                             "default, lets them compete with it equally")
     parser.add_argument("--pairs", type=int, default=0,
                         help="then this many pairs of free-pace runs, alone and followed, in alternating order: the "
                              "median ratio with a 95 %% interval (at least 6 pairs for one)")
@@ -393,11 +418,14 @@ def main() -> int:  # noqa: C901 - one scenario, in order
     log = work / "server.log"
     server = start_app(port, log, env)
     url = f"http://127.0.0.1:{port}/"
+    if args.clients_nice:
+        os.nice(args.clients_nice)  # this process (every client thread) and the Chromium it starts; not the server
     memory = Memory(server.pid)
     memory.start()
     errors: list[str] = []
     print(f"server pid {server.pid} on port {port}, log {log}; {psutil.cpu_count()} CPUs, "
-          f"models: {'tiny' if args.tiny else 'bundled Gemma 3 270M'}", flush=True)
+          f"models: {'tiny' if args.tiny else 'bundled Gemma 3 270M'}; the clients at nice {os.nice(0)}, the server at "
+          f"{psutil.Process(server.pid).nice()}", flush=True)
     try:
         deps = handlers(url)
         warm = Visitor(url, deps)
