@@ -22,7 +22,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -731,28 +731,31 @@ def _worker_threads(server: Server) -> int:
 
 
 def test_compare_stops_when_its_client_leaves(server: Server, models: dict[str, str]) -> None:
-    """Closing the connection mid-compare ends its generations (the rest of the comparison never runs)."""
+    """Closing the connection mid-compare ends its generations (the rest of the comparison never runs): its work's
+    thread ends, cut short ("stopped", not "its work done"), and the generation it was running ends with it."""
     import time
 
-    session = uuid.uuid4().hex[:11]
     data = list(valid_inputs(models)["compare"])
-    data[7], data[8] = 512, 5  # 512 tokens, 5 repeats, every method warmed up: a minute of generations
-    body = {"data": data, "fn_index": server.deps["compare"]["id"], "session_hash": session, "event_data": None,
-            "trigger_id": None}
-    assert httpx.post(f"{server.url}gradio_api/queue/join", json=body, timeout=30, verify=LOCAL_TLS).status_code == 200
-    with httpx.stream("GET", f"{server.url}gradio_api/queue/data", params={"session_hash": session},
-                      timeout=WAIT_S, verify=LOCAL_TLS) as stream:
-        for line in stream.iter_lines():
-            if "rep 1/5" in line:
-                break  # measuring has begun; leaving the block closes the connection
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # the generation running now may finish; no further one starts
-        if _worker_threads(server) == 0:
-            time.sleep(1.0)
-            if _worker_threads(server) == 0:
-                break
-        time.sleep(0.05)
-    assert _worker_threads(server) == 0, "compare kept generating after its client left"
+    # 200 tokens (the tiny target's context is 512, the prompt's 33: 512 was refused at once, so the old test never
+    # generated), 5 repeats: a compare not stopped runs on and its log line says "its work done" (2.5 s later, seen).
+    data[7], data[8] = 200, 5
+    start = len(server.log.read_bytes())
+
+    def generating() -> None:  # the next measured run has begun when the client leaves
+        deadline = time.monotonic() + WAIT_S
+        while _worker_threads(server) == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _worker_threads(server), "no generation ran after the first measured one"
+
+    _leave_after(server, "compare", data, "rep 1/5", before_leaving=generating)
+    # The event that closes the window: the work's thread has ended (nothing of this compare can start after it).
+    line = _wait_for_log(server, "playground-compare ended", start, within_s=WAIT_S)
+    assert line is not None, f"compare kept working {WAIT_S} s after its client left"
+    assert line.endswith("after its client left (stopped)"), f"compare ran on after its client left: {line}"
+    deadline = time.monotonic() + WAIT_S  # the generation it was running ends with it (its thread joined or ending)
+    while _worker_threads(server) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _worker_threads(server) == 0, "compare's generation kept running after its client left"
 
 
 # --------------------------------------------------------------------------- issue 23: refusals in our words
@@ -985,8 +988,10 @@ def test_spellings_of_one_directory_share_one_copy(tiny_models: dict[str, str]) 
 # --------------------------------------------------------------------------- issue 23: work ends with its visitor
 
 
-def _leave_after(server: Server, name: str, data: list[Any], seen: str) -> str:
-    """Join `name`'s queue, read its stream until `seen` appears, then close the connection; the session."""
+def _leave_after(server: Server, name: str, data: list[Any], seen: str,
+                 before_leaving: Callable[[], None] | None = None) -> str:
+    """Join `name`'s queue, read its stream until `seen` appears, call `before_leaving` (still connected), then close
+    the connection; the session."""
     session = uuid.uuid4().hex[:11]
     body = {"data": data, "fn_index": server.deps[name]["id"], "session_hash": session, "event_data": None,
             "trigger_id": None}
@@ -997,6 +1002,8 @@ def _leave_after(server: Server, name: str, data: list[Any], seen: str) -> str:
             assert "process_completed" not in line, f"{name} ended before {seen!r} was seen: {line[:300]}"
             if seen in line:
                 break
+        if before_leaving is not None:
+            before_leaving()
     return session
 
 

@@ -42,7 +42,7 @@ def in_thread(work: Callable[[Callable[[str], None]], Any], name: str,
         messages.put(message)
 
     def run() -> None:
-        from ..engine import stopped_by  # torch: only once there is work (the page imports this module)
+        from ..engine import JobStopped, stopped_by  # torch: only once there is work (the page imports this module)
 
         try:
             with stopped_by(gone):
@@ -50,8 +50,11 @@ def in_thread(work: Callable[[Callable[[str], None]], Any], name: str,
         except BaseException as exc:  # re-raised in the handler's thread
             box["error"] = exc
         finally:
-            if gone.is_set():  # how long the work went on after its client left (tests/measure/hostile_sweep.py reads it)
-                logger.info("%s ended %.1f s after its client left", name, time.monotonic() - box["gone_at"])
+            if gone.is_set():  # how long the work went on after its client left, and whether it was cut short
+                error = box.get("error")  # (tests/measure/hostile_sweep.py and tests/test_hostile.py read this line)
+                how = ("stopped" if isinstance(error, (ClientGone, JobStopped)) else
+                       "its work done" if error is None else f"failed: {type(error).__name__}")
+                logger.info("%s ended %.1f s after its client left (%s)", name, time.monotonic() - box["gone_at"], how)
 
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
