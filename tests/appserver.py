@@ -191,6 +191,27 @@ def browser_fixture(name: str = "browser") -> Callable[..., Iterator[Any]]:
     return browser
 
 
+# Resolves once the page has been still for 150 ms: no change to its elements, attributes or text, and no CSS
+# transition running (Gradio eases a tab's and a label's colours in; `access.HEAD` inks the code's colours again in
+# the next frame after a change). Checked again until it holds.
+STILL_PAGE = """() => new Promise(resolve => {
+  let timer = null;
+  const observer = new MutationObserver(() => { clearTimeout(timer); timer = setTimeout(done, 150); });
+  function done() {
+    observer.disconnect();
+    resolve(document.getAnimations().every(a => !(a instanceof CSSTransition) || a.playState !== 'running'));
+  }
+  observer.observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+  timer = setTimeout(done, 150);
+})"""
+
+
+def still(page: Any) -> None:
+    """Wait until `page` is still (`STILL_PAGE`): what a screenshot, a read or an axe check needs after the page's
+    handler calls have ended (`HandlerCalls.settle`)."""
+    page.wait_for_function(STILL_PAGE, timeout=60_000)
+
+
 def run_coroutine_apart(coroutine: Any) -> Any:
     """`asyncio.run(coroutine)` in a thread of its own: the session's Chromium (Playwright's sync API) keeps an event
     loop in the main thread, where asyncio.run refuses to start."""

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
-from appserver import ARTIFACTS, HandlerCalls, app_url_fixture, browser_fixture, needs_chromium
+from appserver import ARTIFACTS, HandlerCalls, app_url_fixture, browser_fixture, needs_chromium, still
 
 from playground import i18n
 from playground.app.access import FOCUS_DARK, FOCUS_LIGHT
@@ -49,7 +49,7 @@ def load(page: Any, url: str) -> None:
     page.goto(url)
     page.wait_for_function("() => (document.querySelector('#pg-prompt textarea') || {}).value")
     calls.settle()  # the load events' answers (labels, the tabs' texts) have all arrived, none follows
-    settle(page)  # ... and the page has drawn them
+    still(page)  # ... and the page has drawn them
 
 
 ACTIVE = """() => { const e = document.activeElement;
@@ -92,25 +92,6 @@ def axe_serious(page: Any, context: str | None = None) -> list[str]:
             for v in response["violations"] if v["impact"] in SERIOUS]
 
 
-# Resolves once the page has been still for 150 ms: no change to its elements, attributes or text, and no CSS
-# transition running (Gradio eases a tab's and a label's colours in; `access.HEAD` inks the code's colours again in
-# the next frame after a change). Checked again until it holds.
-SETTLED = """() => new Promise(resolve => {
-  let timer = null;
-  const observer = new MutationObserver(() => { clearTimeout(timer); timer = setTimeout(done, 150); });
-  function done() {
-    observer.disconnect();
-    resolve(document.getAnimations().every(a => !(a instanceof CSSTransition) || a.playState !== 'running'));
-  }
-  observer.observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
-  timer = setTimeout(done, 150);
-})"""
-
-
-def settle(page: Any) -> None:
-    page.wait_for_function(SETTLED, timeout=60_000)
-
-
 # A digest of the page outside the tabs (`#pg-tabs`: the tab buttons and the shown tab): its markup, <body>'s theme
 # class included. A tab's switch leaves it as it was, so after one check of the whole page, the next tabs' checks
 # need cover the tabs only; where it changed after all, the whole page is checked again.
@@ -125,7 +106,7 @@ def set_scheme(page: Any, scheme: str) -> None:
     the page settles (the code's colours are checked again for the theme, `access.HEAD`)."""
     page.emulate_media(color_scheme=scheme)
     page.evaluate("dark => document.body.classList.toggle('dark', dark)", scheme == "dark")
-    settle(page)
+    still(page)
 
 
 def axe_every_tab(page: Any, label: str) -> dict[str, list[str]]:
@@ -135,7 +116,7 @@ def axe_every_tab(page: Any, label: str) -> dict[str, list[str]]:
     for tab in TABS:
         page.click(f"#pg-tab-{tab}-button")
         page.wait_for_selector(f"#pg-tab-{tab}", state="visible")
-        settle(page)
+        still(page)
         outside = page.evaluate(OUTSIDE_TABS)
         if outside != checked_outside:
             violations, checked_outside = axe_serious(page), outside
@@ -304,7 +285,7 @@ def test_language_picker_changes_only_on_a_choice_and_keeps_the_focus(page: Any,
     page.evaluate("() => { window.pgSamePage = true; }")
     page.keyboard.press("Tab")
     assert active(page)["block"] == "pg-preset"
-    settle(page)  # a reload the blur set off would have begun: the page is still, and still this one
+    still(page)  # a reload the blur set off would have begun: the page is still, and still this one
     assert page.evaluate("() => window.pgSamePage === true") and "lang=ru" in page.url
 
 

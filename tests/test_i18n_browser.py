@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from appserver import app_url_fixture, browser_fixture, needs_chromium, picture_path
-from test_a11y_browser import settle as still
+from appserver import still
 
 from playground import i18n
 from playground.methods import METHODS

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from appserver import HandlerCalls, app_url_fixture, browser_fixture, needs_chromium
-from test_a11y_browser import settle as still
+from appserver import still
 
 from playground import i18n
 from playground.app import preset_picker

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import pytest
 from appserver import (ARTIFACTS, HandlerCalls, app_url_fixture, browser_fixture, free_port, headless_chromium,
                        needs_chromium, start_app, stop_app)
-from test_a11y_browser import settle as still
+from appserver import still
 
 from playground.trace import STATUSES
 

@@ -16,7 +16,7 @@ import gradio as gr
 import plotly.graph_objects as go
 import pytest
 from appserver import ARTIFACTS, HandlerCalls, needs_chromium
-from test_a11y_browser import settle as still
+from appserver import still
 from test_ui_browser import RUN_TIMEOUT_MS, set_number, wait_finished
 
 from playground import charts, render
