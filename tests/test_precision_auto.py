@@ -236,19 +236,32 @@ def test_the_measurement_yields_to_a_visitors_run(tiny_models, one_torch_thread)
 
     import torch
 
+    busy_looks = [0]  # the measurement's looks that found a run going: it is waiting, not working, while they grow
+
+    def busy() -> bool:
+        going = runs_going()
+        busy_looks[0] += going
+        return going
+
+    def waited(looks: int) -> None:  # the window passed: the measurement looked `looks` more times and found a run
+        deadline, until = time.monotonic() + 60, busy_looks[0] + looks
+        while busy_looks[0] < until and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert busy_looks[0] >= until, "the measurement never looked whether a run was going"
+
     arrival = torch.nn.modules.module.register_module_forward_hook(arrive_mid_decode)
     measuring = threading.Thread(name="measuring", target=lambda: result.append(
-        speed.measure_speed(tiny_models["target"], new_tokens=8, rounds=2, busy=runs_going)))
+        speed.measure_speed(tiny_models["target"], new_tokens=8, rounds=2, busy=busy)))
     try:
         measuring.start()
-        time.sleep(1.0)
+        waited(10)  # about as long as the 1 s this waited before, on the measurement's own 0.1 s looks
         assert measuring.is_alive() and count[0] == 0  # nothing loaded or decoded while the visitor's run goes
         visitor.__exit__(None, None, None)
         deadline = time.monotonic() + 60
         while "forwards_then" not in second_visitor and time.monotonic() < deadline:
             time.sleep(0.01)
         assert second_visitor.get("forwards_then") == 6  # the second visitor came during the first timed decode
-        time.sleep(0.5)
+        waited(5)
         assert count[0] == 6 and measuring.is_alive()  # stopped at that token, waiting
         leave.set()
         measuring.join(60)
