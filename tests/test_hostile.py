@@ -730,10 +730,20 @@ def _worker_threads(server: Server) -> int:
     return count
 
 
+def _workers_once(server: Server, going: bool, within_s: float = WAIT_S) -> int:
+    """The server's worker threads once some are going (`going`) or none are, polled for at most `within_s`: the
+    count then, for the caller to assert."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while bool(count := _worker_threads(server)) != going and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return count
+
+
 def test_compare_stops_when_its_client_leaves(server: Server, models: dict[str, str]) -> None:
     """Closing the connection mid-compare ends its generations (the rest of the comparison never runs): its work's
     thread ends, cut short ("stopped", not "its work done"), and the generation it was running ends with it."""
-    import time
 
     data = list(valid_inputs(models)["compare"])
     # 200 tokens (the tiny target's context is 512, the prompt's 33: 512 was refused at once, so the old test never
@@ -742,20 +752,15 @@ def test_compare_stops_when_its_client_leaves(server: Server, models: dict[str, 
     start = len(server.log.read_bytes())
 
     def generating() -> None:  # the next measured run has begun when the client leaves
-        deadline = time.monotonic() + WAIT_S
-        while _worker_threads(server) == 0 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert _worker_threads(server), "no generation ran after the first measured one"
+        assert _workers_once(server, going=True), "no generation ran after the first measured one"
 
     _leave_after(server, "compare", data, "rep 1/5", before_leaving=generating)
     # The event that closes the window: the work's thread has ended (nothing of this compare can start after it).
     line = _wait_for_log(server, "playground-compare ended", start, within_s=WAIT_S)
     assert line is not None, f"compare kept working {WAIT_S} s after its client left"
     assert line.endswith("after its client left (stopped)"), f"compare ran on after its client left: {line}"
-    deadline = time.monotonic() + WAIT_S  # the generation it was running ends with it (its thread joined or ending)
-    while _worker_threads(server) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert _worker_threads(server) == 0, "compare's generation kept running after its client left"
+    # The generation it was running ends with it (its thread joined or ending).
+    assert _workers_once(server, going=False) == 0, "compare's generation kept running after its client left"
 
 
 # --------------------------------------------------------------------------- issue 23: refusals in our words

@@ -306,24 +306,19 @@ def test_gradio_level_inputs_get_one_line_of_ours_and_a_4xx(server: Any, long_mo
     assert answered.json()["error"] == "seed is far too large; got a number of 997 bits", answered.text
     # Nothing the refusal left behind writes a traceback later: the log is read after a line the server writes after
     # it (a REST call of the MCP generate whose client leaves once it generates: the server logs when its run stopped).
-    from test_hostile import PROMPT, _http_request, _wait_for_log, _worker_threads
+    from test_hostile import PROMPT, _http_request, _wait_for_log, _workers_once
 
     sock = _http_request(url, "POST", "/gradio_api/run/mcp_generate",
                          {"data": [PROMPT, long_models["long"], "baseline", "", "{}", 8000, False, 1.0, 0, "float32", ""]})
-    try:
-        deadline = time.monotonic() + 120
-        while _worker_threads(server) == 0:  # its generation has begun
-            assert time.monotonic() < deadline, "the MCP generate never started generating"
-            time.sleep(0.05)
+    try:  # its generation has begun
+        assert _workers_once(server, going=True, within_s=120), "the MCP generate never started generating"
     finally:
         sock.close()
     line = _wait_for_log(server, "MCP generate ", start, within_s=60)
     assert line is not None and "MCP generate stopped" in line and "after its client left" in line, line
     assert "Traceback" not in server.log.read_bytes()[start:].decode(errors="replace"), "a refusal filled the log"
-    deadline = time.monotonic() + 60
-    while _worker_threads(server) and time.monotonic() < deadline:  # the run's worker ends at its next step
-        time.sleep(0.05)
-    assert server.alive() and _worker_threads(server) == 0
+    left = _workers_once(server, going=False, within_s=60)  # the run's worker ends at its next step
+    assert server.alive() and left == 0
 
 
 def _cpu_s(pid: int) -> float:
@@ -339,7 +334,7 @@ def test_calls_whose_answer_stream_is_never_opened_end_and_their_work_stops(serv
     """Four long calls queued and never read (REST `call/` for the three MCP functions, the page's own generate by
     the raw queue protocol), all at once: each is ended once STREAM_OPEN_S passes without its answer stream (the log
     names it), the MCP functions' runs stop (their log line), and afterwards the server's CPU time stands still."""
-    from test_hostile import PROMPT, _wait_for_log, _worker_threads, generate_args
+    from test_hostile import PROMPT, _wait_for_log, _workers_once, generate_args
 
     target = long_models["long"]
     start = len(server.log.read_bytes())
@@ -361,10 +356,7 @@ def test_calls_whose_answer_stream_is_never_opened_end_and_their_work_stops(serv
     for tool in ("compare", "bench", "generate"):
         line = _wait_for_log(server, f"MCP {tool} ", start, within_s=60)
         assert line is not None and f"MCP {tool} stopped" in line, line
-    deadline = time.monotonic() + 60
-    while _worker_threads(server) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _worker_threads(server) == 0
+    assert _workers_once(server, going=False, within_s=60) == 0
     before = _cpu_s(server.proc.pid)
     time.sleep(3)
     assert _cpu_s(server.proc.pid) - before < 0.3, "the server kept computing for calls nobody reads"

@@ -5,6 +5,7 @@ Seconds to build, no download; the playground loads them through its real loader
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,15 @@ def deepseek_v3_config(tokenizer: PreTrainedTokenizerFast, layers: int = 61, hid
     )
 
 
+def _save_main(path: Path, main: Any, tokenizer: PreTrainedTokenizerFast) -> None:
+    """The main model (its config and generation config) and tokenizer; the caller then writes the weights, its MTP
+    layer's among them."""
+    main.generation_config.eos_token_id = tokenizer.eos_token_id
+    main.generation_config.pad_token_id = tokenizer.pad_token_id
+    main.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+
+
 def _save_with_mtp_layer(path: Path, twin: Any, main: Any, tokenizer: PreTrainedTokenizerFast, layer: int,
                          hidden: int, seed: int, with_mtp: bool) -> Path:
     """Save `main` (`layer` layers) with the MTP layer at `model.layers.{layer}.*` as DeepSeek and GLM ship it: the
@@ -167,10 +177,7 @@ def _save_with_mtp_layer(path: Path, twin: Any, main: Any, tokenizer: PreTrained
     with torch.no_grad():
         twin.lm_head.weight.mul_(8.0)
     state = {k: v.contiguous() for k, v in twin.state_dict().items()}
-    main.generation_config.eos_token_id = tokenizer.eos_token_id
-    main.generation_config.pad_token_id = tokenizer.pad_token_id
-    main.save_pretrained(path, safe_serialization=True)
-    tokenizer.save_pretrained(path)
+    _save_main(path, main, tokenizer)
     prefix = f"model.layers.{layer}."
     if with_mtp:
         gen = torch.Generator().manual_seed(seed + 1)
@@ -258,12 +265,10 @@ def save_tiny_mellum(path: Path, seed: int, tokenizer: PreTrainedTokenizerFast |
     main = MellumForCausalLM(mellum_config(tokenizer, 2, hidden, ["dense", "dense"]))
     with torch.no_grad():
         twin.lm_head.weight.mul_(8.0)
-    twin.save_pretrained(path / "twin", safe_serialization=True)  # the checkpoint's own key names
-    saved = load_file(str(path / "twin" / "model.safetensors"))
-    main.generation_config.eos_token_id = tokenizer.eos_token_id
-    main.generation_config.pad_token_id = tokenizer.pad_token_id
-    main.save_pretrained(path, safe_serialization=True)
-    tokenizer.save_pretrained(path)
+    with tempfile.TemporaryDirectory() as saved_twin:  # written and read back: the checkpoint's own key names
+        twin.save_pretrained(saved_twin, safe_serialization=True)
+        saved = load_file(str(Path(saved_twin) / "model.safetensors"))
+    _save_main(path, main, tokenizer)
     block = "model.layers.2."
     state = {k: v for k, v in saved.items() if not k.startswith(block)}
     state |= {"mtp.layers.0." + k[len(block):]: v for k, v in saved.items() if k.startswith(block)}
@@ -272,9 +277,6 @@ def save_tiny_mellum(path: Path, seed: int, tokenizer: PreTrainedTokenizerFast |
     for norm in ("pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm"):
         state[f"mtp.{norm}.weight"] = torch.ones(hidden)
     save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
-    for twin_file in (path / "twin").iterdir():
-        twin_file.unlink()
-    (path / "twin").rmdir()
     return path
 
 
