@@ -272,3 +272,27 @@ def test_the_step_boundary_rebuilds_a_live_runs_steps_without_a_thread(store, ti
     assert boundary.totals.accepted == live.summary.accepted and boundary.totals.drafted == live.summary.drafted
     if method == "prompt_lookup":
         assert any(step.lookup_source for step in rebuilt.steps), "the tiny run copies at least once"
+
+
+def _schedule_lists(path: Path) -> list[str]:
+    """Every tuple, list or set literal in a module that names the heuristic_transient schedule: a copy of the
+    draft-length schedules' names."""
+    return [f"{path.parent.name}/{path.name}:{node.lineno}"
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set))
+            and any(isinstance(item, ast.Constant) and item.value == "heuristic_transient" for item in node.elts)]
+
+
+def test_the_draft_length_schedules_are_named_once() -> None:
+    """The schedules' names are the registry parameter's choices (methods.py); Tune's list and its replay read them
+    from there (tune/settings.py and tune/replaying.py each wrote them out)."""
+    found = [hit for path in sorted(PACKAGE.rglob("*.py")) for hit in _schedule_lists(path)]
+    assert len(found) == 1 and found[0].startswith("playground/methods.py:"), found
+
+
+def test_the_schedule_scan_finds_a_copy(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text('A = ("constant", "heuristic", "heuristic_transient")\n'
+                      'if s in ("heuristic", "heuristic_transient"):\n    pass\nB = "heuristic_transient"\n',
+                      encoding="utf-8")
+    assert len(_schedule_lists(sample)) == 2

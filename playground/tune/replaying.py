@@ -106,7 +106,7 @@ def simulate_drafter(y: Sequence[int], max_new_tokens: int, eos_ids: frozenset[i
         return out
 
     def after_step(drafted: list[int], emitted: int) -> None:
-        if schedule in ("heuristic", "heuristic_transient"):
+        if schedule != "constant":  # heuristic and heuristic_transient: the same rule within one call
             state["length"] = state["length"] + 2 if emitted - 1 == len(drafted) else max(1, state["length"] - 1)
 
     return replay(y, eos_ids, draft_for, after_step)

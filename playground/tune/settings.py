@@ -17,7 +17,10 @@ from ..request import RunRequest
 
 Progress = Callable[[str], None]
 
-SCHEDULES = ("constant", "heuristic", "heuristic_transient")
+# The draft-length schedules Tune can sweep: the registry's own choices for the parameter (one list, in methods.py).
+SCHEDULES: tuple[str, ...] = tuple(dict.fromkeys(
+    choice for method in METHODS.values() for param in method.params
+    if param.name == "num_assistant_tokens_schedule" for choice in param.choices))
 
 
 class TuneError(RunError):
