@@ -8,7 +8,8 @@ files are also opened in a real Chromium, which must run none of their script.
 
 Every hostile input goes through `Probe.send`, which counts it and records whether it was handled:
 our own one-line message (or a harmless answer), never Gradio's generic "Error", a Python exception's
-text or a dead server. `test_zz_every_hostile_input_was_handled` reports the two numbers.
+text or a dead server. When the module's server stops, `every_hostile_input_was_handled` reports the two
+numbers and fails on one not handled (no test has to run last).
 """
 
 from __future__ import annotations
@@ -163,8 +164,11 @@ def public_server(models: dict[str, str], tmp_path_factory: pytest.TempPathFacto
 
 @pytest.fixture(scope="module")
 def server(models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The module's public server; once the module's last test that used it is done, whatever the order its tests
+    ran in, it is checked (`every_hostile_input_was_handled`): a failed check is an error of that last test."""
     with public_server(models, tmp_path_factory, "hostile-server", {"PLAYGROUND_RUN_TIMEOUT_S": "30"}) as served:
         yield served
+        every_hostile_input_was_handled(served, models)
 
 
 def generate_args(models: dict[str, str], **kw: Any) -> list[Any]:
@@ -1350,8 +1354,9 @@ def test_a_long_jobs_pass_gives_way_within_one_forward_and_is_redone(tiny_models
     assert box == [ids]
 
 
-def test_zz_every_hostile_input_was_handled(server: Server, models: dict[str, str]) -> None:
-    """The module's count: hostile inputs tried and how many were not handled (the goal is none)."""
+def every_hostile_input_was_handled(server: Server, models: dict[str, str]) -> None:
+    """The module's count, taken when its server stops (`server`): hostile inputs tried and how many were not handled
+    (the goal is none); the server still serves, and no thread died on an exception."""
     assert server.alive()
     outcome = server.call("generate", generate_args(models))
     assert outcome.success and "Done: 4 tokens" in outcome.text()
