@@ -129,6 +129,9 @@ class ModelFacts:
     assistant_vocab_size: int | None = None
     # Whether the checkpoint on disk holds the MTP layers its config declares (None: unknown, e.g. a Hub id).
     target_mtp_weights: bool | None = None
+    target_reads_shared_kv: bool = False  # it drafts from a target's shared KV states (a Gemma 4 assistant)
+    assistant_reads_shared_kv: bool = False  # (Transformers' rule for these: `compat.transformers_internals`)
+    target_shares_kv: bool = False  # it hands them to such a drafter (Gemma 4, Gemma 3n)
 
 
 @dataclass(frozen=True)
@@ -270,7 +273,7 @@ class Method:
 
     def validate(self, facts: ModelFacts, params: dict[str, Any]) -> None:
         """Refuse combinations that cannot run, with a message that says what to do instead."""
-        if facts.target_class.startswith(_GEMMA4_ASSISTANTS):  # it drafts from a target's cache: it has none of its own
+        if facts.target_reads_shared_kv:  # it drafts from a target's cache: it has none of its own
             raise MethodError.keyed("error.method.gemma4_assistant_target", model=facts.target_class)
         if self.is_lossy(params) and not self.has_draft_logits(facts.sample):
             where = Message.keyed(self.no_draft_logits_where) if self.no_draft_logits_where else self.title_message()
@@ -366,15 +369,12 @@ def mixture(p: Any, q: Any, weight: float) -> Any:
 
 # --- per-method checks --------------------------------------------------------------------
 
-_GEMMA4_ASSISTANTS = ("Gemma4Assistant", "Gemma4UnifiedAssistant")
-
-
 def _same_size(facts: ModelFacts) -> bool:
     return facts.target_vocab_size is not None and facts.target_vocab_size == facts.assistant_vocab_size
 
 
 def _check_speculative(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
-    if (facts.assistant_class or "").startswith(_GEMMA4_ASSISTANTS):
+    if facts.assistant_reads_shared_kv:
         raise MethodError.keyed("error.method.gemma4_assistant")
     if facts.same_vocabulary is False:
         if _same_size(facts):
@@ -386,7 +386,7 @@ def _check_speculative(method: Method, facts: ModelFacts, params: dict[str, Any]
 
 
 def _check_universal(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
-    if (facts.assistant_class or "").startswith(_GEMMA4_ASSISTANTS):
+    if facts.assistant_reads_shared_kv:
         raise MethodError.keyed("error.method.gemma4_assistant")
     if facts.same_vocabulary and (_same_size(facts) or facts.assistant_vocab_size is None):
         raise MethodError.keyed("error.method.same_tokenizer")
@@ -411,9 +411,9 @@ def _check_mtp(method: Method, facts: ModelFacts, params: dict[str, Any]) -> Non
 
 
 def _check_mtp_drafter(method: Method, facts: ModelFacts, params: dict[str, Any]) -> None:
-    if not (facts.assistant_class or "").startswith(_GEMMA4_ASSISTANTS):
+    if not facts.assistant_reads_shared_kv:
         raise MethodError.keyed("error.method.mtp_drafter_assistant", model=facts.assistant_class)
-    if not facts.target_class.startswith(("Gemma4", "Gemma3n")):
+    if not facts.target_shares_kv:
         raise MethodError.keyed("error.method.mtp_drafter_target", model=facts.target_class)
 
 

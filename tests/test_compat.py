@@ -14,6 +14,7 @@ import importlib
 import importlib.metadata
 import inspect
 import logging
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,15 @@ def signature_changes(expected: dict[tuple[str, str], list[str]]) -> list[str]:
     return changes
 
 
+def _prefix_tests(function: Any) -> set[tuple[str, ...]]:
+    """The tuples of strings a function's code passes to `startswith`."""
+    calls = (node for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(function))))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith")
+    return {tuple(element.value for element in call.args[0].elts) for call in calls
+            if call.args and isinstance(call.args[0], ast.Tuple)
+            and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in call.args[0].elts)}
+
+
 def transformers_changes() -> list[str]:
     import weakref
 
@@ -109,6 +119,8 @@ def transformers_changes() -> list[str]:
             "rand_like" in _names_read(getattr(utils, t.SPECULATIVE_SAMPLING, lambda: None)),
         "AssistantVocabTranslatorCache._cache is a WeakKeyDictionary":
             isinstance(getattr(AssistantVocabTranslatorCache, "_cache", None), weakref.WeakKeyDictionary),
+        "_get_candidate_generator tells a shared-KV drafter and its targets by these class-name prefixes":
+            _prefix_tests(utils.GenerationMixin._get_candidate_generator) >= {t.SHARED_KV_DRAFTERS, t.SHARED_KV_TARGETS},
     }
     return changes + [f"no longer true: {claim}" for claim, holds in checks.items() if not holds]
 
@@ -195,6 +207,8 @@ def test_a_moved_internal_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(utils, "_speculative_sampling", lambda candidate_logits, new_logits: None)
     assert any("_speculative_sampling takes" in c for c in transformers_changes())
+    monkeypatch.setattr(transformers_internals, "SHARED_KV_TARGETS", ("Gemma4",))
+    assert any("class-name prefixes" in c for c in transformers_changes())
     monkeypatch.delattr(queueing.Queue, "clean_events")
     assert any("Queue.clean_events is gone" in c for c in gradio_changes())
 

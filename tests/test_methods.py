@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from playground import cli
-from playground.engine import LiveRun, RunRequest, plain_generate, prepare
+from playground.engine import LiveRun, RunRequest, model_facts, plain_generate, prepare
 from playground.errors import PlaygroundError
 from playground.methods import ENSEMBLE, METHODS, MethodError, ModelFacts, get_method
 from playground.models import ModelStore
@@ -163,7 +163,10 @@ def _facts(**kw) -> ModelFacts:
     ("speculative", _facts(same_vocabulary=False), "even though both have 384 entries.*choose the 'universal' method"),
     ("speculative", _facts(same_vocabulary=False, assistant_vocab_size=320), "tokenizer differs.*'universal'"),
     ("speculative", _facts(assistant_vocab_size=400), "declare different vocabulary sizes.*'universal'"),
-    ("speculative", _facts(assistant_class="Gemma4AssistantForCausalLM"), "'mtp_drafter'"),
+    ("speculative", _facts(assistant_class="Gemma4AssistantForCausalLM", assistant_reads_shared_kv=True),
+     "'mtp_drafter'"),
+    ("universal", _facts(assistant_class="Gemma4AssistantForCausalLM", assistant_reads_shared_kv=True,
+                         same_vocabulary=False, assistant_vocab_size=320), "'mtp_drafter'"),
     ("universal", _facts(), "share a tokenizer: use 'speculative'"),
     ("universal", _facts(same_vocabulary=False), "both declare 384 tokens.*vocabulary size alone"),
     ("mtp", _facts(target_class="DeepseekV3ForCausalLM", target_has_mtp=True, target_on_disk=False), "built in memory"),
@@ -171,7 +174,12 @@ def _facts(**kw) -> ModelFacts:
      "holds no MTP weights"),
     ("mtp", _facts(), "no multi-token-prediction layers"),
     ("mtp_drafter", _facts(), "needs a Gemma 4 assistant"),
-    ("mtp_drafter", _facts(assistant_class="Gemma4AssistantForCausalLM"), "target must be a Gemma 4"),
+    ("mtp_drafter", _facts(assistant_class="Gemma4AssistantForCausalLM", assistant_reads_shared_kv=True),
+     "target must be a Gemma 4"),
+    # Every method, the generic check: a drafter that reads a target's KV states is no target (the fact, whatever the
+    # class is called).
+    ("baseline", _facts(target_class="KvDrafter", target_reads_shared_kv=True), "KvDrafter is a Gemma 4 assistant"),
+    ("prompt_lookup", _facts(target_class="KvDrafter", target_reads_shared_kv=True), "cannot write text on its own"),
 ])
 def test_impossible_combinations_get_clear_messages(method: str, facts: ModelFacts, message: str) -> None:
     m = get_method(method)
@@ -181,6 +189,27 @@ def test_impossible_combinations_get_clear_messages(method: str, facts: ModelFac
 
 def test_padded_vocabulary_pair_may_use_universal() -> None:
     get_method("universal").validate(_facts(assistant_vocab_size=400), {"num_assistant_tokens": 5})
+
+
+def test_the_gemma4_assistant_checks_read_model_facts_not_class_names() -> None:
+    """A Gemma 4 assistant is known by the facts the engine states (`model_facts`), not by its class name here."""
+    named = "Gemma4AssistantForCausalLM"
+    get_method("baseline").validate(_facts(target_class=named), {})
+    get_method("mtp_drafter").validate(_facts(target_class="SharesKv", assistant_class="ReadsKv",
+                                              assistant_reads_shared_kv=True, target_shares_kv=True),
+                                       {"num_assistant_tokens": 5})
+
+
+def test_the_engine_states_which_models_share_and_read_kv_states(store, models) -> None:
+    """Transformers' rule (`compat.transformers_internals`), read off the loaded models' classes: the tiny Gemma 4
+    assistant reads a target's shared KV states, the tiny Gemma 4 shares them, a Llama does neither."""
+    gemma4, assistant, llama = (store.get(models[name], "float32") for name in ("gemma4", "gemma4_assistant", "target"))
+    facts = model_facts(gemma4, assistant, sample=False)
+    assert (facts.target_shares_kv, facts.assistant_reads_shared_kv, facts.target_reads_shared_kv) == (True, True, False)
+    facts = model_facts(assistant, llama, sample=False)  # its class also starts with "Gemma4", as Transformers reads it
+    assert (facts.assistant_reads_shared_kv, facts.target_reads_shared_kv) == (False, True)
+    facts = model_facts(llama, None, sample=False)
+    assert (facts.target_shares_kv, facts.assistant_reads_shared_kv, facts.target_reads_shared_kv) == (False, False, False)
 
 
 # --------------------------------------------------------------------------- speculative

@@ -820,6 +820,19 @@ def test_tune_refuses_a_bad_draft_range() -> None:
         tune_prompt(TuneRequest(run=RunRequest(prompt="x", method="prompt_lookup"), max_draft=0))
 
 
+def test_tunes_draft_range_is_the_methods_own(monkeypatch) -> None:
+    """The largest draft length tune takes is bounded by the method's draft-length control in the registry (one
+    definition, not a copy): a prompt lookup that copies at most 32 tokens refuses 40, naming its range (a copied 64
+    let it through to the next check, the ensemble's refusal, reached here before any model loads)."""
+    lookup = METHODS["prompt_lookup"]
+    params = tuple(dataclasses.replace(p, maximum=32) if p.name == "prompt_lookup_num_tokens" else p
+                   for p in lookup.params)
+    monkeypatch.setitem(METHODS, "prompt_lookup", dataclasses.replace(lookup, params=params))
+    run = RunRequest(prompt="x", method="prompt_lookup", params={"assistant_ensemble_weight": 0.5})
+    with pytest.raises(TuneError, match="between 1 and 32; got 40"):
+        tune_prompt(TuneRequest(run=run, max_draft=40))
+
+
 
 # --- the registry decides what tune replays ---------------------------------------------------------
 

@@ -325,7 +325,7 @@ class AgentRun:
         def call() -> None:
             try:
                 with engine.stopped_by(self.gone):
-                    self.trace = engine.run(request, store)
+                    self.trace = engine.run(request, store, visitors_own=True)
             except BaseException as exc:  # noqa: BLE001  (reported by the test)
                 self.error = exc
             self.ended = time.monotonic()
@@ -407,10 +407,15 @@ def test_a_long_jobs_run_gives_way_to_an_mcp_generate(store, models) -> None:  #
                 time.sleep(0.001)
             return super().__call__(input_ids, scores, **kwargs)
 
+    class _LongRun(LiveRun):
+        def _stopping(self, gives_way: bool) -> _Stop:
+            stop = super()._stopping(gives_way)
+            stop.__class__ = _WaitsForTheAgent
+            return stop
+
     def long_job() -> None:
         with engine.stopped_by(threading.Event()):
-            box["live"] = live = LiveRun(prepare(_request(models, "prompt_lookup", LONG_DEFAULT), store))
-            live._stop.__class__ = _WaitsForTheAgent
+            box["live"] = live = _LongRun(prepare(_request(models, "prompt_lookup", LONG_DEFAULT), store))
             began.set()
             box["trace"] = live.run()
             box["ended"] = time.monotonic()
@@ -430,6 +435,84 @@ def test_a_long_jobs_run_gives_way_to_an_mcp_generate(store, models) -> None:  #
     assert agent.ended < box["ended"] and box["live"].gave_way >= 1, "the long run gave way to the MCP generate"
     assert trace.summary.new_tokens == SHORT_TOKENS
     assert box["trace"].output_ids == undisturbed.output_ids
+
+
+def test_a_long_jobs_engine_run_gives_way_as_its_live_run_does(store, models, monkeypatch) -> None:  # noqa: F811
+    """`engine.run` inside a long job (`stopped_by`) is the same run as `LiveRun.run`: it holds its models as the job's
+    run, gives way at its next step to a visitor's run that asks for them, and is redone whole after it. (It was a
+    visitor's own run there before: it took turns per step and never gave way.)"""
+    request = _request(models, "prompt_lookup", LONG_DEFAULT)
+    undisturbed = engine.run(request, store)
+    runs: list[LiveRun] = []
+    init = LiveRun.__init__
+
+    def noted(self: LiveRun, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        runs.append(self)
+
+    monkeypatch.setattr(LiveRun, "__init__", noted)
+    held = threading.Event()
+
+    def first_forward_waits(module: Any, args: Any) -> None:
+        """The long job's first forward waits until a visitor's run asks for the models (a tiny run is too quick to
+        race)."""
+        if held.is_set() or not runs or threading.current_thread() is not runs[0]._thread:
+            return
+        held.set()
+        began = time.monotonic()
+        while _SCHEDULER.foreground_runs == 0 and time.monotonic() - began < WAIT_S:
+            time.sleep(0.001)
+
+    box: dict[str, Any] = {}
+
+    def long_job() -> None:
+        try:
+            with engine.stopped_by(threading.Event()):
+                box["trace"] = engine.run(request, store)
+        except BaseException as exc:  # noqa: BLE001  (reported by the test)
+            box["error"] = exc
+        box["ended"] = time.monotonic()
+
+    handle = store.get(models["target"], "float32").model.register_forward_pre_hook(first_forward_waits)
+    worker = threading.Thread(target=long_job, daemon=True)
+    try:
+        worker.start()
+        assert held.wait(WAIT_S), "the long job's run began generating"
+        visitor = Consumer(LiveRun(prepare(_request(models, "baseline", SHORT_TOKENS, prompt="def add(a, b):"), store)))
+        visitor_trace = visitor.join()
+        worker.join(WAIT_S)
+    finally:
+        handle.remove()
+    assert not worker.is_alive() and "error" not in box, box.get("error")
+    long_run = runs[0]
+    assert long_run._turns is None, "it held its models as a long job's run does (it took turns as a visitor's)"
+    assert long_run.gave_way >= 1, "it gave way to the visitor's run"
+    assert visitor.ended < box["ended"]
+    assert visitor_trace.summary.new_tokens == SHORT_TOKENS
+    assert box["trace"].output_ids == undisturbed.output_ids and box["trace"].finish_reason == "length"
+
+
+def test_an_mcp_generate_is_a_visitors_own_run_inside_its_calls_job(models, monkeypatch) -> None:  # noqa: F811
+    """`mcp_tools.generate` runs inside its call's job (`stopped_by`, as every tool does) yet asks for a visitor's own
+    run: its turn is counted among the visitors' runs long jobs wait for (`_Scheduler.turn` without a job), not a long
+    job's. Run through the tool itself (`AgentRun` above stands in for it with the store of these tests)."""
+    import json
+
+    from playground.app import mcp_tools
+
+    asked: list[Any] = []
+    turn = _SCHEDULER.turn
+
+    def noted(job: threading.Event | None) -> Any:
+        asked.append(job)
+        return turn(job)
+
+    monkeypatch.setattr(_SCHEDULER, "turn", noted)
+    with engine.stopped_by(threading.Event()):
+        answer = json.loads(mcp_tools.generate(prompt=PROMPT, target=models["target"], method="baseline",
+                                               max_new_tokens=4, dtype="float32"))
+    assert answer["summary"]["new_tokens"] == 4 and answer["finish_reason"] == "length"
+    assert asked == [None], "a visitor's own run's turn, not a long job's"
 
 
 def test_an_mcp_generate_whose_agent_leaves_while_it_waits_for_its_first_turn_ends_without_a_step(

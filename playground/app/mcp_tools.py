@@ -113,7 +113,7 @@ def generate(prompt: str = "", target: str = DEFAULT_TARGET, method: str = defau
                             params=params, max_new_tokens=max_new_tokens, sample=sample, temperature=temperature,
                             top_p=None, top_k=None, seed=seed, chat=None, dtype=dtype, preset=preset or None,
                             surface="run")
-    trace = run(request)
+    trace = run(request, visitors_own=True)  # a visitor's own run: turns per step; it never gives way
     check_stopped()  # its agent left during the run: the run ended at its next step; no answer is due
     summary = {k: getattr(trace.summary, k) for k in SUMMARY_FIELDS}
     return _json({"output_text": trace.output_text, "method": trace.method, "target": trace.target,

@@ -8,7 +8,8 @@ them or the installed version is not the pinned one. The GGUF loader's patches k
 
 Its modules (the engine imports the first, the page the second: no module imports both torch and Gradio):
   transformers_internals  Transformers' (and torch's) internals the engine hooks: the candidate-generator and
-                          logits-processor factories, `_speculative_sampling` and `torch.rand_like`, the translator cache
+                          logits-processor factories, `_speculative_sampling` and `torch.rand_like`, the translator cache,
+                          the class-name prefixes Transformers tells a Gemma 4 assistant and its targets by
   gradio_internals        Gradio's (and uvicorn's, mcp's) internals the page reads: the queue, its events and their ids,
                           `clean_events`, an event's raw data, the call's context, the MCP tool marker and handlers
 """

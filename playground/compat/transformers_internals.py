@@ -24,6 +24,11 @@ LOGITS_PROCESSOR_FACTORY = "_get_logits_processor"
 SPECULATIVE_SAMPLING = "_speculative_sampling"
 SAMPLING_MODULE = generation_utils
 RAND_LIKE_MODULE = torch  # `torch.rand_like`, looked up on the module at each call
+# `_get_candidate_generator` picks the generator of a drafter that works from the target's shared KV states (a Gemma 4
+# assistant) by its class name's prefix, and refuses a target whose class starts with neither of the second pair:
+# `engine/preparing.py` states both as model facts (`methods.ModelFacts`) by the same rule.
+SHARED_KV_DRAFTERS = ("Gemma4Assistant", "Gemma4UnifiedAssistant")
+SHARED_KV_TARGETS = ("Gemma4", "Gemma3n")
 
 
 def universal_translator_cache() -> Any:

@@ -21,7 +21,8 @@ Its modules, each importing only those listed before it:
                  buffer it copies them into
   records        the raw step records the worker hands the consumer, and the phases closed between steps
   distributions  a step's logits to figures: probabilities, p and q, the step microscope's top-k lists (`_digest`)
-  stopping       the stopping criteria (`_Stop`): stop, time limit, overflowed scores (`_ScoreWatch`), pace and turns
+  stopping       the step boundary on the worker's side (`_Stop`, built whole): stop, time limit, overflowed scores
+                 (`_ScoreWatch`), giving way, pace and turns; what follows a step decided purely (`at_boundary`)
   recorder       `_Recorder`, the phases' timestamps and step records, and its patches on the model for one run
   texts          token texts as they read in context, and the text around prompt lookup's source
   sources        where a method's drafts come from, one class per draft source (`DraftSource`, `source_for`): how a
@@ -29,7 +30,8 @@ Its modules, each importing only those listed before it:
   preparing      a request checked, its models loaded and its prompt rendered: `prepare`
   steps          the step boundary (`StepBoundary`): a worker's record becomes the trace's next step, committed to
                  the trace, the context and the live summary, its figures filled in
-  live           one generation as it happens (`LiveRun`), `run` to the end, `plain_generate` without instrumentation
+  live           one generation as it happens (`LiveRun`), `run` to the end (`engine.run` is `LiveRun.run` after
+                 `prepare`), `plain_generate` without instrumentation
 
 A held run is one whose steps nobody sees as they come (`LiveRun.held`): they are built once generation has ended.
 

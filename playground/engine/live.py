@@ -29,7 +29,7 @@ from .recorder import _device_sync, _Recorder
 from .records import _Other, _Raw, _Setup
 from .sources import source_for
 from .steps import StepBoundary
-from .stopping import _ScoreWatch, _Stop, non_finite_message
+from .stopping import Attempt, _ScoreWatch, _Stop, non_finite_message
 from .turns import _StoppedWaiting, _Turns, exclusive
 
 
@@ -87,13 +87,14 @@ def plain_generate(prepared: PreparedRun) -> tuple[list[int], float]:
 
     job: threading.Event | None = getattr(_JOB, "stop", None)  # the caller's long job, if it is one
     kwargs = dict(prepared.generate_kwargs)
-    stop = _Stop(threading.Event(), None)  # it takes the caller's job
-    if job is not None:  # its visitor leaving ends it at the next step (one Event look per step: no cost to see)
-        stop.gives_way = True  # and a visitor's own run waiting for the models makes it start again after that run
+    # Its visitor leaving ends it at the next step (one Event look per step: no cost to see), and a visitor's own run
+    # waiting for the models makes it give way and start again after that run.
+    stop = _Stop(threading.Event(), job=job, gives_way=job is not None)
+    if job is not None:
         kwargs["stopping_criteria"] = StoppingCriteriaList([stop])
 
     def attempt() -> tuple[list[int], float]:
-        stop.gave_way = False
+        stop.begin(Attempt())
         with exclusive(prepared, job), torch.inference_mode():
             start = time.perf_counter()
             out = prepared.target.model.generate(**kwargs)
@@ -122,15 +123,16 @@ class LiveRun:
         self._thread: threading.Thread | None = None
         self._recorder: _Recorder | None = None  # the current attempt's
         self._watch = _ScoreWatch()
-        self._stop = _Stop(self.cancel, None, self._watch)
+        self._job: threading.Event | None = getattr(_JOB, "stop", None)  # the job of the thread making the run
         # A visitor's run at a pace stops after its steps as `pace` asks (`_Stop._pause`): a step-by-step pause at most
         # PLAYGROUND_PAUSE_IDLE_S without a press, the whole run at most PLAYGROUND_RUN_LIFETIME_S. While it stands
         # paused its consumer hears None every `idle_s` (`__iter__`), so the page's handler yields and notices a
         # visitor who left.
-        self.pace = self._stop.pace = pace
+        self.pace = pace
         settings = get_settings()
-        self.pause_idle_s = self._stop.pause_idle_s = settings.pause_idle_s
+        self.pause_idle_s = settings.pause_idle_s
         self.lifetime_s = settings.run_lifetime_s
+        self._stop: _Stop  # the step boundary, built whole once the run starts and its kind is known (`_steps_of`)
         self.idle_s: float | None = None
         self.gave_way = 0  # times this run gave way to a visitor's run and started again (`run`)
         self._turns: _Turns | None = None  # a run that is not redone takes turns per step with the others like it
@@ -182,7 +184,6 @@ class LiveRun:
                     break
                 # A visitor's own run asked for the models: this long job's run ended at its step and starts again
                 # from the beginning once that run is done (`_turn`); the consumer drops what it has (`_RESTART`).
-                self._stop.gave_way = False
                 self.gave_way += 1
                 self._queue.put(_RESTART)
         finally:
@@ -202,13 +203,13 @@ class LiveRun:
 
         # A run redone when it gives way (a long job's `run`) holds its models for the whole attempt; any other run
         # (a visitor's own, an MCP generate) takes turns per step with the others, its hooks on the model per turn.
-        turns = None if self._stop.gives_way else _Turns(prepared, self.cancel, hooks, self._stop.job)
+        turns = None if self._stop.gives_way else _Turns(prepared, self.cancel, hooks, self._job)
         self._turns = turns
         # Its job's stop event ends any run; only a long job's run (the one that gives way) also waits in `_turn` for
         # the visitors' runs. An MCP generate is a visitor's own run that its agent's leaving stops (`_Turns.job`).
-        long_job = self._stop.job if self._stop.gives_way else None
-        self._stop.begin_attempt(turns, prepared.input_ids.shape[1] + prepared.request.max_new_tokens,
-                                 prepared.eos_ids, recorder.note_wait, recorder.hand_over_now)
+        long_job = self._job if self._stop.gives_way else None
+        self._stop.begin(Attempt(turns, prepared.input_ids.shape[1] + prepared.request.max_new_tokens,
+                                 prepared.eos_ids, recorder.note_wait, recorder.hand_over_now))
         try:
             with contextlib.ExitStack() as stack:
                 stack.enter_context(exclusive(prepared, long_job, turns))
@@ -217,7 +218,7 @@ class LiveRun:
                     for manager in hooks():
                         stack.enter_context(manager)
                 self._start = recorder.started = recorder._stamp()
-                self._stop.clock_from(self._start, self.timeout_s, self.lifetime_s)
+                self._stop.start_clock(self._start)
                 model.generate(**kwargs)
                 self._elapsed = recorder.finish() - self._start - recorder.waited
         except _StoppedWaiting:  # stopped before its first turn (its visitor or agent left): no step, nothing to report
@@ -228,10 +229,22 @@ class LiveRun:
             self._error = exc
 
     def __iter__(self) -> Generator[Step | None, None, None]:
-        """The steps as they come (with `idle_s` set, also None after each `idle_s` without one)."""
+        """The steps as they come (with `idle_s` set, also None after each `idle_s` without one): a visitor's own
+        run, which takes turns per step with the others like it and never gives way."""
+        return self._steps_of(gives_way=False)
+
+    def _stopping(self, gives_way: bool) -> _Stop:
+        """The run's step boundary, built whole (`stopping._Stop`)."""
+        return _Stop(self.cancel, job=self._job, watch=self._watch, pace=self.pace, pause_idle_s=self.pause_idle_s,
+                     gives_way=gives_way, timeout_s=self.timeout_s, lifetime_s=self.lifetime_s)
+
+    def _steps_of(self, gives_way: bool) -> Generator[Step | None, None, None]:
+        """The steps as they come, of a run that gives way (a long job's: redone whole after the visitor's run) or
+        takes turns (a visitor's own)."""
         if self._thread is not None:
             raise RuntimeError("a LiveRun can be iterated once")
         check_stopped()  # a stopped job starts no further run
+        self._stop = self._stopping(gives_way)
         if self.pace is not None:
             self.pace.begin_run()  # ended in `_finish`'s caller below, however the run ends
         # A run shown as it comes keeps Transformers' tensors: its first step should not wait for a buffer's pages,
@@ -375,22 +388,18 @@ class LiveRun:
         else:
             trace.finish_reason = "length"
 
-    def run(self) -> Trace:
-        """Run to the end; nobody sees the steps as they come, so a long job's run (`stopped_by`) gives way to a
-        visitor's own run at its next step and is redone whole after it (the trace is the undisturbed attempt's)."""
-        self._stop.gives_way = self._stop.job is not None
+    def run(self, visitors_own: bool = False) -> Trace:
+        """Run to the end; nobody sees the steps as they come (`held`). Inside a long job (`stopped_by`: Compare, Tune,
+        the plain check, an MCP compare or bench) the run gives way to a visitor's own run at its next step and is
+        redone whole after it (the trace is the undisturbed attempt's). `visitors_own`: the run is a visitor's own
+        even so (an MCP generate, whose call's stop event only ends it): it takes turns per step and never gives way."""
         self.held = True
-        for _ in self:
+        for _ in self._steps_of(gives_way=self._job is not None and not visitors_own):
             pass
         return self.trace
 
 
 def run(req: RunRequest, store: ModelStore = STORE, progress: Callable[[str], None] | None = None,
-        on_step: Callable[[Step, Trace], None] | None = None) -> Trace:
-    """Prepare and run to the end; `on_step` sees each step as it arrives."""
-    live = LiveRun(prepare(req, store, progress))
-    live.held = on_step is None  # nobody sees the steps as they come: built after generation (`LiveRun._items`)
-    for step in live:
-        if on_step is not None and step is not None:  # None only with `idle_s` set
-            on_step(step, live.trace)
-    return live.trace
+        visitors_own: bool = False) -> Trace:
+    """Prepare and run to the end (`LiveRun.run`: the same run, giving way inside a long job unless `visitors_own`)."""
+    return LiveRun(prepare(req, store, progress)).run(visitors_own)

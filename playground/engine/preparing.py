@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..compat.transformers_internals import SHARED_KV_DRAFTERS, SHARED_KV_TARGETS
 from ..methods import ModelFacts, get_method
 from ..models import (
     CATALOGUE, HUB_ID_RE, STORE, LoadedModel, ModelStore, default_device,
@@ -110,12 +111,17 @@ def model_facts(target: LoadedModel, assistant: LoadedModel | None, sample: bool
     name_or_path = getattr(target.model.config, "_name_or_path", "") or ""
     on_disk = bool(name_or_path) and (os.path.isdir(name_or_path) or bool(HUB_ID_RE.match(name_or_path)))
     has_mtp = bool(getattr(text_config, "num_mtp_layers", None))
+    target_class = type(target.model).__name__
+    assistant_class = type(assistant.model).__name__ if assistant else None
     return ModelFacts(
-        target_class=type(target.model).__name__,
+        target_class=target_class,
         target_layers=target.num_layers,
         target_has_mtp=has_mtp,
         target_on_disk=on_disk,
-        assistant_class=type(assistant.model).__name__ if assistant else None,
+        assistant_class=assistant_class,
+        target_reads_shared_kv=target_class.startswith(SHARED_KV_DRAFTERS),
+        assistant_reads_shared_kv=bool(assistant_class and assistant_class.startswith(SHARED_KV_DRAFTERS)),
+        target_shares_kv=target_class.startswith(SHARED_KV_TARGETS),
         same_vocabulary=same_vocabulary(target.tokenizer, assistant.tokenizer) if assistant else None,
         sample=sample,
         target_vocab_size=getattr(text_config, "vocab_size", None),

@@ -11,16 +11,14 @@ from typing import Any, Callable, Sequence
 
 from ..errors import RunError
 from ..i18n import DEFAULT_LANGUAGE, Message, Number, joined, normalize, t
-from ..methods import METHODS, Method, ensemble_weight, get_method
+from ..methods import DRAFT_LENGTH, METHODS, Method, Param, ensemble_weight, get_method
 from ..models import method_defaults
 from ..request import RunRequest
 
 Progress = Callable[[str], None]
 
-# The draft-length schedules Tune can sweep: the registry's own choices for the parameter (one list, in methods.py).
-SCHEDULES: tuple[str, ...] = tuple(dict.fromkeys(
-    choice for method in METHODS.values() for param in method.params
-    if param.name == "num_assistant_tokens_schedule" for choice in param.choices))
+# The draft-length schedules, as the registry offers them (`methods.DRAFT_LENGTH`).
+SCHEDULES = next(p.choices for p in DRAFT_LENGTH if p.name == "num_assistant_tokens_schedule")
 
 
 class TuneError(RunError):
@@ -251,9 +249,19 @@ def _check(request: TuneRequest) -> None:
     if run.sample:
         raise TuneError.keyed("error.tune.greedy_only")
     replay = replay_of(run.method)
-    if not 1 <= request.max_draft <= 64:
-        raise TuneError.keyed("error.tune.max_draft_range", got=request.max_draft)
+    method = get_method(run.method)
+    low, high = _range(method.param(method.draft_length_param or ""))  # the registry's range: one definition
+    if not low <= request.max_draft <= high:
+        raise TuneError.keyed("error.tune.max_draft_range", lo=low, hi=high, got=request.max_draft)
     if ensemble_weight(run.params) is not None:
         raise TuneError.keyed("error.tune.ensemble_lossy")
-    if "max_matching_ngram_size" in replay.swept and not all(1 <= n <= 10 for n in request.ngram_sizes):
-        raise TuneError.keyed("error.tune.ngram_sizes")
+    if "max_matching_ngram_size" in replay.swept:
+        low, high = _range(method.param("max_matching_ngram_size"))
+        if not all(low <= n <= high for n in request.ngram_sizes):
+            raise TuneError.keyed("error.tune.ngram_sizes", lo=low, hi=high)
+
+
+def _range(param: Param) -> tuple[int, int]:
+    """A whole-number parameter's range as the registry bounds it."""
+    assert param.minimum is not None and param.maximum is not None, param.name
+    return int(param.minimum), int(param.maximum)
