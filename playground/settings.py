@@ -47,6 +47,9 @@ SETTINGS_DOC: list[tuple[str, str, str]] = [
     ("PLAYGROUND_MAX_RUNS", "12",
      "Page generations that may exist at once, running or paused (Gradio's limit for Generate; more wait in its "
      "queue). Each keeps its KV cache and pending scores (docs/limits.md)."),
+    ("PLAYGROUND_MAX_PACES", "1000",
+     "Visitors' pace choices (Free, Slowed, Step by step) the server keeps, a few hundred bytes each; past it the "
+     "least recently set are dropped (that visitor's next run goes free), never the pace a run goes at."),
     ("PLAYGROUND_PRELOAD", "true", "Load the default models at start-up."),
     ("PLAYGROUND_CONCURRENCY", "3",
      "Visitors' generations computing at once (the cores' places; the page's other queued handlers too); they take "
@@ -117,6 +120,7 @@ class Settings:
     pause_idle_s: float = 180.0  # a step-by-step pause with no press this long ends the run
     run_lifetime_s: float = 3600.0  # no run lives longer, pauses included
     max_runs: int = 12  # page generations existing at once (running or paused)
+    max_paces: int = 1000  # visitors' paces kept (app.presenter; least recently set dropped first)
     max_rooms: int = 20  # classes following a presenter at once (playground.rooms)
     room_followers: int = 200  # followers one room takes
     room_grace_s: float = 120.0  # how long a room outlives its presenter's page
@@ -208,6 +212,7 @@ def get_settings() -> Settings:
         pause_idle_s=_float("PLAYGROUND_PAUSE_IDLE_S", 180.0),
         run_lifetime_s=_float("PLAYGROUND_RUN_LIFETIME_S", 3600.0),
         max_runs=_int("PLAYGROUND_MAX_RUNS", 12, minimum=1),
+        max_paces=_int("PLAYGROUND_MAX_PACES", 1000, minimum=1),
         malloc_arenas=_int("PLAYGROUND_MALLOC_ARENAS", 2, minimum=0),
         max_rooms=_int("PLAYGROUND_MAX_ROOMS", 20, minimum=1),
         room_followers=_int("PLAYGROUND_ROOM_FOLLOWERS", 200, minimum=1),

@@ -30,13 +30,14 @@ httpx = pytest.importorskip("httpx")
 pytestmark = pytest.mark.server
 
 RUN_TIMEOUT_S = 6
-PAUSE_IDLE_S = 900  # the main server's: no pause of these tests ends idle (a flood of 1,001 calls takes minutes here)
+PAUSE_IDLE_S = 900  # the main server's: no pause of these tests ends idle (a flood of calls takes a while here)
+MAX_PACES = 50  # the main server's table of paces (PLAYGROUND_MAX_PACES; 1,000 by default): the flood overflows it
 SHORT_IDLE_S = 8  # the idle test's own server
 
 
 def _env(idle_s: int) -> dict[str, str]:
     return {"PLAYGROUND_RUN_TIMEOUT_S": str(RUN_TIMEOUT_S), "PLAYGROUND_PAUSE_IDLE_S": str(idle_s),
-            "PLAYGROUND_CONCURRENCY": "3",
+            "PLAYGROUND_CONCURRENCY": "3", "PLAYGROUND_MAX_PACES": str(MAX_PACES),
             # every visitor here is 127.0.0.1: public mode's per-client bound (2, `gate`) would refuse the third
             "PLAYGROUND_CLIENT_CALLS": "0"}
 
@@ -200,8 +201,9 @@ def test_a_visitors_second_run_replaces_the_first(server: Server, visitors: list
 
 
 def test_a_paused_runs_pace_survives_a_flood_of_other_sessions_paces(server: Server, visitors: list[Visitor]) -> None:
-    """1,001 other sessions set their pace while a run stands paused: its visitor's "Next step" and pace switch still
-    reach it (on the old code its pace was dropped from the 1,000-entry table and the run never moved again)."""
+    """More other sessions than the table of paces holds (PLAYGROUND_MAX_PACES, set small here) set their pace while a
+    run stands paused: its visitor's "Next step" and pace switch still reach it (on the old code its pace was dropped
+    from the table and the run never moved again)."""
     (run,) = _paused_visitors(server, visitors, 1, tokens=8)
     victim = visitors[-1]
     def set_pace(client: Any) -> int:
@@ -210,7 +212,7 @@ def test_a_paused_runs_pace_survives_a_flood_of_other_sessions_paces(server: Ser
         return client.post(f"{server.url}gradio_api/run/predict", json=body).status_code
 
     with httpx.Client(timeout=WAIT_S) as client, ThreadPoolExecutor(4) as pool:
-        assert set(pool.map(lambda _: set_pace(client), range(1001))) == {200}
+        assert set(pool.map(lambda _: set_pace(client), range(MAX_PACES + 1))) == {200}
     victim.predict("step_on", [])
     _until(lambda: run.paused_after() == 2, "Next step reached the paused run", within_s=60)
     victim.pace("free")

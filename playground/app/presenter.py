@@ -30,6 +30,7 @@ from .. import render
 from ..errors import shorten
 from ..i18n import Number, number, t
 from ..methods import METHODS
+from ..settings import get_settings
 from ..pace import DEFAULT_SECONDS, FREE, MAX_SECONDS, MIN_SECONDS, MODES, SLOW, Pace
 from ..errors import PlaygroundError
 from ..trace import Step, Trace, short_repr
@@ -38,7 +39,6 @@ from .guard import PRIVATE, guarded, session_key, url_query
 from .language import L
 
 MAX_RUN_LINE_NAME = 60  # a model's name in the settings line, cut (a path may be long)
-MAX_PACES = 1000  # visitors' paces kept (least recently set dropped first): a few hundred bytes each
 
 _PACES: "collections.OrderedDict[str, Pace]" = collections.OrderedDict()
 _PACES_LOCK = threading.Lock()
@@ -61,10 +61,10 @@ def _pace_for(key: str) -> Pace:
 
 
 def _drop_unused_paces_locked() -> None:
-    """Past MAX_PACES, drop the least recently set paces no run goes at (caller holds `_PACES_LOCK`). A pace a run
-    waits on is never dropped: its visitor's "Next step" and pace switch must keep reaching it. So the table holds at
-    most MAX_PACES plus the runs going at once (PLAYGROUND_MAX_RUNS)."""
-    excess = len(_PACES) - MAX_PACES
+    """Past PLAYGROUND_MAX_PACES, drop the least recently set paces no run goes at (caller holds `_PACES_LOCK`). A pace
+    a run waits on is never dropped: its visitor's "Next step" and pace switch must keep reaching it. So the table
+    holds at most PLAYGROUND_MAX_PACES plus the runs going at once (PLAYGROUND_MAX_RUNS)."""
+    excess = len(_PACES) - get_settings().max_paces
     if excess <= 0:
         return
     for key in [key for key, pace in _PACES.items() if not pace.runs][:excess]:
