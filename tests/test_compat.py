@@ -137,6 +137,10 @@ def gradio_changes() -> list[str]:
     changes += _assigns(queueing.Queue.__init__, "self.event_queue_per_concurrency_id", "self.active_jobs",
                         "self.max_thread_count")
     changes += _assigns(queueing.Queue.start, "self.active_jobs = [None] * self.max_thread_count")
+    changes += _assigns(queueing.Queue.__init__, "self.sleep_when_free =", "self.progress_update_sleep_when_free =")
+    changes += _assigns(queueing.Queue.start_processing, "await asyncio.sleep(self.sleep_when_free)")
+    changes += _assigns(queueing.Queue.start_progress_updates,
+                        "await asyncio.sleep(self.progress_update_sleep_when_free)")
     changes += _assigns(queueing.EventQueue.__init__, "self.queue")
     changes += _assigns(queueing.Event.__init__, "self._id =", "self.session_hash", "self.fn =", "self.alive",
                         "self.enqueue_time")
@@ -218,7 +222,8 @@ PRIVATE_NAMES = {"_get_candidate_generator", "_get_logits_processor", "_speculat
                  "_id", "_data", "_mcp_type", "clean_events", "active_jobs", "max_thread_count",
                  "event_queue_per_concurrency_id",
                  "get_upload_folder", "mcp_server_obj", "request_handlers", "DEFAULT_MAX_INCOMPLETE_EVENT_SIZE",
-                 "LocalContext", "h11_impl", "_update_value_in_config"}
+                 "LocalContext", "h11_impl", "_update_value_in_config", "sleep_when_free",
+                 "progress_update_sleep_when_free"}
 
 
 def private_reads(root: Path) -> list[str]:
@@ -300,3 +305,51 @@ def test_the_watcher_keeps_watching_after_one_failed_look(monkeypatch: pytest.Mo
         run_coroutine_apart(asyncio.wait_for(gate.Gate(None).watch(Server()), 2))
     assert len(looks) == 3
     assert [r.levelno for r in caplog.records if r.name == gate.logger.name] == [logging.WARNING]
+
+
+@pytest.mark.parametrize("poll_less", [False, True])
+def test_an_idle_queue_looks_for_work_as_often_as_the_app_sets(poll_less: bool) -> None:
+    """Gradio's own queue loops, run idle for 0.5 s: left as Gradio sets them they wake about every 1 ms (the queue)
+    and 10 ms (progress); after `poll_less_when_free` with the app's figures, every 10 ms and 100 ms."""
+    import gradio as gr
+
+    from playground.app.launch import QUEUE_FREE_POLL_S, QUEUE_PROGRESS_POLL_S
+
+    with gr.Blocks() as blocks:
+        gr.Button().click(lambda: None)
+    blocks.queue()
+    queue = gradio_internals.queue_of(blocks)
+    queue.active_jobs = [None] * queue.max_thread_count  # as `Queue.start` leaves them
+    if poll_less:
+        gradio_internals.poll_less_when_free(queue, QUEUE_FREE_POLL_S, QUEUE_PROGRESS_POLL_S)
+    wakes = {"queue": 0, "progress": 0}
+
+    async def idle() -> None:
+        from gradio import queueing
+
+        original = queueing.asyncio.sleep
+        counts = {"sleep_when_free": 0, "progress_update_sleep_when_free": 0}
+
+        async def counted(seconds: float, *args: Any) -> Any:
+            for name in counts:
+                if seconds == getattr(queue, name):
+                    counts[name] += 1
+            return await original(seconds, *args)
+
+        queueing.asyncio.sleep = counted  # type: ignore[assignment]
+        try:
+            tasks = [asyncio.ensure_future(queue.start_processing()),
+                     asyncio.ensure_future(queue.start_progress_updates())]
+            await original(0.5)
+            queue.stopped = True
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            queueing.asyncio.sleep = original  # type: ignore[assignment]
+        wakes["queue"], wakes["progress"] = counts["sleep_when_free"], counts["progress_update_sleep_when_free"]
+
+    run_coroutine_apart(idle())
+    if poll_less:
+        assert wakes["queue"] <= 0.5 / QUEUE_FREE_POLL_S + 2, wakes
+        assert wakes["progress"] <= 0.5 / QUEUE_PROGRESS_POLL_S + 2, wakes
+    else:  # Gradio's own: the loops the app slows down (a loaded machine wakes them less often than asked)
+        assert wakes["queue"] > 2 * (0.5 / QUEUE_FREE_POLL_S + 2), wakes

@@ -88,6 +88,10 @@ PAGE_HEAD = """<script>(function () {
                                          ensure_ascii=False)}
 
 QUEUE_WORKERS = 40  # Gradio's own (`launch(max_threads=40)`): for every handler but the followers' streams
+# How often the queue looks for a call to start when it has none, and its progress loop for messages to send
+# (`gradio_internals.poll_less_when_free`; Gradio's 1 ms and 10 ms keep an idle server at 4-5 % of a core).
+QUEUE_FREE_POLL_S = 0.01
+QUEUE_PROGRESS_POLL_S = 0.1
 
 
 def launch_kwargs() -> dict[str, Any]:
@@ -131,6 +135,7 @@ def main() -> None:
     settings = get_settings()
     workers = QUEUE_WORKERS + settings.max_rooms * settings.room_followers
     gradio_internals.widen_queue(gradio_internals.queue_of(demo), workers)
+    gradio_internals.poll_less_when_free(gradio_internals.queue_of(demo), QUEUE_FREE_POLL_S, QUEUE_PROGRESS_POLL_S)
     mcp_tools.end_with_agent(demo)  # an agent's tool call stops when the agent disconnects
     start_preload()
     demo.block_thread()

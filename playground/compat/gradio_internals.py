@@ -79,6 +79,17 @@ def widen_queue(queue: Any, workers: int) -> None:
     jobs.extend([None] * (workers - len(jobs)) if jobs else [])
 
 
+def poll_less_when_free(queue: Any, free_s: float, progress_s: float) -> None:
+    """`Queue.sleep_when_free` and `Queue.progress_update_sleep_when_free`: with nothing to start, Gradio's queue
+    loop looks for work every 1 ms, and its progress loop walks every worker slot (thousands here, `widen_queue`) every
+    10 ms, whether a call runs or not: 4-5 % of a core for a server nobody uses (tests/measure/idle_cpu.py). Look
+    every `free_s` and `progress_s` instead (never more often than Gradio's own): a call waits at most `free_s` more
+    to start; the page sends no progress messages (no `gr.Progress`), which is all the second loop delivers."""
+    for name, seconds in (("sleep_when_free", free_s), ("progress_update_sleep_when_free", progress_s)):
+        if _read(queue, name) < seconds:
+            setattr(queue, name, seconds)
+
+
 def event_id(event: Any) -> str:
     """`queueing.Event._id`: the event id a client's `/call/<name>/<event_id>` stream and `clean_events` name."""
     return _read(event, "_id")
