@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from appserver import ARTIFACTS, app_url_fixture, browser_fixture, needs_chromium
+from appserver import ARTIFACTS, NO_PRELOAD_OFFLINE, app_url_fixture, browser_fixture, needs_chromium
 
 pytestmark = [pytest.mark.server, pytest.mark.browser, needs_chromium]
 
-app_url = app_url_fixture("presenter-test-server.log", {"PLAYGROUND_PRELOAD": "0"})
+app_url = app_url_fixture("presenter-test-server.log", NO_PRELOAD_OFFLINE)
 browser = browser_fixture()
 
 PROMPT = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three, four,"
