@@ -169,6 +169,12 @@ class SharedApps:
         self._apps.clear()
 
 
+# The configuration of the browser files whose app needs no model at its start (their runs, if any, load tiny or
+# bundled models by link): no start-up load, the Hub off (what these machines and CI have anyway; the same presets on
+# a laptop). One configuration for all of them, so a worker starts one such app, not one per file's variant.
+NO_PRELOAD_OFFLINE = {"PLAYGROUND_PRELOAD": "0", "HF_HUB_OFFLINE": "1"}
+
+
 def app_url_fixture(log_name: str, extra_env: dict[str, str] | None = None) -> Callable[..., Iterator[str]]:
     """A module-scoped `app_url` fixture: the session's real app of this configuration (`SharedApps`), started by the
     first module that asks for it, its log in artifacts/`log_name` of that module."""

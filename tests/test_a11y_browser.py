@@ -3,9 +3,9 @@ on every tab in English, Russian and Arabic, light and dark; the page driven by 
 the language picker changed from the keyboard without trapping the focus; a visible focus ring on every kind of
 control; a slider filled from the right on the Arabic page.
 
-One app for the module (PLAYGROUND_PRELOAD=0: the run uses the tiny models, set by the page's own shareable link),
-one Chromium, one page per test reused across languages and themes. Screenshots go to artifacts/. Tests assert
-behaviour, never timings.
+The session's app without a start-up load (`NO_PRELOAD_OFFLINE`: the run uses the tiny models, set by the page's own
+shareable link), one Chromium, one page per test reused across languages and themes. Screenshots go to artifacts/.
+Tests assert behaviour, never timings.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Any, Iterator
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
-from appserver import ARTIFACTS, HandlerCalls, app_url_fixture, browser_fixture, needs_chromium, still
+from appserver import (ARTIFACTS, NO_PRELOAD_OFFLINE, HandlerCalls, app_url_fixture, browser_fixture, needs_chromium,
+                       still)
 
 from playground import i18n
 from playground.app.access import FOCUS_DARK, FOCUS_LIGHT
@@ -30,7 +31,7 @@ SERIOUS = ("serious", "critical")
 MAX_TABS = 120  # Tab presses from the top to the last tab's button (about 45 today)
 
 browser = browser_fixture()
-app_url = app_url_fixture("a11y-test-server.log", {"PLAYGROUND_PRELOAD": "0"})
+app_url = app_url_fixture("a11y-test-server.log", NO_PRELOAD_OFFLINE)
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from appserver import ARTIFACTS, app_url_fixture, browser_fixture, needs_chromium
+from appserver import ARTIFACTS, NO_PRELOAD_OFFLINE, app_url_fixture, browser_fixture, needs_chromium
 from test_presenter_browser import STATUS_KIND, STEPS_SHOWN, fold_facts, open_page, wait_paused
 
 from playground.examples import BY_NAME
 
 pytestmark = [pytest.mark.server, pytest.mark.browser, pytest.mark.bundled, pytest.mark.slow, needs_chromium]
 
-app_url = app_url_fixture("lesson-test-server.log", {"PLAYGROUND_PRELOAD": "0"})
+app_url = app_url_fixture("lesson-test-server.log", NO_PRELOAD_OFFLINE)
 browser = browser_fixture()
 
 # Each method of the guide by its offline stand-in (prompt lookup on the code edit, where the target refuses the

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from appserver import ARTIFACTS, app_url_fixture, browser_fixture, needs_chromium
+from appserver import ARTIFACTS, NO_PRELOAD_OFFLINE, app_url_fixture, browser_fixture, needs_chromium
 
 from playground import i18n
 from playground.app.links import query_for
@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.server, needs_chromium]
 browser = browser_fixture()
 
 
-app_url = app_url_fixture("microscope-test-server.log", {"PLAYGROUND_PRELOAD": "0"})  # the session's (shared)
+app_url = app_url_fixture("microscope-test-server.log", NO_PRELOAD_OFFLINE)  # the session's (shared)
 
 
 def open_run(browser: Any, url: str, models: dict[str, str], lang: str, sample: bool = False) -> Any:

@@ -14,13 +14,13 @@ from typing import Any, Iterator
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
 
-from appserver import HandlerCalls, app_url_fixture, browser_fixture, needs_chromium, picture_path
+from appserver import HandlerCalls, NO_PRELOAD_OFFLINE, app_url_fixture, browser_fixture, needs_chromium, picture_path
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, needs_chromium]
 
 SIZES = {"desktop": (1400, 1000), "phone": (390, 844)}
 
-app_url = app_url_fixture("ui-first-view-server.log", {"PLAYGROUND_PRELOAD": "0", "HF_HUB_OFFLINE": "1"})
+app_url = app_url_fixture("ui-first-view-server.log", NO_PRELOAD_OFFLINE)
 browser = browser_fixture()
 
 # Every Gradio block the visitor can see (laid out, not hidden) that says nothing: no text, no value or placeholder

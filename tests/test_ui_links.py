@@ -10,13 +10,13 @@ from urllib.parse import urlencode
 
 import pytest
 
-from appserver import app_url_fixture, browser_fixture, needs_chromium
+from appserver import NO_PRELOAD_OFFLINE, app_url_fixture, browser_fixture, needs_chromium
 from playground.methods import METHODS
 
 pytestmark = [pytest.mark.browser, pytest.mark.server,
               needs_chromium]
 
-app_url = app_url_fixture("ui-links-server.log", {"PLAYGROUND_PRELOAD": "0", "HF_HUB_OFFLINE": "1"})
+app_url = app_url_fixture("ui-links-server.log", NO_PRELOAD_OFFLINE)
 browser = browser_fixture()
 
 

@@ -588,7 +588,11 @@ def test_replay_theory_and_code_after_a_run_in_the_browser(teach_page_factory: A
     page.calls.page_time(2.5 * replay_tab.PLAY_EVERY_S)  # two ticks, had the timer gone on, sent and answered
     assert page.calls.sent.count(tick) == ticks, "paused, yet the play's timer ticked on"
     assert replay_state(page)["current"] == held, "paused, yet the replay moved on"
-    page.click("#pg-replay-play")  # on again, to the end, where it stops by itself
+    # On again at the speed control's fastest pace (its change reaches the timer while paused), to the end, where it
+    # stops by itself.
+    set_number(page, "pg-replay-speed", replay_tab.PLAY_SECONDS[0])
+    page.calls.settle()
+    page.click("#pg-replay-play")
     page.wait_for_function(
         f"""() => document.querySelector('#pg-replay-play').innerText === {replay_tab.PLAY!r}
             && (document.querySelector('#pg-replay-output .pg-current') || {{dataset: {{}}}}).dataset.step === '{n - 1}'""",
@@ -669,6 +673,7 @@ def test_compare_and_race_in_the_browser(teach_page_factory: Any) -> None:
     page = teach_page_factory()
     page.get_by_role("tab", name="Compare methods").click()
     set_number(page, "pg-compare-tokens", 16)
+    set_number(page, "pg-compare-repeats", 1)  # the table, charts and race of one repeat (repeats: the handler tests)
     page.click("#pg-compare-run")
     page.wait_for_selector("#pg-compare-status [data-kind=running]")
     page.wait_for_selector("#pg-compare-status [data-kind=done], #pg-compare-status [data-kind=error]",
