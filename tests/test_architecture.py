@@ -224,8 +224,8 @@ def test_tunes_pure_modules_import_nothing_that_imports_torch() -> None:
 
 def test_a_package_map_that_lists_a_module_below_one_it_imports_fails(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """The map check itself: a copy of playground/ whose engine map lists `live` above `steps` (which it imports) is
-    refused."""
+    """The map check itself: a copy of playground/ whose engine map lists `live` above `steps` and `worker` (which it
+    imports) is refused."""
     copy = tmp_path / "playground"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     init = copy / "engine" / "__init__.py"
@@ -235,7 +235,7 @@ def test_a_package_map_that_lists_a_module_below_one_it_imports_fails(tmp_path: 
     assert swapped != text
     init.write_text(swapped)
     monkeypatch.setitem(globals(), "PACKAGE", copy)
-    with pytest.raises(AssertionError, match=re.escape("playground.engine.live imports ['steps'], listed after it")):
+    with pytest.raises(AssertionError, match=re.escape("playground.engine.live imports ['steps', 'worker'], listed after it")):
         _check_package_map("engine")
 
 

@@ -23,7 +23,7 @@ from playground.models import default_device
 from playground.models.placement import _free_device_bytes, choose_device_map
 from playground.trace import check_invariants
 from test_methods import models  # noqa: F401  (the tiny checkpoints of every method, as a fixture)
-from test_turns import SHORT_TOKENS, _assert_tiles, _interleave, _request
+from test_turns import SHORT_TOKENS, _assert_tiles, _interleave, _request, _turns_of
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: it checks the CUDA paths")
 
@@ -75,7 +75,7 @@ def test_seeded_sampling_runs_taking_turns_on_the_gpu_give_what_each_gives_alone
     alone_short = LiveRun(prepare(_request(models, name, SHORT_TOKENS, prompt="def add(a, b):"), store)).run()
     long_trace, short_trace, _, _, short_run = _interleave(store, models, name, name)
     assert short_run.prepared.generate_kwargs["input_ids"].is_cuda
-    assert short_run._turns.turns == len(short_trace.steps) > 1, "the runs took turns step by step"
+    assert _turns_of(short_run).turns == len(short_trace.steps) > 1, "the runs took turns step by step"
     assert short_trace.output_ids == alone_short.output_ids and long_trace.output_ids == alone_long.output_ids
 
 
@@ -95,7 +95,7 @@ def test_without_the_cuda_state_given_back_turn_taking_runs_diverge(store, model
     alone_short = LiveRun(prepare(_request(models, name, SHORT_TOKENS, prompt="def add(a, b):"), store)).run()
     monkeypatch.setattr(turns_module._Turns, "__init__", cpu_state_only)
     long_trace, short_trace, _, _, short_run = _interleave(store, models, name, name)
-    assert short_run._turns._cuda is False and short_run._turns.turns > 1
+    assert _turns_of(short_run)._cuda is False and _turns_of(short_run).turns > 1
     assert (short_trace.output_ids, long_trace.output_ids) != (alone_short.output_ids, alone_long.output_ids)
 
 

@@ -130,7 +130,7 @@ class Hold:
         self.handle = model.register_forward_pre_hook(self)
 
     def __call__(self, module: Any, args: Any) -> None:
-        if threading.current_thread() is not self.long_run._thread or self.release.is_set():
+        if threading.current_thread() is not _thread_of(self.long_run) or self.release.is_set():
             return
         if not self.wait and not self.should_hold():
             return
@@ -147,9 +147,19 @@ class Hold:
         self.handle.remove()
 
 
+def _turns_of(live: LiveRun) -> _Turns | None:
+    """The turns of the run's current attempt (None: it holds its models, or has not started)."""
+    return live._worker.turns if live._worker is not None else None
+
+
+def _thread_of(live: LiveRun) -> threading.Thread | None:
+    """The run's generating thread (None before it starts)."""
+    return live._worker.thread if live._worker is not None else None
+
+
 def _waiting(live: LiveRun) -> bool:
     """Whether this run waits in the baton's queue."""
-    return live._turns is not None and _waiting_turns(live._turns)
+    return _turns_of(live) is not None and _waiting_turns(_turns_of(live))
 
 
 def _waiting_turns(turns: _Turns) -> bool:
@@ -167,7 +177,7 @@ def _interleave(store, models, long_name: str, short_name: str) -> tuple[Trace, 
     try:
         long_consumer = Consumer(long_run)
         started = time.monotonic()
-        while long_run._turns is None or long_run._turns.turns == 0:  # the long run holds the baton first
+        while _turns_of(long_run) is None or _turns_of(long_run).turns == 0:  # the long run holds the baton first
             assert time.monotonic() - started < WAIT_S
             time.sleep(0.002)
         short_consumer = Consumer(short_run)
@@ -211,7 +221,7 @@ def test_two_runs_taking_turns_step_by_step_give_what_each_gives_alone(store, mo
     assert long_trace.output_ids == alone_long.output_ids, "the long run gives what it gives alone"
     assert (short_trace.finish_reason, long_trace.finish_reason) == (alone_short.finish_reason, alone_long.finish_reason)
     # It waited once before its first step and once between every two of its steps: turns taken step by step.
-    assert short_run._turns.turns == len(short_trace.steps) > 1
+    assert _turns_of(short_run).turns == len(short_trace.steps) > 1
     assert short_consumer.arrivals[0] < long_consumer.ended and short_consumer.ended < long_consumer.ended
     for trace in (short_trace, long_trace):
         _assert_tiles(trace)
@@ -228,7 +238,7 @@ def test_runs_of_different_methods_on_shared_models_take_turns(store, models) ->
     long_trace, short_trace, _, _, short_run = _interleave(store, models, long_name, short_name)
     assert short_trace.output_ids == alone_short.output_ids
     assert long_trace.output_ids == alone_long.output_ids
-    assert short_run._turns.turns == len(short_trace.steps) > 1
+    assert _turns_of(short_run).turns == len(short_trace.steps) > 1
 
 
 def test_a_run_stopped_while_waiting_for_its_first_turn_ends_without_a_step(store, models) -> None:  # noqa: F811
@@ -238,7 +248,7 @@ def test_a_run_stopped_while_waiting_for_its_first_turn_ends_without_a_step(stor
     try:
         long_consumer = Consumer(long_run)
         started = time.monotonic()
-        while long_run._turns is None or long_run._turns.turns == 0:
+        while _turns_of(long_run) is None or _turns_of(long_run).turns == 0:
             assert time.monotonic() - started < WAIT_S, "the long run never took a turn"
             time.sleep(0.002)
         short_consumer = Consumer(short_run)
@@ -261,16 +271,16 @@ def test_a_run_stopped_while_waiting_between_its_steps_takes_no_further_step(sto
     short_run = LiveRun(prepare(_request(models, "speculative", SHORT_TOKENS * 4), store))
     # The long run is held once the short one has taken a turn and waits for its next.
     hold = Hold(long_run.prepared.target.model, long_run,
-                lambda: short_run._turns is not None and short_run._turns.turns >= 2 and _waiting(short_run), wait=False)
+                lambda: _turns_of(short_run) is not None and _turns_of(short_run).turns >= 2 and _waiting(short_run), wait=False)
     try:
         long_consumer = Consumer(long_run)
         started = time.monotonic()
-        while long_run._turns is None or long_run._turns.turns == 0:
+        while _turns_of(long_run) is None or _turns_of(long_run).turns == 0:
             assert time.monotonic() - started < WAIT_S, "the long run never took a turn"
             time.sleep(0.002)
         short_consumer = Consumer(short_run)
         assert hold.holding.wait(WAIT_S)
-        _left_between_steps(short_run.stop, short_consumer.thread, hold, short_consumer.join, short_run._turns,
+        _left_between_steps(short_run.stop, short_consumer.thread, hold, short_consumer.join, _turns_of(short_run),
                             alone, long_consumer)
     finally:
         hold.remove()
@@ -333,7 +343,7 @@ class AgentRun:
         self.thread = threading.Thread(target=call, daemon=True)
 
     def start(self, *others: LiveRun) -> "AgentRun":
-        self.others = {id(run._turns) for run in others}
+        self.others = {id(_turns_of(run)) for run in others}
         self.thread.start()
         return self
 
@@ -361,7 +371,7 @@ def _page_run_held_until(store, models, until: Callable[[], bool], wait: bool = 
     hold = Hold(page_run.prepared.target.model, page_run, until, wait=wait)
     consumer = Consumer(page_run)
     started = time.monotonic()
-    while page_run._turns is None or page_run._turns.turns == 0:
+    while _turns_of(page_run) is None or _turns_of(page_run).turns == 0:
         assert time.monotonic() - started < WAIT_S
         time.sleep(0.002)
     return page_run, consumer, hold
@@ -456,7 +466,7 @@ def test_a_long_jobs_engine_run_gives_way_as_its_live_run_does(store, models, mo
     def first_forward_waits(module: Any, args: Any) -> None:
         """The long job's first forward waits until a visitor's run asks for the models (a tiny run is too quick to
         race)."""
-        if held.is_set() or not runs or threading.current_thread() is not runs[0]._thread:
+        if held.is_set() or not runs or threading.current_thread() is not _thread_of(runs[0]):
             return
         held.set()
         began = time.monotonic()
@@ -485,7 +495,7 @@ def test_a_long_jobs_engine_run_gives_way_as_its_live_run_does(store, models, mo
         handle.remove()
     assert not worker.is_alive() and "error" not in box, box.get("error")
     long_run = runs[0]
-    assert long_run._turns is None, "it held its models as a long job's run does (it took turns as a visitor's)"
+    assert _turns_of(long_run) is None, "it held its models as a long job's run does (it took turns as a visitor's)"
     assert long_run.gave_way >= 1, "it gave way to the visitor's run"
     assert visitor.ended < box["ended"]
     assert visitor_trace.summary.new_tokens == SHORT_TOKENS
@@ -587,7 +597,7 @@ def test_the_first_universal_sampling_run_waits_one_step_for_its_dedicated_copy(
     try:
         long_consumer = Consumer(long_run)
         started = time.monotonic()
-        while long_run._turns is None or long_run._turns.turns == 0:
+        while _turns_of(long_run) is None or _turns_of(long_run).turns == 0:
             assert time.monotonic() - started < WAIT_S, "the long run never took a turn"
             time.sleep(0.002)
         worker.start()

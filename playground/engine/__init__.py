@@ -30,7 +30,9 @@ Its modules, each importing only those listed before it:
   preparing      a request checked, its models loaded and its prompt rendered: `prepare`
   steps          the step boundary (`StepBoundary`): a worker's record becomes the trace's next step, committed to
                  the trace, the context and the live summary, its figures filled in
-  live           one generation as it happens (`LiveRun`), `run` to the end (`engine.run` is `LiveRun.run` after
+  worker         the generating side of a run (`_Worker`): `generate()` in its thread, attempt after attempt while
+                 the run gives way, its records handed to the consumer over one queue (`_RESTART`, then `_DONE`)
+  live           one generation as it happens (`LiveRun`, the consumer: its worker's records to steps), `run` to the end (`engine.run` is `LiveRun.run` after
                  `prepare`), `plain_generate` without instrumentation
 
 A held run is one whose steps nobody sees as they come (`LiveRun.held`): they are built once generation has ended.
@@ -45,7 +47,7 @@ from ..models import transformers_once  # noqa: F401  (first: the modules below 
 from ..request import RunRequest
 from .distributions import GRAIN_SIZE, MAX_CANDIDATES, SMALL_ROW, TOP_K_CHUNK
 from .jobs import GaveWay, JobStopped, check_stopped, in_worker_thread, redone_after_giving_way, stopped_by
-from .live import WORKER_OS_THREAD_NAME, LiveRun, environment, plain_generate, run
+from .live import LiveRun, environment, plain_generate, run
 from .logit_ring import HELD_BATCHES
 from .prepared import ASSISTANT_ADAPTATIONS, ID_ORDERED_VOCABULARY, PRUNED_BEFORE_SEEDING, PreparedRun, RunError
 from .preparing import (
@@ -59,3 +61,4 @@ from .turns import (
     exclusive, give_way, model_locks, one_turn, others_waiting, runs_going, turn, visitor_waiting,
 )
 from .universal import forget_universal_translator
+from .worker import WORKER_OS_THREAD_NAME

@@ -1,13 +1,11 @@
-"""One generation as it happens (`LiveRun`): `generate()` in a worker thread, its steps built in the caller's thread;
-`run` to the end, and `plain_generate`, the same call with no instrumentation."""
+"""One generation as it happens (`LiveRun`): `generate()` in a worker thread (`worker._Worker`), its steps built in the
+caller's thread; `run` to the end, and `plain_generate`, the same call with no instrumentation."""
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import platform
 import queue
-import sys
 import threading
 import time
 from typing import Any, Callable, Generator, Iterator
@@ -25,16 +23,14 @@ from . import logit_ring
 from .jobs import _JOB, GaveWay, JobStopped, check_stopped, in_worker_thread, redone_after_giving_way
 from .prepared import PreparedRun, RunError
 from .preparing import prepare
-from .recorder import _device_sync, _Recorder
 from .records import _Other, _Raw, _Setup
 from .sources import source_for
 from .steps import StepBoundary
 from .stopping import Attempt, _ScoreWatch, _Stop, non_finite_message
-from .turns import _StoppedWaiting, _Turns, exclusive
+from .turns import exclusive
+from .worker import _DONE, _RESTART, WORKER_OS_THREAD_NAME, _name_os_thread, _Worker  # noqa: F401  (re-exported)
 
 
-_DONE = object()
-_RESTART = object()  # the run gave way and starts again: its steps so far are void
 _IDLE = object()  # no step came for `LiveRun.idle_s` (the run stands paused, or its step is long)
 
 
@@ -49,23 +45,6 @@ def _unpacked(received: Any) -> Iterator[Any]:
         if isinstance(item, _Raw) and item.before is not None:
             yield item.before
         yield item
-
-
-# The generation worker's name as the operating system sees it (/proc/<pid>/task/*/comm, `top -H`,
-# `ps -L`): Python 3.11 does not pass thread names down, and Linux keeps at most 15 bytes.
-WORKER_OS_THREAD_NAME = "pg-generate"
-
-
-def _name_os_thread(name: str) -> None:
-    """Name the calling OS thread (Linux only; elsewhere, or on any failure, nothing happens)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15], 0, 0, 0)  # 15 = PR_SET_NAME
-    except Exception:  # naming is for observers only; never fail a run over it
-        pass
 
 
 def environment(prepared: PreparedRun) -> dict[str, Any]:
@@ -116,12 +95,9 @@ class LiveRun:
         req = prepared.request
         self.timeout_s = get_settings().run_timeout_s if timeout_s is None else timeout_s
         self.cancel = threading.Event()
-        self._queue: "queue.SimpleQueue[Any]" = queue.SimpleQueue()  # put, get and qsize in C: no Python per hand-off
-        self._error: BaseException | None = None
-        self._elapsed = 0.0
-        self._start = 0.0
-        self._thread: threading.Thread | None = None
-        self._recorder: _Recorder | None = None  # the current attempt's
+        # The worker's hand-offs to this consumer: put, get and qsize in C, no Python per hand-off.
+        self._queue: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._worker: _Worker | None = None  # the generating side, built whole once the run starts (`_steps_of`)
         self._watch = _ScoreWatch()
         self._job: threading.Event | None = getattr(_JOB, "stop", None)  # the job of the thread making the run
         # A visitor's run at a pace stops after its steps as `pace` asks (`_Stop._pause`): a step-by-step pause at most
@@ -132,10 +108,7 @@ class LiveRun:
         settings = get_settings()
         self.pause_idle_s = settings.pause_idle_s
         self.lifetime_s = settings.run_lifetime_s
-        self._stop: _Stop  # the step boundary, built whole once the run starts and its kind is known (`_steps_of`)
         self.idle_s: float | None = None
-        self.gave_way = 0  # times this run gave way to a visitor's run and started again (`run`)
-        self._turns: _Turns | None = None  # a run that is not redone takes turns per step with the others like it
         self.trace = Trace(
             method=prepared.method.name, target=req.target, prompt=req.prompt,
             assistant=req.assistant if prepared.assistant else None, params=dict(prepared.params),
@@ -159,74 +132,22 @@ class LiveRun:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._worker is not None and self._worker.running
 
     @property
     def generated_steps(self) -> int:
         """Steps the current attempt has generated so far: ahead of `trace.steps` while the consumer catches up, and
         until generation ends when nobody watches (`held`)."""
-        return self._recorder.pushed if self._recorder is not None else 0
+        return self._worker.generated_steps if self._worker is not None else 0
+
+    @property
+    def gave_way(self) -> int:
+        """Times this run gave way to a visitor's run and started again (`run`)."""
+        return self._worker.gave_way if self._worker is not None else 0
 
     def stop(self) -> None:
         """Ask generation to end after the current step; what was produced is kept."""
         self.cancel.set()
-
-    def _work(self) -> None:
-        _name_os_thread(WORKER_OS_THREAD_NAME)
-        try:
-            while True:
-                try:
-                    self._attempt()
-                finally:
-                    if self._recorder is not None:  # what the attempt recorded reaches the consumer before the end
-                        self._recorder.flush()
-                if not self._stop.gave_way or self._error is not None or self.cancel.is_set():
-                    break
-                # A visitor's own run asked for the models: this long job's run ended at its step and starts again
-                # from the beginning once that run is done (`_turn`); the consumer drops what it has (`_RESTART`).
-                self.gave_way += 1
-                self._queue.put(_RESTART)
-        finally:
-            self._queue.put(_DONE)
-
-    def _attempt(self) -> None:
-        prepared = self.prepared
-        model = prepared.target.model
-        recorder = self._recorder = _Recorder(self._queue, _device_sync(model), self._watch, self._steps.digest,
-                                              self._ring, batched=self.held)
-        kwargs = dict(prepared.generate_kwargs)
-        kwargs["stopping_criteria"] = StoppingCriteriaList([self._stop])
-        kwargs.update(self.source.generate_kwargs(recorder))
-
-        def hooks() -> list[contextlib.AbstractContextManager[Any]]:
-            return [self._watch.watching(model), *self.source.observe(model, recorder)]
-
-        # A run redone when it gives way (a long job's `run`) holds its models for the whole attempt; any other run
-        # (a visitor's own, an MCP generate) takes turns per step with the others, its hooks on the model per turn.
-        turns = None if self._stop.gives_way else _Turns(prepared, self.cancel, hooks, self._job)
-        self._turns = turns
-        # Its job's stop event ends any run; only a long job's run (the one that gives way) also waits in `_turn` for
-        # the visitors' runs. An MCP generate is a visitor's own run that its agent's leaving stops (`_Turns.job`).
-        long_job = self._job if self._stop.gives_way else None
-        self._stop.begin(Attempt(turns, prepared.input_ids.shape[1] + prepared.request.max_new_tokens,
-                                 prepared.eos_ids, recorder.note_wait, recorder.hand_over_now))
-        try:
-            with contextlib.ExitStack() as stack:
-                stack.enter_context(exclusive(prepared, long_job, turns))
-                stack.enter_context(torch.inference_mode())
-                if turns is None:
-                    for manager in hooks():
-                        stack.enter_context(manager)
-                self._start = recorder.started = recorder._stamp()
-                self._stop.start_clock(self._start)
-                model.generate(**kwargs)
-                self._elapsed = recorder.finish() - self._start - recorder.waited
-        except _StoppedWaiting:  # stopped before its first turn (its visitor or agent left): no step, nothing to report
-            self.cancel.set()
-            self._elapsed = 0.0
-        except BaseException as exc:  # reported to the consumer, which re-raises it
-            self._elapsed = time.perf_counter() - self._start - recorder.waited if self._start else 0.0
-            self._error = exc
 
     def __iter__(self) -> Generator[Step | None, None, None]:
         """The steps as they come (with `idle_s` set, also None after each `idle_s` without one): a visitor's own
@@ -241,10 +162,10 @@ class LiveRun:
     def _steps_of(self, gives_way: bool) -> Generator[Step | None, None, None]:
         """The steps as they come, of a run that gives way (a long job's: redone whole after the visitor's run) or
         takes turns (a visitor's own)."""
-        if self._thread is not None:
+        if self._worker is not None:
             raise RuntimeError("a LiveRun can be iterated once")
         check_stopped()  # a stopped job starts no further run
-        self._stop = self._stopping(gives_way)
+        stop = self._stopping(gives_way)
         if self.pace is not None:
             self.pace.begin_run()  # ended in `_finish`'s caller below, however the run ends
         # A run shown as it comes keeps Transformers' tensors: its first step should not wait for a buffer's pages,
@@ -252,8 +173,9 @@ class LiveRun:
         if self.held and torch.device(self.prepared.target.device).type == "cpu":
             # Its pages written here, before generate() starts.
             self._ring = logit_ring._take_ring(logit_ring._ring_floats())
-        self._thread = threading.Thread(target=self._work, name="playground-generate", daemon=True)
-        self._thread.start()
+        worker = self._worker = _Worker(self.prepared, self.source, stop, self._queue, self.cancel, self._job,
+                                        self._watch, self._steps.digest, self._ring, batched=self.held)
+        worker.start()
         try:
             for item in self._items():
                 if item is _IDLE:
@@ -265,8 +187,7 @@ class LiveRun:
                 if isinstance(item, (_Setup, _Other)):
                     self._steps.closed(item)
                     continue
-                step = self._steps.take(item, time.perf_counter() - self._start
-                                       - (self._recorder.waited if self._recorder is not None else 0.0))
+                step = self._steps.take(item, time.perf_counter() - worker.started - worker.waited)
                 if self.held or item.digested:
                     self._steps.fill_figures(item, step)
                 else:
@@ -274,9 +195,9 @@ class LiveRun:
                 yield step
             self._figures_now_for(None)  # generation has ended: the figures of every step still deferred
         finally:
-            if self._thread.is_alive():  # the consumer left early (closed tab, exception): end the run
+            if worker.running:  # the consumer left early (closed tab, exception): end the run
                 self.cancel.set()
-                self._thread.join()
+                worker.join()
             with self._later_lock:  # left early: what is still deferred is dropped, before the buffer is reused
                 for raw, _ in self._later.values():
                     raw.release()
@@ -366,20 +287,22 @@ class LiveRun:
         trace = self.trace
         tok = self.prepared.target.tokenizer
         trace.output_text = tok.decode(trace.output_ids, skip_special_tokens=True)
-        trace.summarize(self._elapsed)
-        if self._turns is not None:
-            trace.waited_ms = round(self._turns.waited_s * 1000, 3)
-            trace.paused_ms = round(self._turns.paused_s * 1000, 3)
+        worker = self._worker
+        assert worker is not None
+        trace.summarize(worker.elapsed)
+        if worker.turns is not None:
+            trace.waited_ms = round(worker.turns.waited_s * 1000, 3)
+            trace.paused_ms = round(worker.turns.paused_s * 1000, 3)
         if self._watch.tripped():  # also when sampling then failed on the NaN scores: this is why
             trace.finish_reason = "error"
             reason = non_finite_message(self.prepared.target.model.dtype, len(trace.output_ids))
             raise RunError.keyed(reason.key, **reason.fields)
-        if self._error is not None:
+        if worker.error is not None:
             trace.finish_reason = "error"
-            raise self._error
-        if self._stop.timed_out:
+            raise worker.error
+        if worker.stop.timed_out:
             trace.finish_reason = "timeout"
-        elif self._stop.idle:  # a step-by-step pause with no press for PLAYGROUND_PAUSE_IDLE_S
+        elif worker.stop.idle:  # a step-by-step pause with no press for PLAYGROUND_PAUSE_IDLE_S
             trace.finish_reason = "idle"
         elif self.cancel.is_set():
             trace.finish_reason = "stopped"

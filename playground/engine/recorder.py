@@ -172,7 +172,7 @@ class _Recorder:
     def finish(self) -> float:
         """`generate()` returned: close the last step's `other` phase (or the setup, if no step ran)."""
         now = self._stamp()
-        self._close_phase(now)  # handed over by the worker's `flush` after the attempt (`LiveRun._work`)
+        self._close_phase(now)  # handed over by the worker's `flush` after the attempt (`worker._Worker.work`)
         return now
 
     # assisted decoding: patch the generator instance Transformers builds
