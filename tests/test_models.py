@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import huggingface_hub.constants
 from huggingface_hub import errors as hub_errors
@@ -269,6 +270,36 @@ def test_catalogue() -> None:
 
 
 # --------------------------------------------------------------------------- loading
+
+
+def test_loads_at_once_in_two_threads_each_build_their_own_dtype(tmp_path: Path) -> None:
+    """A visitor's float32 load beside the start-up load's bfloat16 (or two visitors' models) in one process:
+    Transformers builds each model under process-wide switches (torch's default dtype, `no_tie_weights`), so two
+    builds at once came out with layers of both dtypes and an untied, random lm_head (every pair, 20 of 20, on the
+    old code; a run then failed "expected m1 and m2 to have the same dtype"). The builds take turns
+    (`transformers_once.MODEL_BUILDS`)."""
+    from tiny import build_tokenizer, save_tiny_gemma3
+
+    path = save_tiny_gemma3(tmp_path / "gemma3", seed=0, tokenizer=build_tokenizer())  # lm_head tied to the embedding
+    found = []
+    for _ in range(3):
+        loaded: dict[str, Any] = {}
+        both = threading.Barrier(2)
+
+        def load(dtype: str) -> None:
+            both.wait()
+            loaded[dtype] = load_model(str(path), dtype)
+
+        threads = [threading.Thread(target=load, args=(dtype,)) for dtype in ("float32", "bfloat16")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for dtype, model in sorted(loaded.items()):
+            dtypes = sorted({str(p.dtype) for p in model.model.parameters()})
+            tied = model.model.lm_head.weight is model.model.model.embed_tokens.weight
+            found.append((dtype, dtypes, tied))
+    assert found == [("bfloat16", ["torch.bfloat16"], True), ("float32", ["torch.float32"], True)] * 3
 
 
 def test_load_local_dir(tiny_dir: Path) -> None:

@@ -120,12 +120,15 @@ def _add_chat_template(tokenizer_config: Path) -> None:
 def _build(recipe: DerivedSource, base_dir: Path, out: Path) -> None:
     import torch
 
+    from .transformers_once import MODEL_BUILDS
+
     if recipe.recipe == "first_layers":
         _first_layers(base_dir, out, recipe.layers)
         return
     base = json.loads((base_dir / "config.json").read_text())
     ids = {name: base[name] for name in ("bos_token_id", "eos_token_id", "pad_token_id")}
-    with torch.random.fork_rng(devices=[]):  # a build never moves the runs' random state
+    # A build never moves the runs' random state, and builds one model at a time (`MODEL_BUILDS`).
+    with MODEL_BUILDS, torch.random.fork_rng(devices=[]):
         torch.manual_seed(recipe.seed)
         if recipe.recipe == "tiny_glm4_moe_mtp":
             _tiny_glm4_moe_mtp(base["vocab_size"], ids, recipe.seed, out)

@@ -237,7 +237,7 @@ def convert_gguf(path: Path, out: Path, progress: Callable[..., None] | None = N
     """
     import torch
 
-    from .transformers_once import AutoModelForCausalLM, AutoTokenizer
+    from .transformers_once import MODEL_BUILDS, AutoModelForCausalLM, AutoTokenizer
 
     step = progress or (lambda *_args: None)
     step("parse", Message.keyed("load.stage.parse"))
@@ -246,7 +246,8 @@ def convert_gguf(path: Path, out: Path, progress: Callable[..., None] | None = N
         with gguf_bar_follows_transformers_switch(
                 lambda done, total: step("weights", Message.keyed("load.stage.weights", done=done, n=total),
                                          done / total)):
-            model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+            with MODEL_BUILDS:  # Transformers' build switches are process-wide (`transformers_once.MODEL_BUILDS`)
+                model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
         step("tokenizer", Message.keyed("load.stage.tokenizer"))
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     # The weights are plain float32 now; without this the saved config says "gguf" and

@@ -97,7 +97,7 @@ def load_saved_tokenizer(directory: Path) -> Any:
 @gc_paused()
 def load_model(spec: str, dtype: str | Precision = "auto", progress: Progress | None = None) -> LoadedModel:
     """Load a catalogue key, Hub id (owner/name) or local directory for generation."""
-    from .transformers_once import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from .transformers_once import MODEL_BUILDS, AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     report = progress or _no_progress
     settings = get_settings()
@@ -141,14 +141,15 @@ def load_model(spec: str, dtype: str | Precision = "auto", progress: Progress | 
         # On a GPU, a model larger than one device is spread over all of them (the size from safetensors headers).
         device_map = (choose_device_map(estimate_param_bytes(spec, dtype), device, _free_device_bytes(device))
                       if device.startswith("cuda") else None)
-        model = AutoModelForCausalLM.from_pretrained(
-            weights_location or location,
-            config=config,
-            dtype=torch_dtype,
-            trust_remote_code=trust_remote_code,
-            use_safetensors=use_safetensors,
-            device_map=device_map,
-        )
+        with MODEL_BUILDS:  # Transformers' build switches are process-wide (`transformers_once.MODEL_BUILDS`)
+            model = AutoModelForCausalLM.from_pretrained(
+                weights_location or location,
+                config=config,
+                dtype=torch_dtype,
+                trust_remote_code=trust_remote_code,
+                use_safetensors=use_safetensors,
+                device_map=device_map,
+            )
         tokenizer = (load_saved_tokenizer(Path(location)) if source.kind == "bundled"
                      else AutoTokenizer.from_pretrained(location, trust_remote_code=trust_remote_code))
     except ModelLoadError:

@@ -12,6 +12,8 @@ its classes are imported here too.
 
 from __future__ import annotations
 
+import threading
+
 import transformers
 from transformers import (
     AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast, StoppingCriteria, StoppingCriteriaList,
@@ -19,6 +21,14 @@ from transformers import (
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
 
-__all__ = ["MODEL_FOR_CAUSAL_LM_MAPPING", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "AutoConfig", "AutoModelForCausalLM",
+# Models built by one thread at a time. Transformers builds a model under process-wide switches: torch's default dtype
+# (`modeling_utils.local_torch_dtype`: `torch.set_default_dtype` for the build, restored after) and its
+# `init.no_tie_weights()`. Two builds at once in one process (a visitor's float32 load beside the start-up load's
+# bfloat16, two visitors' models) each switch them under the other: both models came out with layers of both dtypes and
+# an untied, randomly initialised lm_head (tests/test_models.py; a run then failed "expected m1 and m2 to have the
+# same dtype"). Every `from_pretrained` of a model, and every model built from a config, holds this lock.
+MODEL_BUILDS = threading.RLock()
+
+__all__ = ["MODEL_BUILDS", "MODEL_FOR_CAUSAL_LM_MAPPING", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "AutoConfig", "AutoModelForCausalLM",
            "AutoTokenizer", "PreTrainedTokenizerFast", "StoppingCriteria", "StoppingCriteriaList",
            "tokenizer_class_from_name", "transformers"]
