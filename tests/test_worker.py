@@ -90,7 +90,7 @@ def test_the_worker_alone_gives_way_restarts_then_hands_over_the_whole_run(store
     cancel, job = threading.Event(), threading.Event()
     _GivesWayOnce.calls = 0
     stop = _GivesWayOnce(cancel, job=job, gives_way=True)
-    worker = _Worker(prepared, source_for(prepared), stop, queue.SimpleQueue(), cancel, job, batched=True)
+    worker = _Worker(prepared, source_for(prepared), stop, queue.SimpleQueue(), cancel, batched=True)
     items = _run_alone(worker)
     assert items.count(_RESTART) == 1 and items[-1] is _DONE and items.count(_DONE) == 1
     first, second = items[:items.index(_RESTART)], items[items.index(_RESTART) + 1:-1]

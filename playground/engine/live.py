@@ -28,7 +28,7 @@ from .sources import source_for
 from .steps import StepBoundary
 from .stopping import Attempt, _ScoreWatch, _Stop, non_finite_message
 from .turns import exclusive
-from .worker import _DONE, _RESTART, WORKER_OS_THREAD_NAME, _name_os_thread, _Worker  # noqa: F401  (re-exported)
+from .worker import _DONE, _RESTART, _Worker
 
 
 _IDLE = object()  # no step came for `LiveRun.idle_s` (the run stands paused, or its step is long)
@@ -173,8 +173,8 @@ class LiveRun:
         if self.held and torch.device(self.prepared.target.device).type == "cpu":
             # Its pages written here, before generate() starts.
             self._ring = logit_ring._take_ring(logit_ring._ring_floats())
-        worker = self._worker = _Worker(self.prepared, self.source, stop, self._queue, self.cancel, self._job,
-                                        self._watch, self._steps.digest, self._ring, batched=self.held)
+        worker = self._worker = _Worker(self.prepared, self.source, stop, self._queue, self.cancel, self._watch,
+                                        self._steps.digest, self._ring, batched=self.held)
         worker.start()
         try:
             for item in self._items():

@@ -52,7 +52,7 @@ class _Worker:
     (`batched`: its records handed over in batches). `start` runs it in a thread; nothing here builds a step."""
 
     def __init__(self, prepared: PreparedRun, source: DraftSource, stop: _Stop, out: "queue.SimpleQueue[Any]",
-                 cancel: threading.Event, job: threading.Event | None = None, watch: _ScoreWatch | None = None,
+                 cancel: threading.Event, watch: _ScoreWatch | None = None,
                  digest: Callable[[_Raw], None] = lambda raw: None, ring: _LogitRing | None = None,
                  batched: bool = False) -> None:
         self.prepared = prepared
@@ -60,7 +60,7 @@ class _Worker:
         self.stop = stop
         self.out = out
         self.cancel = cancel
-        self.job = job  # the job of the thread that made the run
+        self.job = stop.job  # the job of the thread that made the run, as its step boundary holds it
         self.watch = watch if watch is not None else _ScoreWatch()
         self.digest = digest
         self.ring = ring

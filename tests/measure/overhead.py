@@ -319,7 +319,7 @@ def _faults_inside_generate() -> dict[str, Any]:
 
     from transformers.generation.utils import GenerationMixin
 
-    from playground.engine.live import _name_os_thread
+    from playground.engine.worker import _name_os_thread
 
     counted: dict[str, Any] = {}
     inner = GenerationMixin.generate
@@ -349,7 +349,7 @@ def _live_in_a_fresh_thread(request: dict) -> list[int]:
     import threading
 
     from playground.engine import LiveRun, RunRequest, prepare
-    from playground.engine.live import _name_os_thread
+    from playground.engine.worker import _name_os_thread
 
     prepared = prepare(RunRequest(prompt=PROMPT, **request))
     box: dict[str, Any] = {}
