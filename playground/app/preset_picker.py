@@ -31,6 +31,8 @@ CONTROLS = ("target", "assistant", "method", "sample", "temperature", "top_p", "
 
 APPLIED = Outputs("applied")  # the example whose settings the controls were last given (a `gr.State`)
 CLEARED = Outputs("preset", "preset_info") + APPLIED  # what an edit of a control the example set clears
+PICKED = Inputs("name", "applied_name")  # `pick_preset`'s: the picker's choice, the example applied last
+PRECISION = Inputs("name", "current")  # `precision_of`'s: the example applied, the precision control
 
 
 def picked(param_names: list[str]) -> Outputs:
@@ -149,10 +151,6 @@ def wire(views: dict[str, Any], param_names: list[str]) -> gr.State:
         if name not in ("preset", "preset_info", "prompt"):  # the controls and parameters the example set
             views[name].input(guarded(clear_preset), None, cleared, **PRIVATE)
     return applied
-
-
-PICKED = Inputs("name", "applied_name")  # `pick_preset`'s: the picker's choice, the example applied last
-PRECISION = Inputs("name", "current")  # `precision_of`'s: the example applied, the precision control
 
 
 def precision_of(name: Any, current: Any) -> Any:
