@@ -98,7 +98,7 @@ class Outputs(_Names):
         return under(PARAM, dict(zip(names, components, strict=True)))
 
 
-def _given_by_gradio(hint: Any) -> bool:
+def given_by_gradio(hint: Any) -> bool:
     """A parameter Gradio fills itself by its annotation (the visitor's request, the event's data): not an input."""
     return hint in (gr.Request, Optional[gr.Request]) or (inspect.isclass(hint) and issubclass(hint, gr.EventData))
 
@@ -136,7 +136,7 @@ class Inputs(_Names):
         signature = inspect.signature(handler)
         hints = typing.get_type_hints(handler)
         own = [p for p in signature.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        gradios = [p for p in own if _given_by_gradio(hints.get(p.name))]
+        gradios = [p for p in own if given_by_gradio(hints.get(p.name))]
         takes = {p.name for p in own if p not in gradios}
         if any(p.kind in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY) for p in signature.parameters.values()):
             raise TypeError(f"{handler.__name__} takes values by position: {signature}")
@@ -150,7 +150,8 @@ class Inputs(_Names):
 
         def named(values: tuple[Any, ...], more: dict[str, Any]) -> dict[str, Any]:
             if len(values) != count + len(gradios):
-                raise TypeError(f"{handler.__name__} takes {count + len(gradios)} values, got {len(values)}")
+                raise TypeError(f"{handler.__name__} expects {count + len(gradios)} values (its inputs, then Gradio's), "
+                                f"got {len(values)}")
             return {**self.named(values[:count]), **dict(zip((p.name for p in gradios), values[count:])), **more}
 
         if inspect.isgeneratorfunction(handler):
