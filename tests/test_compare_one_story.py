@@ -58,12 +58,10 @@ def test_three_repeats_by_default_and_a_quick_mode() -> None:
 
 @pytest.mark.models
 def test_a_compare_tells_one_story(tiny_models: dict[str, str]) -> None:
-    values = [p.default for p in run_request.param_specs().values()]
-    names = list(run_request.param_specs())
-    values[names.index("prompt_lookup_num_tokens")] = 4
+    values = {name: p.default for name, p in run_request.param_specs().items()} | {"prompt_lookup_num_tokens": 4}
     outputs = list(compare_tab.compare("One, two, three, four, five, one, two, three, four, five, one, two,",
                                        tiny_models["target"], None, "prompt_lookup", "float32", "auto",
-                                       ["prompt_lookup"], 8, 2, [], *values))
+                                       ["prompt_lookup"], 8, 2, [], values))
     out = compare_tab.COMPARED.read(outputs[-1])
     assert 'data-kind="done"' in out["status"], out["status"]
     # the figure the table shows (its bold cell), not data-speedup re-rounded: 0.7549 is kept as "0.7550" there

@@ -333,9 +333,8 @@ def test_our_refusals_reach_the_page_in_its_language(lang):
         "error.internal", lang, failed=i18n.t("error.what.run", lang))
     assert refusal(KeyError("x"), lang) == i18n.t("error.not_from_the_page", lang)
     # The brief status a click shows before its run starts.
-    names = list(generate_tab.param_specs())
     queued = generate_tab.CLICKED.read(generate_tab.on_generate_click(
-        "prompt_lookup", *[generate_tab.param_specs()[n].default for n in names], lang=lang))["status"]
+        "prompt_lookup", {name: p.default for name, p in generate_tab.param_specs().items()}, lang=lang))["status"]
     assert i18n.t("status.queued", lang) in queued and "Queued" not in queued
 
 

@@ -89,9 +89,9 @@ def test_picking_a_target_sets_its_own_layer_and_range():
 
 def test_a_target_set_by_a_link_keeps_its_value_unless_past_the_top():
     values = {name: p.default for name, p in param_specs().items()}
-    kept = _update(on_target_change(LAYERSKIP, *{**values, LAYER: 6}.values()), LAYER)
+    kept = _update(on_target_change(LAYERSKIP, {**values, LAYER: 6}), LAYER)
     assert kept["maximum"] == 15 and "value" not in kept
-    lowered = _update(on_target_change(LAYERSKIP, *{**values, LAYER: 40}.values()), LAYER)
+    lowered = _update(on_target_change(LAYERSKIP, {**values, LAYER: 40}), LAYER)
     assert (lowered["maximum"], lowered["value"]) == (15, 15)
 
 

@@ -103,11 +103,9 @@ def test_assistant_suggestions_follow_the_assistant_kind() -> None:
 
 
 def test_collect_params_keeps_only_the_chosen_methods_params() -> None:
-    names = list(run_request.param_specs())
-    values = [run_request.param_specs()[n].default for n in names]
-    values[names.index("prompt_lookup_num_tokens")] = 7
-    assert run_request.collect_params("prompt_lookup", *values) == {"prompt_lookup_num_tokens": 7, "max_matching_ngram_size": 2}
-    assert run_request.collect_params("baseline", *values) == {}
+    values = {name: p.default for name, p in run_request.param_specs().items()} | {"prompt_lookup_num_tokens": 7}
+    assert run_request.collect_params("prompt_lookup", values) == {"prompt_lookup_num_tokens": 7, "max_matching_ngram_size": 2}
+    assert run_request.collect_params("baseline", values) == {}
 
 
 def test_load_progress_leaves_the_status_box_to_a_clicked_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,9 +118,8 @@ def test_load_progress_leaves_the_status_box_to_a_clicked_run(monkeypatch: pytes
     status, timer = polled["status"], polled["timer"]
     assert "Loading bundled/x" in status and 'data-kind="running"' in status and timer["active"] is True
 
-    names = list(run_request.param_specs())
     clicked = generate_tab.CLICKED.read(generate_tab.on_generate_click(
-        "prompt_lookup", *[run_request.param_specs()[n].default for n in names]))
+        "prompt_lookup", {name: p.default for name, p in run_request.param_specs().items()}))
     params, queued, run_started = clicked["params_json"], clicked["status"], clicked["run_started"]
     assert run_started is True and 'data-kind="running"' in queued and "prompt_lookup_num_tokens" in params
     loading.done.set()  # the load ends, the run finishes, then a late tick arrives

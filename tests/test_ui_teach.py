@@ -343,11 +343,9 @@ def test_every_method_is_explained_in_five_parts_and_its_call() -> None:
 
 @pytest.fixture(scope="module")
 def compared(tiny_models: dict[str, str]) -> list[tuple[Any, ...]]:
-    values = [p.default for p in run_request.param_specs().values()]
-    names = list(run_request.param_specs())
-    values[names.index("prompt_lookup_num_tokens")] = 4
+    values = {name: p.default for name, p in run_request.param_specs().items()} | {"prompt_lookup_num_tokens": 4}
     return list(compare_tab.compare(PROMPT, tiny_models["target"], None, "prompt_lookup", "float32", "auto",
-                              ["prompt_lookup", "mtp"], 8, 1, [], *values))
+                              ["prompt_lookup", "mtp"], 8, 1, [], values))
 
 
 def test_compare_runs_baseline_and_methods_and_shows_progress(compared: list[tuple[Any, ...]]) -> None:
@@ -378,12 +376,12 @@ def test_compare_runs_baseline_and_methods_and_shows_progress(compared: list[tup
 
 
 def test_compare_errors_are_messages(tiny_models: dict[str, str]) -> None:
-    values = [p.default for p in run_request.param_specs().values()]
+    values = {name: p.default for name, p in run_request.param_specs().items()}
     for methods, prompt, message in ((["baseline"], PROMPT, "choose at least one method"),
                                      (["prompt_lookup"], "  ", "prompt is empty"),
                                      (["mtp"], PROMPT, "none of the chosen methods can run")):
         *_, final = list(compare_tab.compare(prompt, tiny_models["target"], None, "baseline", "float32", "auto", methods, 4,
-                                       1, [], *values))
+                                       1, [], values))
         status = compare_tab.COMPARED.read(final)["status"]
         assert 'role="alert"' in status and message in status, status
 
@@ -402,9 +400,9 @@ def test_compare_prepares_each_method_once_and_speaks_russian(tiny_models: dict[
         return real_prepare(req, *args, **kwargs)
 
     monkeypatch.setattr(engine, "prepare", counting_prepare)
-    values = [p.default for p in run_request.param_specs().values()]
+    values = {name: p.default for name, p in run_request.param_specs().items()}
     outputs = list(compare_tab.compare(PROMPT, tiny_models["target"], None, "prompt_lookup", "float32", "auto",
-                                       ["prompt_lookup", "mtp"], 4, 2, [], *values, lang="ru"))
+                                       ["prompt_lookup", "mtp"], 4, 2, [], values, lang="ru"))
     status, table = (compare_tab.COMPARED.read(outputs[-1])[name] for name in ("status", "table"))
     assert 'data-kind="done"' in status, status
     # mtp is refused while being prepared (the tiny target has no MTP layers), and skipped; two repeats and the

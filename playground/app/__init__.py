@@ -4,7 +4,7 @@ Its modules, each importing only those listed before it (`tests/test_architectur
 `page` but `launch`.
   guard           every handler's bad value or failure answered in one line (`guarded`), the session key
   language        the page's language: Gradio's I18n for labels, the visitor's language for what the server writes
-  outputs         a handler's outputs declared once by name (`Outputs`)
+  outputs         a handler's outputs and inputs declared once by name (`Outputs`, `Inputs`)
   background      work in a thread, its progress streamed to the page
   panels          the results panel a long job fills (Compare, Tune)
   run_request     the page's and the API's values to a checked `RunRequest`, the method controls

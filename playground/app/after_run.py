@@ -15,13 +15,14 @@ from ..i18n import t
 from ..methods import method_title
 from .code_tab import CODE, code_view
 from .language import language_of
-from .outputs import Outputs
+from .outputs import Inputs, Outputs
 from .replay_tab import LOADED, replay_load
 from .theory_tab import THEORY, find_baseline, remember_baseline, theory_view
 
 # The last-run state, the replay's views of a loaded trace, the theory tab's, the session's baselines, the code tab's.
 AFTER_RUN = (Outputs("last_run") + LOADED.prefixed("replay.") + THEORY.prefixed("theory.") + Outputs("baselines")
              + CODE.prefixed("code."))
+AFTER_RAN = Inputs("trace", "baselines")  # `after_run`'s: the run's trace, the session's baselines
 
 
 def after_run(trace: Any, baselines: list[Trace] | None,

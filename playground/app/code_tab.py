@@ -19,7 +19,7 @@ from .background import in_thread
 from .guard import PRIVATE, PRIVATE_QUEUED, guarded
 from .language import L, with_language
 from .outputs import Outputs
-from .run_request import collect_params, request_from_inputs, request_inputs
+from .run_request import METHOD_PARAMS, collect_params, named_params, request_from_inputs, request_inputs
 
 if TYPE_CHECKING:  # the engine and snippet (torch, Transformers) are imported by the handlers that use them
     from ..engine import RunRequest
@@ -86,7 +86,8 @@ def build_code(method: Any, param_components: Sequence[Any], params_json: Any, s
         code_cli = gr.Code("", language="shell", label=L("ui.code.cli"), lines=2,
                            interactive=False, buttons=["copy"], wrap_lines=True, elem_id="pg-code-cli")
     views = dict(python=code_python, cli=code_cli, status=code_status)
-    code_btn.click(guarded(collect_params), [method, *param_components], params_json, **PRIVATE).then(
+    chosen = METHOD_PARAMS.components({"method_name": method, **named_params(param_components)})
+    code_btn.click(guarded(METHOD_PARAMS.into(collect_params)), chosen, params_json, **PRIVATE).then(
         with_language(show_code_for_settings), request_inputs(settings, "preset"), CODE.components(views),
         **PRIVATE_QUEUED)
     return CodeTab(views=views)

@@ -29,9 +29,10 @@ from ..trace import Trace, short_repr
 from .background import in_thread
 from .guard import PRIVATE_QUEUED, guarded, long_job
 from .language import L, language_of, with_language
-from .outputs import Outputs
+from .outputs import Inputs, Outputs
 from .panels import results_panel
-from .run_request import DEFAULT_METHOD, MAX_NAME_SHOWN, build_request, collect_params, parse_integer, suggest_assistant
+from .run_request import (DEFAULT_METHOD, MAX_NAME_SHOWN, build_request, collect_params, named_params, param_specs,
+                          parse_integer, suggest_assistant)
 from .theory_tab import remember_baseline
 
 MAX_COMPARE_REPEATS = 5  # as the page's slider
@@ -93,7 +94,7 @@ def _named(result: bench.CompareResult, label: str, lang: str) -> str:
 
 
 def compare_specs(methods: Sequence[str], target: str, assistant: str | None, current_method: str | None,
-                  *param_values: Any) -> list[bench.MethodSpec]:
+                  param_values: Mapping[str, Any]) -> list[bench.MethodSpec]:
     """Specs for the chosen methods with the page's parameter values (baseline first, always)."""
 
     chosen = [m for m in dict.fromkeys(methods or []) if not is_reference(m)]
@@ -103,7 +104,7 @@ def compare_specs(methods: Sequence[str], target: str, assistant: str | None, cu
     specs = [bench.make_spec(REFERENCE)]
     for name in chosen:
         method = get_method(name)
-        params = collect_params(name, *param_values)
+        params = collect_params(name, param_values)
         helper = None
         if method.needs_assistant:
             # The page's assistant field belongs to the method chosen there; others get their usual one.
@@ -258,7 +259,8 @@ COMPARED = Outputs("status", "table", "speedup", "cost", "diagnosis", "race_meth
 @gpu(duration=120)  # several warmed-up generations: longer than ZeroGPU's 60 s default
 def compare(prompt: str, target: str | None, assistant: str | None, method: str | None, dtype: str | None,
             chat: Any, methods: Sequence[str] | None, max_new_tokens: float | None, repeats: float | None,
-            baselines: list[Trace] | None, *param_values: Any, lang: str = DEFAULT_LANGUAGE) -> Iterator[tuple[Any, ...]]:
+            baselines: list[Trace] | None, param_values: Mapping[str, Any], *,
+            lang: str = DEFAULT_LANGUAGE) -> Iterator[tuple[Any, ...]]:
     """Run baseline and the chosen methods on the page's prompt (warm-up, interleaved, same prompt).
 
     Outputs: `COMPARED` (status, table HTML, speedup figure, step-cost figure, diagnoses HTML, race method
@@ -284,7 +286,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
         reps = parse_integer(repeats, 1, "repeats")
         if not 1 <= reps <= MAX_COMPARE_REPEATS:
             raise PlaygroundError.keyed("error.compare.repeats", limit=MAX_COMPARE_REPEATS, got=reps)
-        specs = compare_specs(methods, target, request.assistant, request.method, *param_values)
+        specs = compare_specs(methods, target, request.assistant, request.method, param_values)
         yield COMPARED(status=render.status_html(t("status.preparing", lang, target=target), "running"))
 
         def work(progress: Callable[[str], None]) -> tuple[bench.CompareResult, list[tuple[bench.MethodSpec, str]]]:
@@ -330,7 +332,7 @@ def compare(prompt: str, target: str | None, assistant: str | None, method: str 
 
 def quick_compare(prompt: str, target: str | None, assistant: str | None, method: str | None, dtype: str | None,
                   chat: Any, methods: Sequence[str] | None, max_new_tokens: float | None, repeats: float | None,
-                  baselines: list[Trace] | None, *param_values: Any,
+                  baselines: list[Trace] | None, param_values: Mapping[str, Any], *,
                   lang: str = DEFAULT_LANGUAGE) -> Iterator[tuple[Any, ...]]:
     """`compare` in the time a class can wait: `QUICK_REPEATS` repeat(s) of at most `QUICK_TOKENS` new tokens
     (the page's length when it is shorter); the sliders' own values are left as they are."""
@@ -338,7 +340,7 @@ def quick_compare(prompt: str, target: str | None, assistant: str | None, method
     if isinstance(max_new_tokens, (int, float)) and not isinstance(max_new_tokens, bool) and max_new_tokens >= 2:
         tokens = min(QUICK_TOKENS, int(max_new_tokens))
     yield from compare(prompt, target, assistant, method, dtype, chat, methods, tokens, QUICK_REPEATS, baselines,
-                       *param_values, lang=lang)
+                       param_values, lang=lang)
 
 
 # --------------------------------------------------------------------------- race
@@ -433,6 +435,9 @@ def method_choices(lang: str = DEFAULT_LANGUAGE) -> list[tuple[str, str]]:
 
 # The page's controls Compare reads, by `compare`'s names for them (its first parameters, in order).
 COMPARE_SETTINGS = ("prompt", "target", "assistant", "method", "dtype", "chat")
+# `compare`'s and `quick_compare`'s inputs: those, the tab's own, the session's baselines, the parameters.
+COMPARE = Inputs(*COMPARE_SETTINGS, "methods", "max_new_tokens", "repeats", "baselines", params=param_specs())
+RACE = Inputs("choice", "state")  # `play_race`'s
 
 
 def build_compare(settings: Mapping[str, Any], param_components: Sequence[Any], baselines: gr.State) -> dict[str, Any]:
@@ -467,9 +472,10 @@ def build_compare(settings: Mapping[str, Any], param_components: Sequence[Any], 
     compared = COMPARED.components(dict(status=panel.status, table=panel.table, speedup=panel.left, cost=panel.right,
                                         diagnosis=compare_diag, race_method=race_method, state=compare_state,
                                         baselines=baselines))
-    inputs = [*(settings[name] for name in COMPARE_SETTINGS), compare_methods, compare_tokens, compare_repeats,
-              baselines, *param_components]
-    compare_btn.click(with_language(compare), inputs, compared, **long_job(panel.status))
-    quick_btn.click(with_language(quick_compare), inputs, compared, **long_job(panel.status))
-    race_btn.click(guarded(play_race), [race_method, compare_state], race, **PRIVATE_QUEUED)
+    inputs = COMPARE.components({**settings, "methods": compare_methods, "max_new_tokens": compare_tokens,
+                                 "repeats": compare_repeats, "baselines": baselines, **named_params(param_components)})
+    compare_btn.click(with_language(COMPARE.into(compare)), inputs, compared, **long_job(panel.status))
+    quick_btn.click(with_language(COMPARE.into(quick_compare)), inputs, compared, **long_job(panel.status))
+    race_btn.click(guarded(RACE.into(play_race)), RACE.components({"choice": race_method, "state": compare_state}), race,
+                   **PRIVATE_QUEUED)
     return dict(status=panel.status, race=race, methods=compare_methods)

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, Mapping
 
 import gradio as gr
 
@@ -37,10 +37,10 @@ from .background import in_thread
 from .guard import PRIVATE, guarded, session_key, url_query
 from .language import L, language_of, with_language
 from .methods_tab import lecture_html
-from .outputs import PARAM, Outputs
-from .run_request import (CHAT_CHOICES, DEFAULT_METHOD, DTYPES, REQUEST_FIELDS, build_request, collect_params,
-                          on_target_change, on_target_pick, param_component, param_specs, param_update, parse_flag,
-                          suggest_assistant, target_param_specs)
+from .outputs import PARAM, Inputs, Outputs
+from .run_request import (CHAT_CHOICES, DEFAULT_METHOD, DTYPES, METHOD_PARAMS, REQUEST_FIELDS, build_request,
+                          collect_params, on_target_change, on_target_pick, param_component, param_specs, param_update,
+                          parse_flag, suggest_assistant, target_param_specs)
 
 if TYPE_CHECKING:  # the engine (torch, Transformers) is imported by the handlers, when they run
     from ..engine import LiveRun
@@ -84,6 +84,11 @@ PAGE_LOAD = Outputs("prompt", "examples", "status", "timer")
 LOCALIZED = Outputs("method", "target", "assistant", "method_summary", "lecture", "legend", "tokens", "stats", "acceptance", "timing", "dtype",
                     "micro_panel")
 LINKED = links.restored(PARAMS)  # what a shareable link sets
+# Handlers' inputs, by their parameters' names (`outputs.Inputs`); the page's map names the components.
+GENERATE = Inputs(*REQUEST_FIELDS, "check_plain", "preset")  # the API's `generate`, in the API's order
+METHOD_CHOSEN = Inputs("method_name", "target", "assistant")  # `on_method_change`'s
+TARGET_PARAMS = Inputs("target", params=PARAMS)  # `on_target_change`'s
+PROMPT_EXAMPLE = Inputs("prompt", "name")  # `example_after_prompt`'s
 RESTORED = LINKED + preset_picker.APPLIED  # ... and the example picker's `applied` with it
 
 
@@ -106,11 +111,12 @@ def on_method_change(method_name: str, target: str | None, assistant: str | None
                         method_summary=method.summary, lecture=lecture_html(method, lang), assistant=shown)
 
 
-def on_generate_click(method_name: str, *values: Any, lang: str = DEFAULT_LANGUAGE) -> tuple[Any, ...]:
+def on_generate_click(method_name: str, param_values: Mapping[str, Any], *,
+                      lang: str = DEFAULT_LANGUAGE) -> tuple[Any, ...]:
     """Runs at once on a click (outside the queue): gather the parameters, say the run is queued (in `lang`; the
     page passes the visitor's, see `with_language`), and mark the status box as the run's (so the start-up
     load's poll stops writing to it)."""
-    return CLICKED(params_json=collect_params(method_name, *values),
+    return CLICKED(params_json=collect_params(method_name, param_values),
                    status=render.status_html(t("status.queued", lang), "running"), run_started=True)
 
 
@@ -594,25 +600,29 @@ def _wire(demo: gr.Blocks, ui: dict[str, Any], param_components: list[Any]) -> G
     """The main view's events, every handler's outputs derived from its declaration (`RUN`, `METHOD_VIEWS`, …)."""
     out = lambda outputs: outputs.components(ui)  # noqa: E731
     method, target = ui["method"], ui["target"]
-    method.change(guarded(on_method_change), [method, target, ui["assistant"]], out(METHOD_VIEWS), **PRIVATE)
+    named = {**ui, "method_name": method, "name": ui["examples"], "params": ui["params_json"]}  # parameters' names
+    method.change(guarded(METHOD_CHOSEN.into(on_method_change)), METHOD_CHOSEN.components(named), out(METHOD_VIEWS),
+                  **PRIVATE)
     # The controls that depend on the target (early exit's layer): its range always, its own default when the
     # visitor picks it (a link or a guide example sets its own values, which a change keeps).
-    target.change(guarded(on_target_change), [target, *param_components], param_components, **PRIVATE)
+    target.change(guarded(TARGET_PARAMS.into(on_target_change)), TARGET_PARAMS.components(named), param_components,
+                  **PRIVATE)
     target.input(guarded(on_target_pick), target, param_components, **PRIVATE)
     ui["sample"].change(guarded(on_sample_change), ui["sample"], out(SAMPLING), **PRIVATE)
     ui["examples"].change(guarded(on_example), ui["examples"], ui["prompt"], **PRIVATE)
     ui["examples"].input(guarded(example_tokens), ui["examples"], ui["max_new_tokens"], **PRIVATE)
-    ui["prompt"].change(guarded(example_after_prompt), [ui["prompt"], ui["examples"]], ui["examples"], **PRIVATE)
+    ui["prompt"].change(guarded(PROMPT_EXAMPLE.into(example_after_prompt)), PROMPT_EXAMPLE.components(named),
+                        ui["examples"], **PRIVATE)
     ui["examples"].change(guarded(example_note_html), ui["examples"], ui["example_note"], **PRIVATE)
     by_field = {name: ui["params_json" if name == "params" else name] for name in REQUEST_FIELDS}
     api_inputs = list(by_field.values())  # `generate`'s first 13, the API's order (`REQUEST_FIELDS`)
     ui["applied"] = preset_picker.wire(ui, PARAMS)
     preset_picker.wire_precision(ui["applied"], ui["dtype"])
-    links.wire(ui["link_btn"], ui["link_box"], ui["preset"], ui["prompt"],
-               [ui[name] for name in preset_picker.CONTROLS], ui["dtype"], param_components)
+    links.wire(ui["link_btn"], ui["link_box"], ui)
     run_event = ui["generate_btn"].click(
-        guarded(with_language(on_generate_click)), [method, *param_components], out(CLICKED), **PRIVATE).then(
-        generate, [*api_inputs, ui["check_plain"], ui["preset"]], out(RUN), api_name="generate",
+        guarded(with_language(METHOD_PARAMS.into(on_generate_click))), METHOD_PARAMS.components(named), out(CLICKED),
+        **PRIVATE).then(
+        GENERATE.into(generate), GENERATE.components(named), out(RUN), api_name="generate",
         show_progress="minimal", show_progress_on=[ui["status"]],
         # Runs that may exist at once, paused ones included; the engine's places (PLAYGROUND_CONCURRENCY) bound how many
         # compute (`engine.turns._Scheduler.take_place`), so a paused run keeps no other visitor's run from starting.

@@ -19,8 +19,8 @@ import gradio as gr
 from .. import render
 from . import preset_picker
 from .guard import PRIVATE, guarded
-from .outputs import Outputs
-from .run_request import DTYPES, REQUEST_FIELDS, build_request, collect_params
+from .outputs import Inputs, Outputs
+from .run_request import DTYPES, REQUEST_FIELDS, build_request, collect_params, param_specs
 from ..i18n import t
 from ..request import method_for
 from ..presets import get_preset
@@ -118,20 +118,25 @@ def restore(query: Mapping[str, str], param_names: list[str], lang: str = "en") 
                    dtype=request.dtype, link_status=status)
 
 
-def wire(button: gr.Button, link: gr.Textbox, picker: Any, prompt: Any, controls: list[Any], dtype: Any,
-         param_components: list[Any]) -> None:
-    """The link button: the settings (controls = target … max_new_tokens) become a URL, shown in `link` and put in
-    the address bar; a value no control sends gets our one-line message (`guarded`)."""
-    def make(preset: str | None, prompt_text: str, *values: Any) -> Any:
-        (target, assistant, method, sample, temperature, top_p, top_k, seed, chat, length, dtype_value,
-         *param_values) = values
-        query = query_for(preset_picker.known(preset), prompt_text if isinstance(prompt_text, str) else "", target,
-                          assistant, method, collect_params(method, *param_values), length, sample, temperature, top_p,
-                          top_k, seed, chat, dtype_value)
-        if len(query) > MAX_LINK_CHARS:  # only a client that is not the page sends names this long
-            raise PlaygroundError.keyed("error.link.too_long", n=len(query), limit=MAX_LINK_CHARS)
-        return gr.update(value=query, visible=True)  # the box stays hidden until there is a link to show
+# `make`'s inputs (the link button's): the example, the prompt, the controls, the precision, the parameters.
+LINK = Inputs("preset", "prompt", *preset_picker.CONTROLS, "dtype", params=param_specs())
 
+
+def make(preset: str | None, prompt: str, target: str | None, assistant: str | None, method: str, sample: bool,
+         temperature: Any, top_p: Any, top_k: Any, seed: Any, chat: str, max_new_tokens: Any, dtype: str,
+         param_values: Mapping[str, Any]) -> Any:
+    """The link for the page's settings, in the link box (shown); a value no control sends is refused."""
+    query = query_for(preset_picker.known(preset), prompt if isinstance(prompt, str) else "", target, assistant,
+                      method, collect_params(method, param_values), max_new_tokens, sample, temperature, top_p, top_k,
+                      seed, chat, dtype)
+    if len(query) > MAX_LINK_CHARS:  # only a client that is not the page sends names this long
+        raise PlaygroundError.keyed("error.link.too_long", n=len(query), limit=MAX_LINK_CHARS)
+    return gr.update(value=query, visible=True)  # the box stays hidden until there is a link to show
+
+
+def wire(button: gr.Button, link: gr.Textbox, views: Mapping[str, Any]) -> None:
+    """The link button: the settings (`views`: the page's components by `LINK`'s names) become a URL, shown in
+    `link` and put in the address bar; a value no control sends gets our one-line message (`guarded`)."""
     # The query string lands in the link box first; the browser then turns it into the full address.
-    button.click(guarded(make), [picker, prompt, *controls, dtype, *param_components], link, **PRIVATE).then(
+    button.click(guarded(LINK.into(make)), LINK.components(views), link, **PRIVATE).then(
         None, link, link, js=TO_ADDRESS_JS, **PRIVATE)

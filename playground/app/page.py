@@ -13,7 +13,7 @@ import gradio as gr
 from ..i18n import t
 from ..settings import get_settings
 from . import mcp_tools, presenter, sessions
-from .after_run import AFTER_RUN, after_run
+from .after_run import AFTER_RAN, AFTER_RUN, after_run
 from .code_tab import CODE, build_code
 from .code_tab import initial_status as code_initial_status
 from .compare_tab import COMPARE_SETTINGS, build_compare
@@ -93,7 +93,8 @@ def build_ui() -> gr.Blocks:
                  **{f"tab.{tab.id}": tab for tab in tab_items}, "last_run": replay.last_run, "baselines": baselines}
         demo.load(guarded(localize_tabs), None, TAB_VIEWS.components(views), **PRIVATE)
         # After each run: replay it, place it on the theory curves with its diagnosis, show its code.
-        main.run_event.then(after_run, [main.run_trace, baselines], AFTER_RUN.components(views), **PRIVATE_QUEUED)
+        ran = AFTER_RAN.components({"trace": main.run_trace, "baselines": baselines})
+        main.run_event.then(AFTER_RAN.into(after_run), ran, AFTER_RUN.components(views), **PRIVATE_QUEUED)
         sessions.wire(demo)  # what a session keeps, freed when its visitor leaves (and bounded: `sessions`)
     demo.queue(default_concurrency_limit=settings.concurrency, max_size=settings.queue_size or None)
     return demo

@@ -37,6 +37,7 @@ from ..trace import Step, Trace, short_repr
 from . import links
 from .guard import PRIVATE, guarded, session_key, url_query
 from .language import L
+from .outputs import Inputs
 
 MAX_RUN_LINE_NAME = 60  # a model's name in the settings line, cut (a path may be long)
 
@@ -84,6 +85,9 @@ def _seconds(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value == value:
         raise PlaygroundError.keyed("error.pace.seconds", got=short_repr(value, 40), lo=Number(MIN_SECONDS, "g"), hi=Number(MAX_SECONDS, "g"))
     return float(value)
+
+
+PACE = Inputs("mode", "seconds")  # `set_pace`'s
 
 
 def set_pace(mode: Any, seconds: Any, request: gr.Request = None) -> tuple[Any, Any]:
@@ -203,8 +207,9 @@ def build_pace(view_id: str) -> PaceControls:
         final_only_toggle(view_id, "pg-final-only")
         settings = gr.Button(L("ui.presenter.settings"), size="sm", elem_id="pg-settings-toggle", scale=0,
                              min_width=110)
-    mode.change(guarded(set_pace), [mode, seconds], [seconds, step], **PRIVATE)
-    seconds.change(guarded(set_pace), [mode, seconds], [seconds, step], **PRIVATE)
+    pace = PACE.components({"mode": mode, "seconds": seconds})
+    mode.change(guarded(PACE.into(set_pace)), pace, [seconds, step], **PRIVATE)
+    seconds.change(guarded(PACE.into(set_pace)), pace, [seconds, step], **PRIVATE)
     step.click(guarded(step_on), None, None, **PRIVATE)
     settings.click(None, None, None, js=SETTINGS_JS, **PRIVATE)
     return PaceControls(mode=mode, seconds=seconds, step_on=step, settings=settings)

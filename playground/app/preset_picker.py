@@ -21,7 +21,7 @@ from ..models import hub_reachable
 from ..presets import GUIDE_URL, PRESETS, Preset, get_preset, runnable
 from .guard import PRIVATE, guarded
 from .language import L, language_of
-from .outputs import Outputs
+from .outputs import Inputs, Outputs
 
 CHAT_VALUE = {True: "on", False: "off", None: "auto"}
 # The page's run controls an example sets (and a link, and whose edit clears the picker), by output name.
@@ -31,6 +31,8 @@ CONTROLS = ("target", "assistant", "method", "sample", "temperature", "top_p", "
 
 APPLIED = Outputs("applied")  # the example whose settings the controls were last given (a `gr.State`)
 CLEARED = Outputs("preset", "preset_info") + APPLIED  # what an edit of a control the example set clears
+PICKED = Inputs("name", "applied_name")  # `pick_preset`'s: the picker's choice, the example applied last
+PRECISION = Inputs("name", "current")  # `precision_of`'s: the example applied, the precision control
 
 
 def picked(param_names: list[str]) -> Outputs:
@@ -142,7 +144,8 @@ def wire(views: dict[str, Any], param_names: list[str]) -> gr.State:
         return CLEARED(preset=None, preset_info="", applied=None)
 
     picker, components, cleared = views["preset"], outputs.components(with_applied), CLEARED.components(with_applied)
-    picker.input(guarded(pick_preset), [picker, applied], components, trigger_mode="always_last", **PRIVATE)
+    picking = PICKED.components({"name": picker, "applied_name": applied})
+    picker.input(guarded(PICKED.into(pick_preset)), picking, components, trigger_mode="always_last", **PRIVATE)
     picker.select(guarded(choose_preset), None, components, **PRIVATE)
     for name in filled.names:
         if name not in ("preset", "preset_info", "prompt"):  # the controls and parameters the example set
@@ -163,7 +166,8 @@ def precision_of(name: Any, current: Any) -> Any:
 def wire_precision(applied: gr.State, dtype: Any) -> None:
     """Show an applied example's own precision in the precision control (its own event: the picker's handlers keep
     their outputs)."""
-    applied.change(guarded(precision_of), [applied, dtype], dtype, **PRIVATE)
+    applied.change(guarded(PRECISION.into(precision_of)), PRECISION.components({"name": applied, "current": dtype}),
+                   dtype, **PRIVATE)
 
 
 def picker(online: bool) -> gr.Dropdown:

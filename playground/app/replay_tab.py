@@ -25,7 +25,7 @@ from ..trace import Trace, TraceFormatError, short_repr, summarize_steps
 from . import gallery_picker, presenter, uploads
 from .guard import PRIVATE, guarded, session_key
 from .language import L, language_of
-from .outputs import Outputs
+from .outputs import Inputs, Outputs
 from .run_request import MAX_NAME_SHOWN
 
 MAX_TRACE_BYTES = MAX_INPUT_BYTES  # Gradio's upload limit (launch) and our reader's are one
@@ -73,7 +73,7 @@ def step_number(value: Any, n: int) -> int:
     return min(max(int(value), 1), n)
 
 
-def replay_view(trace: Replayed, value: Any, request: gr.Request = None,
+def replay_view(trace: Replayed, value: Any, request: gr.Request = None, *,
                 lang: str | None = None) -> tuple[Any, ...]:
     """(coloured text, step in words, acceptance chart, timing chart, figures) for slider position `value`
     (1-based: the first `value` steps, the last of them outlined).
@@ -129,6 +129,12 @@ def slider_for(trace: Trace | None, at: int | None = None) -> Any:
 def _steps_in(trace: Replayed) -> int:
     trace = uploads.resolve(trace)
     return len(trace.steps) if trace is not None and trace.steps else 1
+
+
+# The replay's handlers' inputs: the trace and the slider's step (`replay_view`, `replay_prev`, …), and whether it
+# plays (`replay_play`, `replay_tick`).
+AT_STEP = Inputs("trace", "value")
+PLAYING_AT = Inputs("trace", "value", "playing")
 
 
 def replay_prev(trace: Replayed, value: Any) -> Any:
@@ -325,14 +331,16 @@ def build_replay(demo: gr.Blocks) -> ReplayTab:
     views = dict(trace=replay_trace, status=replay_status, slider=replay_slider, **step_views, panel=replay_panel)
     replay_views = STEP_VIEWS.components(step_views)
     replay_outputs = LOADED.components(views)
-    replay_slider.change(guarded(replay_view), [replay_trace, replay_slider], replay_views, **PRIVATE)
-    replay_prev_btn.click(guarded(replay_prev), [replay_trace, replay_slider], replay_slider, **PRIVATE)
-    replay_next_btn.click(guarded(replay_next), [replay_trace, replay_slider], replay_slider, **PRIVATE)
-    replay_key_btn.click(guarded(replay_key), [replay_trace, replay_slider], replay_slider, **PRIVATE)
+    named = {"trace": replay_trace, "value": replay_slider, "playing": replay_playing}  # by the handlers' names
+    at_step, play = AT_STEP.components(named), PLAYING_AT.components(named)
+    replay_slider.change(guarded(AT_STEP.into(replay_view)), at_step, replay_views, **PRIVATE)
+    replay_prev_btn.click(guarded(AT_STEP.into(replay_prev)), at_step, replay_slider, **PRIVATE)
+    replay_next_btn.click(guarded(AT_STEP.into(replay_next)), at_step, replay_slider, **PRIVATE)
+    replay_key_btn.click(guarded(AT_STEP.into(replay_key)), at_step, replay_slider, **PRIVATE)
     play_outputs = PLAYING.components(dict(slider=replay_slider, timer=replay_timer, button=replay_play_btn,
                                            playing=replay_playing))
-    replay_play_btn.click(guarded(replay_play), [replay_trace, replay_slider, replay_playing], play_outputs, **PRIVATE)
-    replay_timer.tick(guarded(replay_tick), [replay_trace, replay_slider, replay_playing], play_outputs, **PRIVATE)
+    replay_play_btn.click(guarded(PLAYING_AT.into(replay_play)), play, play_outputs, **PRIVATE)
+    replay_timer.tick(guarded(PLAYING_AT.into(replay_tick)), play, play_outputs, **PRIVATE)
     replay_seconds.change(guarded(replay_speed), replay_seconds, replay_timer, **PRIVATE)
     replay_last_btn.click(replay_last, last_run, replay_outputs, **PRIVATE)
     replay_tokens.click(guarded(replay_open_token), replay_trace, replay_panel, **PRIVATE)

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 import gradio as gr
 
 from .language import L
+from .outputs import Inputs, Outputs
 from ..errors import PlaygroundError, shorten
 from ..i18n import Message
 from ..methods import METHODS, Method, Param, get_method
@@ -66,12 +67,14 @@ def on_target_pick(target: str | None) -> list[Any]:
             for p in specs.values()]
 
 
-def on_target_change(target: str | None, *values: Any) -> list[Any]:
+def on_target_change(target: str | None, param_values: Mapping[str, Any]) -> list[Any]:
     """The target changed (picked, or set by a link or a guide example with its own values): the controls that depend
-    on it take its range, and a value past its top comes down to it; the values a link or an example set stay."""
+    on it take its range, and a value past its top comes down to it; the values a link or an example set stay.
+    `param_values`: the parameter controls' values by name."""
     specs = target_param_specs(target)
     out: list[Any] = []
-    for p, value in zip(specs.values(), values):
+    for name, p in specs.items():
+        value = param_values.get(name)
         if not _depends_on_target(p, target):
             out.append(gr.skip())
             continue
@@ -116,11 +119,20 @@ def suggest_assistant(method: Method, target: str | None, current: str | None) -
     return suggested_assistant(target, method.assistant) if method.assistant else None
 
 
-def collect_params(method_name: str, *values: Any) -> dict[str, Any]:
-    """The chosen method's parameters (only those), named as `generate()` names them."""
+# `collect_params`' inputs (and a Generate click's): the method and every parameter control, by name.
+METHOD_PARAMS = Inputs("method_name", params=param_specs())
+
+
+def named_params(components: Sequence[Any]) -> dict[str, Any]:
+    """The page's parameter controls (`param_specs`' order, as the page builds them) by their input names."""
+    return Outputs.param_components(param_specs(), components)
+
+
+def collect_params(method_name: str, param_values: Mapping[str, Any]) -> dict[str, Any]:
+    """The chosen method's parameters (only those), named as `generate()` names them, from the parameter controls'
+    values by name."""
     method = get_method(method_name)
-    by_name = dict(zip(param_specs(), values))
-    return parse_params({p.name: by_name.get(p.name) for p in method.params})  # the client's values, checked
+    return parse_params({p.name: param_values.get(p.name) for p in method.params})  # the client's values, checked
 
 
 # --------------------------------------------------------------------------- requests
@@ -256,19 +268,15 @@ REQUEST_FIELDS = ("prompt", "target", "assistant", "method", "params", "max_new_
 
 def request_inputs(by_name: Mapping[str, Any], *more: str) -> list[Any]:
     """The page's components for `REQUEST_FIELDS` and then `more` (e.g. "preset"), in that order: an event's inputs."""
-    names = (*REQUEST_FIELDS, *more)
-    missing = [name for name in names if name not in by_name]
-    if missing:
-        raise KeyError(f"the page has no component for {missing}")
-    return [by_name[name] for name in names]
+    return Inputs(*REQUEST_FIELDS, *more).components(by_name)
 
 
 def request_from_inputs(values: Sequence[Any], *more: str) -> RunRequest:
     """`build_request` for the values of an event wired by `request_inputs(..., *more)`, each passed by its name."""
-    names = (*REQUEST_FIELDS, *more)
-    if len(values) != len(names):
-        raise PlaygroundError.keyed("error.too_few_values", n=len(names), got=len(values))
-    return build_request(**dict(zip(names, values)))
+    inputs = Inputs(*REQUEST_FIELDS, *more)
+    if len(values) != len(inputs):
+        raise PlaygroundError.keyed("error.too_few_values", n=len(inputs), got=len(values))
+    return build_request(**inputs.named(values))
 
 
 def build_request(prompt: str, target: str | None, assistant: str | None, method: str | None, params: Any,

@@ -19,9 +19,9 @@ from ..i18n import DEFAULT_LANGUAGE, t
 from .guard import PRIVATE, guarded, long_job
 from .background import in_thread
 from .language import L, language_of
-from .outputs import Outputs
+from .outputs import Inputs, Outputs
 from .panels import results_panel
-from .run_request import build_request, collect_params
+from .run_request import METHOD_PARAMS, build_request, collect_params, named_params
 from ..settings import get_settings
 from ..trace import short_repr
 
@@ -93,7 +93,7 @@ def _failed(exc: BaseException, lang: str, state: Any = None) -> tuple[Any, ...]
 @gpu(duration=300)  # a baseline run, a drafter pass and a calibration per prompt
 def run_tune(prompt: str, target: str | None, assistant: str | None,
              method: str | None, params: Any, dtype: str | None, chat: Any, max_new_tokens: Any, max_draft: Any,
-             more_prompts: str | None, lang: str = DEFAULT_LANGUAGE) -> tuple[Any, ...]:
+             more_prompts: str | None, *, lang: str = DEFAULT_LANGUAGE) -> tuple[Any, ...]:
     """Tune the page's settings on its prompt (and any more given); outputs: status, table, 3 charts, result
     (written in `lang`)."""
     from .. import tune
@@ -161,6 +161,11 @@ def idle_status(lang: str = DEFAULT_LANGUAGE) -> str:
     return render.status_html(t("tune.status.idle", lang), "idle")
 
 
+# `run_tune`'s inputs, by its parameters' names.
+TUNE = Inputs("prompt", "target", "assistant", "method", "params", "dtype", "chat", "max_new_tokens", "max_draft",
+              "more_prompts")
+
+
 def build_tune_tab(page: dict[str, Any]) -> gr.HTML:
     """The Tune tab (call inside the page's `gr.Tabs`). `page` holds the page's prompt, target, assistant,
     method, dtype, chat, max_new_tokens components and its `param_components`. Returns the status box
@@ -183,15 +188,17 @@ def build_tune_tab(page: dict[str, Any]) -> gr.HTML:
                                     tokens_per_step=panel.right, positions=positions, result=result))
     private = long_job(panel.status)
 
+    tune = TUNE.into(run_tune)  # the values by `run_tune`'s names
+
     def tune_page(request: gr.Request, *values: Any) -> Iterator[tuple[Any, ...]]:
-        yield from in_background(lambda: run_tune(*values, lang=language_of(request)), language_of(request))
+        yield from in_background(lambda: tune(*values, lang=language_of(request)), language_of(request))
 
     def verify_page(result: Any, request: gr.Request) -> Iterator[tuple[Any, ...]]:
         yield from in_background(lambda: run_verify(result, lang=language_of(request)), language_of(request))
 
-    tune_btn.click(guarded(collect_params), [page["method"], *page["param_components"]], params, **PRIVATE).then(
-        guarded(tune_page),
-        [page["prompt"], page["target"], page["assistant"], page["method"], params, page["dtype"], page["chat"],
-         page["max_new_tokens"], max_draft, more], outputs, **private)
+    named = {**page, "method_name": page["method"], **named_params(page["param_components"]), "params": params,
+             "max_draft": max_draft, "more_prompts": more}
+    tune_btn.click(guarded(METHOD_PARAMS.into(collect_params)), METHOD_PARAMS.components(named), params,
+                   **PRIVATE).then(guarded(tune_page), TUNE.components(named), outputs, **private)
     verify_btn.click(guarded(verify_page), result, outputs, **private)
     return panel.status
