@@ -86,7 +86,9 @@ class Client:
 def rss_mb(pid: int) -> float:
     """The process's resident memory in MB (VmRSS)."""
     text = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmRSS:\s+(\d+) kB", text).group(1)) / 1024  # type: ignore[union-attr]
+    hit = re.search(r"VmRSS:\s+(\d+) kB", text)
+    assert hit is not None
+    return int(hit.group(1)) / 1024
 
 
 def generate_args(target: str, tokens: int, prompt: str = PROMPT) -> list[Any]:

@@ -65,7 +65,9 @@ STANDING_WORDS = {SLOWER: "slower: no setting is predicted to beat it (the least
 
 def method_request(name: str, prompt: str, args: argparse.Namespace) -> RunRequest:
     """The run tune sweeps for method `name` on the bundled models."""
-    replay = REPLAYS[METHODS[name].draft_replay]  # type: ignore[index]
+    draft_replay = METHODS[name].draft_replay
+    assert draft_replay is not None
+    replay = REPLAYS[draft_replay]
     assistant = DEFAULT_TARGET if replay.model_pass and not replay.exit_layer_param else None
     params = {replay.exit_layer_param: args.exit_layer} if replay.exit_layer_param else {}
     return RunRequest(prompt=prompt, target=DEFAULT_TARGET, method=name, assistant=assistant, params=params,
