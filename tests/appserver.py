@@ -233,6 +233,9 @@ class HandlerCalls:
     as they are sent and as they end. A check that nothing happened waits for them to end (`settle`): the answer it
     would have changed things with has then arrived, however slow the machine."""
 
+    sent: list[Any]  # each call's fn_index, as sent
+    ended: list[Any]  # as ended
+
     def __init__(self, page: Any) -> None:
         self.page, self.sent, self.ended = page, [], []
         page.on("request", lambda r: self._seen(r, self.sent))

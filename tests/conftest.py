@@ -128,7 +128,7 @@ def _counting_models() -> None:
         MODELS_MADE.append(type(self).__name__)
         return real(self, *args, **kwargs)
 
-    PreTrainedModel.post_init = post_init  # type: ignore[method-assign]
+    PreTrainedModel.post_init = post_init
 
 
 def _threads_per_worker() -> int | None:

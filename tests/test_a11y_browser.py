@@ -377,7 +377,7 @@ def test_arabic_sliders_fill_from_the_right(page: Any, app_url: str) -> None:
 
         image = Image.open(BytesIO(shot)).convert("RGB")
         w, h = image.size
-        row = [image.getpixel((x, h // 2)) for x in range(w)]
+        row: list[Any] = [image.getpixel((x, h // 2)) for x in range(w)]
         blue = [x for x, (r, g, b) in enumerate(row) if b > 180 and r < 120]  # the fill (blue-500/600)
         assert blue, f"no fill found in the {lang} slider (artifacts/a11y-slider-{lang}.png)"
         # The default (64 of 512 tokens) fills about an eighth: at the left in English, at the right in Arabic.

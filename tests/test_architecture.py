@@ -306,7 +306,8 @@ def test_no_module_is_too_long_to_read_and_no_function_longer_than_a_screen() ->
             long_modules[name] = len(source.splitlines())
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                assert node.end_lineno is not None
+                lines = node.end_lineno - node.lineno + 1
                 if lines > MAX_FUNCTION_LINES:
                     long_functions[f"{name}.{node.name}"] = lines
     assert long_modules == {} and long_functions == {}, (long_modules, long_functions)

@@ -23,8 +23,9 @@ from playground.timeline import race_timeline
 def test_the_sentences_quote_the_tables_figures_not_the_one_run_they_read() -> None:
     method, base = gallery.load("prompt-lookup-greedy"), gallery.load("baseline-greedy")
     own = theory.measured_speedup(method, base)
-    figures = {"speedup": 2.53, "tokens_per_s": 7.25, "baseline_tokens_per_s": 2.87,
+    figures: dict[str, float | None] = {"speedup": 2.53, "tokens_per_s": 7.25, "baseline_tokens_per_s": 2.87,
                "theoretical_speedup": 2.15, "refined_speedup": 2.41}
+    assert own is not None
     assert abs(own - 2.53) > 0.1  # the run alone says something else
     text = " ".join(theory.diagnose(method, base, "en", figures))
     assert text.startswith("This run was 2.53× faster than baseline: 7.2 tokens/s against 2.9."), text
@@ -65,11 +66,17 @@ def test_a_compare_tells_one_story(tiny_models: dict[str, str]) -> None:
     out = compare_tab.COMPARED.read(outputs[-1])
     assert 'data-kind="done"' in out["status"], out["status"]
     # the figure the table shows (its bold cell), not data-speedup re-rounded: 0.7549 is kept as "0.7550" there
-    shown = re.search(r'data-method="prompt_lookup"[^>]*>.*?<b>([\d.]+×)</b>', out["table"], re.S).group(1)
+    hit = re.search(r'data-method="prompt_lookup"[^>]*>.*?<b>([\d.]+×)</b>', out["table"], re.S)
+    assert hit is not None
+    shown = hit.group(1)
     diagnosis = html.unescape(re.sub(r"<[^>]+>", " ", out["diagnosis"]))
-    this_run = re.search(r"This run was ([^:]*):", diagnosis).group(1)
+    hit = re.search(r"This run was ([^:]*):", diagnosis)
+    assert hit is not None
+    this_run = hit.group(1)
     assert shown in this_run, (shown, diagnosis)  # "x× faster than baseline" / "slower than baseline (x× its speed)"
-    refined = re.search(r'data-method="prompt_lookup".*?</tr>', out["table"], re.S).group(0)
+    hit = re.search(r'data-method="prompt_lookup".*?</tr>', out["table"], re.S)
+    assert hit is not None
+    refined = hit.group(0)
     predicted = re.findall(r"<td>([\d.]+×)</td>", refined)
     assert predicted and all(p in diagnosis for p in predicted), (predicted, diagnosis)
     state: Any = out["state"]

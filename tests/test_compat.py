@@ -92,7 +92,7 @@ def _prefix_tests(function: Any) -> set[tuple[str, ...]]:
     """The tuples of strings a function's code passes to `startswith`."""
     calls = (node for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(function))))
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith")
-    return {tuple(element.value for element in call.args[0].elts) for call in calls
+    return {tuple(element.value for element in call.args[0].elts) for call in calls  # type: ignore[attr-defined]
             if call.args and isinstance(call.args[0], ast.Tuple)
             and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in call.args[0].elts)}
 
@@ -336,7 +336,7 @@ def test_an_idle_queue_looks_for_work_as_often_as_the_app_sets(poll_less: bool) 
                     counts[name] += 1
             return await original(seconds, *args)
 
-        queueing.asyncio.sleep = counted  # type: ignore[assignment]
+        queueing.asyncio.sleep = counted
         try:
             tasks = [asyncio.ensure_future(queue.start_processing()),
                      asyncio.ensure_future(queue.start_progress_updates())]
@@ -344,7 +344,7 @@ def test_an_idle_queue_looks_for_work_as_often_as_the_app_sets(poll_less: bool) 
             queue.stopped = True
             await asyncio.gather(*tasks, return_exceptions=True)
         finally:
-            queueing.asyncio.sleep = original  # type: ignore[assignment]
+            queueing.asyncio.sleep = original
         wakes["queue"], wakes["progress"] = counts["sleep_when_free"], counts["progress_update_sleep_when_free"]
 
     run_coroutine_apart(idle())

@@ -41,6 +41,7 @@ def test_runs_are_placed_on_the_gpu_and_their_traces_say_so(store, models) -> No
     assert choose_device_map(10**6, "cuda", free) == "cuda"  # a tiny model fits on the first GPU
 
     prepared = prepare(_request(models, "speculative", 12), store)
+    assert prepared.assistant is not None
     assert _devices(prepared.target.model) == _devices(prepared.assistant.model) == {"cuda"}
     assert prepared.target.device.startswith("cuda") and prepared.generate_kwargs["input_ids"].is_cuda
     trace = LiveRun(prepared).run()
@@ -75,7 +76,9 @@ def test_seeded_sampling_runs_taking_turns_on_the_gpu_give_what_each_gives_alone
     alone_short = LiveRun(prepare(_request(models, name, SHORT_TOKENS, prompt="def add(a, b):"), store)).run()
     long_trace, short_trace, _, _, short_run = _interleave(store, models, name, name)
     assert short_run.prepared.generate_kwargs["input_ids"].is_cuda
-    assert _turns_of(short_run).turns == len(short_trace.steps) > 1, "the runs took turns step by step"
+    short_turns = _turns_of(short_run)
+    assert short_turns is not None
+    assert short_turns.turns == len(short_trace.steps) > 1, "the runs took turns step by step"
     assert short_trace.output_ids == alone_short.output_ids and long_trace.output_ids == alone_long.output_ids
 
 
@@ -95,7 +98,9 @@ def test_without_the_cuda_state_given_back_turn_taking_runs_diverge(store, model
     alone_short = LiveRun(prepare(_request(models, name, SHORT_TOKENS, prompt="def add(a, b):"), store)).run()
     monkeypatch.setattr(turns_module._Turns, "__init__", cpu_state_only)
     long_trace, short_trace, _, _, short_run = _interleave(store, models, name, name)
-    assert _turns_of(short_run)._cuda is False and _turns_of(short_run).turns > 1
+    short_turns = _turns_of(short_run)
+    assert short_turns is not None
+    assert short_turns._cuda is False and short_turns.turns > 1
     assert (short_trace.output_ids, long_trace.output_ids) != (alone_short.output_ids, alone_long.output_ids)
 
 

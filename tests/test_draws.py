@@ -40,6 +40,7 @@ def test_the_recorded_draw_decides_every_judged_draft(store, tiny_models, weight
             assert step.draws is not None and len(step.draws) == len(step.drafted)
             assert all(0.0 <= r < 1.0 for r in step.draws)
             judged = step.mixture if weight is not None else step.p
+            assert judged is not None and step.q is not None
             for i in range(step.accepted):
                 assert step.draws[i] <= judged[i] / step.q[i] * (1 + TOLERANCE), (seed, step.index, i)
                 kept += 1
@@ -124,6 +125,7 @@ def test_the_panel_says_kept_because_or_refused_because_r(lang) -> None:
 def test_a_kept_draft_below_a_chance_of_one_and_a_trace_without_draws(lang) -> None:
     step = _step([0.15, 0.3])
     step.p = [0.1, 0.1]
+    assert step.dists is not None
     step.dists[0].p_drafted = 0.1  # p/q = 0.5 at the first draft: kept because r = 0.15 <= 0.5
     message = microscope.explain(step, 0, SAMPLING).messages[1]
     assert message.key == "microscope.draw.kept"
@@ -160,5 +162,6 @@ def test_self_speculation_records_its_draws_too(store, tiny_models) -> None:
     judged = [(step, i) for step in trace.steps if step.drafted for i in range(step.judged_drafts)]
     assert judged and all(step.draws is not None for step, _ in judged)
     for step, i in judged:
+        assert step.p is not None and step.q is not None and step.draws is not None
         ratio = step.p[i] / step.q[i]
         assert (step.draws[i] <= ratio * (1 + TOLERANCE)) if i < step.accepted else (step.draws[i] > ratio * (1 - TOLERANCE))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.models  # its tests build or load models: the module st
 PROMPT = "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,"
 # Each method's run: a noisy assistant refuses drafts (corrections, discarded drafts), prompt lookup copies from
 # the prompt (its source's text), baseline decodes through the processor list that hands over its scores.
-CASES = {
+CASES: dict[str, dict[str, Any]] = {
     "speculative": dict(method="speculative", assistant="noisy", params={"num_assistant_tokens": 4}),
     "prompt_lookup": dict(method="prompt_lookup", params={"prompt_lookup_num_tokens": 3}),
     "baseline": dict(method="baseline"),
@@ -151,7 +152,8 @@ def _live_with_digests_counted(prepared, monkeypatch) -> tuple[LiveRun, list[int
         real_digest(self, raw)
 
     monkeypatch.setattr(engine.StepBoundary, "digest", digest)
-    came_with_figures = [step.dists is not None or step.p is not None or step.q is not None for step in live]
+    came_with_figures = [step.dists is not None or step.p is not None or step.q is not None  # type: ignore[union-attr]
+                         for step in live]  # no idle_s: never None
     return live, digests, came_with_figures
 
 
@@ -229,7 +231,7 @@ class _CountingQueue:
 
 def _counted(prepared) -> tuple[LiveRun, _CountingQueue]:
     run = LiveRun(prepared)
-    run._queue = counting = _CountingQueue(run._queue)
+    run._queue = counting = _CountingQueue(run._queue)  # type: ignore[assignment]  # a counting stand-in
     return run, counting
 
 

@@ -14,7 +14,7 @@ from playground.i18n import LANGUAGES
 ENDING = ("ex-edit-code", "ex-summarise", "ex-answer-from-a-passage", "ex-translate", "ex-short-fact")
 
 
-def _ending(lang: str) -> list:  # type: ignore[type-arg]
+def _ending(lang: str) -> list:
     english_ids = [e.question_id for e in localized_examples("en")]
     return [e for e, qid in zip(localized_examples(lang), english_ids) if qid in ENDING]
 

@@ -165,7 +165,7 @@ def test_gradio_looks_for_a_missing_matplotlib_once() -> None:
                 looked.append(name)
 
     saved = sys.modules.pop("matplotlib", "absent")
-    sys.meta_path.insert(0, Counting)  # type: ignore[arg-type]
+    sys.meta_path.insert(0, Counting)
     try:
         gradio_internals.spare_missing_matplotlib()
         before = len(looked)
@@ -175,7 +175,7 @@ def test_gradio_looks_for_a_missing_matplotlib_once() -> None:
         assert len(looked) == before, f"the import path searched {len(looked) - before} times for 20 calls"
         assert importlib.util.find_spec("matplotlib") is None
     finally:
-        sys.meta_path.remove(Counting)  # type: ignore[arg-type]
+        sys.meta_path.remove(Counting)
         sys.modules.pop("matplotlib", None)
         if saved != "absent":
             sys.modules["matplotlib"] = saved  # type: ignore[assignment]
@@ -218,7 +218,7 @@ def test_a_class_runs_on_its_rooms_one_clock(monkeypatch: pytest.MonkeyPatch) ->
             own["tasks"] += in_a_follower() and coro.__qualname__ != "_Watch._watching"
             return create_task(coro, **kwargs)
 
-        loop.call_at, loop.create_task = counted_call_at, counted_create_task  # type: ignore[method-assign]
+        loop.call_at, loop.create_task = counted_call_at, counted_create_task  # type: ignore[method-assign, assignment]
         for _ in range(12):  # the run grows faster than the followers are written, then ends
             await asyncio.sleep(0.01)
             trace.steps.append(step(len(trace.steps)))

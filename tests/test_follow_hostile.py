@@ -27,7 +27,9 @@ def room(server: tuple[str, dict[str, Any]]) -> Iterator[str]:
     """A presenter's class code, its room kept open by the page's beat while the test runs."""
     url, deps = server
     presenter = Visitor(url, deps)
-    code = CODE_IN_LINK.search(presenter.call("open_class", [url])[0]).group(1)
+    hit = CODE_IN_LINK.search(presenter.call("open_class", [url])[0])
+    assert hit is not None
+    code = hit.group(1)
     done = threading.Event()
 
     def beat() -> None:

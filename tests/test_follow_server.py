@@ -82,7 +82,9 @@ def test_a_follower_sees_the_presenters_run_step_by_step_and_the_class_answers(
     presenter, follower = Visitor(url, deps), Visitor(url, deps)
     presenter.call("set_pace", ["step", 1.0])
     link = presenter.call("open_class", [url])[0]
-    code = CODE_IN_LINK.search(link).group(1)
+    hit = CODE_IN_LINK.search(link)
+    assert hit is not None
+    code = hit.group(1)
     assert "<svg" in link and f"{url}?follow={code}" in link.replace("&amp;", "&")
     follower.query = f"?follow={code}"
     joined = follower.call("join_class")
@@ -92,7 +94,9 @@ def test_a_follower_sees_the_presenters_run_step_by_step_and_the_class_answers(
     view = Watched(follower, "follow_stream", [None])
     # The run stands after its first step; the class is asked about it (its drafts shown, its fate not).
     until(lambda: "pg-class-question" in str(view.last[5]), "the class's first question", 240)
-    asked = int(re.search(r'data-asked="(\d+)"', view.last[5]).group(1))
+    hit = re.search(r'data-asked="(\d+)"', view.last[5])
+    assert hit is not None
+    asked = int(hit.group(1))
     assert steps_in(view.last[0]) == asked  # every step before the question, none after
     follower.call("answer_kept")
     with pytest.raises(RuntimeError, match="already answered"):
@@ -121,7 +125,9 @@ def test_a_follower_sees_the_presenters_run_step_by_step_and_the_class_answers(
     panel = follower.call("open_token", [None], event_data={"step": 0, "pos": 0})[0]
     assert 'data-testid="pg-micro"' in panel and 'data-step="0"' in panel and "data-empty" not in panel
     # ... and not on the step under question (its fate is the answer).
-    hidden = int(re.search(r'data-asked="(\d+)"', view.last[5]).group(1))
+    hit = re.search(r'data-asked="(\d+)"', view.last[5])
+    assert hit is not None
+    hidden = int(hit.group(1))
     panel = follower.call("open_token", [None], event_data={"step": hidden, "pos": 0})[0]
     assert 'data-empty="true"' in panel
     # The rest at the free pace: the follower ends with the presenter's whole output and the done status.
@@ -163,7 +169,9 @@ def test_a_class_larger_than_gradios_workers_leaves_room_for_runs_and_sees_every
     url, deps = server
     presenter = Visitor(url, deps)
     presenter.call("set_pace", ["free", 1.0])
-    code = CODE_IN_LINK.search(presenter.call("open_class", [url])[0]).group(1)
+    hit = CODE_IN_LINK.search(presenter.call("open_class", [url])[0])
+    assert hit is not None
+    code = hit.group(1)
     followers = [Visitor(url, deps, f"?follow={code}") for _ in range(45)]
     watched = []
     try:

@@ -25,7 +25,7 @@ class FakeRequest:
 
     def __init__(self, lang: str) -> None:
         self.query_params = {"lang": lang}
-        self.headers = {}
+        self.headers: dict[str, str] = {}
         self.session_hash = "test"
 
 

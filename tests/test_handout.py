@@ -90,7 +90,9 @@ def test_a_plain_run_and_an_empty_trace() -> None:
         step.emitted, step.emitted_text = step.emitted[:1], step.emitted_text[:1]
         step.q = step.p = None
     assert handout.rule_key(trace) == handout.NO_DRAFT_RULE
-    assert handout.annotated_step(trace)[1] == "handout.step.why.first"
+    annotated = handout.annotated_step(trace)
+    assert annotated is not None
+    assert annotated[1] == "handout.step.why.first"
     assert handout.generate_call(trace) == "out = model.generate(**inputs, max_new_tokens=4, do_sample=False)"
     trace.steps = []
     assert handout.annotated_step(trace) is None

@@ -173,7 +173,7 @@ def server(models: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> 
 
 def generate_args(models: dict[str, str], **kw: Any) -> list[Any]:
     """The generate endpoint's inputs in order, for a short greedy float32 run on the tiny target."""
-    args = {"prompt": PROMPT, "target": models["target"], "assistant": None, "method": "baseline", "params": {},
+    args: dict[str, Any] = {"prompt": PROMPT, "target": models["target"], "assistant": None, "method": "baseline", "params": {},
             "max_new_tokens": 4, "sample": False, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "seed": 0,
             "chat": "auto", "dtype": "float32", "check_plain": False, "preset": None}
     args.update(kw)
@@ -200,7 +200,9 @@ class Probe:
         if not server.alive():
             problem = "the server died"
         elif LEAKS.search(outcome.text()):
-            problem = f"leaked: {LEAKS.search(outcome.text()).group(0)!r} in {outcome.text()[:300]!r}"
+            hit = LEAKS.search(outcome.text())
+            assert hit is not None
+            problem = f"leaked: {hit.group(0)!r} in {outcome.text()[:300]!r}"
         elif not outcome.success and (not outcome.error or outcome.error.strip() in ("Error", "None", "")):
             problem = f"Gradio's generic error: {outcome.error!r}"
         elif expect is not None and expect not in outcome.text():
@@ -718,7 +720,9 @@ def test_a_run_whose_scores_overflow_says_why_instead_of_done(server: Server, mo
                          generate_args(models, target=models["overflowing"], max_new_tokens=24),
                          "the target's scores became NaN or infinite")
     assert outcome.alert() and "Done" not in outcome.text(), outcome
-    assert "its weights may be broken" in outcome.alert()
+    alert = outcome.alert()
+    assert alert is not None
+    assert "its weights may be broken" in alert
     assert "Done: 4 tokens" in server.call("generate", generate_args(models)).text()
 
 
@@ -896,7 +900,7 @@ def test_mcp_tool_arguments_are_checked_like_the_pages() -> None:
     from playground.bench.prompts import SPEC_BENCH_FILE
 
     huge = "x" * 1_000_000
-    cases = [
+    cases: list[tuple[Callable[..., Any], dict[str, Any], str]] = [
         (mcp_tools.generate, dict(prompt="hello \ud800"), "the prompt is not valid text"),
         (mcp_tools.generate, dict(prompt="hi", target=huge), "target is 1000000 characters long"),
         (mcp_tools.generate, dict(prompt="hi", params=huge), "params is 1000000 characters long"),
@@ -1036,7 +1040,7 @@ def test_tune_stops_when_its_client_leaves(server: Server, models: dict[str, str
     its worker thread ends and says so in the log (the work's end, however long it would have gone on)."""
     more = "\n".join(f"Prompt number {i}: one, two, three, four, five, six, seven." for i in range(8))
     # prompt, target, assistant, method, params, dtype, chat, max_new_tokens, largest draft, more prompts
-    data = [PROMPT, models["target"], None, "prompt_lookup", {}, "float32", "auto", 400, 16, more]
+    data: list[Any] = [PROMPT, models["target"], None, "prompt_lookup", {}, "float32", "auto", 400, 16, more]
     start = len(server.log.read_bytes())
     _leave_after(server, "tune_page", data, "Tuning")
     line = _wait_for_log(server, "playground-tune ended", start, within_s=60)

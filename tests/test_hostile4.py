@@ -482,6 +482,7 @@ def test_a_microscope_click_on_a_crafted_lookup_source_answers_a_panel_not_the_f
     assert len(clicked) <= 8 * len(usual), (len(clicked), len(usual))
     context = re.search(r'<div class="pg-micro-context".*?</div>', clicked, re.S)
     shown = 2 * (microscope_view.LOOKUP_CONTEXT_CHARS + microscope_view.LOOKUP_PART_CHARS + 1)  # "…" twice
+    assert context is not None
     assert context and len(html_text(context.group())) <= shown, len(html_text(context.group()))
     assert '<mark class="pg-micro-match" data-testid="pg-micro-match">…&quot;' in clicked
     assert '&quot;…</mark>' in clicked
@@ -733,7 +734,7 @@ def test_a_visitors_bad_value_keeps_its_message(bad: Any) -> None:
     from playground.app.guard import guarded
     from playground.i18n import t
 
-    handler = guarded(lambda value, request=None: {"a": 1, 2: "b"}[value] + int(value))
+    handler = guarded(lambda value, request=None: {"a": 1, 2: "b"}[value] + int(value))  # type: ignore[operator]
     for lang in ("en", "ru", "ar"):
         with pytest.raises(gr.Error) as answered:
             handler(bad, _visitor("s", lang))

@@ -293,6 +293,6 @@ def test_every_call_by_key_gives_exactly_its_strings_placeholders() -> None:
             checked += 1
             if need - given or given - need - {"n"}:
                 wrong.append(f"{path.relative_to(root.parent)}:{node.lineno} {name}({node.args[0].value!r}): "
-                             f"its string has {sorted(need)}, the call gives {sorted(given)}")
+                             f"its string has {sorted(need)}, the call gives {sorted(given)}")  # type: ignore[type-var]
     assert checked > 300, checked
     assert not wrong, "\n".join(wrong)

@@ -52,7 +52,9 @@ def test_every_swept_setting_is_named_in_the_page_language(lang: str) -> None:
             shown = setting.shown(lang)
             assert not ENGLISH_LABEL.search(shown), (lang, setting.label, shown)
             values = setting.values
-            for name in REPLAYS[METHODS[method].draft_replay].swept:
+            replay = METHODS[method].draft_replay
+            assert replay is not None
+            for name in REPLAYS[replay].swept:
                 value = values[name]
                 if name == "num_assistant_tokens_schedule" and value == "constant":
                     continue  # the default schedule is left unsaid, as in English
@@ -101,7 +103,9 @@ def test_the_race_names_the_method_as_the_pages_pickers_do(lang: str) -> None:
     method, base = gallery.load("prompt-lookup-greedy"), gallery.load("baseline-greedy")
     for totals in ((9000.0, 3000.0), (3000.0, 9000.0)):  # the method first; baseline first
         *_, (_, last) = compare_tab.race_frames(base, method, totals_ms=totals, lang=lang)
-        verdict = html.unescape(re.search(r'<div class="pg-verdict">(.*?)</div>', last, re.S).group(1))
+        hit = re.search(r'<div class="pg-verdict">(.*?)</div>', last, re.S)
+        assert hit is not None
+        verdict = html.unescape(hit.group(1))
         heads = [html.unescape(h) for h in re.findall(r'<div class="pg-lane-head"><b>(.*?)</b>', last)]
         title, reference = (METHODS[name].localized(lang).title for name in ("prompt_lookup", "baseline"))
         assert title in verdict and "prompt_lookup" not in verdict, verdict
@@ -170,7 +174,9 @@ def test_compare_names_a_setting_by_its_title_and_its_controls(lang: str) -> Non
     assert f'data-label="{label}"' in table and 'data-label="mtp" data-skipped="true"' in table  # the markup keeps it
     verdict = html.unescape(compare_tab.compare_verdict(result, lang))
     assert COMPARE_NAMED[lang] in verdict and "prompt_lookup" not in verdict, verdict
-    heading = re.search(r"<h4[^>]*>(.*?)</h4>", compare_tab.diagnoses_html(result, lang)).group(1)
+    hit = re.search(r"<h4[^>]*>(.*?)</h4>", compare_tab.diagnoses_html(result, lang))
+    assert hit is not None
+    heading = hit.group(1)
     assert html.unescape(heading) == COMPARE_NAMED[lang]
     shown = re.sub(r"<[^>]*>", " ", table)
     assert "prompt_lookup" not in shown and "_" not in shown, shown

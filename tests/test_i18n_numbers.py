@@ -203,6 +203,7 @@ def f_string_decimals(path: Path, root: Path = ROOT) -> list[str]:
     found = []
     skip = {id(node) for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef) and (rel, fn.name) in ENGLISH_ONLY
             for node in ast.walk(fn)}
+    before: ast.expr | str
     for node in ast.walk(tree):  # what a tag's attribute or CSS holds is code, wherever it is computed
         if isinstance(node, ast.JoinedStr):
             for before, part in zip(node.values, node.values[1:]):
@@ -217,8 +218,9 @@ def f_string_decimals(path: Path, root: Path = ROOT) -> list[str]:
                 if isinstance(part, ast.Constant):
                     before = str(part.value)
                     continue
+                assert isinstance(part, ast.FormattedValue)
                 spec = part.format_spec
-                text = "".join(str(v.value) for v in spec.values if isinstance(v, ast.Constant)) if spec else ""
+                text = "".join(str(v.value) for v in spec.values if isinstance(v, ast.Constant)) if spec else ""  # type: ignore[attr-defined]  # a format spec is a JoinedStr
                 if DECIMAL_SPEC.search(text) and not CODE_BEFORE.search(before):
                     found.append(f"{rel}:{node.lineno}: {ast.unparse(part)}")
                 before = ""

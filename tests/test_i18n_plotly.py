@@ -57,7 +57,7 @@ def _figures(lang: str) -> list[Any]:
     steps = [Step(index=0, drafted=[1, 2, 3], accepted=2, rejected=[3], emitted=[1, 2, 9], draft_ms=2.0, verify_ms=60.0,
                   other_ms=1.5),
              Step(index=1, drafted=[4, 5], accepted=2, rejected=[], emitted=[4, 5, 6], draft_ms=1.0, verify_ms=58.0)]
-    agg = SimpleNamespace(label="prompt lookup", category="all", is_baseline=False,
+    agg: Any = SimpleNamespace(label="prompt lookup", category="all", is_baseline=False,
                           position_counts=[[20, 9, 20], [9, 4, 9]], position_acceptance=[0.45, 4 / 9],
                           position_acceptance_judged=[0.45, 4 / 9])
     return [*charts.figures(steps, lang=lang),
@@ -82,7 +82,9 @@ def _fraction_nouns(lang: str) -> dict[str, str]:
 
 def wrong_forms(texts: list[str], lang: str) -> list[str]:
     """The percentages and the nouns after decimals in `texts` that `lang` does not write so."""
-    sign = re.fullmatch(r"45(\D*)%", i18n.number(0.45, lang, ".0%")).group(1)  # what stands between number and %
+    hit = re.fullmatch(r"45(\D*)%", i18n.number(0.45, lang, ".0%"))
+    assert hit is not None
+    sign = hit.group(1)  # what stands between number and %
     nouns = _fraction_nouns(lang)
     wrong = []
     for text in texts:

@@ -22,7 +22,9 @@ def _step() -> Step:
 
 def _note(method: str, lang: str) -> str:
     html = render.step_detail_html(_step(), method, 0, lang=lang)
-    return re.search(r'<p class="pg-note"[^>]*>([^<]*)</p>', html).group(1)
+    hit = re.search(r'<p class="pg-note"[^>]*>([^<]*)</p>', html)
+    assert hit is not None
+    return hit.group(1)
 
 
 def test_each_drafter_says_where_its_q_comes_from() -> None:
@@ -66,6 +68,7 @@ RAW = {"en": r"raw logits", "ru": r"сыр", "ar": r"الخام"}
 @pytest.mark.parametrize("lang", ["en", "ar"])
 def test_the_mtp_drafters_sampling_bias_calls_its_q_raw(lang: str) -> None:
     drafter = METHODS["mtp_drafter"]
+    assert drafter.sampling_bias is not None
     sentence = i18n.localize(i18n.Message.registry("method.mtp_drafter.sampling_bias", drafter.sampling_bias), lang)
     assert re.search(RAW[lang], sentence), sentence
     assert not re.search(WARPED[lang], sentence), sentence

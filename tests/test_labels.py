@@ -55,6 +55,7 @@ def test_ensemble_runs_show_the_mixture_the_test_used(store, tiny_models) -> Non
     assert drafting
     for s in drafting:
         assert s.mixture is not None and len(s.mixture) == len(s.drafted)
+        assert s.p is not None and s.q is not None
         assert s.mixture == pytest.approx([0.25 * p + 0.75 * q for p, q in zip(s.p, s.q)])
     plain = LiveRun(prepare(RunRequest(**{**request.__dict__, "params": {"num_assistant_tokens": 3}}), store)).run()
     assert all(s.mixture is None for s in plain.steps)

@@ -15,6 +15,7 @@ from transformers.generation.candidate_generator import PromptLookupCandidateGen
 from playground.i18n import LANGUAGES, number
 from playground.drafts import PROMPT_LOOKUP_MATCH
 from playground.methods import get_method
+from playground.proofs import Proof
 
 pytestmark = pytest.mark.models  # its tests build or load models: the module stays out of the model-free tier
 
@@ -127,7 +128,7 @@ def test_the_ensemble_weight_is_the_targets_share_and_the_control_reads_from_los
     # The control: its top end is plain verification (the default, lossless, not passed to generate()), and every
     # value below it is lossy, ever more so towards its bottom end.
     assert ENSEMBLE.maximum == ENSEMBLE.off_value == ENSEMBLE.default == 1.0
-    assert 0 < ENSEMBLE.minimum < 1
+    assert ENSEMBLE.minimum is not None and 0 < ENSEMBLE.minimum < 1
     speculative = get_method("speculative")
     assert speculative.lossy_reason(speculative.resolve_params({})) is None
     generate_kwargs, _ = speculative.split_params(speculative.resolve_params({}))
@@ -375,7 +376,7 @@ PROOF_ASSERTS = {("greedy", "reference"): ("== reference", "!= reference"),
                  ("sampling", "lossy"): ("< REJECT_P", None)}
 
 
-def _proofs() -> list[tuple[str, str, object]]:
+def _proofs() -> list[tuple[str, str, Proof]]:
     """(subject, mode, proof) for every method's and every verification's claims."""
     from playground.methods import METHODS, VERIFICATIONS
 
@@ -421,7 +422,9 @@ def _function_source(node: str) -> str:
     path, function = node.split("::")[0], node.split("::")[-1].partition("[")[0]
     source = (Path(__file__).resolve().parents[1] / path).read_text(encoding="utf-8")
     (found,) = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == function]
-    return ast.get_source_segment(source, found)
+    segment = ast.get_source_segment(source, found)
+    assert segment is not None
+    return segment
 
 
 def test_every_proven_claim_names_tests_that_exist_run_it_and_assert_it(collected) -> None:

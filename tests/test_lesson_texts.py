@@ -36,11 +36,14 @@ def test_self_drafting_under_sampling_says_why_q_differs_from_p(lang: str) -> No
     assert trace.assistant == trace.target and trace.decoding["temperature"] == 0.7
     k, i = _first(trace, microscope.KEPT)
     step = trace.steps[k]
+    assert step.dists is not None
     assert step.dists[i].q_drafted != step.dists[i].p_drafted  # the recording's own q ≠ p
     note = t_note = i18n.t("microscope.sampling.self_draft", lang, temperature=Number(0.7, "g"),
                           temperature_squared=Number(0.49, "g"))
     assert i18n.number(0.49, lang, "g") in note and i18n.number(0.7, lang, "g") in note
-    assert t_note in microscope.panel_text(trace, k + 1, i + 1, lang)
+    shown = microscope.panel_text(trace, k + 1, i + 1, lang)
+    assert shown is not None
+    assert t_note in shown
     panel = microscope_view.panel_html(trace, step.index, i, lang)
     assert "q ≠ p" in panel and i18n.number(0.49, lang, "g") in panel
 
@@ -72,6 +75,7 @@ def test_a_near_tie_refusal_is_written_with_the_digits_that_differ(lang: str) ->
     trace = copy.deepcopy(gallery.load("universal-greedy"))
     k, i = _first(trace, microscope.REFUSED)
     step = trace.steps[k]
+    assert step.dists is not None
     row = step.dists[i]
     row.p[0] = Ranked(row.p[0].id, 0.07813, row.p[0].text)
     row.p_drafted = 0.07791

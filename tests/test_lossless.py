@@ -156,6 +156,7 @@ def _check_values(prepared: PreparedRun, trace: Trace, drafter=None) -> int:
 def test_speculative_p_and_q_match_independent_forward_passes(store, ckpt, prompt) -> None:
     prepared = _prepare(store, ckpt, "speculative", prompt)
     trace = LiveRun(prepared).run()
+    assert prepared.assistant is not None
     assert _check_values(prepared, trace, prepared.assistant.model) > 20
     assert any(s.accepted >= 2 for s in trace.steps), "positions >= 1 of a draft are checked"
 
@@ -175,6 +176,7 @@ def test_early_exit_q_is_the_targets_first_layers(store, ckpt) -> None:
         for step in trace.steps:
             if step.drafted:
                 rows_q = _softmax_rows(truncated, context + step.drafted, len(context), step.draft_len, prepared.target.device)
+                assert step.q is not None
                 for i, token in enumerate(step.drafted):
                     assert step.q[i] == pytest.approx(float(rows_q[i, token]), rel=1e-3, abs=1e-6), (step.index, i)
                 checked += step.draft_len

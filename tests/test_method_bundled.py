@@ -37,6 +37,7 @@ def test_bundled_speculative_gemma_as_its_own_assistant(store) -> None:
     trace, reference = _run(store, method="speculative", assistant=DEFAULT_TARGET, params={"num_assistant_tokens": 5})
     assert trace.output_ids == reference
     assert trace.summary.accepted == trace.summary.drafted > 0, "a model agrees with itself: every draft is accepted"
+    assert trace.summary.tokens_per_step is not None
     assert trace.summary.tokens_per_step > 3
 
 

@@ -111,7 +111,7 @@ def generate_seeded(prepared: PreparedRun, kwargs: dict, n: int) -> list[list[in
 def chi_square_p(expected: dict[tuple[int, ...], float], counts: dict[tuple[int, ...], int]) -> float:
     assert set(counts) <= set(expected), "a continuation the target cannot produce"
     n = sum(counts.values())
-    keys = sorted(expected, key=expected.get, reverse=True)
+    keys = sorted(expected, key=expected.__getitem__, reverse=True)
     exp = np.array([expected[k] * n for k in keys])
     obs = np.array([counts.get(k, 0) for k in keys], dtype=float)
     big = exp >= 5

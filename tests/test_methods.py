@@ -150,7 +150,9 @@ def test_lossy_runs_are_named_with_their_reason() -> None:
     drafter = get_method("mtp_drafter")
     assert not drafter.is_lossy(drafter.resolve_params(None), sample=False)
     assert drafter.is_lossy(drafter.resolve_params(None), sample=True)
-    assert "argmax" in drafter.lossy_reason(drafter.resolve_params(None), sample=True)
+    reason = drafter.lossy_reason(drafter.resolve_params(None), sample=True)
+    assert reason is not None
+    assert "argmax" in reason
 
 
 def _facts(**kw) -> ModelFacts:
@@ -422,6 +424,7 @@ def test_universal_sampling_copy_is_released_when_its_target_is_evicted(models) 
     first, _ = _run(own, **kw)
     prepared = prepare(_request(prompt=PROMPT, **kw), own)
     copy = prepared.assistant
+    assert copy is not None
     held = [weakref.ref(x) for x in (copy, copy.model, copy.model.get_input_embeddings().weight, copy.tokenizer,
                                      prepared.target.tokenizer)]
     assert prepared.target.tokenizer in AssistantVocabTranslatorCache._cache

@@ -86,6 +86,7 @@ def _check_p(prepared: PreparedRun, trace: Trace, processors: LogitsProcessorLis
     checked = 0
     for step in trace.steps:
         rows = _rows(prepared.target.model, context + step.emitted, len(context), len(step.emitted), processors)
+        assert step.dists is not None
         for i, position in enumerate(step.dists):
             where = f"step {step.index} position {i}"
             _assert_top(position.p, rows[i], where)
@@ -119,7 +120,7 @@ def test_greedy_p_top_k_equals_an_independent_forward_and_the_verdict_agrees(sto
     else:
         assert outcomes & {microscope.KEPT, microscope.REFUSED}, outcomes  # drafts were judged
     if case == "ensemble":
-        assert any(p.v is not None for s in trace.steps for p in s.dists)
+        assert any(p.v is not None for s in trace.steps for p in s.dists)  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("case", ["baseline", "speculative"])
@@ -131,7 +132,8 @@ def test_sampling_p_is_after_the_warpers(store, ckpt, case) -> None:
     trace = _run(prepared)
     warpers = LogitsProcessorList([TemperatureLogitsWarper(0.7), TopKLogitsWarper(6), TopPLogitsWarper(0.9)])
     assert _check_p(prepared, trace, warpers) >= NEW_TOKENS - 1
-    assert all(len(p.p) <= 6 for s in trace.steps for p in s.dists), "tokens the warpers removed are not listed"
+    assert all(len(p.p) <= 6 for s in trace.steps for p in s.dists), (  # type: ignore[union-attr]
+        "tokens the warpers removed are not listed")
 
 
 def test_speculative_q_top_k_equals_the_drafters_own_forward(store, ckpt) -> None:
@@ -140,6 +142,7 @@ def test_speculative_q_top_k_equals_the_drafters_own_forward(store, ckpt) -> Non
     context, checked = prepared.input_ids[0].tolist(), 0
     for step in trace.steps:
         if step.drafted:
+            assert prepared.assistant is not None and step.dists is not None
             rows = _rows(prepared.assistant.model, context + step.drafted, len(context), step.draft_len)
             for i, position in enumerate(step.dists[:step.draft_len]):
                 _assert_top(position.q, rows[i], f"step {step.index} position {i}")
@@ -160,6 +163,7 @@ def test_early_exit_q_top_k_equals_the_targets_first_layers(store, ckpt) -> None
         for step in trace.steps:
             if step.drafted:
                 rows = _rows(model, context + step.drafted, len(context), step.draft_len)
+                assert step.dists is not None
                 for i, position in enumerate(step.dists[:step.draft_len]):
                     _assert_top(position.q, rows[i], f"step {step.index} position {i}")
                     checked += 1
@@ -199,6 +203,7 @@ def test_sampling_q_v_and_residual_come_from_the_rows_transformers_used(store, c
         assert len(drafting) == len(speculative_rows)
         for step, (q_logits, p_logits) in zip(drafting, speculative_rows):
             p, q = p_logits.softmax(-1), q_logits.softmax(-1)
+            assert step.dists is not None
             for i, position in enumerate(step.dists):
                 where = f"seed {seed} step {step.index} position {i}"
                 _assert_top(position.p, p[i], where)
@@ -232,6 +237,7 @@ def test_prompt_lookup_source_is_the_earliest_longest_match(store, ckpt) -> None
     context, found = prepared.input_ids[0].tolist(), 0
     for step in trace.steps:
         if step.drafted:
+            assert step.lookup_source is not None
             start, end = step.lookup_source
             n = end - start
             assert context[start:end] == context[len(context) - n:], "the n-gram is the context's last tokens"
@@ -273,15 +279,18 @@ def test_prompt_lookup_source_under_a_chat_template_is_shown_in_the_templated_te
 
     in_prompt = 0
     for step in (s for s in trace.steps if s.lookup_source is not None):
+        assert step.lookup_source is not None
         start, end = step.lookup_source
         panel = microscope_view.panel_html(trace, step.index, 0)
-        before, ngram, copied = (html.unescape(x) for x in re.search(
-            r'<div class="pg-micro-context"[^>]*>(.*?)<mark class="pg-micro-match"[^>]*>(.*?)</mark>'
-            r'<mark class="pg-micro-copied">(.*?)</mark>', panel, re.S).groups())
+        found = re.search(r'<div class="pg-micro-context"[^>]*>(.*?)<mark class="pg-micro-match"[^>]*>(.*?)</mark>'
+                          r'<mark class="pg-micro-copied">(.*?)</mark>', panel, re.S)
+        assert found is not None
+        before, ngram, copied = (html.unescape(x) for x in found.groups())
         assert ngram == text_of(start, end)
         assert copied == text_of(end, end + len(step.drafted)) == "".join(step.drafted_text)
         assert text_of(0, end).endswith(before + ngram)
         shown = microscope.panel_text(trace, step.index + 1, 1)  # the CLI marks the same text
+        assert shown is not None
         assert f"⟦{ngram}⟧⟨{copied}⟩".replace("\n", "↵") in shown
         if start < trace.prompt_tokens:  # a source in the prompt reads as the templated prompt, not the typed one
             assert before + ngram + copied in prepared.rendered_prompt
@@ -303,7 +312,7 @@ def test_run_tables_count_the_runs_own_refusals_and_judged_drafts(store, ckpt) -
     assert sum(judged for *_, judged, _ in rows) == sum(s.judged_drafts for s in trace.steps)
     assert sum(accepted for *_, accepted in rows) == trace.summary.accepted
     for lo, hi, judged, accepted in rows:
-        inside = [s.q[k] for s in trace.steps for k in range(s.judged_drafts) if lo <= s.q[k] < hi or s.q[k] == hi == 1]
+        inside = [s.q[k] for s in trace.steps for k in range(s.judged_drafts) if lo <= s.q[k] < hi or s.q[k] == hi == 1]  # type: ignore[index]
         assert judged == len(inside) and accepted <= judged
 
 
@@ -314,6 +323,7 @@ def test_cli_show_prints_the_panel_and_the_tables(store, ckpt, tmp_path: Path, c
     step_no, step = next((n, s) for n, s in enumerate(trace.steps, start=1) if s.rejected)
     assert cli.main(["show", str(path), "--step", str(step_no), "--token", str(step.accepted + 1)]) == 0
     out = capsys.readouterr().out
+    assert step.dists is not None
     position = step.dists[step.accepted]
     top = position.p[0]
     lines = out.splitlines()
@@ -341,7 +351,7 @@ def test_the_setting_sets_k_and_zero_records_nothing(store, ckpt, monkeypatch: p
     monkeypatch.setenv("PLAYGROUND_TOP_K", "10")
     trace = _run(_prepare(store, ckpt, "speculative", sample=True, seed=2))
     assert trace.decoding["recorded_top_k"] == 10
-    assert max(len(p.p) for s in trace.steps for p in s.dists) == MAX_TOP_K
+    assert max(len(p.p) for s in trace.steps for p in s.dists) == MAX_TOP_K  # type: ignore[union-attr]
     monkeypatch.setenv("PLAYGROUND_TOP_K", "0")
     trace = LiveRun(_prepare(store, ckpt, "speculative")).run()
     assert all(s.dists is None for s in trace.steps) and trace.decoding["recorded_top_k"] == 0
@@ -380,7 +390,7 @@ def test_a_trace_with_malformed_distributions_is_refused(store, ckpt) -> None:
 
 def _chi_square_p(expected: dict[int, float], counts: dict[int, int]) -> float:
     n = sum(counts.values())
-    keys = sorted(expected, key=expected.get, reverse=True)
+    keys = sorted(expected, key=expected.__getitem__, reverse=True)
     exp = np.array([expected[k] for k in keys], dtype=float)
     exp *= n / exp.sum()  # float32 rows sum to 1 only within rounding
     obs = np.array([counts.get(k, 0) for k in keys], dtype=float)
@@ -409,6 +419,7 @@ def test_corrections_follow_the_recorded_residual_not_p(tmp_path: Path) -> None:
                        store)
     ids = prepared.input_ids[0].tolist()
     p = _rows(prepared.target.model, ids, len(ids), 1)[0].double()
+    assert prepared.assistant is not None
     q = _rows(prepared.assistant.model, ids, len(ids), 1)[0].double()
     residual = (p - q).clamp(min=0)
     residual /= residual.sum()
@@ -419,6 +430,7 @@ def test_corrections_follow_the_recorded_residual_not_p(tmp_path: Path) -> None:
         run = dataclasses.replace(prepared, request=dataclasses.replace(prepared.request, seed=seed))
         first = LiveRun(run).run().steps[0]
         if first.rejected:
+            assert first.dists is not None
             position = first.dists[0]
             _assert_top(position.residual, residual.float(), f"seed {seed}")
             counts[first.emitted[0]] = counts.get(first.emitted[0], 0) + 1
@@ -467,7 +479,7 @@ def test_a_consumer_far_behind_records_the_same_distributions(store, ckpt, monke
     behind = _run(_prepare(store, ckpt, case, sample=True, seed=5))
     assert behind.output_ids == usual.output_ids
     assert [s.dists for s in behind.steps] == [s.dists for s in usual.steps]
-    assert case == "baseline" or any(p.residual for s in behind.steps for p in s.dists)
+    assert case == "baseline" or any(p.residual for s in behind.steps for p in s.dists)  # type: ignore[union-attr]
 
 
 def _sorted_top(row: torch.Tensor, k: int) -> list[tuple[int, float]]:

@@ -98,7 +98,7 @@ def opened_refusals(trace: Trace) -> list[tuple[Any, int, Any, Rows]]:
     """(step, position, its recorded row, the panel read back) for every refused draft of the run (at least one)."""
     refused = refused_positions(trace)
     assert refused, "the drafter must be refused at least once in the run"
-    return [(trace.steps[i], pos, trace.steps[i].dists[pos], Rows(microscope_view.panel_html(trace, i, pos)))
+    return [(trace.steps[i], pos, trace.steps[i].dists[pos], Rows(microscope_view.panel_html(trace, i, pos)))  # type: ignore[index]
             for i, pos in refused]
 
 
@@ -120,6 +120,7 @@ def test_accepted_and_bonus_tokens_open_their_own_rows(greedy: Trace) -> None:
     for step in greedy.steps:
         for pos in range(len(step.emitted)):
             view = Rows(microscope_view.panel_html(greedy, step.index, pos))
+            assert step.dists is not None
             row = step.dists[pos]
             check_list(view.lists["p"], row.p, step.drafted[pos] if pos < len(step.drafted) and pos <= step.accepted
                        else None)
@@ -132,7 +133,9 @@ def test_the_rule_is_microscope_explain_in_the_pages_language(greedy: Trace) -> 
     verdict = microscope.explain(step, pos, greedy.decoding)
     for lang in i18n.LANGUAGES:
         panel = microscope_view.panel_html(greedy, step_index, pos, lang)
-        rule = re.search(r'<ul class="pg-micro-rule"[^>]*>(.*?)</ul>', panel).group(1)
+        hit = re.search(r'<ul class="pg-micro-rule"[^>]*>(.*?)</ul>', panel)
+        assert hit is not None
+        rule = hit.group(1)
         # The rule with this token's numbers comes first (a projector shows it above the fold), the lists after it;
         # the panel is a named region the keyboard reaches (it scrolls in the presenter's view).
         assert panel.index('class="pg-micro-rule"') < panel.index('class="pg-micro-dists"')
@@ -154,15 +157,21 @@ def test_the_page_and_the_cli_show_the_same_labels(greedy: Trace, sampled: Trace
         step_index, pos = refused_positions(trace)[0]
         for lang in i18n.LANGUAGES:
             page = microscope_view.panel_html(trace, step_index, pos, lang)
-            text = microscope.panel_text(trace, step_index + 1, pos + 1, lang).splitlines()
-            head = _plain(re.search(r'<p class="pg-micro-head">(.*?)</p>', page).group(1))
+            shown = microscope.panel_text(trace, step_index + 1, pos + 1, lang)
+            assert shown is not None
+            text = shown.splitlines()
+            hit = re.search(r'<p class="pg-micro-head">(.*?)</p>', page)
+            assert hit is not None
+            head = _plain(hit.group(1))
             titles = [_plain(x) for x in re.findall(r"<h4[^>]*>(.*?)</h4>", page)]
             assert text[0] == head
             assert [line for line in text if line in titles] == titles and len(titles) >= 3
             tables = microscope_view.run_tables_html(trace, lang)
             cli_tables = microscope.tables_text(trace, lang).splitlines()
             for table in re.findall(r"<table.*?</table>", tables):
-                caption = _plain(re.search(r"<caption>(.*?)</caption>", table).group(1))
+                hit = re.search(r"<caption>(.*?)</caption>", table)
+                assert hit is not None
+                caption = _plain(hit.group(1))
                 columns = [_plain(x) for x in re.findall(r"<th>(.*?)</th>", table)]
                 at = cli_tables.index(caption)
                 assert cli_tables[at + 1].split() == " ".join(columns).split()
@@ -209,11 +218,13 @@ def test_prompt_lookup_highlights_the_ngram_it_copied_after(lookup: Trace) -> No
         assert "q" not in Rows(panel).lists  # prompt lookup has no draft probabilities
         found = re.search(r'<div class="pg-micro-context"[^>]*>(.*?)<mark class="pg-micro-match"[^>]*>(.*?)</mark>'
                           r'<mark class="pg-micro-copied">(.*?)</mark>', panel, re.S)
+        assert found is not None
         before, match, copied = (html.unescape(x) for x in found.groups())
         output = "".join(t for s in lookup.steps[:lookup.steps.index(step)] for t in s.emitted_text)
         # the highlighted n-gram is what the context ends with, and the draft is the text that followed it there
         assert match and (lookup.prompt + output).endswith(match)
         assert copied == "".join(step.drafted_text)
+        assert step.lookup_source is not None
         if step.lookup_source[0] < lookup.prompt_tokens:
             assert (before + match + copied) in lookup.prompt
 
@@ -229,7 +240,9 @@ def test_traces_without_distributions_say_so(greedy: Trace) -> None:
         assert i18n.t("microscope.not_recorded", lang) in html.unescape(re.sub(r"</?bdi[^>]*>", "", panel))
         assert "<section" not in panel
     # the drafted token's own figures, which every schema has, are still shown
-    assert f"{old.steps[step_index].p[pos]:.3f}" in microscope_view.panel_html(old, step_index, pos)
+    drafted_p = old.steps[step_index].p
+    assert drafted_p is not None
+    assert f"{drafted_p[pos]:.3f}" in microscope_view.panel_html(old, step_index, pos)
 
 
 @pytest.mark.parametrize("data", [None, "3", {"step": "0", "pos": 0}, {"step": 0}, {"step": True, "pos": 0},

@@ -176,7 +176,9 @@ def _auto_here() -> str:
     """What `auto` picks on this CPU: bfloat16 only with native support and a kept measurement that found it faster
     (tests/test_precision_auto.py tests the rule itself)."""
     flags = models.hardware._cpu_bf16_flags()
-    return auto_reason("cpu", flags, measured=models.kept_measurement() if flags else None)[0]
+    picked = auto_reason("cpu", flags, measured=models.kept_measurement() if flags else None)[0]
+    assert picked is not None
+    return picked
 
 
 def test_resolve_dtype() -> None:

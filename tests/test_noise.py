@@ -26,7 +26,9 @@ def test_the_rule() -> None:
 def test_the_bootstrap_interval_of_the_median() -> None:
     assert bench.bootstrap_interval([2.0]) is None
     assert bench.bootstrap_interval([2.0, 2.0, 2.0]) == [2.0, 2.0]
-    lo, hi = bench.bootstrap_interval([1.0, 2.0, 3.0, 2.1, 1.9])
+    interval = bench.bootstrap_interval([1.0, 2.0, 3.0, 2.1, 1.9])
+    assert interval is not None
+    lo, hi = interval
     assert 1.0 <= lo < 2.0 < hi <= 3.0
     assert bench.bootstrap_interval([1.0, 2.0, 3.0, 2.1, 1.9]) == [lo, hi]  # the same figures, the same interval
 
@@ -51,6 +53,7 @@ def test_aggregates_carry_their_repeats_spread_and_reasons() -> None:
     assert base.noise == [] and base.speedup_interval is None  # baseline's 1.0 is no measurement of a speedup
     spread = next(a for a in _compare((0.4, 0.8, 0.3, 1.2, 0.6), (1.2,) * 5).aggregates if a.label == "prompt_lookup")
     assert spread.repeats == 5 and "wide" in spread.noise
+    assert spread.speedup_interval is not None and spread.speedup is not None
     assert spread.speedup_interval[0] < spread.speedup < spread.speedup_interval[1]
     assert bench.Aggregate.from_dict(spread.to_dict()) == spread  # results.json round trip
 
@@ -84,6 +87,7 @@ def test_wide_spread_is_said_with_the_interval() -> None:
     result = _compare((0.4, 0.8, 0.3, 1.2, 0.6), (1.2,) * 5)
     agg = next(a for a in result.aggregates if a.label == "prompt_lookup")
     text = compare_tab.noise_reasons_text(agg, "en")
+    assert agg.speedup_interval is not None
     lo, hi = agg.speedup_interval
     assert f"runs from {lo:.2f}× to {hi:.2f}×" in text and text.startswith("12 new tokens per run")
     assert " and " in text  # two reasons, joined as English lists them

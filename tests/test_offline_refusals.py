@@ -6,6 +6,7 @@ in float32."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ def test_the_first_layers_drafter_is_the_bundled_gemma_cut_to_12_layers() -> Non
             assert cut.get_tensor(key).equal(whole.get_tensor(key))
 
 
-def _run(preset: str, **overrides: object):  # type: ignore[no-untyped-def]
+def _run(preset: str, **overrides: Any):
     from playground.engine import LiveRun, prepare
 
     return LiveRun(prepare(PRESETS[preset].request(max_new_tokens=NEW_TOKENS, **overrides))).run()
@@ -77,7 +78,7 @@ def test_a_built_stand_in_refuses_drafts_when_sampling(preset: str) -> None:
 
 
 @pytest.mark.bundled
-def test_the_method_picker_offline_suggests_the_derived_drafter_which_is_refused(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_method_picker_offline_suggests_the_derived_drafter_which_is_refused(monkeypatch) -> None:
     """A student who picks "Speculative decoding" on the page offline gets Gemma's first 12 layers as the assistant
     (the catalogue's pairing, built in the background of a preloading server), and a run with the page's own
     settings shows drafts refused and corrected: not Gemma drafting for itself, every draft kept."""

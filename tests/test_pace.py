@@ -69,8 +69,10 @@ def _paused_after(live: LiveRun, pace: Pace, steps: int) -> None:
     """The run stands paused after exactly `steps` steps, and stays so: after its worker looked again twice whether it
     may go on and stayed (an event, not a fixed wait a slow machine makes too short to show a worker that went on)."""
     _until(lambda: pace.waiting and live.generated_steps >= steps, f"paused after {steps} steps")
-    looked = pace._cond.returned
-    _until(lambda: pace._cond.returned >= looked + 2, "the paused worker looked again twice")
+    counted = pace._cond
+    assert isinstance(counted, _CountedWaits)  # `_step_pace`'s
+    looked = counted.returned
+    _until(lambda: counted.returned >= looked + 2, "the paused worker looked again twice")
     assert live.generated_steps == steps, "no further step without a press of Step on"
     assert pace.waiting
 

@@ -65,7 +65,9 @@ def test_a_draft_never_judged_opens_a_panel_that_says_why(lang: str) -> None:
 
 
 def test_a_long_token_wraps_in_the_panel() -> None:
-    rule = re.search(r"\.pg-micro-tok \{[^}]*\}", microscope_view.CSS).group(0)
+    hit = re.search(r"\.pg-micro-tok \{[^}]*\}", microscope_view.CSS)
+    assert hit is not None
+    rule = hit.group(0)
     assert "white-space: pre-wrap" in rule and "overflow-wrap: anywhere" in rule
 
 

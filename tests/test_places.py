@@ -181,6 +181,7 @@ def test_three_paused_runs_hold_no_place_a_fourth_visitor_needs(server: Server, 
     _until(lambda: run.ended is not None, "the fourth visitor's run ended")
     assert all(p.ended is None and p.paused_after() == 1 for p in paused), "the three runs still stand paused"
     assert "reached max new tokens" in run.final_status(), run.final_status()
+    assert run.ended is not None
     print(f"fourth visitor's first token after {run.first_token_s():.2f} s, its run {run.ended - run.began:.2f} s "
           "(busy shared machine)")
 
@@ -243,7 +244,9 @@ def test_slowed_runs_end_at_their_time_limit_and_hold_no_place(server: Server, v
     for r in slowed:
         status = r.final_status()
         assert "stopped by the run time limit (PLAYGROUND_RUN_TIMEOUT_S)" in status, status
-        steps = int(re.search(r"in (\d+) steps?", status).group(1))
+        hit = re.search(r"in (\d+) steps?", status)
+        assert hit is not None
+        steps = int(hit.group(1))
         # Each step after the first waited 2 s of the run's 6: on the old code the waits did not count and the runs
         # went on until their computing alone reached the limit (dozens of steps on this machine).
         assert steps <= RUN_TIMEOUT_S // 2 + 1, f"{steps} steps: the waits did not count against the limit"
@@ -260,6 +263,7 @@ def test_a_paused_run_nobody_steps_on_ends_and_says_why(models: dict[str, str],
         (run,) = _paused_visitors(server, made, 1)
         paused_at = time.monotonic()
         _until(lambda: run.ended is not None, "the idle paused run ended", within_s=SHORT_IDLE_S * 10)
+        assert run.ended is not None
         assert run.ended - paused_at >= SHORT_IDLE_S - 1, "not ended before its idle bound"
         assert f"nobody pressed “Next step” for {SHORT_IDLE_S} s (PLAYGROUND_PAUSE_IDLE_S)" in run.final_status(), \
             run.final_status()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+from typing import Any
 
 import pytest
 from test_i18n_no_english import english_words
@@ -183,12 +184,13 @@ def test_the_ahead_conversion_never_measures(cache_dir, native_bf16, monkeypatch
     assert gguf_convert.convert_ahead(hardware.SPEED_MODEL) == "process"
     assert started[0][-4:] == [hardware.SPEED_MODEL, "--dtype", "float32", "--quiet"]
     entry = models.bundled_entry(hardware.SPEED_MODEL)
+    assert entry.gguf is not None
     (cache_dir / "playground.json").write_text(json.dumps({"format": 1, "gguf_sha256": entry.gguf.sha256}))
     assert speed.measurement_wanted()
     assert gguf_convert.convert_ahead(hardware.SPEED_MODEL) is None and len(started) == 1
 
 
-def _forwards_in(thread_name: str) -> tuple[list[int], object]:
+def _forwards_in(thread_name: str) -> tuple[list[int], Any]:
     """A count of the whole model's forward passes (one per token) made in the thread named `thread_name` (a global
     torch hook; the model that generates, not its inner base model)."""
     import threading
@@ -218,7 +220,7 @@ def test_the_measurement_yields_to_a_visitors_run(tiny_models, one_torch_thread)
     visitor.__enter__()  # a visitor's run waits for its models or runs
     count, handle = _forwards_in("measuring")
     result: list[SpeedMeasurement] = []
-    second_visitor: dict[str, object] = {}
+    second_visitor: dict[str, Any] = {}
     leave = threading.Event()
 
     def visit() -> None:  # a second visitor arriving in the middle of a timed decode

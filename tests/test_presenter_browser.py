@@ -10,7 +10,6 @@ ordinary view and in the presenter's view).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +40,21 @@ def box(page: Any, selector: str) -> dict[str, float] | None:
     return page.evaluate(BOX, selector)
 
 
+def shown_box(page: Any, selector: str) -> dict[str, float]:
+    """`box` of an element the test expects on the page."""
+    found = box(page, selector)
+    assert found is not None, selector
+    return found
+
+
 def output_width(browser: Any, url: str, width: int = 1280, height: int = 720) -> tuple[float, float]:
     """The output box's width in the ordinary view and after the presenter's switch is clicked."""
     page = open_page(browser, url, width, height)
     try:
-        before = box(page, "#pg-output .pg-tokens")["width"]
+        before = shown_box(page, "#pg-output .pg-tokens")["width"]
         page.click("#pg-presenter input")
         page.wait_for_function("() => document.documentElement.classList.contains('pg-presenter')")
-        return before, box(page, "#pg-output .pg-tokens")["width"]
+        return before, shown_box(page, "#pg-output .pg-tokens")["width"]
     finally:
         page.close()
 
@@ -56,13 +62,13 @@ def output_width(browser: Any, url: str, width: int = 1280, height: int = 720) -
 def test_the_presenters_view_gives_the_stream_the_width_on_a_projector(browser: Any, app_url: str) -> None:
     page = open_page(browser, app_url, 1280, 720)
     try:
-        ordinary = box(page, "#pg-output .pg-tokens")
+        ordinary = shown_box(page, "#pg-output .pg-tokens")
         assert box(page, "#pg-settings-col") is not None
         page.click("#pg-presenter input")
         page.wait_for_function("() => document.documentElement.classList.contains('pg-presenter')")
-        presenter = box(page, "#pg-output .pg-tokens")
+        presenter = shown_box(page, "#pg-output .pg-tokens")
         # The settings' column gone, the stream shares the width with the legend beside it and the microscope only.
-        legend, micro = box(page, "#pg-legend-box"), box(page, "#pg-micro-box")
+        legend, micro = shown_box(page, "#pg-legend-box"), shown_box(page, "#pg-micro-box")
         assert presenter["width"] >= 1.2 * ordinary["width"] and presenter["width"] >= 1280 - 380 - legend["width"] - 120
         assert micro["width"] <= 380 and presenter["y"] == pytest.approx(legend["y"], abs=80), (presenter, legend)
         assert presenter["y"] < 720 < ordinary["y"], "the stream starts on the screen, not below it"
@@ -73,7 +79,7 @@ def test_the_presenters_view_gives_the_stream_the_width_on_a_projector(browser: 
         assert box(page, "#pg-settings-col") is not None and box(page, "#pg-generate") is not None
         page.click("#pg-presenter input")  # back to the ordinary view
         page.wait_for_function("() => !document.documentElement.classList.contains('pg-presenter')")
-        assert box(page, "#pg-output .pg-tokens")["width"] == pytest.approx(ordinary["width"], abs=2)
+        assert shown_box(page, "#pg-output .pg-tokens")["width"] == pytest.approx(ordinary["width"], abs=2)
         assert "view=presenter" not in page.url
     finally:
         page.close()
@@ -86,7 +92,7 @@ def test_a_link_opens_the_presenters_view(browser: Any, app_url: str, lang: str)
         page.wait_for_function("() => document.querySelector('#pg-presenter input')?.checked")
         assert box(page, "#pg-settings-col") is None
         # the stream's width with the legend's column beside it (626 px at 1280; the ordinary view's is 328)
-        assert box(page, "#pg-output .pg-tokens")["width"] >= 600
+        assert shown_box(page, "#pg-output .pg-tokens")["width"] >= 600
         # Large type on the projector: the stream's font is larger than the ordinary view's 15 px.
         size = page.evaluate("() => parseFloat(getComputedStyle(document.querySelector('#pg-output .pg-tokens')).fontSize)")
         assert size >= 20
@@ -98,7 +104,7 @@ def test_a_link_opens_the_presenters_view(browser: Any, app_url: str, lang: str)
 def test_on_a_phone_the_output_and_the_microscope_stack_at_full_width(browser: Any, app_url: str, query: str) -> None:
     page = open_page(browser, app_url + query, 390, 844)
     try:
-        output, micro = box(page, "#pg-output"), box(page, "#pg-micro-box")
+        output, micro = shown_box(page, "#pg-output"), shown_box(page, "#pg-micro-box")
         assert micro["y"] >= output["bottom"] - 1, "one above the other"
         for part in (output, micro):
             assert part["width"] >= 0.8 * 390, (output, micro)
@@ -210,7 +216,7 @@ def test_a_run_stepped_by_the_keys_fits_a_projector(browser: Any, app_url: str, 
 def test_on_a_phone_generate_is_on_the_first_screen(browser: Any, app_url: str) -> None:
     page = open_page(browser, app_url, 390, 844)
     try:
-        generate, settings = box(page, "#pg-generate"), box(page, "#pg-settings-col")
+        generate, settings = shown_box(page, "#pg-generate"), shown_box(page, "#pg-settings-col")
         assert generate["bottom"] <= 844, generate
         assert settings["y"] > generate["y"], "the settings come after the prompt and Generate"
     finally:
@@ -260,4 +266,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -6,6 +6,8 @@ stand-ins run on the bundled Gemma, and what each surface offers where the Hub i
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from playground.app import preset_picker, run_request
@@ -112,10 +114,10 @@ def test_page_fills_a_hub_preset_as_the_guide_sets_it() -> None:
 
 def _api(preset: str | None, prompt: str = "", **values) -> RunRequest:
     """run_request.build_request as the /generate endpoint calls it, the other values at their page defaults."""
-    args = dict(target=DEFAULT_TARGET, assistant=None, method="baseline", params={}, max_new_tokens=64, sample=False,
+    args: dict[str, Any] = dict(target=DEFAULT_TARGET, assistant=None, method="baseline", params={}, max_new_tokens=64, sample=False,
                 temperature=1.0, top_p=1.0, top_k=0, seed=0, chat="auto", dtype="auto")
     args.update(values)
-    return run_request.build_request(prompt, *args.values(), preset)
+    return run_request.build_request(prompt, *args.values(), preset)  # type: ignore[call-arg]
 
 
 def test_api_preset_sets_everything_but_prompt_and_precision(offline: None) -> None:

@@ -11,7 +11,7 @@ from playground import request as requests_module
 from playground.cli import build_parser, request_from_args
 from playground.engine import RunRequest as EngineRunRequest
 from playground.presets import UNSET_LENGTH, get_preset
-from playground.request import DEFAULT_METHOD, MAX_NEW_TOKENS, RunRequest, default, new_request
+from playground.request import DEFAULT_METHOD, MAX_NEW_TOKENS, RunRequest, Surface, default, new_request
 
 
 def test_the_builder_fills_in_the_defaults() -> None:
@@ -26,10 +26,10 @@ def test_the_builder_fills_in_the_defaults() -> None:
 
 @pytest.mark.parametrize(("surface", "tokens"), [("run", 64), ("page", 64), ("compare", 32), ("bench", 48),
                                                   ("bench_warm_up", 16), ("guide", 20), ("preload_warm_up", 4)])
-def test_each_surface_has_its_named_length(surface: str, tokens: int) -> None:
-    assert new_request("x", surface=surface).max_new_tokens == MAX_NEW_TOKENS[surface] == tokens  # type: ignore[arg-type]
-    assert new_request("x", surface=surface, max_new_tokens=None).max_new_tokens == tokens  # type: ignore[arg-type]
-    assert new_request("x", surface=surface, max_new_tokens=7).max_new_tokens == 7  # type: ignore[arg-type]
+def test_each_surface_has_its_named_length(surface: Surface, tokens: int) -> None:
+    assert new_request("x", surface=surface).max_new_tokens == MAX_NEW_TOKENS[surface] == tokens
+    assert new_request("x", surface=surface, max_new_tokens=None).max_new_tokens == tokens
+    assert new_request("x", surface=surface, max_new_tokens=7).max_new_tokens == 7
 
 
 def test_but_copies_with_changes() -> None:
@@ -50,7 +50,7 @@ def test_the_surfaces_read_the_defaults() -> None:
     from playground.app import compare_tab, generate_tab, mcp_tools, run_request
     from playground.bench import compare_on_prompt, run_bench
 
-    def defaults(fn):  # type: ignore[no-untyped-def]
+    def defaults(fn):
         return {k: p.default for k, p in inspect.signature(fn).parameters.items()}
 
     assert defaults(mcp_tools.generate)["max_new_tokens"] == MAX_NEW_TOKENS["run"]
@@ -60,14 +60,14 @@ def test_the_surfaces_read_the_defaults() -> None:
     assert defaults(generate_tab.generate)["max_new_tokens"] == MAX_NEW_TOKENS["page"]
     assert run_request.DEFAULT_METHOD == compare_tab.DEFAULT_METHOD == DEFAULT_METHOD == "prompt_lookup"
 
-    nothing = [None] * 11
+    nothing = (None,) * 11
     page = run_request.build_request("x", *nothing, None)
     assert page == new_request("x", method=DEFAULT_METHOD)  # the page starts on its own method, 64 tokens
-    assert run_request.build_request("x", *nothing[:4], "", *nothing[5:], None).max_new_tokens == 64
+    assert run_request.build_request("x", *nothing[:4], "", *nothing[5:], None).max_new_tokens == 64  # type: ignore[arg-type]
     compare = run_request.build_request("x", *nothing, None, surface="compare")
     assert compare.max_new_tokens == MAX_NEW_TOKENS["compare"]
     with pytest.raises(ValueError, match="max_new_tokens must be a whole number"):
-        run_request.build_request("x", *nothing[:4], "2.5", *nothing[5:], None)
+        run_request.build_request("x", *nothing[:4], "2.5", *nothing[5:], None)  # type: ignore[arg-type]
 
 
 def test_presets_build_through_the_builder() -> None:

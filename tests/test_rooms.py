@@ -109,7 +109,7 @@ def test_followers_see_the_run_but_not_the_fate_of_the_step_under_question() -> 
     assert [s.index for s in view.steps] == [0] and view.question is not None and view.question.index == 1
     trace.steps.append(step(2, False))  # the presenter stepped on: step 1 is shown, step 2 is asked
     view = room.view()
-    assert [s.index for s in view.steps] == [0, 1] and view.question.index == 2
+    assert [s.index for s in view.steps] == [0, 1] and view.question is not None and view.question.index == 2
     stepping[0] = False  # at the free pace nothing is held back
     assert [s.index for s in room.view().steps] == [0, 1, 2] and room.view().question is None
     stepping[0] = True
@@ -144,6 +144,7 @@ def test_one_answer_per_follower_per_step_counted_until_the_presenter_steps_on()
     with pytest.raises(RoomError):
         registry.answer("stranger", 0, KEPT)  # not following: no vote
     tally = registry.tally("presenter")
+    assert tally is not None
     assert tally.followers == 3 and tally.asked == 0 and tally.asked_tally == (1, 2)
     assert tally.answered is None
     trace.steps.append(step(1, False))  # the presenter steps on
@@ -151,12 +152,14 @@ def test_one_answer_per_follower_per_step_counted_until_the_presenter_steps_on()
         registry.answer("b", 0, KEPT)
     assert late.value.key == "error.room.closed"
     tally = registry.tally("presenter")
+    assert tally is not None
     assert tally.asked == 1 and tally.asked_tally == (0, 0)
-    assert tally.answered.index == 0 and tally.answered_tally == (1, 2) and tally.answered.rejected
+    assert tally.answered is not None and tally.answered.index == 0 and tally.answered_tally == (1, 2) and tally.answered.rejected
     # A new run: the answers of the run before are gone.
     registry.publish("presenter", Trace(method="prompt_lookup", target="t", prompt="p", steps=[step(0, True)]),
                      lambda: True)
-    assert registry.tally("presenter").asked_tally == (0, 0) and registry.answer_given("a", 0) is None
+    tally = registry.tally("presenter")
+    assert tally is not None and tally.asked_tally == (0, 0) and registry.answer_given("a", 0) is None
 
 
 def test_only_the_current_and_the_last_asked_step_keep_answers() -> None:
@@ -167,6 +170,7 @@ def test_only_the_current_and_the_last_asked_step_keep_answers() -> None:
     registry.join(code, "a")
     room = registry.followed("a")
     for i in range(6):
+        assert room is not None
         trace.steps.append(step(i, i % 2 == 1))
         registry.answer("a", i, KEPT)
         assert set(room.answers) <= {i - 1, i}

@@ -39,7 +39,9 @@ def _plain(fragment: str) -> str:
 
 
 def _short(panel: str) -> str:
-    return re.search(r'<div class="pg-micro-rule pg-micro-rule-short".*?</details></div>', panel).group(0)
+    hit = re.search(r'<div class="pg-micro-rule pg-micro-rule-short".*?</details></div>', panel)
+    assert hit is not None
+    return hit.group(0)
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -50,18 +52,23 @@ def test_a_sampled_refusal_is_one_formula_a_draw_and_one_correction_line(lang: s
     short = _short(panel)
     n = lambda x: i18n.number(x, lang, ".3f")  # noqa: E731
     sep = ";" if lang == "ru" else ","
-    decided = _plain(re.search(r'<p class="pg-micro-decided">(.*?)</p>', short).group(1))
+    hit = re.search(r'<p class="pg-micro-decided">(.*?)</p>', short)
+    assert hit is not None
+    decided = _plain(hit.group(1))
     formula = f"r = {n(0.858)} > min(1{sep} p/q) = min(1{sep} {n(0.344)}/{n(0.569)}) = {n(0.344 / 0.569)}"
     assert decided == i18n.t("microscope.short.refused", lang, formula=formula).replace("\u2068", "").replace(
         "\u2069", ""), decided
     assert n(0.344 / 0.569) == i18n.number(0.605, lang, ".3f")  # the hand check
     # The draw on the unit line beside it, and the correction's probability in the residual.
     assert 'data-testid="pg-micro-draw" data-r="0.858000" data-a="0.604569" data-kept="false"' in short
-    corrected = _plain(re.search(r'<p class="pg-micro-corrected">(.*?)</p>', short).group(1))
+    hit = re.search(r'<p class="pg-micro-corrected">(.*?)</p>', short)
+    assert hit is not None
+    corrected = _plain(hit.group(1))
     assert n(0.965) in corrected and "that" in corrected and "max(0, p − q)" in corrected
     assert '<bdi dir="ltr">max(0, p − q)</bdi>' in short  # on one line (an isolate, not wrapped: presenter.CSS)
     # The sentences (the CLI's, word for word) folded below, nothing lost; no second draw outside the rule.
     words = re.search(r"<details class=\"pg-micro-words\"><summary>(.*?)</summary><ul>(.*?)</ul></details>", short)
+    assert words is not None
     assert _plain(words.group(1)) == i18n.t("microscope.short.words", lang)
     assert [_plain(x) for x in re.findall(r"<li>(.*?)</li>", words.group(2))] == [
         _plain(m.localized(lang)) for m in verdict.messages]
@@ -78,16 +85,23 @@ def test_a_sampled_refusal_is_one_formula_a_draw_and_one_correction_line(lang: s
 def test_a_kept_draft_and_a_tiny_chance_keep_their_numbers(lang: str) -> None:
     kept = _refusal(draw=0.25)
     kept.accepted, kept.rejected, kept.emitted, kept.emitted_text = 1, [6], [5, 8], [" whose", " x"]
+    assert kept.dists is not None
     kept.dists[0].residual = kept.dists[0].residual_emitted = None
     short = _short(microscope_view.panel_html(_trace(kept), 0, 0, lang))
-    decided = _plain(re.search(r'<p class="pg-micro-decided">(.*?)</p>', short).group(1))
+    hit = re.search(r'<p class="pg-micro-decided">(.*?)</p>', short)
+    assert hit is not None
+    decided = _plain(hit.group(1))
     assert decided.startswith(i18n.t("microscope.short.kept", lang, formula="").replace("\u2068", "").strip())
     assert f"r = {i18n.number(0.25, lang, '.3f')} ≤ " in decided and "pg-micro-corrected" not in short
     # A chance under 0.001 is written as its formula writes it (2.7E-4), never 0.000 beside r.
     tiny = _short(microscope_view.panel_html(_trace(_refusal(draw=0.871, p=2.7e-4, q=1.0)), 0, 0, lang))
-    decided = _plain(re.search(r'<p class="pg-micro-decided">(.*?)</p>', tiny).group(1))
+    hit = re.search(r'<p class="pg-micro-decided">(.*?)</p>', tiny)
+    assert hit is not None
+    decided = _plain(hit.group(1))
     assert decided.endswith(f"= {_plain(i18n.number(2.7e-4, lang, '.1e'))}") and "0.000" not in decided.replace(",", ".")
-    words = _plain(re.search(r"<details.*?</details>", tiny).group(0))
+    hit = re.search(r"<details.*?</details>", tiny)
+    assert hit is not None
+    words = _plain(hit.group(0))
     assert f"> {_plain(i18n.number(2.7e-4, lang, '.1e'))}" in words  # the sentence compares with the same written chance
 
 

@@ -172,8 +172,8 @@ def _mixture_formulas(path: Path) -> list[str]:
         sides = [node.left, node.right]
         if not all(isinstance(side, ast.BinOp) and isinstance(side.op, ast.Mult) for side in sides):
             continue
-        factors = [ast.unparse(factor) for side in sides for factor in (side.left, side.right)]  # type: ignore[union-attr]
-        weights = [one_minus(factor) for side in sides for factor in (side.left, side.right)]  # type: ignore[union-attr]
+        factors = [ast.unparse(factor) for side in sides for factor in (side.left, side.right)]  # type: ignore[attr-defined]
+        weights = [one_minus(factor) for side in sides for factor in (side.left, side.right)]  # type: ignore[attr-defined]
         if any(weight is not None and ast.unparse(weight) in factors for weight in weights):
             found.append(f"{path.parent.name}/{path.name}:{node.lineno}")
     return found
@@ -210,6 +210,7 @@ def test_the_ensemble_weight_is_read_one_way() -> None:
                          and node.func.attr in ("get", "pop") and node.args else
                          node.slice if isinstance(node, ast.Subscript) else None)
             if isinstance(looked_up, ast.Constant) and looked_up.value == ENSEMBLE.name:
+                assert isinstance(node, ast.expr)  # a call or a subscript
                 found.append(f"{path.name}:{node.lineno}")
     assert found == []
 

@@ -303,7 +303,7 @@ TOKENIZER_TEXTS = [
 ]
 
 
-def assert_same_tokenizer(ours: object, theirs: object) -> None:
+def assert_same_tokenizer(ours: Any, theirs: Any) -> None:
     """Same ids, tokens and text back for every test text, same special tokens, template and backend."""
     for text in TOKENIZER_TEXTS:
         ids = theirs(text).input_ids
@@ -333,7 +333,9 @@ def test_bundled_tokenizers_load_as_auto_tokenizer_loads_them(key: str) -> None:
     directory = models.ensure_converted(models.CATALOGUE[key])
     assert_same_tokenizer(models.load_saved_tokenizer(directory), AutoTokenizer.from_pretrained(directory))
     # The catalogue's model_type (what `import_modeling` imports ahead) is the conversion's own.
-    assert models.CATALOGUE[key].gguf.model_type == json.loads((directory / "config.json").read_text())["model_type"]
+    gguf_source = models.CATALOGUE[key].gguf
+    assert gguf_source is not None
+    assert gguf_source.model_type == json.loads((directory / "config.json").read_text())["model_type"]
 
 
 def test_a_converted_gguf_tokenizer_loads_as_auto_tokenizer_loads_it(tiny_gguf: Path, tmp_path: Path) -> None:
@@ -525,6 +527,7 @@ def test_a_process_that_finds_another_holding_the_lock_says_it_waits(tmp_path: P
             report(i18n.Message.keyed("load.dtype_copy", dtype="bfloat16"))
         released.join()
     assert messages[0] == "Waiting for another process that is converting Tiny…"
+    assert isinstance(messages[0], i18n.Message)
     assert messages[0].localized("ru") == "Жду другой процесс, который преобразует Tiny…"
     assert messages[1:] == ["Keeping a bfloat16 copy of the weights (one time only)…"]
 
@@ -604,6 +607,7 @@ def test_python_app_py_converts_ahead_on_a_cold_cache_and_preloads_that_conversi
     assert "preloaded bundled/gemma-3-270m" in text and "converting bundled/gemma-3-270m ahead failed" not in text
     assert not Path(f"/proc/{ahead.group(1)}").exists()  # it ended, and the server reaped it
     entry = models.CATALOGUE[models.DEFAULT_TARGET]
+    assert entry.gguf is not None
     assert models.cache._cache_is_valid(cache / "converted" / "bundled--gemma-3-270m", entry.gguf)
 
 
@@ -659,7 +663,9 @@ def test_each_bundled_file_dequantises_and_reads_as_transformers_does(key: str, 
     reader = models.BulkArrayGGUFReader(path)
     every_string_array = [key for key in reader.fields if models.gguf_patches._is_string_array(reader, key)]
     assert "tokenizer.ggml.tokens" in every_string_array
-    assert _typed(models.lean_metadata_of(reader)) == _typed(lean_reader.read_gguf_metadata(str(path), every_string_array))
+    lean = models.lean_metadata_of(reader)
+    assert lean is not None
+    assert _typed(lean) == _typed(lean_reader.read_gguf_metadata(str(path), every_string_array))
     for tensor in reader.tensors:
         expected = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
         assert _same_bits(models.dequantize_with_torch(tensor.data, tensor.tensor_type), expected), tensor.name

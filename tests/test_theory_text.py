@@ -85,6 +85,7 @@ def test_the_diamond_above_or_below_the_circle_reads_as_the_lecture_says() -> No
     rises = make_trace("speculative", _steps([0] * 5 + [2] * 5, 2), 1.0)
     for trace, above in ((falls, True), (rises, False)):
         est = theory.estimate(trace, baseline_trace())
+        assert est.tau is not None and est.expected_tau is not None
         assert (est.tau > est.expected_tau) is above, (trace.steps[0].accepted, est.tau, est.expected_tau)
 
 
@@ -98,8 +99,12 @@ def test_each_verdict_points_the_way_its_numbers_do(elapsed_s: float) -> None:
     'falls short of' / 'beats' against the two speedups it compares."""
     lines = theory.diagnose(_with_elapsed(elapsed_s), baseline_trace())
     run = next(line for line in lines if line.startswith("This run was"))
-    verdict, tps, base = re.match(r"This run was (.+): ([\d.]+) tokens/s against ([\d.]+)\.", run).groups()
-    x = float(re.search(r"([\d.]+)×", verdict).group(1))
+    hit = re.match(r"This run was (.+): ([\d.]+) tokens/s against ([\d.]+)\.", run)
+    assert hit is not None
+    verdict, tps, base = hit.groups()
+    hit = re.search(r"([\d.]+)×", verdict)
+    assert hit is not None
+    x = float(hit.group(1))
     tps_n, base_n = float(tps), float(base)  # quoted to one decimal: the ratio x is within their rounding
     assert (tps_n - 0.05) / (base_n + 0.05) - 0.005 <= x <= (tps_n + 0.05) / (base_n - 0.05) + 0.005
     if "faster" in verdict:
@@ -109,8 +114,12 @@ def test_each_verdict_points_the_way_its_numbers_do(elapsed_s: float) -> None:
     else:
         assert "about as fast" in verdict and 0.95 < x < 1.05
     prediction = next(line for line in lines if "Leviathan" in line)
-    refined = float(re.search(r"it predicts ([\d.]+)×", prediction).group(1))
-    measured = float(re.search(r"The measured ([\d.]+)×", prediction).group(1))
+    hit = re.search(r"it predicts ([\d.]+)×", prediction)
+    assert hit is not None
+    refined = float(hit.group(1))
+    hit = re.search(r"The measured ([\d.]+)×", prediction)
+    assert hit is not None
+    measured = float(hit.group(1))
     if "beats it" in prediction:
         assert measured > refined * 1.2
     elif "falls short" in prediction:

@@ -7,6 +7,7 @@ threshold: no figure here depends on how fast the machine is.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from test_methods import PROMPT, models  # noqa: F401  (the tiny checkpoints of 
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.models]  # models built: not in the model-free tier
 
-RUNS = {
+RUNS: dict[str, dict[str, Any]] = {
     "baseline": dict(target="target"),
     "speculative": dict(target="target", assistant="noisy", params={"num_assistant_tokens": 3}),
     "speculative-sampling": dict(target="target", assistant="noisy", params={"num_assistant_tokens": 3},

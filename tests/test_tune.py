@@ -180,22 +180,30 @@ def test_several_prompts_give_an_overall_best_and_each_prompt_s_loss(tiny_models
     request = _request(tiny_models["target"], "prompt_lookup", PROMPTS[0], max_draft=4, ngram_sizes=(1, 2))
     result = tune(request, list(PROMPTS), store)
     best = result.best()
-    assert best is not None and best.predicted.speedup is not None
+    assert best is not None and best.predicted is not None and best.predicted.speedup is not None
     losses = result.losses()
     assert len(losses) == 2
     for loss, prompt in zip(losses, result.prompts):
-        assert loss["own_best"] == prompt.best().setting.label
+        own_best = prompt.best()
+        assert own_best is not None
+        assert loss["own_best"] == own_best.setting.label
         assert loss["loss"] is not None and 0 <= loss["loss"] < 1
     overall = {r.setting: r for r in result.overall()}
     for setting, row in overall.items():
-        assert row.predicted.steps == sum(p.row(setting).predicted.steps for p in result.prompts)
+        assert row.predicted is not None
+        assert row.predicted.steps == sum(p.row(setting).predicted.steps  # type: ignore[union-attr, misc]
+                                          for p in result.prompts)
     verify(result, store)
     for setting in (best.setting, result.default()):
         measured = result.measured[setting]
-        assert measured.counts() == overall[setting].predicted.counts()
+        predicted = overall[setting].predicted
+        assert predicted is not None
+        assert measured.counts() == predicted.counts()
         assert measured.time_s and measured.speedup
     data = result.to_dict()
-    assert data["recommended"] == result.recommended().setting.label and data["fastest_predicted"] == best.setting.label
+    recommended = result.recommended()
+    assert recommended is not None
+    assert data["recommended"] == recommended.setting.label and data["fastest_predicted"] == best.setting.label
     assert {"method", "params", "predicted", "measured"} <= set(data["rows"][0])
     assert set(data["rows"][0]["predicted"]) >= {"steps", "drafted", "accepted", "tokens_per_step", "time_s", "speedup"}
 
@@ -226,7 +234,7 @@ def test_the_verdict_says_exact_only_in_float32(dtype, tiny_models, store, one_t
     exact = dtype == "float32"
     assert data["meta"]["counts_exact"] is exact
     rows = [r for r in result.prompts[0].rows if r.measured is not None]
-    matched = sum(r.measured.counts() == r.predicted.counts() for r in rows)
+    matched = sum(r.measured.counts() == r.predicted.counts() for r in rows)  # type: ignore[union-attr]
     assert data["verified"] == {"settings": len(rows), "matched": matched} and rows
     if exact:
         assert matched == len(rows)
@@ -320,6 +328,7 @@ def test_the_scale_is_the_drafting_loop_s_own_pace_where_a_real_run_measured_it(
              for k, (n, d, v) in enumerate([(5, 900.0, 900.0), (5, 330.0, 88.0), (1, 60.0, 60.0), (5, 400.0, 100.0)])]
     pace = loop_pace(SimpleNamespace(steps=steps), calibration)
     assert pace == pytest.approx(1.1)  # the median of 418/380, 120/120 and 500/380 (the first step is the prefill)
+    assert pace is not None
     calibration.method_pace = pace
     assert calibration.scale == pytest.approx(1.1)
     assert calibration.step_s(_step(1), first=False) == pytest.approx((0.06 + 0.06) * 1.1 + 0.002)
@@ -413,6 +422,7 @@ def test_the_predicted_speedups_divide_the_baseline_at_the_mean_pace_of_its_two_
     assert result.baseline_s == pytest.approx(first + (run_s - first) * 0.95)  # the later steps at the mean pace
     assert tune_module.reference_baseline_s(run_s, first, 1.0) == pytest.approx(run_s)  # a steady pace: the run
     for row in result.predicted():
+        assert row.predicted is not None and row.predicted.time_s is not None
         assert row.predicted.speedup == pytest.approx(result.baseline_s / row.predicted.time_s)
     assert result.to_dict()["baseline_run_s"] == run_s
 
@@ -445,6 +455,7 @@ def test_verify_repeats_each_setting_in_rounds_and_takes_the_median(tiny_models,
     assert len(bases) == 4 and result.measured_baseline_s == pytest.approx(statistics.median(bases))
     for s in chosen:
         row = result.prompts[0].row(s)
+        assert row is not None and row.measured is not None and row.predicted is not None
         assert len(row.measured.samples_s) == 3
         assert row.measured.time_s == pytest.approx(statistics.median(row.measured.samples_s))
         assert row.measured.speedup == pytest.approx(statistics.median(bases) / row.measured.time_s)
@@ -478,10 +489,14 @@ def test_a_setting_is_recommended_over_the_default_only_beyond_the_prediction_s_
     from playground import tune_report
 
     result, other = _two_settings(default_s, other_s, pace_change, baseline_s=2.0)  # both clearly beat the baseline
-    assert result.best().setting == other  # the fastest predicted, whatever the margin
+    best = result.best()
+    assert best is not None
+    assert best.setting == other  # the fastest predicted, whatever the margin
     assert result.margin() == pytest.approx(RECOMMEND_MARGIN + abs(pace_change - 1))
     assert result.predicted_gain() == pytest.approx(default_s / other_s - 1)
-    assert result.recommended().setting == (other if picks_other else result.default())
+    recommended = result.recommended()
+    assert recommended is not None
+    assert recommended.setting == (other if picks_other else result.default())
     assert result.clear_win() is picks_other
     data = result.to_dict()
     assert data["recommended"] == (other.label if picks_other else result.default().label)
@@ -704,6 +719,7 @@ def test_tune_calibrates_every_width_it_predicts_and_checks_the_machine_s_pace(t
 
     request = _request(tiny_models["target"], "speculative", PROMPTS[0], assistant=tiny_models["noisy"],
                        max_new_tokens=24, max_draft=3, schedules=("heuristic",), thresholds=(0.0,))
+    result: PromptTune | TuneResult  # a prompt's tune, then a whole tune's
     result = tune_prompt(request, store)
     calibration = result.calibration
     longest = max(len(r.predicted.by_position) for r in result.rows if r.predicted)  # the longest draft predicted

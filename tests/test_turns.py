@@ -159,7 +159,7 @@ def _thread_of(live: LiveRun) -> threading.Thread | None:
 
 def _waiting(live: LiveRun) -> bool:
     """Whether this run waits in the baton's queue."""
-    return _turns_of(live) is not None and _waiting_turns(_turns_of(live))
+    return (turns := _turns_of(live)) is not None and _waiting_turns(turns)
 
 
 def _waiting_turns(turns: _Turns) -> bool:
@@ -177,7 +177,7 @@ def _interleave(store, models, long_name: str, short_name: str) -> tuple[Trace, 
     try:
         long_consumer = Consumer(long_run)
         started = time.monotonic()
-        while _turns_of(long_run) is None or _turns_of(long_run).turns == 0:  # the long run holds the baton first
+        while (turns := _turns_of(long_run)) is None or turns.turns == 0:  # the long run holds the baton first
             assert time.monotonic() - started < WAIT_S
             time.sleep(0.002)
         short_consumer = Consumer(short_run)
@@ -221,7 +221,9 @@ def test_two_runs_taking_turns_step_by_step_give_what_each_gives_alone(store, mo
     assert long_trace.output_ids == alone_long.output_ids, "the long run gives what it gives alone"
     assert (short_trace.finish_reason, long_trace.finish_reason) == (alone_short.finish_reason, alone_long.finish_reason)
     # It waited once before its first step and once between every two of its steps: turns taken step by step.
-    assert _turns_of(short_run).turns == len(short_trace.steps) > 1
+    short_turns = _turns_of(short_run)
+    assert short_turns is not None
+    assert short_turns.turns == len(short_trace.steps) > 1
     assert short_consumer.arrivals[0] < long_consumer.ended and short_consumer.ended < long_consumer.ended
     for trace in (short_trace, long_trace):
         _assert_tiles(trace)
@@ -238,7 +240,9 @@ def test_runs_of_different_methods_on_shared_models_take_turns(store, models) ->
     long_trace, short_trace, _, _, short_run = _interleave(store, models, long_name, short_name)
     assert short_trace.output_ids == alone_short.output_ids
     assert long_trace.output_ids == alone_long.output_ids
-    assert _turns_of(short_run).turns == len(short_trace.steps) > 1
+    short_turns = _turns_of(short_run)
+    assert short_turns is not None
+    assert short_turns.turns == len(short_trace.steps) > 1
 
 
 def test_a_run_stopped_while_waiting_for_its_first_turn_ends_without_a_step(store, models) -> None:  # noqa: F811
@@ -248,7 +252,7 @@ def test_a_run_stopped_while_waiting_for_its_first_turn_ends_without_a_step(stor
     try:
         long_consumer = Consumer(long_run)
         started = time.monotonic()
-        while _turns_of(long_run) is None or _turns_of(long_run).turns == 0:
+        while (turns := _turns_of(long_run)) is None or turns.turns == 0:
             assert time.monotonic() - started < WAIT_S, "the long run never took a turn"
             time.sleep(0.002)
         short_consumer = Consumer(short_run)
@@ -271,16 +275,18 @@ def test_a_run_stopped_while_waiting_between_its_steps_takes_no_further_step(sto
     short_run = LiveRun(prepare(_request(models, "speculative", SHORT_TOKENS * 4), store))
     # The long run is held once the short one has taken a turn and waits for its next.
     hold = Hold(long_run.prepared.target.model, long_run,
-                lambda: _turns_of(short_run) is not None and _turns_of(short_run).turns >= 2 and _waiting(short_run), wait=False)
+                lambda: (turns := _turns_of(short_run)) is not None and turns.turns >= 2 and _waiting(short_run), wait=False)
     try:
         long_consumer = Consumer(long_run)
         started = time.monotonic()
-        while _turns_of(long_run) is None or _turns_of(long_run).turns == 0:
+        while (turns := _turns_of(long_run)) is None or turns.turns == 0:
             assert time.monotonic() - started < WAIT_S, "the long run never took a turn"
             time.sleep(0.002)
         short_consumer = Consumer(short_run)
         assert hold.holding.wait(WAIT_S)
-        _left_between_steps(short_run.stop, short_consumer.thread, hold, short_consumer.join, _turns_of(short_run),
+        waiting = _turns_of(short_run)
+        assert waiting is not None
+        _left_between_steps(short_run.stop, short_consumer.thread, hold, short_consumer.join, waiting,
                             alone, long_consumer)
     finally:
         hold.remove()
@@ -301,7 +307,7 @@ def _left_between_steps(leave: Callable[[], None], worker: threading.Thread, hol
             looks.append(answer)
         return answer
 
-    waiting.stopped = stopped  # the queued run asks its own `stopped` as it waits (`_Scheduler.await_baton_locked`)
+    waiting.stopped = stopped  # type: ignore[method-assign]  # the queued run asks its own `stopped` as it waits (`_Scheduler.await_baton_locked`)
     leave()
     # It saw itself stopped, and after its next wait for the baton looked again still queued: it did not leave.
     deadline = time.monotonic() + WAIT_S
@@ -352,7 +358,7 @@ class AgentRun:
         with _SCHEDULER.baton:
             mine = [t for t in _SCHEDULER.queue if id(t) not in self.others]
         if mine:
-            self.turns = mine[0]
+            self.turns = mine[0]  # type: ignore[assignment]  # a run's turns, never a _OneTurn: the agent is a run
         return bool(mine)
 
     def join(self) -> Trace:
@@ -371,7 +377,7 @@ def _page_run_held_until(store, models, until: Callable[[], bool], wait: bool = 
     hold = Hold(page_run.prepared.target.model, page_run, until, wait=wait)
     consumer = Consumer(page_run)
     started = time.monotonic()
-    while _turns_of(page_run) is None or _turns_of(page_run).turns == 0:
+    while (turns := _turns_of(page_run)) is None or turns.turns == 0:
         assert time.monotonic() - started < WAIT_S
         time.sleep(0.002)
     return page_run, consumer, hold
@@ -411,7 +417,7 @@ def test_a_long_jobs_run_gives_way_to_an_mcp_generate(store, models) -> None:  #
         """The long run's first attempt holds at the end of a step until the MCP generate waits for the models, so
         the test does not race the tiny run's speed (120 prompt-lookup tokens take a fraction of a second)."""
 
-        def __call__(self, input_ids, scores, **kwargs):  # type: ignore[no-untyped-def]
+        def __call__(self, input_ids, scores, **kwargs):
             deadline = time.monotonic() + WAIT_S
             while box["live"].gave_way == 0 and _SCHEDULER.foreground_runs == 0 and time.monotonic() < deadline:
                 time.sleep(0.001)
@@ -555,6 +561,7 @@ def test_an_mcp_generate_whose_agent_leaves_between_its_steps_takes_no_further_s
     try:
         agent.start(page_run)
         assert hold.holding.wait(WAIT_S)
+        assert agent.turns is not None
         _left_between_steps(agent.gone.set, agent.thread, hold, agent.join, agent.turns, alone, page_consumer)
     finally:
         hold.remove()
@@ -597,7 +604,7 @@ def test_the_first_universal_sampling_run_waits_one_step_for_its_dedicated_copy(
     try:
         long_consumer = Consumer(long_run)
         started = time.monotonic()
-        while _turns_of(long_run) is None or _turns_of(long_run).turns == 0:
+        while (turns := _turns_of(long_run)) is None or turns.turns == 0:
             assert time.monotonic() - started < WAIT_S, "the long run never took a turn"
             time.sleep(0.002)
         worker.start()

@@ -65,7 +65,7 @@ def type_custom(page: Any, elem_id: str, value: str) -> None:
     field.blur()
 
 
-def set_number(page: Any, elem_id: str, value: int) -> None:
+def set_number(page: Any, elem_id: str, value: float) -> None:
     box = page.locator(f"#{elem_id} input[type=number]")
     box.fill(str(value))
     box.press("Enter")

@@ -277,6 +277,7 @@ def test_stop_ends_the_run_and_keeps_the_output(tiny_models: dict[str, str]) -> 
         if isinstance(final["tokens"], str) and 'class="tok"' in final["tokens"] and seen_tokens == 0:
             seen_tokens = final["tokens"].count('class="tok"')
             threading.Thread(target=generate_tab.stop, args=(request,)).start()
+    assert final is not None
     tokens_html, status, download = final["tokens"], final["status"], final["trace_file"]
     assert "stopped" in status
     trace = Trace.load(download["value"])

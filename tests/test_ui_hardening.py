@@ -315,7 +315,7 @@ def client(server: Server) -> Any:
 
 def request(**kw: Any) -> dict[str, Any]:
     """The `generate` endpoint's arguments, with defaults for a short greedy float32 run."""
-    args = {"prompt": PROMPT, "target": None, "assistant": None, "method": "baseline", "params": {},
+    args: dict[str, Any] = {"prompt": PROMPT, "target": None, "assistant": None, "method": "baseline", "params": {},
             "max_new_tokens": 8, "sample": False, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "seed": 0,
             "chat": "auto", "dtype": "float32", "check_plain": False, "preset": None}
     args.update(kw)

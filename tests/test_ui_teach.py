@@ -204,7 +204,9 @@ def test_uploading_a_trace_replays_it(runs: dict[str, Any], tmp_path: Path, monk
     trace.save(path)
     out = replay_tab.LOADED.read(replay_tab.on_trace_upload(uploaded(path, monkeypatch)))
     loaded, status, slider, tokens = out["trace"], out["status"], out["slider"], out["tokens"]
-    assert uploads.resolve(loaded).to_dict() == trace.to_dict()  # the state holds a ticket to the shared store
+    resolved = uploads.resolve(loaded)
+    assert resolved is not None
+    assert resolved.to_dict() == trace.to_dict()  # the state holds a ticket to the shared store
     assert "Loaded shared.json" in status and slider["maximum"] == len(trace.steps)
     assert len(spans(tokens)) == len(spans(render.render_trace(trace)))
 
@@ -294,6 +296,7 @@ def test_after_a_run_the_theory_panel_places_it_and_diagnoses_it(runs: dict[str,
 
 
 def test_baselines_are_matched_on_prompt_and_settings(runs: dict[str, Any]) -> None:
+    base: Trace
     base, look = runs["baseline"]["replay.trace"], runs["lookup"]["replay.trace"]
     assert theory_tab.find_baseline(look, [base]) is base
     other = Trace.from_dict({**base.to_dict(), "prompt": "something else"})

@@ -75,7 +75,7 @@ class _GivesWayOnce(_Stop):
 
     calls = 0
 
-    def __call__(self, input_ids, scores, **kwargs):  # type: ignore[no-untyped-def]
+    def __call__(self, input_ids, scores, **kwargs):
         _GivesWayOnce.calls += 1
         if _GivesWayOnce.calls == 2:
             self._gave_way = True

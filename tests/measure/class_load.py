@@ -86,6 +86,9 @@ def line(name: str, values: list[float], unit: str = "s") -> str:
 class Memory(threading.Thread):
     """The server's resident memory, sampled every second."""
 
+    samples: list[tuple[float, float]]  # (seconds, MiB)
+    marks: list[tuple[float, str]]  # (seconds, what happened)
+
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.proc, self.samples, self.marks = psutil.Process(pid), [], []
@@ -432,7 +435,9 @@ def main() -> int:  # noqa: C901 - one scenario, in order
         list(warm.stream("generate", run_args(prompt, target, 4)))  # the model loaded and warm
         presenter = Presenter(url, deps)
         presenter.visitor.call("set_pace", ["step", 1.0])
-        code = CODE_IN_LINK.search(presenter.visitor.call("open_class", [url])[0]).group(1)
+        hit = CODE_IN_LINK.search(presenter.visitor.call("open_class", [url])[0])
+        assert hit is not None
+        code = hit.group(1)
         beat = threading.Event()
 
         def beating() -> None:  # the presenter's page beats once a second, as the page's timer does

@@ -145,10 +145,11 @@ class Probe:
         return figures
 
     def diff(self, old: str, new: str, top: int = 25) -> None:
-        a, b = (json.loads((self.folder / f"{n}.json").read_text()) for n in (old, new))  # type: ignore[operator]
+        assert self.folder is not None
+        a, b = (json.loads((self.folder / f"{n}.json").read_text()) for n in (old, new))
         grown = sorted(((b["by_type"].get(k, 0) - a["by_type"].get(k, 0), k) for k in b["by_type"]), reverse=True)
         print(f"objects {old} -> {new}: " + ", ".join(f"{k} {d:+}" for d, k in grown[:12] if d), flush=True)
-        old_tm, new_tm = (self.folder / f"{n}.tm" for n in (old, new))  # type: ignore[operator]
+        old_tm, new_tm = (self.folder / f"{n}.tm" for n in (old, new))
         if old_tm.exists() and new_tm.exists():
             import tracemalloc
             stats = tracemalloc.Snapshot.load(str(new_tm)).compare_to(tracemalloc.Snapshot.load(str(old_tm)),

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -37,10 +38,10 @@ if __name__ == "__main__" and sys.argv[1] == "child":
 
 pairs = int(sys.argv[1])
 variants = sys.argv[2:] or ["cli", "cli64", "perrecord", "plain"]
-request = {"target": "bundled/gemma-3-270m", "method": "prompt_lookup", "assistant": None,
+request: dict[str, Any] = {"target": "bundled/gemma-3-270m", "method": "prompt_lookup", "assistant": None,
            "params": {"prompt_lookup_num_tokens": 5}, "max_new_tokens": 96, "dtype": "bfloat16", "chat": None}
 root = Path(tempfile.mkdtemp())
-times = {v: [] for v in variants}
+times: dict[str, list[float]] = {v: [] for v in variants}
 for k in range(pairs):
     order = variants[k % len(variants):] + variants[:k % len(variants)]
     for v in order:

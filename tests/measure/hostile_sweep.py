@@ -86,7 +86,9 @@ class Client:
 def rss_mb(pid: int) -> float:
     """The process's resident memory in MB (VmRSS)."""
     text = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmRSS:\s+(\d+) kB", text).group(1)) / 1024  # type: ignore[union-attr]
+    hit = re.search(r"VmRSS:\s+(\d+) kB", text)
+    assert hit is not None
+    return int(hit.group(1)) / 1024
 
 
 def generate_args(target: str, tokens: int, prompt: str = PROMPT) -> list[Any]:
@@ -96,7 +98,7 @@ def generate_args(target: str, tokens: int, prompt: str = PROMPT) -> list[Any]:
 def disconnect_stop(client: Client, target: str, log: Path) -> dict[str, Any]:
     """Leave a long Tune once it reports; the seconds until its worker ended (by the server's log)."""
     more = "\n".join(f"Prompt number {i}: one, two, three, four, five, six, seven." for i in range(8))
-    data = [PROMPT, target, None, "prompt_lookup", {}, "float32", "auto", 400, 16, more]
+    data: list[Any] = [PROMPT, target, None, "prompt_lookup", {}, "float32", "auto", 400, 16, more]
     start = len(log.read_bytes())
     session = client.join("tune_page", data)
     with client.stream(session) as stream:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -21,7 +22,7 @@ from playground.models import DEFAULT_TARGET  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "Write one sentence about why the sky is blue."
-SETTINGS = dict(method="early_exit", params={"assistant_early_exit": 10, "num_assistant_tokens": 4}, max_new_tokens=40,
+SETTINGS: dict[str, Any] = dict(method="early_exit", params={"assistant_early_exit": 10, "num_assistant_tokens": 4}, max_new_tokens=40,
                 sample=True, temperature=0.8, seed=1)
 
 

@@ -60,9 +60,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 PROMPT = ("Here is a list of fruits: apple, banana, cherry, date, elderberry, fig, grape. "
           "Again, the list of fruits: apple,")
-BUNDLED_CASES = [("baseline", None, {}), ("prompt_lookup", None, {"prompt_lookup_num_tokens": 5})]
+BUNDLED_CASES: list[tuple[str, str | None, dict[str, Any]]] = [("baseline", None, {}), ("prompt_lookup", None, {"prompt_lookup_num_tokens": 5})]
 # With --sample: methods whose drafts come with logits (q), so a refusal makes the consumer compute the residual.
-SAMPLING_CASES = [("early_exit", None, {"assistant_early_exit": 12, "num_assistant_tokens": 3}),
+SAMPLING_CASES: list[tuple[str, str | None, dict[str, Any]]] = [("early_exit", None, {"assistant_early_exit": 12, "num_assistant_tokens": 3}),
                   ("early_exit", None, {"assistant_early_exit": 12, "num_assistant_tokens": 3,
                                         "assistant_ensemble_weight": 0.7})]
 
@@ -205,7 +205,7 @@ def profile(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | 
         model = prepared.target.model
         profiles: list[cProfile.Profile] = []
 
-        def generate(*args, _inner=model.generate, **kwargs):  # type: ignore[no-untyped-def]
+        def generate(*args, _inner=model.generate, **kwargs):
             profiler = cProfile.Profile(time.thread_time_ns, 1e-9)  # CPU time of this thread (waits do not count)
             profiles.append(profiler)
             profiler.enable()
@@ -228,7 +228,7 @@ def profile(target: str, cases: list, dtype: str, new_tokens: int, chat: bool | 
             else:
                 trace = LiveRun(prepared).run()
             consumer.disable()
-            cpu, last_step_cpu = time.thread_time() - cpu, (last_step_cpu - cpu if live else None)
+            cpu, last_step_cpu = time.thread_time() - cpu, (last_step_cpu - cpu if live else None)  # type: ignore[assignment]  # None only where not live, and then not read
         finally:
             del model.generate
         steps = len(trace.steps)
@@ -324,7 +324,7 @@ def _faults_inside_generate() -> dict[str, Any]:
     counted: dict[str, Any] = {}
     inner = GenerationMixin.generate
 
-    def generate(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def generate(self, *args, **kwargs):
         _name_os_thread(GENERATING)  # plain's worker too (LiveRun's has the name already)
         threads = _threads()
         before = resource.getrusage(resource.RUSAGE_SELF)
@@ -340,7 +340,7 @@ def _faults_inside_generate() -> dict[str, Any]:
             counted["others_started"] = sorted(name for tid, (name, _) in now.items()
                                                if tid not in threads and name != GENERATING)
 
-    GenerationMixin.generate = generate  # type: ignore[method-assign]
+    GenerationMixin.generate = generate
     return counted
 
 

@@ -40,7 +40,7 @@ FOLD = """() => { const out = {};
   out.smallest_px = Math.min(...texts.map(e => parseFloat(getComputedStyle(e).fontSize))); return out; }"""
 
 
-def step_through(page, until: int | None = None) -> int:  # type: ignore[no-untyped-def]
+def step_through(page, until: int | None = None) -> int:
     """Press N at each pause until the run is done (or it stands paused after `until` presses); the presses."""
     presses = 0
     began = time.monotonic()

@@ -69,7 +69,7 @@ def tiny_runs(models: Path) -> dict[str, list[str]]:
         marker.write_text(json.dumps({k: str(v) for k, v in tiny.write_tiny_checkpoints(models).items()}))
     paths = {k: Path(v) for k, v in json.loads(marker.read_text()).items()}
     runs: dict[str, list[str]] = {}
-    cases = [(method, *rest) for method, *rest in tiny.CLI_EXAMPLES] + [case[1:] for case in TINY_EXTRA]
+    cases: list[tuple[Any, ...]] = [(method, *rest) for method, *rest in tiny.CLI_EXAMPLES] + [case[1:] for case in TINY_EXTRA]
     names = [method for method, *_ in tiny.CLI_EXAMPLES] + [case[0] for case in TINY_EXTRA]
     for name, (method, target, assistant, params) in zip(names, cases):
         args = tiny.cli_example_args(paths, method, target, assistant, params)

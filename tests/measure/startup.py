@@ -93,7 +93,7 @@ def start_to_first_token(cache_dir: Path, log: Path, root: Path = ROOT) -> dict[
     try:
         # /generate's parameters in order: prompt, target, assistant, method, params, max_new_tokens, sample,
         # temperature, top_p, top_k, seed, chat, dtype, check_plain, preset.
-        data = [PROMPT, DEFAULT_TARGET, None, "baseline", {}, 8, False, 1.0, 1.0, 0, 0, "auto", "auto", False, None]
+        data: list[Any] = [PROMPT, DEFAULT_TARGET, None, "baseline", {}, 8, False, 1.0, 1.0, 0, 0, "auto", "auto", False, None]
         call = urllib.request.Request(base, data=json.dumps({"data": data}).encode(),
                                       headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(call, timeout=30) as response:

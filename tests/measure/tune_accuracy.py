@@ -65,7 +65,9 @@ STANDING_WORDS = {SLOWER: "slower: no setting is predicted to beat it (the least
 
 def method_request(name: str, prompt: str, args: argparse.Namespace) -> RunRequest:
     """The run tune sweeps for method `name` on the bundled models."""
-    replay = REPLAYS[METHODS[name].draft_replay]  # type: ignore[index]
+    draft_replay = METHODS[name].draft_replay
+    assert draft_replay is not None
+    replay = REPLAYS[draft_replay]
     assistant = DEFAULT_TARGET if replay.model_pass and not replay.exit_layer_param else None
     params = {replay.exit_layer_param: args.exit_layer} if replay.exit_layer_param else {}
     return RunRequest(prompt=prompt, target=DEFAULT_TARGET, method=name, assistant=assistant, params=params,
@@ -75,7 +77,7 @@ def method_request(name: str, prompt: str, args: argparse.Namespace) -> RunReque
 def chosen_settings(result: TuneResult, extra: int) -> list:
     """The recommended setting, the fastest predicted one, the default, and `extra` more spread over the predicted
     ranking."""
-    ranked = sorted((r for r in result.overall() if r.predicted), key=lambda r: -(r.predicted.speedup or 0))
+    ranked = sorted((r for r in result.overall() if r.predicted), key=lambda r: -(r.predicted.speedup or 0))  # type: ignore[union-attr]
     picks = [r.setting for r in (result.recommended(), result.best()) if r is not None]
     picks.append(result.default())
     if extra and len(ranked) > 1:
@@ -188,6 +190,7 @@ def category_record(name: str, category: str, result: TuneResult, errors: dict[s
         for row in p.rows:
             if row.measured is None or row.predicted is None:
                 continue
+            assert row.predicted.time_s is not None and row.measured.time_s is not None
             ratio = row.predicted.time_s / row.measured.time_s
             errors[name].append(abs(ratio - 1))
             # the same prediction against the baseline measured beside it (a pace change between the tune and the
@@ -246,15 +249,17 @@ def category_record(name: str, category: str, result: TuneResult, errors: dict[s
     say(f"  against plain decoding (the baseline), as the page's verdict says: {STANDING_WORDS.get(standing, standing)}")
     if best is not None and best.setting != default and best.setting in result.measured:
         fast, slow = result.measured[best.setting].time_s, result.measured[default].time_s
+        assert fast is not None and slow is not None
         say(f"  fastest predicted {best.setting.label} measured {fast:.3f} s vs default {slow:.3f} s "
             f"(measured gain {slow / fast - 1:+.1%})")
     verdict = None
     if recommended is not None and recommended.setting != default:
         fast, slow = result.measured[recommended.setting].time_s, result.measured[default].time_s
+        assert fast is not None and slow is not None
         called = {SLOWER: "least slow, picked over the default (no setting is predicted to beat plain decoding: "
                           "not a recommendation)",
                   UNCLEAR: "picked over the default (no setting is predicted clearly faster than plain decoding: "
-                           "not a recommendation)"}.get(standing, "recommended")
+                           "not a recommendation)"}.get(standing, "recommended")  # type: ignore[arg-type]
         verdict = (f"{name} · {category}: {called} {recommended.setting.label} (predicted {gain:+.1%}) measured "
                    f"{fast:.3f} s vs default {slow:.3f} s: {'at least as fast' if fast <= slow else 'SLOWER'}")
     return {"method": name, "category": category, "prompts": len(result.prompts), "dtype": result.prompts[0].env.get("dtype"),
