@@ -93,7 +93,7 @@ def test_load_prompts_example_set_and_bad_files(tmp_path):
 def test_float32_lossless_mismatch_is_an_error():
     check = bench.check_lossless([1, 2, 3, 9], [1, 2, 3, 4], dtype="float32")
     assert check.ok is False and check.severity == "error"
-    assert check.divergence.index == 3 and "LOSSLESS VIOLATION" in check.note
+    assert check.divergence is not None and check.divergence.index == 3 and "LOSSLESS VIOLATION" in check.note
     assert bench.check_lossless([1, 2, 3], [1, 2, 3], dtype="float32").ok is True
 
 
@@ -197,7 +197,7 @@ def test_csv_has_the_required_columns_in_order(tmp_path):
     bench.write_csv(rows, path)
     with path.open() as fh:
         reader = csv.DictReader(fh)
-        assert reader.fieldnames[: len(REQUIRED_COLUMNS)] == REQUIRED_COLUMNS
+        assert reader.fieldnames is not None and reader.fieldnames[: len(REQUIRED_COLUMNS)] == REQUIRED_COLUMNS
         read = list(reader)
     assert [r["method"] for r in read] == ["baseline", "prompt_lookup"]
     assert float(read[1]["acceptance_rate"]) == pytest.approx(8 / 14, rel=1e-5)
@@ -223,6 +223,7 @@ def test_divergence_margin_reads_the_target(store, tiny_models):
     other = ids[:3] + [(ids[3] + 1) % 300] + ids[4:]
     div = bench.divergence_margin(prepared, ids, other, 3)
     assert div.index == 3 and div.baseline_token == ids[3] and div.method_token == other[3]
+    assert div.p_method is not None and div.p_baseline is not None and div.margin is not None
     assert 0 <= div.p_method <= div.p_baseline <= 1  # greedy picked the most probable token
     assert div.margin == pytest.approx(div.p_baseline - div.p_method)
 
@@ -302,7 +303,7 @@ def test_rows_and_aggregates_round_trip_through_json():
     rows = _two_rows()
     assert list(rows[1].to_dict())[: len(bench.CSV_COLUMNS)] == bench.CSV_COLUMNS  # JSON keys in the CSV's order
     again = [bench.BenchRow.from_dict(json.loads(json.dumps(r.to_dict()))) for r in rows]
-    assert again == rows and again[1].divergence.index == 0 and again[1].lossless_severity == "near-tie"
+    assert again == rows and again[1].divergence is not None and again[1].divergence.index == 0 and again[1].lossless_severity == "near-tie"
     aggs = bench.aggregate(rows)
     assert [bench.Aggregate.from_dict(json.loads(json.dumps(a.to_dict()))) for a in aggs] == aggs
 

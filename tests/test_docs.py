@@ -33,7 +33,9 @@ def test_the_methods_tables_greedy_and_sampling_columns_say_what_the_tests_prove
     """Each row's greedy and sampling cells open with the registry's `proven` kind (reference, lossless, exact, lossy,
     untested): the lectures and README read the same claim, and tests/test_lecture_truth.py checks its tests."""
     for name, method in METHODS.items():
-        cells = [cell.strip() for cell in re.search(rf"^\| `{name}` \|(.*)$", README, re.M).group(1).split(" | ")]
+        row = re.search(rf"^\| `{name}` \|(.*)$", README, re.M)
+        assert row is not None, name
+        cells = [cell.strip() for cell in row.group(1).split(" | ")]
         greedy, sampling = cells[1], cells[2]
         assert greedy.strip("*").startswith(method.proven.greedy.kind), (name, greedy)
         assert sampling.strip("*").startswith(method.proven.sampling.kind), (name, sampling)

@@ -113,7 +113,7 @@ def test_stop_ends_the_run_within_a_step(store, tiny_models):
     prepared = prepare(RunRequest(prompt=PROMPT, target=tiny_models["target"], dtype="float32", max_new_tokens=200), store)
     live = LiveRun(prepared)
     seen = 0
-    produced_at_stop = None
+    produced_at_stop: int | None = None
     for _ in live:
         seen += 1
         if seen == 3:
@@ -121,7 +121,7 @@ def test_stop_ends_the_run_within_a_step(store, tiny_models):
             # The worker may be ahead of this consumer (on busy cores, by many steps): count the steps it had
             # produced when asked to stop, then allow the one step it was in the middle of.
             produced_at_stop = live.generated_steps
-    assert live.trace.finish_reason == "stopped"
+    assert live.trace.finish_reason == "stopped" and produced_at_stop is not None
     assert 3 <= len(live.trace.steps) <= produced_at_stop + 1 < 200
     assert not live.running
     assert not any(t.name == "playground-generate" and t.is_alive() for t in threading.enumerate())

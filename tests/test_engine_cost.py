@@ -196,8 +196,9 @@ def test_the_microscope_gets_a_live_steps_figures_at_once(store, tiny_models):
     prepared = _prepared(store, tiny_models, "speculative")
     held = LiveRun(prepared).run()
     live = LiveRun(prepared)
-    opened = None
+    opened: dict[str, Any] | None = None
     for step in live:
+        assert step is not None  # no idle_s: a step each time
         if step.index == 1:
             other = threading.Thread(target=live.figures_now, args=(step.index,))
             other.start()
@@ -206,6 +207,7 @@ def test_the_microscope_gets_a_live_steps_figures_at_once(store, tiny_models):
             opened = dataclasses.asdict(step)
     assert _untimed(live.trace) == _untimed(held)
     want = dataclasses.asdict(held.steps[1])
+    assert opened is not None
     for name in ("draft_ms", "verify_ms", "other_ms"):
         opened.pop(name), want.pop(name)
     assert opened == want
@@ -310,7 +312,7 @@ def test_the_logit_ring_copies_in_order_and_never_overwrites_a_copy_still_kept()
         got = ring.hold(original, spans)
         if got is original:
             return None
-        assert len(spans) == 1 and got.data_ptr() != original.data_ptr() and torch.equal(got, original)
+        assert len(spans) == 1 and got is not None and got.data_ptr() != original.data_ptr() and torch.equal(got, original)
         live[value] = (got, spans[0])
         return spans[0]
 
@@ -526,7 +528,11 @@ def test_digesting_wide_sampling_records_starts_no_openmp_team(store, wide_pair,
 
     weight = WIDE_CASES[case]
     records, steps = _wide_records(store, wide_pair, weight)
-    started = _threads_started_by(lambda: [distributions._digest(raw, 5, True, weight) for raw in records])
+    def digest_all() -> None:
+        for raw in records:
+            distributions._digest(raw, 5, True, weight)
+
+    started = _threads_started_by(digest_all)
     assert started == [], f"threads started while digesting: {started}"
     positions = [position for raw in records for position in raw.dists]
     assert sum(position.residual is not None for position in positions) >= 2, "no refused position was digested"

@@ -121,7 +121,7 @@ def test_sampling_recordings_keep_the_draws_that_decided(recording):
     assert refused, "a sampling recording to teach from shows a refusal"
     for step, i in refused:
         verdict = microscope.explain(step, i, trace.decoding)
-        assert verdict.draw is not None and verdict.draw > verdict.acceptance
+        assert verdict.draw is not None and verdict.acceptance is not None and verdict.draw > verdict.acceptance
 
 
 def test_the_speculative_greedy_recording_drafts_with_the_derived_drafter_and_is_refused():
@@ -135,6 +135,7 @@ def test_the_speculative_greedy_recording_drafts_with_the_derived_drafter_and_is
     refusing = [step for step in trace.steps if step.rejected]
     assert refusing and 0 < trace.summary.accepted < trace.summary.drafted
     assert all(step.emitted[step.accepted] != step.rejected[0] for step in refusing)  # the correction differs
+    assert trace.summary.tokens_per_step is not None
     for lang in i18n.LANGUAGES:
         look = gallery.get_recording("speculative-greedy").look(lang)
         assert i18n.number(trace.summary.tokens_per_step, lang, ".2f") in look and "12" in look

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import string
+from typing import Any
 
 import pytest
 
@@ -414,7 +415,7 @@ def test_rarer_refusals_reach_the_page_in_its_language(lang):
     from playground.models.sources import _resolve
     from playground.settings import get_settings
 
-    def refused(call) -> Exception:
+    def refused(call) -> Any:  # a ValueError of ours: its key and fields are read
         with pytest.raises(ValueError) as caught:
             call()
         return caught.value
@@ -600,7 +601,7 @@ def test_code_tab_refusals_reach_the_page_in_its_language(lang):
          "cannot write the object argument 'streamer' into a script",
          {"ru": "аргумент 'streamer' типа object нельзя записать в скрипт",
           "ar": "لا يمكن كتابة الوسيط 'streamer' من النوع object في سكربت"}),
-        (refused(lambda: snippet._adaptation_lines(types.SimpleNamespace(assistant_adaptations=["retuned"]))),
+        (refused(lambda: snippet._adaptation_lines(types.SimpleNamespace(assistant_adaptations=["retuned"]))),  # type: ignore[arg-type]
          "the run adapts its assistant in a way no script here can repeat (retuned): plain generate() would not "
          "reproduce it",
          {"ru": "запуск настраивает ассистента так, как ни один скрипт здесь повторить не может (retuned): обычный "

@@ -38,8 +38,8 @@ def _outside_isolates(text: str) -> str:
 
 
 def test_every_formula_in_an_arabic_sentence_is_isolated():
-    bare = {key: FORMULA.search(_outside_isolates(text)).group() for key, text in arabic_strings().items()
-            if FORMULA.search(_outside_isolates(text))}
+    bare = {key: found.group() for key, text in arabic_strings().items()
+            if (found := FORMULA.search(_outside_isolates(text)))}
     assert not bare, f"formulas outside FSI…PDI in Arabic strings: {bare}"
     assert all(text.count(FSI) == text.count(PDI) for text in arabic_strings().values())
 
@@ -229,7 +229,9 @@ def test_text_the_code_puts_together_reads_as_written_in_arabic():
     for totals in ((9000.0, 3000.0), (3000.0, 9000.0)):
         *_, (_, last) = compare_tab.race_frames(gallery.load("baseline-greedy"), gallery.load("prompt-lookup-greedy"),
                                                 totals_ms=totals, lang="ar")
-        made.append(html.unescape(re.search(r'<div class="pg-verdict">(.*?)</div>', last, re.S).group(1)))
+        verdict = re.search(r'<div class="pg-verdict">(.*?)</div>', last, re.S)
+        assert verdict is not None, last
+        made.append(html.unescape(verdict.group(1)))
     assert "3" in made[-1] and "×" in made[-1]
     backwards = {text: runs for text in made
                  if (runs := latin_runs_laid_out_backwards(text) + marked_numbers_laid_out_backwards(text))}

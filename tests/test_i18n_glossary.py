@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 import re
+from typing import Any
 
 import pytest
 
@@ -84,7 +85,7 @@ def test_every_plural_phrase_has_cldrs_forms_and_formats_for_any_count(lang):
         if not isinstance(value, dict):
             continue
         assert set(value) == set(i18n.plural_categories(lang)), (lang, key)
-        fields = {name: "x" for form in english[key].values() if isinstance(english[key], dict)
+        fields: dict[str, Any] = {name: "x" for form in english[key].values() if isinstance(english[key], dict)
                   for name in re.findall(r"\{(\w+)", form)} if isinstance(english[key], dict) else {}
         for n in (0, 1, 2, 3, 5, 11, 21, 101):
             text = i18n.t(key, lang, **{**fields, "n": n})
@@ -109,7 +110,9 @@ def test_the_diagnosis_is_headed_by_the_methods_title_in_the_pages_language(lang
     trace = Trace(method="prompt_lookup", target="m", prompt="p", steps=steps, output_ids=[5, 7])
     trace.summarize(0.1)
     _, body = theory_tab.theory_view(trace, None, lang)
-    heading = re.search(r"<p><b>([^<]*)</b>", body).group(1)
+    found = re.search(r"<p><b>([^<]*)</b>", body)
+    assert found is not None, body
+    heading = found.group(1)
     assert heading == METHODS["prompt_lookup"].localized(lang).title
     assert re.search(GLOSSARY["prompt_lookup_decoding"][lang], heading)
 

@@ -225,8 +225,9 @@ def test_every_value_in_an_attribute_is_escaped_even_unvalidated():
     from html.parser import HTMLParser
 
     evil = '1" onmouseover="alert(1)" x="'
-    step = Step(index=3, drafted=[evil, "<script>x</script>"], accepted=1, rejected=["<script>x</script>"],
-                emitted=[evil, "<img src=x onerror=alert(1)>"], drafted_text=["<b>", "</span><script>"],
+    step = Step(index=3, drafted=[evil, "<script>x</script>"], accepted=1,  # type: ignore[list-item]
+                rejected=["<script>x</script>"],  # type: ignore[list-item]
+                emitted=[evil, "<img src=x onerror=alert(1)>"], drafted_text=["<b>", "</span><script>"],  # type: ignore[list-item]
                 emitted_text=["<b>", "<i>"])
 
     class Attributes(HTMLParser):

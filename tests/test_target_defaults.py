@@ -68,7 +68,9 @@ def test_catalogue_layer_counts_match_the_converted_bundled_models():
 
 def test_the_page_builds_the_layer_control_for_the_default_target():
     p = target_param_specs(DEFAULT_TARGET)[LAYER]
-    assert (p.default, p.maximum) == (method_defaults(DEFAULT_TARGET, "early_exit")[LAYER], known_layers(DEFAULT_TARGET) - 1)
+    layers = known_layers(DEFAULT_TARGET)
+    assert layers is not None
+    assert (p.default, p.maximum) == (method_defaults(DEFAULT_TARGET, "early_exit")[LAYER], layers - 1)
 
 
 def test_choosing_early_exit_bounds_the_slider_by_the_targets_layers():
