@@ -224,3 +224,19 @@ def test_every_event_of_the_page_gives_its_handler_its_inputs_by_name() -> None:
                 assert component is controls[MAIN_CONTROLS[name]], \
                     f"{block.name}'s {name!r} is {component.elem_id or component}, not the page's {MAIN_CONTROLS[name]}"
     assert declared >= 20, declared  # every event with two inputs or more (23 when this was written)
+
+
+def test_with_mcp_on_the_pages_generate_is_still_no_mcp_tool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`mcp_tools.register` marks the page's streaming `generate` as no MCP tool (its outputs are the page's HTML);
+    Gradio reads that mark on the event's function, which `Inputs.into` made: the mark must be there too, or agents
+    see a second tool, `generate_1` (tests/test_mcp.py saw it through a real MCP client)."""
+    from playground.app import page
+    from playground.compat import gradio_internals
+
+    monkeypatch.setenv("PLAYGROUND_MCP", "1")
+    demo = page.build_ui()
+    pages = [block.fn for block in demo.fns.values() if block.api_name == "generate"]
+    assert len(pages) == 1 and getattr(pages[0], gradio_internals.MCP_TYPE, None) == "page"
+    tools = {block.api_name for block in demo.fns.values() if getattr(block.fn, gradio_internals.MCP_TYPE, "tool") == "tool"
+             and block.api_name and block.api_name.startswith("mcp_")}
+    assert tools == {"mcp_generate", "mcp_compare", "mcp_bench"}

@@ -162,7 +162,9 @@ class Inputs(_Names):
             def plain(*values: Any, **more: Any) -> Any:
                 return handler(**named(values, more))
             receiver = plain
-        functools.update_wrapper(receiver, handler, updated=())  # its name (the API's), docstring, module
+        # its name (the API's), docstring, module, and what was set on it (`mcp_tools.register` marks the page's
+        # `generate` as no MCP tool: Gradio reads the mark on the event's function, this one)
+        functools.update_wrapper(receiver, handler)
         receiver.__annotations__ = {name: hint for name, hint in hints.items()
                                     if name == "return" or name in {p.name for p in parameters}}
         vars(receiver).update(__signature__=signature.replace(parameters=parameters),
