@@ -614,7 +614,7 @@ def _wire(demo: gr.Blocks, ui: dict[str, Any], param_components: list[Any]) -> G
     ui["prompt"].change(guarded(PROMPT_EXAMPLE.into(example_after_prompt)), PROMPT_EXAMPLE.components(named),
                         ui["examples"], **PRIVATE)
     ui["examples"].change(guarded(example_note_html), ui["examples"], ui["example_note"], **PRIVATE)
-    by_field = {name: ui["params_json" if name == "params" else name] for name in REQUEST_FIELDS}
+    by_field = {name: named[name] for name in REQUEST_FIELDS}  # "params" is the hidden params_json, as in `named`
     api_inputs = list(by_field.values())  # `generate`'s first 13, the API's order (`REQUEST_FIELDS`)
     ui["applied"] = preset_picker.wire(ui, PARAMS)
     preset_picker.wire_precision(ui["applied"], ui["dtype"])
